@@ -1,0 +1,316 @@
+package schemas
+
+import (
+	"encoding/json"
+	"math"
+	"time"
+)
+
+// Job spec defaults and limits.
+const (
+	DefaultMaxSamplesPerStep = 100
+	DefaultMaxOutputTokens   = 750
+	DefaultTemperatureRest   = 0.1
+	DefaultSampleTimeoutMS   = 60_000
+	DefaultTarget            = 0.95
+	MaxK                     = 1000
+	MaxSamplesLimit          = 100_000
+)
+
+// Pricing is a model's price in US dollars per million tokens.
+type Pricing struct {
+	InputUSDPerMTok  float64 `json:"input_usd_per_mtok"`
+	OutputUSDPerMTok float64 `json:"output_usd_per_mtok"`
+}
+
+// JobSpec is a submitted job. Submitters fill every field; ApplyDefaults
+// fills the optional ones.
+type JobSpec struct {
+	Header
+	// JobID names the job within its tenant.
+	JobID string `json:"job_id"`
+	// Tenant owns the job; "default" when empty.
+	Tenant string `json:"tenant"`
+	// Task is the registry name, e.g. "hanoi"; Params configure it.
+	Task   string          `json:"task"`
+	Params json.RawMessage `json:"params"`
+	// K is the voting margin: a step is decided when one candidate leads
+	// every other by K valid votes.
+	K int `json:"k"`
+	// MaxSamplesPerStep caps the samples (valid or red-flagged) one step may
+	// draw; a step that reaches it without a decision ends the job with
+	// status no_consensus. Default 100.
+	MaxSamplesPerStep int `json:"max_samples_per_step"`
+	// MaxOutputTokens is the red-flag limit on a reply. Default 750.
+	MaxOutputTokens int `json:"max_output_tokens"`
+	// Seed makes sampling reproducible: each request's seed derives from it.
+	Seed int64 `json:"seed"`
+	// TemperatureFirst is used for a step's first sample (default 0),
+	// TemperatureRest for every other (default 0.1 when omitted).
+	TemperatureFirst float64  `json:"temperature_first"`
+	TemperatureRest  *float64 `json:"temperature_rest,omitempty"`
+	// SampleTimeoutMS: a sample with no result after this long is re-sampled
+	// under a new sample id. Default 60000.
+	SampleTimeoutMS int64 `json:"sample_timeout_ms"`
+	// PEstimate is the expected chance a valid sample is right, used for the
+	// report's theory figures (optional, in (0.5, 1)).
+	PEstimate float64 `json:"p_estimate,omitempty"`
+	// ValidFraction is the expected share of samples that survive
+	// red-flagging (optional, in (0, 1]; 1 when omitted).
+	ValidFraction float64 `json:"valid_fraction,omitempty"`
+	// Pricing turns token usage into a cost in the report (optional).
+	Pricing *Pricing `json:"pricing,omitempty"`
+	// SubmittedAt is when the job was submitted.
+	SubmittedAt time.Time `json:"submitted_at"`
+}
+
+// MessageKind implements Message.
+func (*JobSpec) MessageKind() string { return KindJobSpec }
+
+// ApplyDefaults fills the optional fields that are unset.
+func (s *JobSpec) ApplyDefaults() {
+	if s.Version == 0 && s.Kind == "" {
+		s.Header = NewHeader(KindJobSpec)
+	}
+	if s.Tenant == "" {
+		s.Tenant = DefaultTenant
+	}
+	if s.MaxSamplesPerStep == 0 {
+		s.MaxSamplesPerStep = DefaultMaxSamplesPerStep
+	}
+	if s.MaxOutputTokens == 0 {
+		s.MaxOutputTokens = DefaultMaxOutputTokens
+	}
+	if s.TemperatureRest == nil {
+		t := DefaultTemperatureRest
+		s.TemperatureRest = &t
+	}
+	if s.SampleTimeoutMS == 0 {
+		s.SampleTimeoutMS = DefaultSampleTimeoutMS
+	}
+	if s.ValidFraction == 0 {
+		s.ValidFraction = 1
+	}
+}
+
+// Rest returns the temperature for samples after the first.
+func (s *JobSpec) Rest() float64 {
+	if s.TemperatureRest == nil {
+		return DefaultTemperatureRest
+	}
+	return *s.TemperatureRest
+}
+
+// Validate implements Message. It checks everything but the task params,
+// which only the task can judge.
+func (s *JobSpec) Validate() error {
+	const k = KindJobSpec
+	if err := s.Header.check(k); err != nil {
+		return err
+	}
+	if err := ValidJobID(s.JobID); err != nil {
+		return err
+	}
+	if err := ValidTenant(s.Tenant); err != nil {
+		return err
+	}
+	if !taskRE.MatchString(s.Task) {
+		return invalid(k, "task %q is not a task name", s.Task)
+	}
+	if len(s.Params) == 0 || !json.Valid(s.Params) {
+		return invalid(k, "params must be a JSON object")
+	}
+	if s.K < 1 || s.K > MaxK {
+		return invalid(k, "k must be between 1 and %d, got %d", MaxK, s.K)
+	}
+	if s.MaxSamplesPerStep < s.K || s.MaxSamplesPerStep > MaxSamplesLimit {
+		return invalid(k, "max_samples_per_step must be between k (%d) and %d, got %d", s.K, MaxSamplesLimit, s.MaxSamplesPerStep)
+	}
+	if s.MaxOutputTokens < 1 || s.MaxOutputTokens > 1_000_000 {
+		return invalid(k, "max_output_tokens must be between 1 and 1000000, got %d", s.MaxOutputTokens)
+	}
+	if !inRange(s.TemperatureFirst, 0, 2) || !inRange(s.Rest(), 0, 2) {
+		return invalid(k, "temperatures must be between 0 and 2")
+	}
+	if s.SampleTimeoutMS < 10 {
+		return invalid(k, "sample_timeout_ms must be >= 10, got %d", s.SampleTimeoutMS)
+	}
+	if s.PEstimate != 0 && !(s.PEstimate > 0.5 && s.PEstimate < 1) {
+		return invalid(k, "p_estimate must be in (0.5, 1), got %v", s.PEstimate)
+	}
+	if !(s.ValidFraction > 0 && s.ValidFraction <= 1) {
+		return invalid(k, "valid_fraction must be in (0, 1], got %v", s.ValidFraction)
+	}
+	if p := s.Pricing; p != nil && (!inRange(p.InputUSDPerMTok, 0, 1e6) || !inRange(p.OutputUSDPerMTok, 0, 1e6)) {
+		return invalid(k, "prices must be between 0 and 1e6 dollars per million tokens")
+	}
+	return nil
+}
+
+func inRange(v, lo, hi float64) bool {
+	return !math.IsNaN(v) && v >= lo && v <= hi
+}
+
+// Job states.
+const (
+	StateQueued      = "queued"
+	StateRunning     = "running"
+	StateSolved      = "solved"
+	StateUnsolved    = "unsolved"
+	StateNoConsensus = "no_consensus"
+	StateFailed      = "failed"
+)
+
+// Terminal reports whether a job in state s has ended.
+func Terminal(s string) bool {
+	switch s {
+	case StateSolved, StateUnsolved, StateNoConsensus, StateFailed:
+		return true
+	}
+	return false
+}
+
+// JobStatus is a running job's progress, updated a few times a second.
+type JobStatus struct {
+	Header
+	Tenant string `json:"tenant"`
+	JobID  string `json:"job_id"`
+	// State is queued, running, solved, unsolved, no_consensus or failed.
+	State string `json:"state" jsonschema:"enum=queued,enum=running,enum=solved,enum=unsolved,enum=no_consensus,enum=failed"`
+	// Steps decided so far, out of TotalSteps at most.
+	Steps      int64 `json:"steps"`
+	TotalSteps int64 `json:"total_steps"`
+	Samples    int64 `json:"samples"`
+	Votes      int64 `json:"votes"`
+	RedFlagged int64 `json:"red_flagged"`
+	Errors     int64 `json:"errors"`
+	// Coordinator names the process running the job.
+	Coordinator string    `json:"coordinator,omitempty"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// MessageKind implements Message.
+func (*JobStatus) MessageKind() string { return KindJobStatus }
+
+// Validate implements Message.
+func (s *JobStatus) Validate() error {
+	if err := s.Header.check(KindJobStatus); err != nil {
+		return err
+	}
+	if err := ValidTenant(s.Tenant); err != nil {
+		return err
+	}
+	if err := ValidJobID(s.JobID); err != nil {
+		return err
+	}
+	switch s.State {
+	case StateQueued, StateRunning, StateSolved, StateUnsolved, StateNoConsensus, StateFailed:
+	default:
+		return invalid(KindJobStatus, "unknown state %q", s.State)
+	}
+	return nil
+}
+
+// NoConsensus describes the step that ended a job without a decision.
+type NoConsensus struct {
+	Step    int64        `json:"step"`
+	Samples int          `json:"samples"`
+	Tally   []TallyEntry `json:"tally"`
+}
+
+// JobReport is a finished job's report.
+type JobReport struct {
+	Header
+	Tenant string          `json:"tenant"`
+	JobID  string          `json:"job_id"`
+	Task   string          `json:"task"`
+	Params json.RawMessage `json:"params"`
+	// State is solved, unsolved, no_consensus or failed; Solved is true
+	// exactly when the task reached its goal and the verifier (if any)
+	// found no wrong step.
+	State  string `json:"state" jsonschema:"enum=solved,enum=unsolved,enum=no_consensus,enum=failed"`
+	Solved bool   `json:"solved"`
+	// Reason explains a state other than solved.
+	Reason string `json:"reason,omitempty"`
+	K      int    `json:"k"`
+	// Steps decided, out of TotalSteps at most.
+	Steps      int64 `json:"steps"`
+	TotalSteps int64 `json:"total_steps"`
+	// Errors counts decided steps the verifier found wrong; ErrorSteps
+	// lists the first ones (at most 100).
+	Errors     int64   `json:"errors"`
+	ErrorSteps []int64 `json:"error_steps,omitempty"`
+	// Samples counts samples that took part in a step: valid votes plus
+	// red-flagged samples.
+	Samples    int64 `json:"samples"`
+	Votes      int64 `json:"votes"`
+	RedFlagged int64 `json:"red_flagged"`
+	// RedFlags breaks RedFlagged down by reason.
+	RedFlags map[string]int64 `json:"red_flags"`
+	// WastedSamples counts published samples that took no part in a step:
+	// skipped (model not called), cancelled, late (answered after the
+	// decision) and duplicate answers.
+	WastedSamples    int64 `json:"wasted_samples"`
+	SkippedSamples   int64 `json:"skipped_samples"`
+	CancelledSamples int64 `json:"cancelled_samples"`
+	LateSamples      int64 `json:"late_samples"`
+	DuplicateResults int64 `json:"duplicate_results"`
+	// Resampled counts re-publishes after a sample timed out.
+	Resampled int64 `json:"resampled"`
+	// MalformedMessages counts result messages dropped as unreadable.
+	MalformedMessages int64 `json:"malformed_messages"`
+	// MaxSamplesInStep is the most samples any step needed: a heavy tail
+	// signals correlated errors.
+	MaxSamplesInStep int   `json:"max_samples_in_step"`
+	MaxSamplesStep   int64 `json:"max_samples_step"`
+	// Timing.
+	WallSeconds    float64 `json:"wall_seconds"`
+	StepsPerSecond float64 `json:"steps_per_second"`
+	// Per-step figures against MAKER theory (theory needs p_estimate).
+	SamplesPerStep         float64 `json:"samples_per_step"`
+	VotesPerStep           float64 `json:"votes_per_step"`
+	ExpectedSamplesPerStep float64 `json:"expected_samples_per_step"`
+	ExpectedVotesPerStep   float64 `json:"expected_votes_per_step"`
+	// PEstimate is the p used for theory.
+	PEstimate float64 `json:"p_estimate"`
+	// TraceSHA256 is the sha256 of the decided vote keys in step order, one
+	// per line ("\n"-terminated).
+	TraceSHA256 string `json:"trace_sha256"`
+	// Token usage and, when the job has pricing, its cost.
+	PromptTokens     int64   `json:"prompt_tokens"`
+	CompletionTokens int64   `json:"completion_tokens"`
+	CostUSD          float64 `json:"cost_usd"`
+	// NoConsensus is set when State is no_consensus.
+	NoConsensus *NoConsensus `json:"no_consensus,omitempty"`
+	StartedAt   time.Time    `json:"started_at"`
+	FinishedAt  time.Time    `json:"finished_at"`
+}
+
+// MessageKind implements Message.
+func (*JobReport) MessageKind() string { return KindJobReport }
+
+// Validate implements Message.
+func (r *JobReport) Validate() error {
+	const k = KindJobReport
+	if err := r.Header.check(k); err != nil {
+		return err
+	}
+	if err := ValidTenant(r.Tenant); err != nil {
+		return err
+	}
+	if err := ValidJobID(r.JobID); err != nil {
+		return err
+	}
+	switch r.State {
+	case StateSolved, StateUnsolved, StateNoConsensus, StateFailed:
+	default:
+		return invalid(k, "state %q is not a final state", r.State)
+	}
+	if r.Solved != (r.State == StateSolved) {
+		return invalid(k, "solved must be true exactly when state is solved")
+	}
+	if r.State == StateNoConsensus && r.NoConsensus == nil {
+		return invalid(k, "a no_consensus report names the step")
+	}
+	return nil
+}

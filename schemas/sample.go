@@ -1,0 +1,251 @@
+package schemas
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// SampleRequest asks a voter for one model sample of one step. The
+// coordinator publishes it on the samples stream; any voter may take it.
+type SampleRequest struct {
+	Header
+	// Tenant and JobID name the job.
+	Tenant string `json:"tenant"`
+	JobID  string `json:"job_id"`
+	// SampleID is unique per publish: tenant/job/step/epoch/index/attempt.
+	// It is the message's Nats-Msg-Id.
+	SampleID string `json:"sample_id"`
+	// Step is the step number, from 0.
+	Step int64 `json:"step"`
+	// Epoch changes when a step's tally is rebuilt; votes of another epoch
+	// are not counted.
+	Epoch int64 `json:"epoch"`
+	// Index is the sample's position in the step's vote order. Votes are
+	// counted in index order, so a decision depends only on the answers.
+	Index int `json:"index"`
+	// Attempt counts re-publishes of the same index after a timeout; the
+	// tally keeps the first answer that arrives for an index.
+	Attempt int `json:"attempt"`
+	// Task and Params select and configure the task.
+	Task   string          `json:"task"`
+	Params json.RawMessage `json:"params"`
+	// State is the task state the step starts from, canonical JSON.
+	State json.RawMessage `json:"state"`
+	// Temperature for the model call: 0 for index 0, else the job's rest
+	// temperature (0.1 by default).
+	Temperature float64 `json:"temperature"`
+	// Seed is the model's sampling seed, a function of the job's seed, the
+	// step and the index, so re-samples of an index ask the same question.
+	Seed int64 `json:"seed"`
+	// MaxOutputTokens is the red-flag limit on the reply's length.
+	MaxOutputTokens int `json:"max_output_tokens"`
+	// IssuedAt is when the coordinator published the request.
+	IssuedAt time.Time `json:"issued_at"`
+}
+
+// MessageKind implements Message.
+func (*SampleRequest) MessageKind() string { return KindSampleRequest }
+
+// Validate implements Message.
+func (r *SampleRequest) Validate() error {
+	const k = KindSampleRequest
+	if err := r.Header.check(k); err != nil {
+		return err
+	}
+	if err := ValidTenant(r.Tenant); err != nil {
+		return err
+	}
+	if err := ValidJobID(r.JobID); err != nil {
+		return err
+	}
+	if r.SampleID != SampleID(r.Tenant, r.JobID, r.Step, r.Epoch, r.Index, r.Attempt) {
+		return invalid(k, "sample_id %q does not match its fields", r.SampleID)
+	}
+	if r.Step < 0 || r.Epoch < 0 || r.Index < 0 || r.Attempt < 0 {
+		return invalid(k, "step, epoch, index and attempt must be >= 0")
+	}
+	if !taskRE.MatchString(r.Task) {
+		return invalid(k, "task %q is not a task name", r.Task)
+	}
+	if !json.Valid(r.Params) || !json.Valid(r.State) {
+		return invalid(k, "params and state must be JSON")
+	}
+	if r.Temperature < 0 || r.Temperature > 2 {
+		return invalid(k, "temperature %v outside [0, 2]", r.Temperature)
+	}
+	if r.MaxOutputTokens < 1 {
+		return invalid(k, "max_output_tokens must be >= 1")
+	}
+	return nil
+}
+
+// SampleID builds a sample id.
+func SampleID(tenant, job string, step, epoch int64, index, attempt int) string {
+	return fmt.Sprintf("%s/%s/%d/%d/%d/%d", tenant, job, step, epoch, index, attempt)
+}
+
+// Sample outcomes.
+const (
+	// OutcomeVote: the reply parsed; VoteKey holds the canonical answer.
+	OutcomeVote = "vote"
+	// OutcomeRedFlag: the reply was discarded; RedFlag says why.
+	OutcomeRedFlag = "red_flag"
+	// OutcomeSkipped: the step was decided before the voter started; the
+	// model was not called.
+	OutcomeSkipped = "skipped"
+	// OutcomeCancelled: the step was decided during the model call, which
+	// was cancelled.
+	OutcomeCancelled = "cancelled"
+)
+
+// Red-flag reasons.
+const (
+	// RedFlagLength: the model stopped at the token limit (finish_reason
+	// "length"), even if the text parses.
+	RedFlagLength = "length"
+	// RedFlagTooLong: the reply used more output tokens than allowed.
+	RedFlagTooLong = "too_long"
+	// RedFlagParse: the task's strict parser rejected the reply.
+	RedFlagParse = "parse"
+	// RedFlagEmpty: the response had no choice or no content.
+	RedFlagEmpty = "empty"
+)
+
+// SampleResult is a voter's answer to a SampleRequest.
+type SampleResult struct {
+	Header
+	Tenant   string `json:"tenant"`
+	JobID    string `json:"job_id"`
+	SampleID string `json:"sample_id"`
+	Step     int64  `json:"step"`
+	Epoch    int64  `json:"epoch"`
+	Index    int    `json:"index"`
+	Attempt  int    `json:"attempt"`
+	// Outcome is vote, red_flag, skipped or cancelled.
+	Outcome string `json:"outcome" jsonschema:"enum=vote,enum=red_flag,enum=skipped,enum=cancelled"`
+	// VoteKey is the canonical parsed answer (outcome vote only).
+	VoteKey string `json:"vote_key,omitempty"`
+	// RedFlag is the red-flag reason (outcome red_flag only).
+	RedFlag string `json:"red_flag,omitempty" jsonschema:"enum=,enum=length,enum=too_long,enum=parse,enum=empty"`
+	// Detail explains a red flag, briefly.
+	Detail string `json:"detail,omitempty"`
+	// FinishReason is the model's finish_reason.
+	FinishReason string `json:"finish_reason,omitempty"`
+	// PromptTokens and CompletionTokens are the model's usage figures.
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	// LatencyMS is the model call's wall time, retries included.
+	LatencyMS float64 `json:"latency_ms"`
+	// Model is the model that answered.
+	Model string `json:"model,omitempty"`
+	// VoterID names the voter process.
+	VoterID string `json:"voter_id"`
+}
+
+// MessageKind implements Message.
+func (*SampleResult) MessageKind() string { return KindSampleResult }
+
+// Validate implements Message.
+func (r *SampleResult) Validate() error {
+	const k = KindSampleResult
+	if err := r.Header.check(k); err != nil {
+		return err
+	}
+	if err := ValidTenant(r.Tenant); err != nil {
+		return err
+	}
+	if err := ValidJobID(r.JobID); err != nil {
+		return err
+	}
+	if r.SampleID != SampleID(r.Tenant, r.JobID, r.Step, r.Epoch, r.Index, r.Attempt) {
+		return invalid(k, "sample_id %q does not match its fields", r.SampleID)
+	}
+	if r.Step < 0 || r.Epoch < 0 || r.Index < 0 || r.Attempt < 0 {
+		return invalid(k, "step, epoch, index and attempt must be >= 0")
+	}
+	switch r.Outcome {
+	case OutcomeVote:
+		if r.VoteKey == "" {
+			return invalid(k, "a vote needs a vote_key")
+		}
+		if r.RedFlag != "" {
+			return invalid(k, "a vote has no red_flag")
+		}
+	case OutcomeRedFlag:
+		switch r.RedFlag {
+		case RedFlagLength, RedFlagTooLong, RedFlagParse, RedFlagEmpty:
+		default:
+			return invalid(k, "unknown red_flag %q", r.RedFlag)
+		}
+		if r.VoteKey != "" {
+			return invalid(k, "a red-flagged sample has no vote_key")
+		}
+	case OutcomeSkipped, OutcomeCancelled:
+		if r.VoteKey != "" || r.RedFlag != "" {
+			return invalid(k, "a %s sample has no vote_key or red_flag", r.Outcome)
+		}
+	default:
+		return invalid(k, "unknown outcome %q", r.Outcome)
+	}
+	if r.PromptTokens < 0 || r.CompletionTokens < 0 || r.LatencyMS < 0 {
+		return invalid(k, "token counts and latency must be >= 0")
+	}
+	return nil
+}
+
+// TallyEntry is one candidate's valid votes.
+type TallyEntry struct {
+	VoteKey string `json:"vote_key"`
+	Votes   int    `json:"votes"`
+}
+
+// StepDecided announces a decided step. Voters use it to skip and cancel
+// samples of that step.
+type StepDecided struct {
+	Header
+	Tenant string `json:"tenant"`
+	JobID  string `json:"job_id"`
+	Step   int64  `json:"step"`
+	Epoch  int64  `json:"epoch"`
+	// VoteKey is the winning answer.
+	VoteKey string `json:"vote_key"`
+	// Votes is the winner's valid votes; Lead its margin over the runner-up
+	// (at least the job's k).
+	Votes int `json:"votes"`
+	Lead  int `json:"lead"`
+	// Samples counts the step's samples that were counted, valid or
+	// red-flagged.
+	Samples    int `json:"samples"`
+	RedFlagged int `json:"red_flagged"`
+	// Tally lists every candidate's votes, most votes first.
+	Tally     []TallyEntry `json:"tally"`
+	DecidedAt time.Time    `json:"decided_at"`
+}
+
+// MessageKind implements Message.
+func (*StepDecided) MessageKind() string { return KindStepDecided }
+
+// Validate implements Message.
+func (d *StepDecided) Validate() error {
+	const k = KindStepDecided
+	if err := d.Header.check(k); err != nil {
+		return err
+	}
+	if err := ValidTenant(d.Tenant); err != nil {
+		return err
+	}
+	if err := ValidJobID(d.JobID); err != nil {
+		return err
+	}
+	if d.Step < 0 || d.Epoch < 0 {
+		return invalid(k, "step and epoch must be >= 0")
+	}
+	if d.VoteKey == "" || d.Votes < 1 || d.Lead < 1 || d.Lead > d.Votes {
+		return invalid(k, "a decision needs a vote_key, votes >= 1 and 1 <= lead <= votes")
+	}
+	if d.Samples < d.Votes || d.RedFlagged < 0 {
+		return invalid(k, "samples must cover the winner's votes")
+	}
+	return nil
+}

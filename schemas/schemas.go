@@ -1,0 +1,137 @@
+// Package schemas holds every message makerfleet puts on the wire, as plain
+// JSON-tagged Go types.
+//
+// Each message carries a version and a stable kind name. Field names are
+// snake_case. JSON Schema files in jsonschema/ are generated from these types
+// (`make generate`); a test fails when they drift. Golden example messages
+// live in testdata/.
+//
+// Decode reads one message strictly: it checks the kind and the version and
+// runs the type's Validate method, so a consumer never acts on a malformed
+// message.
+package schemas
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// Version is the wire version every message carries. A reader rejects
+// messages of another version with ErrVersion.
+const Version = 1
+
+// Message kinds.
+const (
+	KindJobSpec       = "job_spec"
+	KindSampleRequest = "sample_request"
+	KindSampleResult  = "sample_result"
+	KindStepDecided   = "step_decided"
+	KindJobStatus     = "job_status"
+	KindJobReport     = "job_report"
+)
+
+// DefaultTenant is the tenant of a job that names none.
+const DefaultTenant = "default"
+
+// Sentinel errors.
+var (
+	ErrInvalid = errors.New("schemas: invalid message")
+	ErrVersion = errors.New("schemas: unsupported version")
+	ErrKind    = errors.New("schemas: wrong kind")
+)
+
+// MaxMessageBytes bounds every message we decode; larger ones are rejected
+// before parsing.
+const MaxMessageBytes = 1 << 20
+
+var (
+	tenantRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+	jobIDRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+	taskRE   = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+)
+
+// ValidTenant checks a tenant id: 1–32 of a-z, 0-9 and '-', starting with a
+// letter or digit. Tenants appear in subjects, consumer names and keys.
+func ValidTenant(t string) error {
+	if !tenantRE.MatchString(t) {
+		return fmt.Errorf("%w: tenant %q must be 1-32 characters of a-z, 0-9 and '-', starting with a letter or digit", ErrInvalid, t)
+	}
+	return nil
+}
+
+// ValidJobID checks a job id: 1–64 of A-Z, a-z, 0-9, '_' and '-', starting
+// with a letter or digit.
+func ValidJobID(id string) error {
+	if !jobIDRE.MatchString(id) {
+		return fmt.Errorf("%w: job id %q must be 1-64 characters of A-Z, a-z, 0-9, '_' and '-', starting with a letter or digit", ErrInvalid, id)
+	}
+	return nil
+}
+
+// Header is the part every message shares.
+type Header struct {
+	// Version is the wire version, always Version.
+	Version int `json:"version" jsonschema:"const=1"`
+	// Kind is the stable message kind name.
+	Kind string `json:"kind"`
+}
+
+func (h Header) check(kind string) error {
+	if h.Kind != kind {
+		return fmt.Errorf("%w: got %q, want %q", ErrKind, h.Kind, kind)
+	}
+	if h.Version != Version {
+		return fmt.Errorf("%w: %d (this build reads version %d)", ErrVersion, h.Version, Version)
+	}
+	return nil
+}
+
+// Message is implemented by every wire type.
+type Message interface {
+	// MessageKind returns the kind name.
+	MessageKind() string
+	// Validate checks the fields.
+	Validate() error
+}
+
+// NewHeader returns a header for kind at the current version.
+func NewHeader(kind string) Header { return Header{Version: Version, Kind: kind} }
+
+// Decode strictly decodes data into m: size limit, known fields only, one
+// JSON value, right kind and version, valid fields.
+func Decode(data []byte, m Message) error {
+	if len(data) > MaxMessageBytes {
+		return fmt.Errorf("%w: %d bytes exceeds the %d-byte limit", ErrInvalid, len(data), MaxMessageBytes)
+	}
+	var h Header
+	if err := json.Unmarshal(data, &h); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := h.check(m.MessageKind()); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(m); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, m.MessageKind(), err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: %s: trailing data", ErrInvalid, m.MessageKind())
+	}
+	return m.Validate()
+}
+
+// Encode validates m and returns its JSON.
+func Encode(m Message) ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
+}
+
+func invalid(kind, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, kind, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,322 @@
+// Package hanoi is the Towers of Hanoi microagent of the MAKER paper.
+//
+// Pegs are 0, 1 and 2; disks are 1 (smallest) to n; each peg lists its
+// disks bottom to top. The run starts with every disk on peg 0 and ends with
+// every disk on peg 2 after 2^n − 1 moves. Each step asks the model for one
+// move by the classic strategy: if the previous move did not move disk 1,
+// move disk 1 one peg in a fixed direction; otherwise make the only legal
+// move that does not involve disk 1. The direction 0→1→2→0 ends on peg 2 for
+// even n; odd n needs 0→2→1→0. The package gets both right.
+//
+// The model's answer is `move = [disk, from, to]` and
+// `next_state = [[...], [...], [...]]`; the vote is the pair, in canonical
+// JSON, and the next step starts from the winner's own next_state.
+package hanoi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// Name is the task's registry name.
+const Name = "hanoi"
+
+// MaxDisks is the largest disk count accepted: 2^30 − 1 steps.
+const MaxDisks = 30
+
+// Move is [disk, from, to].
+type Move [3]int
+
+// Pegs holds the three pegs, each listed bottom to top.
+type Pegs [3][]int
+
+// Params are the task parameters.
+type Params struct {
+	Disks int `json:"disks"`
+}
+
+// State is the state a step starts from: the pegs and the move that led
+// there (nil before the first move).
+type State struct {
+	Pegs Pegs  `json:"pegs"`
+	Prev *Move `json:"prev,omitempty"`
+}
+
+// Answer is a parsed model answer; its canonical JSON is the vote key.
+type Answer struct {
+	Move      Move `json:"move"`
+	NextState Pegs `json:"next_state"`
+}
+
+// Task is the hanoi task. Its zero value is ready to use.
+type Task struct{}
+
+var _ task.Task = Task{}
+
+// Name implements task.Task.
+func (Task) Name() string { return Name }
+
+// Bind implements task.Task. Params must be {"disks": n} with 1 ≤ n ≤ 30.
+func (Task) Bind(raw json.RawMessage) (task.Instance, error) {
+	var p Params
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%w: hanoi params must be {\"disks\": n}: %v", task.ErrInvalidParams, err)
+	}
+	return New(p.Disks)
+}
+
+// New returns the instance for n disks.
+func New(disks int) (*Instance, error) {
+	if disks < 1 || disks > MaxDisks {
+		return nil, fmt.Errorf("%w: disks must be between 1 and %d, got %d", task.ErrInvalidParams, MaxDisks, disks)
+	}
+	return &Instance{n: disks}, nil
+}
+
+// Instance is hanoi bound to a disk count.
+type Instance struct {
+	n int
+}
+
+var (
+	_ task.Instance = (*Instance)(nil)
+	_ task.Verifier = (*Instance)(nil)
+)
+
+// Disks returns n.
+func (in *Instance) Disks() int { return in.n }
+
+// Params implements task.Instance.
+func (in *Instance) Params() json.RawMessage {
+	b, _ := json.Marshal(Params{Disks: in.n})
+	return b
+}
+
+// TotalSteps implements task.Instance: 2^n − 1.
+func (in *Instance) TotalSteps() int64 { return int64(1)<<in.n - 1 }
+
+// Initial implements task.Instance.
+func (in *Instance) Initial() task.State {
+	start := make([]int, in.n)
+	for i := range start {
+		start[i] = in.n - i
+	}
+	return encodeState(State{Pegs: Pegs{start, {}, {}}})
+}
+
+// Done implements task.Instance.
+func (in *Instance) Done(s task.State) bool {
+	st, err := in.DecodeState(s)
+	if err != nil {
+		return false
+	}
+	return len(st.Pegs[0]) == 0 && len(st.Pegs[1]) == 0 && isTower(st.Pegs[2], in.n)
+}
+
+// Next implements task.Instance: the state is the winner's next_state and
+// the move that led there, exactly as the model gave them.
+func (in *Instance) Next(_ task.State, v task.Vote) (task.State, error) {
+	a, err := DecodeAnswer(v.Key)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPegs(a.NextState, in.n); err != nil {
+		return nil, fmt.Errorf("%w: %v", task.ErrMalformed, err)
+	}
+	m := a.Move
+	return encodeState(State{Pegs: a.NextState, Prev: &m}), nil
+}
+
+// Verify implements task.Verifier: the decided move must be the strategy's
+// move from s, and next_state the result of making it.
+func (in *Instance) Verify(s task.State, v task.Vote) error {
+	st, err := in.DecodeState(s)
+	if err != nil {
+		return err
+	}
+	a, err := DecodeAnswer(v.Key)
+	if err != nil {
+		return err
+	}
+	want, err := StrategyMove(st.Pegs, st.Prev, in.n)
+	if err != nil {
+		return fmt.Errorf("%w: no strategy move from this state: %v", task.ErrWrongStep, err)
+	}
+	if a.Move != want {
+		return fmt.Errorf("%w: move %v, strategy says %v", task.ErrWrongStep, a.Move, want)
+	}
+	next, err := Apply(st.Pegs, want)
+	if err != nil {
+		return fmt.Errorf("%w: %v", task.ErrWrongStep, err)
+	}
+	if !equalPegs(next, a.NextState) {
+		return fmt.Errorf("%w: next_state %s, move gives %s", task.ErrWrongStep, FormatPegs(a.NextState), FormatPegs(next))
+	}
+	return nil
+}
+
+// DecodeState decodes and checks a state for this instance.
+func (in *Instance) DecodeState(s task.State) (State, error) {
+	var st State
+	if err := json.Unmarshal(s, &st); err != nil {
+		return State{}, fmt.Errorf("%w: %v", task.ErrInvalidState, err)
+	}
+	if err := checkPegs(st.Pegs, in.n); err != nil {
+		return State{}, fmt.Errorf("%w: %v", task.ErrInvalidState, err)
+	}
+	return st, nil
+}
+
+// DecodeAnswer decodes a vote key.
+func DecodeAnswer(key string) (Answer, error) {
+	var a Answer
+	if err := json.Unmarshal([]byte(key), &a); err != nil {
+		return Answer{}, fmt.Errorf("%w: vote key: %v", task.ErrMalformed, err)
+	}
+	return a, nil
+}
+
+// Key returns the canonical vote key of an answer.
+func (a Answer) Key() string {
+	b, _ := json.Marshal(Answer{Move: a.Move, NextState: normPegs(a.NextState)})
+	return string(b)
+}
+
+// EncodeState returns the canonical JSON of a state.
+func EncodeState(st State) task.State { return encodeState(st) }
+
+func encodeState(st State) task.State {
+	st.Pegs = normPegs(st.Pegs)
+	b, _ := json.Marshal(st)
+	return b
+}
+
+// normPegs turns nil pegs into empty ones so they encode as [].
+func normPegs(p Pegs) Pegs {
+	for i := range p {
+		if p[i] == nil {
+			p[i] = []int{}
+		}
+	}
+	return p
+}
+
+// Direction returns the peg offset disk 1 moves by: +1 (0→1→2→0) for even
+// n, +2 (0→2→1→0) for odd n, so that the tower ends on peg 2.
+func Direction(n int) int {
+	if n%2 == 0 {
+		return 1
+	}
+	return 2
+}
+
+// StrategyMove returns the move the strategy makes from pegs after prev.
+func StrategyMove(p Pegs, prev *Move, n int) (Move, error) {
+	one := -1
+	for i, peg := range p {
+		if len(peg) > 0 && peg[len(peg)-1] == 1 {
+			one = i
+		}
+	}
+	if one < 0 {
+		return Move{}, fmt.Errorf("disk 1 is not on top of any peg")
+	}
+	if prev == nil || prev[0] != 1 {
+		return Move{1, one, (one + Direction(n)) % 3}, nil
+	}
+	a, b := (one+1)%3, (one+2)%3
+	ta, tb := top(p[a]), top(p[b])
+	switch {
+	case ta == 0 && tb == 0:
+		return Move{}, fmt.Errorf("no legal move without disk 1")
+	case ta == 0:
+		return Move{tb, b, a}, nil
+	case tb == 0 || ta < tb:
+		return Move{ta, a, b}, nil
+	default:
+		return Move{tb, b, a}, nil
+	}
+}
+
+// Apply returns the pegs after m, or an error if m is illegal.
+func Apply(p Pegs, m Move) (Pegs, error) {
+	d, from, to := m[0], m[1], m[2]
+	if from < 0 || from > 2 || to < 0 || to > 2 || from == to {
+		return Pegs{}, fmt.Errorf("illegal move %v: bad pegs", m)
+	}
+	if top(p[from]) != d {
+		return Pegs{}, fmt.Errorf("illegal move %v: disk %d is not on top of peg %d", m, d, from)
+	}
+	if t := top(p[to]); t != 0 && t < d {
+		return Pegs{}, fmt.Errorf("illegal move %v: disk %d on smaller disk %d", m, d, t)
+	}
+	var out Pegs
+	for i := range p {
+		out[i] = append([]int{}, p[i]...)
+	}
+	out[from] = out[from][:len(out[from])-1]
+	out[to] = append(out[to], d)
+	return out, nil
+}
+
+func top(peg []int) int {
+	if len(peg) == 0 {
+		return 0
+	}
+	return peg[len(peg)-1]
+}
+
+func isTower(peg []int, n int) bool {
+	if len(peg) != n {
+		return false
+	}
+	for i, d := range peg {
+		if d != n-i {
+			return false
+		}
+	}
+	return true
+}
+
+// checkPegs verifies the parser's rule: three pegs holding each disk 1..n
+// exactly once. Order on a peg is not checked: that would be a legality
+// check, which MAKER leaves to voting.
+func checkPegs(p Pegs, n int) error {
+	seen := make([]bool, n+1)
+	count := 0
+	for _, peg := range p {
+		for _, d := range peg {
+			if d < 1 || d > n {
+				return fmt.Errorf("disk %d outside 1..%d", d, n)
+			}
+			if seen[d] {
+				return fmt.Errorf("disk %d appears twice", d)
+			}
+			seen[d] = true
+			count++
+		}
+	}
+	if count != n {
+		return fmt.Errorf("state holds %d disks, want %d", count, n)
+	}
+	return nil
+}
+
+func equalPegs(a, b Pegs) bool {
+	for i := range a {
+		if len(a[i]) != len(b[i]) {
+			return false
+		}
+		for j := range a[i] {
+			if a[i][j] != b[i][j] {
+				return false
+			}
+		}
+	}
+	return true
+}

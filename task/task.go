@@ -1,0 +1,129 @@
+// Package task is the public interface between MAKER voting and a problem.
+//
+// A task turns a problem into one-decision steps. For each step the fleet asks
+// a model for the next decision (Prompt), reads the reply with a strict parser
+// (Parse) that yields a canonical Vote, and, once a vote wins by margin k,
+// moves on from the winner's own answer (Next). A task never repairs model
+// output: a reply Parse rejects is red-flagged and thrown away.
+//
+// States travel on the wire between the coordinator and the voters, so a
+// State is canonical JSON: equal states have equal bytes.
+//
+// A task may also implement Verifier to report wrong steps after the fact;
+// the fleet counts them, it never uses them to correct a decision.
+package task
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// State is a task state in canonical JSON.
+type State = json.RawMessage
+
+// Message is one chat message of a step's prompt.
+type Message struct {
+	Role    string // "system" or "user"
+	Content string
+}
+
+// Vote is a parsed model answer. Key is the answer's canonical form: two
+// replies are votes for the same candidate exactly when their keys are equal.
+// For tasks whose answer carries the next state, Key includes it, so the same
+// move with a different next state is a different candidate.
+type Vote struct {
+	Key string
+}
+
+// Task is a kind of problem, registered by name.
+type Task interface {
+	// Name is the registry name, e.g. "hanoi".
+	Name() string
+	// Bind validates params (task-specific JSON) and returns the instance
+	// they describe. Invalid params yield an error wrapping ErrInvalidParams.
+	Bind(params json.RawMessage) (Instance, error)
+}
+
+// Instance is a task bound to its parameters. Implementations must be safe
+// for concurrent use: one instance serves many steps at once.
+type Instance interface {
+	// Params returns the canonical form of the parameters.
+	Params() json.RawMessage
+	// Initial returns the state before the first step.
+	Initial() State
+	// TotalSteps is the most steps a run may take; a run that is not Done
+	// after that many decided steps ends unsolved.
+	TotalSteps() int64
+	// Prompt returns the messages that ask for the step taken from s. The
+	// prompt holds only what the step needs, never the run's history.
+	Prompt(s State) ([]Message, error)
+	// Parse strictly reads a model reply to the prompt for s. A reply it
+	// cannot read yields an error wrapping ErrMalformed: a red flag.
+	Parse(s State, reply string) (Vote, error)
+	// Next returns the state after the winning vote v was decided from s.
+	// It takes the state from the vote itself, never recomputes it.
+	Next(s State, v Vote) (State, error)
+	// Done reports whether s is a goal state.
+	Done(s State) bool
+}
+
+// Verifier is implemented by instances that can check a decided step.
+// Verify returns nil when v is the right decision from s, and an error
+// wrapping ErrWrongStep (with a reason) when it is not.
+type Verifier interface {
+	Verify(s State, v Vote) error
+}
+
+// Sentinel errors.
+var (
+	ErrUnknownTask   = errors.New("task: unknown task")
+	ErrInvalidParams = errors.New("task: invalid params")
+	ErrMalformed     = errors.New("task: malformed answer")
+	ErrInvalidState  = errors.New("task: invalid state")
+	ErrWrongStep     = errors.New("task: wrong step")
+)
+
+// Registry maps task names to tasks. The zero value is empty; it is safe
+// for concurrent reads once built.
+type Registry struct {
+	tasks map[string]Task
+}
+
+// NewRegistry returns a registry holding ts. A later task with the same name
+// replaces an earlier one.
+func NewRegistry(ts ...Task) *Registry {
+	r := &Registry{tasks: make(map[string]Task, len(ts))}
+	for _, t := range ts {
+		r.tasks[t.Name()] = t
+	}
+	return r
+}
+
+// Lookup returns the task called name.
+func (r *Registry) Lookup(name string) (Task, error) {
+	if t, ok := r.tasks[name]; ok {
+		return t, nil
+	}
+	return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownTask, name, r.Names())
+}
+
+// Bind looks up name and binds params.
+func (r *Registry) Bind(name string, params json.RawMessage) (Instance, error) {
+	t, err := r.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return t.Bind(params)
+}
+
+// Names returns the registered task names, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.tasks))
+	for n := range r.tasks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
