@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"time"
@@ -15,10 +16,17 @@ const (
 	DefaultTarget            = 0.95
 	MaxK                     = 1000
 	MaxSamplesLimit          = 100_000
+
+	maxOutputTokensLimit = 1_000_000
+	maxTemperature       = 2
+	minSampleTimeoutMS   = 10
+	maxPriceUSDPerMTok   = 1e6
 )
 
 // Pricing is a model's price in US dollars per million tokens.
 type Pricing struct {
+	// InputUSDPerMTok prices prompt tokens, OutputUSDPerMTok completion
+	// tokens.
 	InputUSDPerMTok  float64 `json:"input_usd_per_mtok"`
 	OutputUSDPerMTok float64 `json:"output_usd_per_mtok"`
 }
@@ -31,7 +39,8 @@ type JobSpec struct {
 	JobID string `json:"job_id"`
 	// Tenant owns the job; "default" when empty.
 	Tenant string `json:"tenant"`
-	// Task is the registry name, e.g. "hanoi"; Params configure it.
+	// Task is the registry name, e.g. "hanoi"; Params configure it: a JSON
+	// object only the task can judge.
 	Task   string          `json:"task"`
 	Params json.RawMessage `json:"params"`
 	// K is the voting margin: a step is decided when one candidate leads
@@ -117,7 +126,7 @@ func (s *JobSpec) Validate() error {
 	if !taskRE.MatchString(s.Task) {
 		return invalid(k, "task %q is not a task name", s.Task)
 	}
-	if len(s.Params) == 0 || !json.Valid(s.Params) {
+	if !isObject(s.Params) {
 		return invalid(k, "params must be a JSON object")
 	}
 	if s.K < 1 || s.K > MaxK {
@@ -126,29 +135,44 @@ func (s *JobSpec) Validate() error {
 	if s.MaxSamplesPerStep < s.K || s.MaxSamplesPerStep > MaxSamplesLimit {
 		return invalid(k, "max_samples_per_step must be between k (%d) and %d, got %d", s.K, MaxSamplesLimit, s.MaxSamplesPerStep)
 	}
-	if s.MaxOutputTokens < 1 || s.MaxOutputTokens > 1_000_000 {
-		return invalid(k, "max_output_tokens must be between 1 and 1000000, got %d", s.MaxOutputTokens)
+	if s.MaxOutputTokens < 1 || s.MaxOutputTokens > maxOutputTokensLimit {
+		return invalid(k, "max_output_tokens must be between 1 and %d, got %d", maxOutputTokensLimit, s.MaxOutputTokens)
 	}
-	if !inRange(s.TemperatureFirst, 0, 2) || !inRange(s.Rest(), 0, 2) {
-		return invalid(k, "temperatures must be between 0 and 2")
+	if !inRange(s.TemperatureFirst, 0, maxTemperature) {
+		return invalid(k, "temperature_first must be between 0 and %d, got %v", maxTemperature, s.TemperatureFirst)
 	}
-	if s.SampleTimeoutMS < 10 {
-		return invalid(k, "sample_timeout_ms must be >= 10, got %d", s.SampleTimeoutMS)
+	if !inRange(s.Rest(), 0, maxTemperature) {
+		return invalid(k, "temperature_rest must be between 0 and %d, got %v", maxTemperature, s.Rest())
+	}
+	if s.SampleTimeoutMS < minSampleTimeoutMS {
+		return invalid(k, "sample_timeout_ms must be >= %d, got %d", minSampleTimeoutMS, s.SampleTimeoutMS)
 	}
 	if s.PEstimate != 0 && !(s.PEstimate > 0.5 && s.PEstimate < 1) {
 		return invalid(k, "p_estimate must be in (0.5, 1), got %v", s.PEstimate)
 	}
-	if !(s.ValidFraction > 0 && s.ValidFraction <= 1) {
+	// 0 is "omitted", as the omitempty tag writes it; ApplyDefaults makes it 1.
+	if s.ValidFraction != 0 && !(s.ValidFraction > 0 && s.ValidFraction <= 1) {
 		return invalid(k, "valid_fraction must be in (0, 1], got %v", s.ValidFraction)
 	}
-	if p := s.Pricing; p != nil && (!inRange(p.InputUSDPerMTok, 0, 1e6) || !inRange(p.OutputUSDPerMTok, 0, 1e6)) {
-		return invalid(k, "prices must be between 0 and 1e6 dollars per million tokens")
+	if p := s.Pricing; p != nil {
+		if !inRange(p.InputUSDPerMTok, 0, maxPriceUSDPerMTok) {
+			return invalid(k, "pricing.input_usd_per_mtok must be between 0 and %g, got %v", maxPriceUSDPerMTok, p.InputUSDPerMTok)
+		}
+		if !inRange(p.OutputUSDPerMTok, 0, maxPriceUSDPerMTok) {
+			return invalid(k, "pricing.output_usd_per_mtok must be between 0 and %g, got %v", maxPriceUSDPerMTok, p.OutputUSDPerMTok)
+		}
 	}
 	return nil
 }
 
 func inRange(v, lo, hi float64) bool {
 	return !math.IsNaN(v) && v >= lo && v <= hi
+}
+
+// isObject reports whether raw is one JSON object.
+func isObject(raw json.RawMessage) bool {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	return len(t) > 0 && t[0] == '{' && json.Valid(t)
 }
 
 // Job states.
@@ -173,6 +197,7 @@ func Terminal(s string) bool {
 // JobStatus is a running job's progress, updated a few times a second.
 type JobStatus struct {
 	Header
+	// Tenant and JobID name the job.
 	Tenant string `json:"tenant"`
 	JobID  string `json:"job_id"`
 	// State is queued, running, solved, unsolved, no_consensus or failed.
@@ -180,13 +205,16 @@ type JobStatus struct {
 	// Steps decided so far, out of TotalSteps at most.
 	Steps      int64 `json:"steps"`
 	TotalSteps int64 `json:"total_steps"`
+	// Samples, Votes, RedFlagged and Errors so far, counted as in the job
+	// report.
 	Samples    int64 `json:"samples"`
 	Votes      int64 `json:"votes"`
 	RedFlagged int64 `json:"red_flagged"`
 	Errors     int64 `json:"errors"`
 	// Coordinator names the process running the job.
-	Coordinator string    `json:"coordinator,omitempty"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	Coordinator string `json:"coordinator,omitempty"`
+	// UpdatedAt is when these figures were taken.
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // MessageKind implements Message.
@@ -208,11 +236,15 @@ func (s *JobStatus) Validate() error {
 	default:
 		return invalid(KindJobStatus, "unknown state %q", s.State)
 	}
-	return nil
+	return nonNegative(KindJobStatus,
+		count{"steps", s.Steps}, count{"total_steps", s.TotalSteps}, count{"samples", s.Samples},
+		count{"votes", s.Votes}, count{"red_flagged", s.RedFlagged}, count{"errors", s.Errors})
 }
 
 // NoConsensus describes the step that ended a job without a decision.
 type NoConsensus struct {
+	// Step is the undecided step, Samples the samples it drew and Tally its
+	// candidates, most votes first.
 	Step    int64        `json:"step"`
 	Samples int          `json:"samples"`
 	Tally   []TallyEntry `json:"tally"`
@@ -221,6 +253,7 @@ type NoConsensus struct {
 // JobReport is a finished job's report.
 type JobReport struct {
 	Header
+	// Tenant and JobID name the job; Task and Params are the job's.
 	Tenant string          `json:"tenant"`
 	JobID  string          `json:"job_id"`
 	Task   string          `json:"task"`
@@ -232,7 +265,8 @@ type JobReport struct {
 	Solved bool   `json:"solved"`
 	// Reason explains a state other than solved.
 	Reason string `json:"reason,omitempty"`
-	K      int    `json:"k"`
+	// K is the job's voting margin.
+	K int `json:"k"`
 	// Steps decided, out of TotalSteps at most.
 	Steps      int64 `json:"steps"`
 	TotalSteps int64 `json:"total_steps"`
@@ -240,16 +274,17 @@ type JobReport struct {
 	// lists the first ones (at most 100).
 	Errors     int64   `json:"errors"`
 	ErrorSteps []int64 `json:"error_steps,omitempty"`
-	// Samples counts samples that took part in a step: valid votes plus
-	// red-flagged samples.
+	// Samples counts samples that took part in a step: Votes (valid votes)
+	// plus RedFlagged (red-flagged samples).
 	Samples    int64 `json:"samples"`
 	Votes      int64 `json:"votes"`
 	RedFlagged int64 `json:"red_flagged"`
 	// RedFlags breaks RedFlagged down by reason.
 	RedFlags map[string]int64 `json:"red_flags"`
 	// WastedSamples counts published samples that took no part in a step:
-	// skipped (model not called), cancelled, late (answered after the
-	// decision) and duplicate answers.
+	// SkippedSamples (model not called), CancelledSamples, LateSamples
+	// (answered after the decision) and DuplicateResults (answers to an
+	// index already answered).
 	WastedSamples    int64 `json:"wasted_samples"`
 	SkippedSamples   int64 `json:"skipped_samples"`
 	CancelledSamples int64 `json:"cancelled_samples"`
@@ -259,14 +294,17 @@ type JobReport struct {
 	Resampled int64 `json:"resampled"`
 	// MalformedMessages counts result messages dropped as unreadable.
 	MalformedMessages int64 `json:"malformed_messages"`
-	// MaxSamplesInStep is the most samples any step needed: a heavy tail
-	// signals correlated errors.
+	// MaxSamplesInStep is the most samples any step needed, MaxSamplesStep
+	// that step: a heavy tail signals correlated errors.
 	MaxSamplesInStep int   `json:"max_samples_in_step"`
 	MaxSamplesStep   int64 `json:"max_samples_step"`
-	// Timing.
+	// Timing: WallSeconds from start to finish, StepsPerSecond decided
+	// steps per second of it.
 	WallSeconds    float64 `json:"wall_seconds"`
 	StepsPerSecond float64 `json:"steps_per_second"`
-	// Per-step figures against MAKER theory (theory needs p_estimate).
+	// Per-step figures against MAKER theory: SamplesPerStep and VotesPerStep
+	// as measured, ExpectedSamplesPerStep and ExpectedVotesPerStep in theory
+	// (which needs p_estimate).
 	SamplesPerStep         float64 `json:"samples_per_step"`
 	VotesPerStep           float64 `json:"votes_per_step"`
 	ExpectedSamplesPerStep float64 `json:"expected_samples_per_step"`
@@ -276,14 +314,16 @@ type JobReport struct {
 	// TraceSHA256 is the sha256 of the decided vote keys in step order, one
 	// per line ("\n"-terminated).
 	TraceSHA256 string `json:"trace_sha256"`
-	// Token usage and, when the job has pricing, its cost.
+	// Token usage, PromptTokens and CompletionTokens, and, when the job has
+	// pricing, its cost CostUSD.
 	PromptTokens     int64   `json:"prompt_tokens"`
 	CompletionTokens int64   `json:"completion_tokens"`
 	CostUSD          float64 `json:"cost_usd"`
 	// NoConsensus is set when State is no_consensus.
 	NoConsensus *NoConsensus `json:"no_consensus,omitempty"`
-	StartedAt   time.Time    `json:"started_at"`
-	FinishedAt  time.Time    `json:"finished_at"`
+	// StartedAt and FinishedAt bound the run.
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
 }
 
 // MessageKind implements Message.
@@ -311,6 +351,58 @@ func (r *JobReport) Validate() error {
 	}
 	if r.State == StateNoConsensus && r.NoConsensus == nil {
 		return invalid(k, "a no_consensus report names the step")
+	}
+	if !taskRE.MatchString(r.Task) {
+		return invalid(k, "task %q is not a task name", r.Task)
+	}
+	// Params are the job's; nil is written as null.
+	if len(r.Params) > 0 && !json.Valid(r.Params) {
+		return invalid(k, "params must be JSON")
+	}
+	if r.K < 1 || r.K > MaxK {
+		return invalid(k, "k must be between 1 and %d, got %d", MaxK, r.K)
+	}
+	if err := nonNegative(k,
+		count{"steps", r.Steps}, count{"total_steps", r.TotalSteps}, count{"errors", r.Errors},
+		count{"samples", r.Samples}, count{"votes", r.Votes}, count{"red_flagged", r.RedFlagged},
+		count{"wasted_samples", r.WastedSamples}, count{"skipped_samples", r.SkippedSamples},
+		count{"cancelled_samples", r.CancelledSamples}, count{"late_samples", r.LateSamples},
+		count{"duplicate_results", r.DuplicateResults}, count{"resampled", r.Resampled},
+		count{"malformed_messages", r.MalformedMessages}, count{"max_samples_in_step", int64(r.MaxSamplesInStep)},
+		count{"max_samples_step", r.MaxSamplesStep}, count{"prompt_tokens", r.PromptTokens},
+		count{"completion_tokens", r.CompletionTokens},
+	); err != nil {
+		return err
+	}
+	for i, s := range r.ErrorSteps {
+		if s < 0 {
+			return invalid(k, "error_steps[%d] must be >= 0, got %d", i, s)
+		}
+	}
+	for name, n := range r.RedFlags {
+		if n < 0 {
+			return invalid(k, "red_flags[%q] must be >= 0, got %d", name, n)
+		}
+	}
+	if err := nonNegativeFigures(k,
+		figure{"wall_seconds", r.WallSeconds}, figure{"steps_per_second", r.StepsPerSecond},
+		figure{"samples_per_step", r.SamplesPerStep}, figure{"votes_per_step", r.VotesPerStep},
+		figure{"expected_samples_per_step", r.ExpectedSamplesPerStep},
+		figure{"expected_votes_per_step", r.ExpectedVotesPerStep},
+		figure{"p_estimate", r.PEstimate}, figure{"cost_usd", r.CostUSD},
+	); err != nil {
+		return err
+	}
+	if r.PEstimate > 1 {
+		return invalid(k, "p_estimate must be <= 1, got %v", r.PEstimate)
+	}
+	if nc := r.NoConsensus; nc != nil {
+		if err := nonNegative(k, count{"no_consensus.step", nc.Step}, count{"no_consensus.samples", int64(nc.Samples)}); err != nil {
+			return err
+		}
+		if err := checkTally(k, nc.Tally); err != nil {
+			return err
+		}
 	}
 	return nil
 }

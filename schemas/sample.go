@@ -59,11 +59,8 @@ func (r *SampleRequest) Validate() error {
 	if err := ValidJobID(r.JobID); err != nil {
 		return err
 	}
-	if r.SampleID != SampleID(r.Tenant, r.JobID, r.Step, r.Epoch, r.Index, r.Attempt) {
-		return invalid(k, "sample_id %q does not match its fields", r.SampleID)
-	}
-	if r.Step < 0 || r.Epoch < 0 || r.Index < 0 || r.Attempt < 0 {
-		return invalid(k, "step, epoch, index and attempt must be >= 0")
+	if err := checkPosition(k, r.Tenant, r.JobID, r.SampleID, r.Step, r.Epoch, r.Index, r.Attempt); err != nil {
+		return err
 	}
 	if !taskRE.MatchString(r.Task) {
 		return invalid(k, "task %q is not a task name", r.Task)
@@ -71,11 +68,23 @@ func (r *SampleRequest) Validate() error {
 	if !json.Valid(r.Params) || !json.Valid(r.State) {
 		return invalid(k, "params and state must be JSON")
 	}
-	if r.Temperature < 0 || r.Temperature > 2 {
-		return invalid(k, "temperature %v outside [0, 2]", r.Temperature)
+	if !inRange(r.Temperature, 0, maxTemperature) {
+		return invalid(k, "temperature must be between 0 and %d, got %v", maxTemperature, r.Temperature)
 	}
 	if r.MaxOutputTokens < 1 {
-		return invalid(k, "max_output_tokens must be >= 1")
+		return invalid(k, "max_output_tokens must be >= 1, got %d", r.MaxOutputTokens)
+	}
+	return nil
+}
+
+// checkPosition checks the counts before the id they build, so a negative
+// index is reported as such rather than as an id mismatch.
+func checkPosition(k, tenant, job, sampleID string, step, epoch int64, index, attempt int) error {
+	if err := nonNegative(k, count{"step", step}, count{"epoch", epoch}, count{"index", int64(index)}, count{"attempt", int64(attempt)}); err != nil {
+		return err
+	}
+	if want := SampleID(tenant, job, step, epoch, index, attempt); sampleID != want {
+		return invalid(k, "sample_id %q does not match its fields (want %q)", sampleID, want)
 	}
 	return nil
 }
@@ -115,6 +124,8 @@ const (
 // SampleResult is a voter's answer to a SampleRequest.
 type SampleResult struct {
 	Header
+	// Tenant, JobID, SampleID, Step, Epoch, Index and Attempt echo the
+	// request.
 	Tenant   string `json:"tenant"`
 	JobID    string `json:"job_id"`
 	SampleID string `json:"sample_id"`
@@ -158,11 +169,8 @@ func (r *SampleResult) Validate() error {
 	if err := ValidJobID(r.JobID); err != nil {
 		return err
 	}
-	if r.SampleID != SampleID(r.Tenant, r.JobID, r.Step, r.Epoch, r.Index, r.Attempt) {
-		return invalid(k, "sample_id %q does not match its fields", r.SampleID)
-	}
-	if r.Step < 0 || r.Epoch < 0 || r.Index < 0 || r.Attempt < 0 {
-		return invalid(k, "step, epoch, index and attempt must be >= 0")
+	if err := checkPosition(k, r.Tenant, r.JobID, r.SampleID, r.Step, r.Epoch, r.Index, r.Attempt); err != nil {
+		return err
 	}
 	switch r.Outcome {
 	case OutcomeVote:
@@ -188,14 +196,15 @@ func (r *SampleResult) Validate() error {
 	default:
 		return invalid(k, "unknown outcome %q", r.Outcome)
 	}
-	if r.PromptTokens < 0 || r.CompletionTokens < 0 || r.LatencyMS < 0 {
-		return invalid(k, "token counts and latency must be >= 0")
+	if err := nonNegative(k, count{"prompt_tokens", int64(r.PromptTokens)}, count{"completion_tokens", int64(r.CompletionTokens)}); err != nil {
+		return err
 	}
-	return nil
+	return nonNegativeFigures(k, figure{"latency_ms", r.LatencyMS})
 }
 
 // TallyEntry is one candidate's valid votes.
 type TallyEntry struct {
+	// VoteKey is the candidate answer, Votes its valid votes.
 	VoteKey string `json:"vote_key"`
 	Votes   int    `json:"votes"`
 }
@@ -204,6 +213,7 @@ type TallyEntry struct {
 // samples of that step.
 type StepDecided struct {
 	Header
+	// Tenant and JobID name the job, Step and Epoch the decided step.
 	Tenant string `json:"tenant"`
 	JobID  string `json:"job_id"`
 	Step   int64  `json:"step"`
@@ -215,12 +225,13 @@ type StepDecided struct {
 	Votes int `json:"votes"`
 	Lead  int `json:"lead"`
 	// Samples counts the step's samples that were counted, valid or
-	// red-flagged.
+	// red-flagged; RedFlagged the red-flagged ones.
 	Samples    int `json:"samples"`
 	RedFlagged int `json:"red_flagged"`
 	// Tally lists every candidate's votes, most votes first.
-	Tally     []TallyEntry `json:"tally"`
-	DecidedAt time.Time    `json:"decided_at"`
+	Tally []TallyEntry `json:"tally"`
+	// DecidedAt is when the step was decided.
+	DecidedAt time.Time `json:"decided_at"`
 }
 
 // MessageKind implements Message.
@@ -238,14 +249,21 @@ func (d *StepDecided) Validate() error {
 	if err := ValidJobID(d.JobID); err != nil {
 		return err
 	}
-	if d.Step < 0 || d.Epoch < 0 {
-		return invalid(k, "step and epoch must be >= 0")
+	if err := nonNegative(k, count{"step", d.Step}, count{"epoch", d.Epoch}, count{"red_flagged", int64(d.RedFlagged)}); err != nil {
+		return err
 	}
-	if d.VoteKey == "" || d.Votes < 1 || d.Lead < 1 || d.Lead > d.Votes {
-		return invalid(k, "a decision needs a vote_key, votes >= 1 and 1 <= lead <= votes")
+	if d.VoteKey == "" {
+		return invalid(k, "a decision needs a vote_key")
 	}
-	if d.Samples < d.Votes || d.RedFlagged < 0 {
-		return invalid(k, "samples must cover the winner's votes")
+	if d.Votes < 1 {
+		return invalid(k, "votes must be >= 1, got %d", d.Votes)
 	}
-	return nil
+	if d.Lead < 1 || d.Lead > d.Votes {
+		return invalid(k, "lead must be between 1 and votes (%d), got %d", d.Votes, d.Lead)
+	}
+	// Samples are valid votes (the winner's among them) plus red flags.
+	if d.Samples < d.Votes+d.RedFlagged {
+		return invalid(k, "samples (%d) must cover the winner's votes (%d) plus red_flagged (%d)", d.Samples, d.Votes, d.RedFlagged)
+	}
+	return checkTally(k, d.Tally)
 }

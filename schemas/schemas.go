@@ -8,7 +8,11 @@
 //
 // Decode reads one message strictly: it checks the kind and the version and
 // runs the type's Validate method, so a consumer never acts on a malformed
-// message.
+// message. Keys are case-sensitive and may not repeat, unlike plain
+// encoding/json, so Decode reads a message the way the JSON Schema and
+// parsers in other languages do.
+//
+// No number on the wire is negative, except seeds.
 package schemas
 
 import (
@@ -16,7 +20,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"reflect"
 	"regexp"
+	"unicode/utf8"
 )
 
 // Version is the wire version every message carries. A reader rejects
@@ -73,8 +80,8 @@ func ValidJobID(id string) error {
 
 // Header is the part every message shares.
 type Header struct {
-	// Version is the wire version, always Version.
-	Version int `json:"version" jsonschema:"const=1"`
+	// Version is the wire version, always Version (1).
+	Version int `json:"version"`
 	// Kind is the stable message kind name.
 	Kind string `json:"kind"`
 }
@@ -100,11 +107,15 @@ type Message interface {
 // NewHeader returns a header for kind at the current version.
 func NewHeader(kind string) Header { return Header{Version: Version, Kind: kind} }
 
-// Decode strictly decodes data into m: size limit, known fields only, one
-// JSON value, right kind and version, valid fields.
+// Decode strictly decodes data into m: size limit, UTF-8, known fields only
+// (matched case-sensitively, none repeated), one JSON value, right kind and
+// version, valid fields.
 func Decode(data []byte, m Message) error {
 	if len(data) > MaxMessageBytes {
 		return fmt.Errorf("%w: %d bytes exceeds the %d-byte limit", ErrInvalid, len(data), MaxMessageBytes)
+	}
+	if !utf8.Valid(data) {
+		return fmt.Errorf("%w: %s: not UTF-8", ErrInvalid, m.MessageKind())
 	}
 	var h Header
 	if err := json.Unmarshal(data, &h); err != nil {
@@ -121,6 +132,9 @@ func Decode(data []byte, m Message) error {
 	if dec.More() {
 		return fmt.Errorf("%w: %s: trailing data", ErrInvalid, m.MessageKind())
 	}
+	if err := checkKeys(data, reflect.TypeOf(m)); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, m.MessageKind(), err)
+	}
 	return m.Validate()
 }
 
@@ -134,4 +148,46 @@ func Encode(m Message) ([]byte, error) {
 
 func invalid(kind, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrInvalid, kind, fmt.Sprintf(format, args...))
+}
+
+// count is a named wire number that may not be negative.
+type count struct {
+	name string
+	v    int64
+}
+
+// nonNegative reports the first negative count.
+func nonNegative(kind string, cs ...count) error {
+	for _, c := range cs {
+		if c.v < 0 {
+			return invalid(kind, "%s must be >= 0, got %d", c.name, c.v)
+		}
+	}
+	return nil
+}
+
+// figure is a named wire float that must be finite and not negative:
+// encoding/json cannot write NaN or ±Inf, so catching them here gives a
+// clear error instead of a marshal failure.
+type figure struct {
+	name string
+	v    float64
+}
+
+func nonNegativeFigures(kind string, fs ...figure) error {
+	for _, f := range fs {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
+			return invalid(kind, "%s must be a finite number >= 0, got %v", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+func checkTally(kind string, tally []TallyEntry) error {
+	for i, e := range tally {
+		if e.Votes < 0 {
+			return invalid(kind, "tally[%d].votes must be >= 0, got %d", i, e.Votes)
+		}
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -32,6 +33,39 @@ type Move [3]int
 
 // Pegs holds the three pegs, each listed bottom to top.
 type Pegs [3][]int
+
+// UnmarshalJSON requires exactly three numbers: decoding into a Go array
+// would silently drop extra elements or zero-fill missing ones.
+func (m *Move) UnmarshalJSON(b []byte) error {
+	var xs []int
+	if err := json.Unmarshal(b, &xs); err != nil {
+		return err
+	}
+	if xs == nil { // null leaves m alone, as encoding/json does
+		return nil
+	}
+	if len(xs) != 3 {
+		return fmt.Errorf("move has %d numbers, want 3", len(xs))
+	}
+	copy(m[:], xs)
+	return nil
+}
+
+// UnmarshalJSON requires exactly three pegs, for the same reason as Move's.
+func (p *Pegs) UnmarshalJSON(b []byte) error {
+	var xs [][]int
+	if err := json.Unmarshal(b, &xs); err != nil {
+		return err
+	}
+	if xs == nil {
+		return nil
+	}
+	if len(xs) != 3 {
+		return fmt.Errorf("state has %d pegs, want 3", len(xs))
+	}
+	copy(p[:], xs)
+	return nil
+}
 
 // Params are the task parameters.
 type Params struct {
@@ -66,6 +100,11 @@ func (Task) Bind(raw json.RawMessage) (task.Instance, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
 		return nil, fmt.Errorf("%w: hanoi params must be {\"disks\": n}: %v", task.ErrInvalidParams, err)
+	}
+	// Decode stops after one value; without this, `{"disks":3} junk` or two
+	// objects in a row would be accepted as valid params.
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%w: hanoi params must be one JSON object, found trailing data", task.ErrInvalidParams)
 	}
 	return New(p.Disks)
 }
@@ -248,6 +287,11 @@ func Apply(p Pegs, m Move) (Pegs, error) {
 	d, from, to := m[0], m[1], m[2]
 	if from < 0 || from > 2 || to < 0 || to > 2 || from == to {
 		return Pegs{}, fmt.Errorf("illegal move %v: bad pegs", m)
+	}
+	// top reports an empty peg as disk 0, so check emptiness first: a move
+	// of "disk 0" from an empty peg would otherwise slice out of range.
+	if len(p[from]) == 0 {
+		return Pegs{}, fmt.Errorf("illegal move %v: peg %d is empty", m, from)
 	}
 	if top(p[from]) != d {
 		return Pegs{}, fmt.Errorf("illegal move %v: disk %d is not on top of peg %d", m, d, from)

@@ -1,11 +1,11 @@
 package hanoi
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -105,7 +105,11 @@ func lastList(s string, label *regexp.Regexp, name string) (string, error) {
 
 // intList decodes a JSON list of plain integers: "1", not "1.0" or "1e0".
 func intList(text string) ([]int, error) {
-	dec := json.NewDecoder(bytes.NewReader([]byte(text)))
+	// A JSON null decodes into a nil slice without error; it is not a list.
+	if t := strings.TrimSpace(text); t == "" || t[0] != '[' {
+		return nil, fmt.Errorf("%.20q is not a list", text)
+	}
+	dec := json.NewDecoder(strings.NewReader(text))
 	dec.UseNumber()
 	var raw []any
 	if err := dec.Decode(&raw); err != nil {

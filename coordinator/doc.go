@@ -1,0 +1,34 @@
+// Package coordinator runs MAKER jobs: for each job it drives the step loop,
+// asking voters for samples and deciding each step by first-to-ahead-by-k
+// voting, tallied atomically in Redis.
+//
+// Consumes:
+//   - job specs (schemas.JobSpec) from stream MAKER_JOBS through the durable
+//     consumer "coordinators", shared by every coordinator replica;
+//   - sample results (schemas.SampleResult) of each running job from stream
+//     MAKER_RESULTS, through a durable consumer per job.
+//
+// Produces:
+//   - sample requests (schemas.SampleRequest) on maker.v1.sample.<tenant>.<job>
+//     (stream MAKER_SAMPLES), with Nats-Msg-Id = the sample id;
+//   - step-decided events (schemas.StepDecided) on core subject
+//     maker.v1.decided.<tenant>.<job>, which voters use to skip and cancel
+//     samples of decided steps;
+//   - job progress (schemas.JobStatus) in KV bucket maker_status and the
+//     final report (schemas.JobReport) in KV bucket maker_reports, both under
+//     key <tenant>.<job>.
+//
+// The step loop: the first wave of a step is k samples (index 0 at the job's
+// first temperature, 0 by default; the rest at 0.1). Each result is recorded
+// in Redis by its index; the tally counts samples in index order, so the
+// decision is the sequential rule applied to the answers, whatever order
+// they arrive in. While undecided, with lead ℓ and u samples still
+// uncounted, the coordinator tops up to k − ℓ − u more samples: no candidate
+// can win before k − ℓ more valid votes, so no wave overshoots the
+// sequential rule, and red-flagged samples are replaced. The next step
+// starts from the winner's own next state. A sample without a result after
+// the job's sample timeout is re-published under a new sample id (same
+// index, next attempt); the tally keeps whichever answer arrives first. A
+// step that reaches the sample cap undecided ends the job as no_consensus,
+// with the step's tally in the report.
+package coordinator

@@ -1,0 +1,582 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// maxErrorSteps bounds the wrong steps a report lists.
+const maxErrorSteps = 100
+
+// pending is a published sample with no answer yet.
+type pending struct {
+	attempt int
+	sentAt  time.Time
+}
+
+// jobRun is one job's step loop. It is owned by one goroutine.
+type jobRun struct {
+	c        *Coordinator
+	topo     *bus.Topology
+	log      *slog.Logger
+	spec     schemas.JobSpec
+	inst     task.Instance
+	verifier task.Verifier
+	ref      store.JobRef
+	sampleSj string
+	timeout  time.Duration
+
+	// open step
+	step       int64
+	epoch      int64
+	state      task.State
+	dispatched int
+	pending    map[int]*pending
+	counters   store.Counters
+	recorded   int            // answers the tally holds for this step
+	stepRF     map[int]string // red-flag reason by index, this step
+
+	rep   schemas.JobReport
+	trace hash.Hash
+	start time.Time
+	done  bool
+}
+
+// RunJob runs spec to its end and returns its report, which is also stored
+// in the reports bucket. A spec the task registry refuses gets a failed
+// report and an error wrapping ErrInvalidJob.
+func (c *Coordinator) RunJob(ctx context.Context, topo *bus.Topology, spec schemas.JobSpec) (schemas.JobReport, error) {
+	r := &jobRun{
+		c:        c,
+		topo:     topo,
+		log:      c.log.With("tenant", spec.Tenant, "job", spec.JobID),
+		spec:     spec,
+		ref:      store.JobRef{Tenant: spec.Tenant, JobID: spec.JobID},
+		sampleSj: bus.SampleSubject(spec.Tenant, spec.JobID),
+		timeout:  time.Duration(spec.SampleTimeoutMS) * time.Millisecond,
+		trace:    sha256.New(),
+		start:    time.Now(),
+		pending:  make(map[int]*pending),
+		stepRF:   make(map[int]string),
+	}
+	r.rep = schemas.JobReport{
+		Header: schemas.NewHeader(schemas.KindJobReport),
+		Tenant: spec.Tenant, JobID: spec.JobID, Task: spec.Task, Params: spec.Params,
+		K: spec.K, PEstimate: spec.PEstimate, RedFlags: map[string]int64{},
+		StartedAt: r.start.UTC(),
+	}
+	inst, err := c.cfg.Tasks.Bind(spec.Task, spec.Params)
+	if err != nil {
+		r.rep.Params = spec.Params
+		r.finish(ctx, schemas.StateFailed, err.Error())
+		if perr := r.publishReport(ctx); perr != nil {
+			return r.rep, perr
+		}
+		return r.rep, fmt.Errorf("%w: %v", ErrInvalidJob, err)
+	}
+	r.inst = inst
+	r.verifier, _ = inst.(task.Verifier)
+	r.rep.Params = inst.Params()
+	r.rep.TotalSteps = inst.TotalSteps()
+	if err := r.run(ctx); err != nil {
+		return r.rep, err
+	}
+	if err := r.cleanup(ctx); err != nil {
+		r.log.Warn("cleanup after the job", "err", err)
+	}
+	return r.rep, r.publishReport(ctx)
+}
+
+func (r *jobRun) run(ctx context.Context) error {
+	js := r.c.js
+	// A fresh start: clear what an earlier, interrupted run of this job
+	// left behind, and use a new epoch so none of its answers count.
+	if err := r.cleanup(ctx); err != nil {
+		return err
+	}
+	r.epoch = time.Now().UnixMilli()
+	r.state = r.inst.Initial()
+	if _, _, err := r.c.store.OpenStep(ctx, r.ref, 0, r.epoch); err != nil {
+		return err
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, bus.StreamResults, jetstream.ConsumerConfig{
+		Durable:           bus.ResultConsumer(r.spec.Tenant, r.spec.JobID),
+		Description:       "results of one job, read by the coordinator running it",
+		FilterSubject:     bus.ResultSubject(r.spec.Tenant, r.spec.JobID),
+		AckPolicy:         jetstream.AckExplicitPolicy,
+		AckWait:           30 * time.Second,
+		MaxAckPending:     4096,
+		InactiveThreshold: time.Hour,
+	})
+	if err != nil {
+		return fmt.Errorf("coordinator: result consumer: %w", err)
+	}
+	iter, err := cons.Messages(jetstream.PullMaxMessages(512))
+	if err != nil {
+		return fmt.Errorf("coordinator: result consumer: %w", err)
+	}
+	msgs := make(chan jetstream.Msg, 512)
+	readerDone := make(chan struct{})
+	go func() { // owned: ends when iter is stopped below
+		defer close(readerDone)
+		for {
+			m, err := iter.Next()
+			if err != nil {
+				if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					return
+				}
+				// Missed heartbeats or a reconnect: the iterator recovers.
+				select {
+				case <-time.After(50 * time.Millisecond):
+				case <-ctx.Done():
+					return
+				}
+				continue
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	defer func() {
+		iter.Stop()
+		<-readerDone
+	}()
+
+	r.publishStatus(ctx, schemas.StateRunning)
+	if r.finishedAt() {
+		return r.end(ctx)
+	}
+	if err := r.topUp(ctx); err != nil {
+		return err
+	}
+	status := time.NewTicker(r.c.cfg.StatusInterval)
+	defer status.Stop()
+	sweep := time.NewTicker(max(r.timeout/4, 5*time.Millisecond))
+	defer sweep.Stop()
+	for !r.done {
+		select {
+		case m := <-msgs:
+			if err := r.handle(ctx, m); err != nil {
+				return err
+			}
+			// Handle what else is already here before looking at timers.
+			for drained := 0; drained < 64 && !r.done; drained++ {
+				select {
+				case m := <-msgs:
+					if err := r.handle(ctx, m); err != nil {
+						return err
+					}
+					continue
+				default:
+				}
+				break
+			}
+		case <-sweep.C:
+			if err := r.resampleOverdue(ctx); err != nil {
+				return err
+			}
+		case <-status.C:
+			r.publishStatus(ctx, schemas.StateRunning)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// handle processes one result message and settles it.
+func (r *jobRun) handle(ctx context.Context, m jetstream.Msg) error {
+	var res schemas.SampleResult
+	if err := schemas.Decode(m.Data(), &res); err != nil || res.Tenant != r.spec.Tenant || res.JobID != r.spec.JobID {
+		r.rep.MalformedMessages++
+		r.log.Warn("dropping malformed result", "err", err, "subject", m.Subject())
+		_ = m.Term()
+		return nil
+	}
+	r.rep.PromptTokens += int64(res.PromptTokens)
+	r.rep.CompletionTokens += int64(res.CompletionTokens)
+	if res.Step != r.step || res.Epoch != r.epoch {
+		r.countLate(res)
+		_ = m.Ack()
+		return nil
+	}
+	if res.Index >= r.dispatched {
+		r.rep.MalformedMessages++
+		r.log.Warn("dropping result for an index never published", "step", res.Step, "index", res.Index)
+		_ = m.Term()
+		return nil
+	}
+	switch res.Outcome {
+	case schemas.OutcomeSkipped, schemas.OutcomeCancelled:
+		// A voter thought this step decided (an old event); ask again.
+		r.countLate(res)
+		_ = m.Ack()
+		if p, ok := r.pending[res.Index]; ok {
+			return r.publish(ctx, res.Index, p.attempt+1)
+		}
+		return nil
+	}
+
+	out, err := r.c.store.Record(ctx, r.ref, store.Sample{
+		Step: res.Step, Epoch: res.Epoch, Index: res.Index, VoteKey: res.VoteKey, RedFlag: res.RedFlag,
+	}, r.spec.K)
+	if errors.Is(err, store.ErrNoStep) {
+		_ = m.Ack()
+		return r.reopen(ctx, "the step's tally is gone from Redis")
+	}
+	if err != nil {
+		// Not settled: the result comes back after the delay and is
+		// recorded then (recording is idempotent).
+		_ = m.NakWithDelay(250 * time.Millisecond)
+		r.log.Warn("record sample", "err", err)
+		return nil
+	}
+	switch out.Outcome {
+	case store.Duplicate:
+		r.rep.DuplicateResults++
+		delete(r.pending, res.Index)
+		r.counters = out.Counters
+	case store.Stale:
+		// Redis holds another step or epoch than ours: re-sample this
+		// step under a new epoch rather than wait for votes that never count.
+		_ = m.Ack()
+		r.countLate(res)
+		return r.reopen(ctx, fmt.Sprintf("Redis has step %d epoch %d open", out.Counters.Step, out.Counters.Epoch))
+	case store.Recorded:
+		r.recorded++
+		if res.Outcome == schemas.OutcomeRedFlag {
+			r.stepRF[res.Index] = res.RedFlag
+		}
+		delete(r.pending, res.Index)
+		r.counters = out.Counters
+	case store.Decided, store.Replayed:
+		if out.Outcome == store.Decided {
+			r.recorded++
+			if res.Outcome == schemas.OutcomeRedFlag {
+				r.stepRF[res.Index] = res.RedFlag
+			}
+		} else {
+			r.rep.DuplicateResults++
+		}
+		if out.Decision.Step != r.step || out.Decision.Epoch != r.epoch {
+			break // a replay of an earlier step: nothing to do
+		}
+		if err := r.decide(ctx, out.Decision); err != nil {
+			_ = m.NakWithDelay(250 * time.Millisecond)
+			return err
+		}
+		_ = m.Ack()
+		return nil
+	}
+	_ = m.Ack()
+	return r.topUp(ctx)
+}
+
+func (r *jobRun) countLate(res schemas.SampleResult) {
+	switch res.Outcome {
+	case schemas.OutcomeSkipped:
+		r.rep.SkippedSamples++
+	case schemas.OutcomeCancelled:
+		r.rep.CancelledSamples++
+	default:
+		r.rep.LateSamples++
+	}
+}
+
+// topUp publishes the samples the step needs now: up to k − lead valid
+// votes beyond the ones still uncounted, within the sample cap. When the cap
+// is spent and every sample is counted, the job ends without consensus.
+func (r *jobRun) topUp(ctx context.Context) error {
+	uncounted := r.dispatched - r.counters.Next
+	need := r.spec.K - r.counters.Lead - uncounted
+	if room := r.spec.MaxSamplesPerStep - r.dispatched; need > room {
+		need = room
+	}
+	for i := 0; i < need; i++ {
+		if err := r.publish(ctx, r.dispatched, 0); err != nil {
+			return err
+		}
+		r.dispatched++
+	}
+	if r.dispatched >= r.spec.MaxSamplesPerStep && r.counters.Next >= r.dispatched {
+		return r.noConsensus(ctx)
+	}
+	return nil
+}
+
+// publish sends the request for index at attempt.
+func (r *jobRun) publish(ctx context.Context, index, attempt int) error {
+	temp := r.spec.Rest()
+	if index == 0 {
+		temp = r.spec.TemperatureFirst
+	}
+	req := schemas.SampleRequest{
+		Header:          schemas.NewHeader(schemas.KindSampleRequest),
+		Tenant:          r.spec.Tenant,
+		JobID:           r.spec.JobID,
+		SampleID:        schemas.SampleID(r.spec.Tenant, r.spec.JobID, r.step, r.epoch, index, attempt),
+		Step:            r.step,
+		Epoch:           r.epoch,
+		Index:           index,
+		Attempt:         attempt,
+		Task:            r.spec.Task,
+		Params:          r.rep.Params,
+		State:           r.state,
+		Temperature:     temp,
+		Seed:            SampleSeed(r.spec.Seed, r.step, index),
+		MaxOutputTokens: r.spec.MaxOutputTokens,
+		IssuedAt:        time.Now().UTC(),
+	}
+	data, err := json.Marshal(&req)
+	if err != nil {
+		return fmt.Errorf("coordinator: encode sample request: %w", err)
+	}
+	msg := &nats.Msg{Subject: r.sampleSj, Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, req.SampleID)
+	// Not waiting for the ack: a request that never lands times out and is
+	// re-published like any other lost sample.
+	if _, err := r.c.js.PublishMsgAsync(msg); err != nil {
+		r.log.Warn("publish sample request", "err", err, "sample", req.SampleID)
+	}
+	if attempt > 0 {
+		r.rep.Resampled++
+	}
+	r.pending[index] = &pending{attempt: attempt, sentAt: time.Now()}
+	return ctx.Err()
+}
+
+// resampleOverdue re-publishes samples whose answer is overdue.
+func (r *jobRun) resampleOverdue(ctx context.Context) error {
+	now := time.Now()
+	for idx, p := range r.pending {
+		if now.Sub(p.sentAt) >= r.timeout {
+			r.log.Debug("sample overdue; re-publishing", "step", r.step, "index", idx, "attempt", p.attempt+1)
+			if err := r.publish(ctx, idx, p.attempt+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// reopen restarts the open step under a new epoch, re-sampling it from
+// scratch; answers of the old epoch are stale from then on.
+func (r *jobRun) reopen(ctx context.Context, why string) error {
+	r.epoch = max(r.epoch+1, time.Now().UnixMilli())
+	r.log.Warn("re-sampling the open step under a new epoch", "step", r.step, "epoch", r.epoch, "why", why)
+	if _, _, err := r.c.store.OpenStep(ctx, r.ref, r.step, r.epoch); err != nil {
+		return err
+	}
+	r.resetStep()
+	return r.topUp(ctx)
+}
+
+func (r *jobRun) resetStep() {
+	r.dispatched = 0
+	r.recorded = 0
+	r.counters = store.Counters{Step: r.step, Epoch: r.epoch}
+	clear(r.pending)
+	clear(r.stepRF)
+}
+
+// decide closes the open step with d and moves to the next one, from the
+// winner's own next state.
+func (r *jobRun) decide(ctx context.Context, d *store.Decision) error {
+	vote := task.Vote{Key: d.Winner}
+	if r.verifier != nil {
+		if err := r.verifier.Verify(r.state, vote); err != nil {
+			r.rep.Errors++
+			if len(r.rep.ErrorSteps) < maxErrorSteps {
+				r.rep.ErrorSteps = append(r.rep.ErrorSteps, r.step)
+			}
+			r.log.Warn("verifier: wrong step decided", "step", r.step, "err", err)
+		}
+	}
+	next, err := r.inst.Next(r.state, vote)
+	if err != nil {
+		return fmt.Errorf("coordinator: step %d: next state from the winning vote: %w", r.step, err)
+	}
+	ev := schemas.StepDecided{
+		Header: schemas.NewHeader(schemas.KindStepDecided),
+		Tenant: r.spec.Tenant, JobID: r.spec.JobID, Step: r.step, Epoch: r.epoch,
+		VoteKey: d.Winner, Votes: d.Votes, Lead: d.Lead, Samples: d.Counted, RedFlagged: d.RedFlagged,
+		Tally: d.Tally, DecidedAt: time.Now().UTC(),
+	}
+	if data, err := json.Marshal(&ev); err == nil {
+		_ = r.c.nc.Publish(bus.DecidedSubject(r.spec.Tenant, r.spec.JobID), data)
+	}
+
+	r.trace.Write([]byte(d.Winner))
+	r.trace.Write([]byte{'\n'})
+	r.rep.Steps++
+	r.rep.Samples += int64(d.Counted)
+	r.rep.Votes += int64(d.Valid)
+	r.rep.RedFlagged += int64(d.RedFlagged)
+	for idx, why := range r.stepRF {
+		if idx < d.Counted {
+			r.rep.RedFlags[why]++
+		}
+	}
+	// Answers recorded beyond the deciding one were drawn for nothing.
+	r.rep.LateSamples += int64(max(0, r.recorded-d.Counted))
+	if d.Counted > r.rep.MaxSamplesInStep {
+		r.rep.MaxSamplesInStep = d.Counted
+		r.rep.MaxSamplesStep = r.step
+	}
+	if d.Counted > 3*r.spec.K+10 {
+		r.log.Warn("heavy-tailed step: many samples before consensus (correlated errors?)",
+			"step", r.step, "samples", d.Counted, "tally", len(d.Tally))
+	}
+
+	r.state = next
+	r.step++
+	r.resetStep()
+	if r.finishedAt() {
+		return r.end(ctx)
+	}
+	// record_sample.lua already opened the next step.
+	return r.topUp(ctx)
+}
+
+// finishedAt reports whether the run is over at the current state.
+func (r *jobRun) finishedAt() bool {
+	return r.inst.Done(r.state) || r.step >= r.inst.TotalSteps()
+}
+
+func (r *jobRun) end(ctx context.Context) error {
+	solved := r.inst.Done(r.state) && r.rep.Errors == 0
+	switch {
+	case solved:
+		r.finish(ctx, schemas.StateSolved, "")
+	case r.inst.Done(r.state):
+		r.finish(ctx, schemas.StateUnsolved, fmt.Sprintf("reached the goal, but the verifier found %d wrong steps", r.rep.Errors))
+	default:
+		r.finish(ctx, schemas.StateUnsolved, fmt.Sprintf("not at the goal after %d steps (%d wrong steps)", r.rep.Steps, r.rep.Errors))
+	}
+	return nil
+}
+
+// noConsensus ends the job at a step that spent its sample cap.
+func (r *jobRun) noConsensus(ctx context.Context) error {
+	tally, _, err := r.c.store.CloseStep(ctx, r.ref, r.step, r.epoch)
+	if err != nil {
+		return err
+	}
+	r.rep.Samples += int64(r.counters.Next)
+	r.rep.Votes += int64(r.counters.Valid)
+	r.rep.RedFlagged += int64(r.counters.RedFlagged)
+	for _, why := range r.stepRF {
+		r.rep.RedFlags[why]++
+	}
+	r.rep.NoConsensus = &schemas.NoConsensus{Step: r.step, Samples: r.counters.Next, Tally: tally}
+	r.log.Warn("no consensus within the sample cap", "step", r.step, "samples", r.counters.Next, "tally", tally)
+	r.finish(ctx, schemas.StateNoConsensus, fmt.Sprintf(
+		"step %d drew %d samples (the cap) without a candidate leading by k=%d", r.step, r.counters.Next, r.spec.K))
+	return nil
+}
+
+// finish fills the report's summary figures and ends the loop.
+func (r *jobRun) finish(ctx context.Context, state, reason string) {
+	r.done = true
+	rep := &r.rep
+	rep.State = state
+	rep.Solved = state == schemas.StateSolved
+	rep.Reason = reason
+	now := time.Now()
+	rep.FinishedAt = now.UTC()
+	rep.WallSeconds = now.Sub(r.start).Seconds()
+	if rep.WallSeconds > 0 {
+		rep.StepsPerSecond = float64(rep.Steps) / rep.WallSeconds
+	}
+	if rep.Steps > 0 {
+		rep.SamplesPerStep = float64(rep.Samples) / float64(rep.Steps)
+		rep.VotesPerStep = float64(rep.Votes) / float64(rep.Steps)
+	}
+	rep.WastedSamples = rep.SkippedSamples + rep.CancelledSamples + rep.LateSamples + rep.DuplicateResults
+	if r.trace != nil {
+		rep.TraceSHA256 = fmt.Sprintf("%x", r.trace.Sum(nil))
+	}
+	fillTheory(rep, r.spec)
+	if p := r.spec.Pricing; p != nil {
+		rep.CostUSD = (float64(rep.PromptTokens)*p.InputUSDPerMTok + float64(rep.CompletionTokens)*p.OutputUSDPerMTok) / 1e6
+	}
+	r.publishStatus(ctx, state)
+}
+
+// cleanup removes the job's hot state, queued requests, stray results and
+// result consumer.
+func (r *jobRun) cleanup(ctx context.Context) error {
+	if err := r.c.store.DeleteJob(ctx, r.ref); err != nil {
+		return err
+	}
+	js := r.c.js
+	if s, err := js.Stream(ctx, bus.StreamSamples); err == nil {
+		_ = s.Purge(ctx, jetstream.WithPurgeSubject(r.sampleSj))
+	}
+	err := js.DeleteConsumer(ctx, bus.StreamResults, bus.ResultConsumer(r.spec.Tenant, r.spec.JobID))
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("coordinator: delete result consumer: %w", err)
+	}
+	if s, err := js.Stream(ctx, bus.StreamResults); err == nil {
+		_ = s.Purge(ctx, jetstream.WithPurgeSubject(bus.ResultSubject(r.spec.Tenant, r.spec.JobID)))
+	}
+	return nil
+}
+
+func (r *jobRun) publishStatus(ctx context.Context, state string) {
+	st := schemas.JobStatus{
+		Header: schemas.NewHeader(schemas.KindJobStatus),
+		Tenant: r.spec.Tenant, JobID: r.spec.JobID, State: state,
+		Steps: r.rep.Steps, TotalSteps: r.rep.TotalSteps, Samples: r.rep.Samples,
+		Votes: r.rep.Votes, RedFlagged: r.rep.RedFlagged, Errors: r.rep.Errors,
+		Coordinator: r.c.cfg.ID, UpdatedAt: time.Now().UTC(),
+	}
+	data, err := json.Marshal(&st)
+	if err != nil {
+		return
+	}
+	if _, err := r.topo.Status.Put(ctx, bus.JobKey(r.spec.Tenant, r.spec.JobID), data); err != nil {
+		r.log.Warn("publish status", "err", err)
+	}
+}
+
+func (r *jobRun) publishReport(ctx context.Context) error {
+	data, err := schemas.Encode(&r.rep)
+	if err != nil {
+		return fmt.Errorf("coordinator: report: %w", err)
+	}
+	if _, err := r.topo.Reports.Put(ctx, bus.JobKey(r.spec.Tenant, r.spec.JobID), data); err != nil {
+		return fmt.Errorf("coordinator: store report: %w", err)
+	}
+	return nil
+}
+
+// SampleSeed derives a sample's model seed from the job seed, the step and
+// the index (splitmix64), so a re-sample of an index asks the same
+// question. It stays below 2^31 for servers that read seeds as int32.
+func SampleSeed(jobSeed, step int64, index int) int64 {
+	x := uint64(jobSeed) ^ uint64(step)*0x9E3779B97F4A7C15 ^ uint64(index+1)*0xC2B2AE3D27D4EB4F
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	x ^= x >> 31
+	return int64(x & 0x7FFFFFFF)
+}

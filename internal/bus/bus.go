@@ -1,0 +1,264 @@
+// Package bus is the fleet's NATS JetStream plumbing: subject names, the
+// streams, consumers and key-value buckets every role shares, connecting,
+// and an embedded nats-server for single-process runs and tests.
+//
+// Topology (every subject carries the tenant, so tenants never share one):
+//
+//	stream MAKER_JOBS     maker.v1.job.<tenant>            job specs; work queue;
+//	                                                       durable "coordinators" shared by all coordinators
+//	stream MAKER_SAMPLES  maker.v1.sample.<tenant>.<job>   sample requests; work queue;
+//	                                                       durable "voters" shared by all voters
+//	stream MAKER_RESULTS  maker.v1.result.<tenant>.<job>   sample results; work queue;
+//	                                                       one durable per job, owned by its coordinator
+//	core subject          maker.v1.decided.<tenant>.<job>  step-decided events (voters skip/cancel)
+//	KV maker_status       <tenant>.<job>                   job progress, a few updates a second
+//	KV maker_reports      <tenant>.<job>                   final job reports
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Names of streams, consumers and buckets.
+const (
+	StreamJobs           = "MAKER_JOBS"
+	StreamSamples        = "MAKER_SAMPLES"
+	StreamResults        = "MAKER_RESULTS"
+	ConsumerVoters       = "voters"
+	ConsumerCoordinators = "coordinators"
+	BucketStatus         = "maker_status"
+	BucketReports        = "maker_reports"
+
+	prefix = "maker.v1."
+)
+
+// JobSubject is where jobs of tenant are submitted.
+func JobSubject(tenant string) string { return prefix + "job." + tenant }
+
+// SampleSubject is where a job's sample requests go.
+func SampleSubject(tenant, job string) string { return prefix + "sample." + tenant + "." + job }
+
+// ResultSubject is where a job's sample results go.
+func ResultSubject(tenant, job string) string { return prefix + "result." + tenant + "." + job }
+
+// DecidedSubject carries a job's step-decided events.
+func DecidedSubject(tenant, job string) string { return prefix + "decided." + tenant + "." + job }
+
+// DecidedWildcard matches every job's step-decided events.
+const DecidedWildcard = prefix + "decided.>"
+
+// ResultConsumer is the durable name of a job's result consumer. Tenants
+// hold no '_', so the name is unambiguous.
+func ResultConsumer(tenant, job string) string { return "res_" + tenant + "_" + job }
+
+// JobKey is a job's key in the status and report buckets.
+func JobKey(tenant, job string) string { return tenant + "." + job }
+
+// Config sets the topology's durability and timing. Zero fields take the
+// documented defaults.
+type Config struct {
+	// Storage of every stream: jetstream.FileStorage (default) or
+	// jetstream.MemoryStorage.
+	Storage jetstream.StorageType
+	// Replicas of every stream in a clustered server. Default 1.
+	Replicas int
+	// SampleAckWait is how long a voter may hold a sample request without
+	// acking or signalling progress before it is redelivered. Default 30s.
+	SampleAckWait time.Duration
+	// SampleMaxDeliver bounds deliveries of one sample request. Default 10.
+	SampleMaxDeliver int
+	// JobAckWait is how long a coordinator may hold a job without
+	// signalling progress before another takes it. Default 60s.
+	JobAckWait time.Duration
+	// MaxMsgSize bounds every message. Default 1 MiB.
+	MaxMsgSize int32
+}
+
+func (c *Config) defaults() {
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.SampleAckWait == 0 {
+		c.SampleAckWait = 30 * time.Second
+	}
+	if c.SampleMaxDeliver == 0 {
+		c.SampleMaxDeliver = 10
+	}
+	if c.JobAckWait == 0 {
+		c.JobAckWait = 60 * time.Second
+	}
+	if c.MaxMsgSize == 0 {
+		c.MaxMsgSize = 1 << 20
+	}
+}
+
+// Topology holds handles on the shared streams and buckets.
+type Topology struct {
+	JS      jetstream.JetStream
+	Config  Config
+	Status  jetstream.KeyValue
+	Reports jetstream.KeyValue
+}
+
+// Ensure creates the streams, shared consumers and buckets that are missing.
+// Existing ones are left as they are, so roles started with different
+// settings never fight over them. Every role calls it at start.
+func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {
+	cfg.defaults()
+	if cfg.Replicas < 1 || cfg.SampleMaxDeliver < 1 || cfg.SampleAckWait < time.Second || cfg.JobAckWait < time.Second {
+		return nil, fmt.Errorf("bus: invalid config %+v", cfg)
+	}
+	streams := []jetstream.StreamConfig{
+		{
+			Name:        StreamJobs,
+			Description: "makerfleet job specs",
+			Subjects:    []string{prefix + "job.*"},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     cfg.Storage,
+			Replicas:    cfg.Replicas,
+			MaxMsgSize:  cfg.MaxMsgSize,
+			Duplicates:  10 * time.Minute,
+		},
+		{
+			Name:        StreamSamples,
+			Description: "makerfleet sample requests",
+			Subjects:    []string{prefix + "sample.*.*"},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     cfg.Storage,
+			Replicas:    cfg.Replicas,
+			MaxMsgSize:  cfg.MaxMsgSize,
+			MaxAge:      24 * time.Hour,
+			Duplicates:  2 * time.Minute,
+		},
+		{
+			Name:        StreamResults,
+			Description: "makerfleet sample results",
+			Subjects:    []string{prefix + "result.*.*"},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     cfg.Storage,
+			Replicas:    cfg.Replicas,
+			MaxMsgSize:  cfg.MaxMsgSize,
+			MaxAge:      24 * time.Hour,
+			Duplicates:  2 * time.Minute,
+		},
+	}
+	for _, sc := range streams {
+		if _, err := ensureStream(ctx, js, sc); err != nil {
+			return nil, err
+		}
+	}
+	consumers := []struct {
+		stream string
+		cfg    jetstream.ConsumerConfig
+	}{
+		{StreamSamples, jetstream.ConsumerConfig{
+			Durable:       ConsumerVoters,
+			Description:   "every voter pulls sample requests from here",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       cfg.SampleAckWait,
+			MaxDeliver:    cfg.SampleMaxDeliver,
+			MaxAckPending: 20_000,
+			FilterSubject: prefix + "sample.*.*",
+		}},
+		{StreamJobs, jetstream.ConsumerConfig{
+			Durable:       ConsumerCoordinators,
+			Description:   "every coordinator takes jobs from here",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       cfg.JobAckWait,
+			MaxAckPending: 10_000,
+			FilterSubject: prefix + "job.*",
+		}},
+	}
+	for _, c := range consumers {
+		if err := ensureConsumer(ctx, js, c.stream, c.cfg); err != nil {
+			return nil, err
+		}
+	}
+	status, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket: BucketStatus, Description: "makerfleet job progress", History: 1,
+		TTL: 30 * 24 * time.Hour, Storage: cfg.Storage, Replicas: cfg.Replicas,
+	})
+	if err != nil {
+		return nil, err
+	}
+	reports, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket: BucketReports, Description: "makerfleet job reports", History: 1,
+		Storage: cfg.Storage, Replicas: cfg.Replicas,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Topology{JS: js, Config: cfg, Status: status, Reports: reports}, nil
+}
+
+func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, sc.Name)
+	if err == nil {
+		return s, nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("bus: stream %s: %w", sc.Name, err)
+	}
+	s, err = js.CreateStream(ctx, sc)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return js.Stream(ctx, sc.Name) // another role created it first
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bus: create stream %s: %w", sc.Name, err)
+	}
+	return s, nil
+}
+
+func ensureConsumer(ctx context.Context, js jetstream.JetStream, stream string, cc jetstream.ConsumerConfig) error {
+	_, err := js.Consumer(ctx, stream, cc.Durable)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("bus: consumer %s: %w", cc.Durable, err)
+	}
+	if _, err := js.CreateConsumer(ctx, stream, cc); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+		return fmt.Errorf("bus: create consumer %s: %w", cc.Durable, err)
+	}
+	return nil
+}
+
+func ensureKV(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, kc.Bucket)
+	if err == nil {
+		return kv, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("bus: bucket %s: %w", kc.Bucket, err)
+	}
+	kv, err = js.CreateKeyValue(ctx, kc)
+	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return js.KeyValue(ctx, kc.Bucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bus: create bucket %s: %w", kc.Bucket, err)
+	}
+	return kv, nil
+}
+
+// Connect dials url and keeps reconnecting for as long as the process
+// lives. name identifies the connection in server monitoring.
+func Connect(url, name string) (*nats.Conn, error) {
+	nc, err := nats.Connect(url,
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.RetryOnFailedConnect(false),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("bus: connect %s: %w", url, err)
+	}
+	return nc, nil
+}

@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"runtime"
+
+	"github.com/spf13/cobra"
+
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task/builtin"
+)
+
+// Benchmark targets (issue "The voting fleet end to end").
+const (
+	targetStepsPerSecond  = 1000
+	targetSamplesVsTheory = 1.02
+)
+
+// benchResult is what `maker bench --json` prints.
+type benchResult struct {
+	Disks       int     `json:"disks"`
+	Steps       int64   `json:"steps"`
+	K           int     `json:"k"`
+	SimAccuracy float64 `json:"sim_accuracy"`
+	Redis       string  `json:"redis"`
+	NATS        string  `json:"nats"`
+	Concurrency int     `json:"concurrency"`
+	CPUs        int     `json:"cpus"`
+	GoVersion   string  `json:"go_version"`
+
+	Solved         bool    `json:"solved"`
+	Errors         int64   `json:"errors"`
+	WallSeconds    float64 `json:"wall_seconds"`
+	StepsPerSecond float64 `json:"steps_per_second"`
+	// PerStepOverheadUS is wall time per step: with a zero-latency model
+	// all of it is fleet overhead (NATS, Redis, coordinator, voter).
+	PerStepOverheadUS      float64 `json:"per_step_overhead_us"`
+	SamplesPerStep         float64 `json:"samples_per_step"`
+	ExpectedSamplesPerStep float64 `json:"expected_samples_per_step"`
+	SamplesVsTheory        float64 `json:"samples_vs_theory"`
+	WastedSamples          int64   `json:"wasted_samples"`
+	TraceSHA256            string  `json:"trace_sha256"`
+
+	TargetStepsPerSecond  float64 `json:"target_steps_per_second"`
+	TargetSamplesVsTheory float64 `json:"target_samples_vs_theory"`
+	MeetsTargets          bool    `json:"meets_targets"`
+}
+
+func benchCmd(e *env) *cobra.Command {
+	var (
+		jf     jobFlags
+		sf     simFlags
+		svc    serviceFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure steps/s and per-step overhead of one job on a local fleet with a zero-latency simulated model",
+		Long: `bench runs a warm-up job, then one measured job (10 disks by default) on an in-process
+fleet: embedded nats-server over loopback, a redis-server it starts on a free port
+(miniredis if none is installed, or --redis), and the simulated model with no latency.
+It prints steps/s, the per-step overhead and samples per step against MAKER theory,
+with the targets: >= 1000 steps/s and samples per step <= 1.02 x theory.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			simCfg, err := sf.config(jf.seed)
+			if err != nil {
+				return err
+			}
+			p := simCfg.EffectiveAccuracy(jf.tempRest)
+			if p >= 1 {
+				return usagef("bench needs --sim-accuracy below 1, so theory is defined")
+			}
+			spec, _, err := jf.spec(cmd, p, 1-sf.malformed-sf.overlong)
+			if err != nil {
+				return err
+			}
+			log := e.logger(slog.LevelWarn)
+			opts, err := svc.options(simCfg, log)
+			if err != nil {
+				return err
+			}
+			opts.llmBaseURL = "" // always the zero-latency simulated model
+			opts.redisServer = svc.redis == ""
+			ctx := cmd.Context()
+			f, err := startFleet(ctx, opts)
+			if err != nil {
+				return err
+			}
+			defer f.close()
+
+			// Warm-up: connections, scripts, JIT-free but cache-warm paths.
+			warm := spec
+			warm.JobID = jobs.NewJobID()
+			warm.Params = json.RawMessage(`{"disks":5}`)
+			if _, err := jobs.Submit(ctx, f.js, opts.bus, &warm, builtin.Registry()); err != nil {
+				return err
+			}
+			if _, err := jobs.Wait(ctx, f.topo, warm.Tenant, warm.JobID, nil); err != nil {
+				return err
+			}
+			if _, err := jobs.Submit(ctx, f.js, opts.bus, &spec, builtin.Registry()); err != nil {
+				return err
+			}
+			rep, err := jobs.Wait(ctx, f.topo, spec.Tenant, spec.JobID, nil)
+			if err != nil {
+				return err
+			}
+			res := benchFrom(rep, jf.disks, sf.accuracy, f.redisKind, svc, opts.concurrency)
+			if asJSON {
+				enc := json.NewEncoder(e.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			printBench(e, res)
+			return nil
+		},
+	}
+	addJobFlags(cmd, &jf, "the simulated model's accuracy")
+	addSimFlags(cmd, &sf)
+	addServiceFlags(cmd, &svc)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func benchFrom(rep schemas.JobReport, disks int, acc float64, redisKind string, svc serviceFlags, conc int) benchResult {
+	natsKind := "embedded"
+	if svc.nats != "" {
+		natsKind = "external"
+	}
+	res := benchResult{
+		Disks: disks, Steps: rep.Steps, K: rep.K, SimAccuracy: acc, Redis: redisKind, NATS: natsKind,
+		Concurrency: conc, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
+		Solved: rep.Solved, Errors: rep.Errors, WallSeconds: rep.WallSeconds, StepsPerSecond: rep.StepsPerSecond,
+		SamplesPerStep: rep.SamplesPerStep, ExpectedSamplesPerStep: rep.ExpectedSamplesPerStep,
+		WastedSamples: rep.WastedSamples, TraceSHA256: rep.TraceSHA256,
+		TargetStepsPerSecond: targetStepsPerSecond, TargetSamplesVsTheory: targetSamplesVsTheory,
+	}
+	if rep.Steps > 0 {
+		res.PerStepOverheadUS = rep.WallSeconds / float64(rep.Steps) * 1e6
+	}
+	if rep.ExpectedSamplesPerStep > 0 {
+		res.SamplesVsTheory = rep.SamplesPerStep / rep.ExpectedSamplesPerStep
+	}
+	res.MeetsTargets = res.StepsPerSecond >= targetStepsPerSecond && res.SamplesVsTheory <= targetSamplesVsTheory
+	return res
+}
+
+func printBench(e *env, r benchResult) {
+	w := e.stdout
+	mark := func(ok bool) string {
+		if ok {
+			return "ok"
+		}
+		return "BELOW TARGET"
+	}
+	fmt.Fprintf(w, "bench: hanoi %d disks (%d steps), k=%d, sim accuracy %g, redis %s, nats %s, %d CPUs, %s\n",
+		r.Disks, r.Steps, r.K, r.SimAccuracy, r.Redis, r.NATS, r.CPUs, r.GoVersion)
+	fmt.Fprintf(w, "  steps/s            %8.0f   (target >= %d: %s)\n", r.StepsPerSecond, targetStepsPerSecond, mark(r.StepsPerSecond >= targetStepsPerSecond))
+	fmt.Fprintf(w, "  per-step overhead  %8.0f µs\n", r.PerStepOverheadUS)
+	fmt.Fprintf(w, "  samples/step       %8.3f   theory %.3f   ratio %.3f (target <= %.2f: %s)\n",
+		r.SamplesPerStep, r.ExpectedSamplesPerStep, r.SamplesVsTheory, targetSamplesVsTheory, mark(r.SamplesVsTheory <= targetSamplesVsTheory))
+	fmt.Fprintf(w, "  solved %v, wrong steps %d, wasted samples %d, wall %.2fs\n", r.Solved, r.Errors, r.WastedSamples, r.WallSeconds)
+}

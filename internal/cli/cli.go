@@ -1,0 +1,108 @@
+// Package cli is the `maker` command line: one binary whose subcommands run
+// each role of the fleet (coordinator, voter, simllm), submit jobs, plan
+// runs, and run a whole fleet in one process (run, bench).
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Version is set at build time with -ldflags "-X ...cli.Version=...".
+var Version = "dev"
+
+// Exit codes.
+const (
+	ExitOK    = 0
+	ExitError = 1 // the command failed while running
+	ExitUsage = 2 // bad flags or invalid input; nothing was done
+)
+
+// usageError marks errors caused by the user's input.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// env holds what every command writes to.
+type env struct {
+	stdout, stderr io.Writer
+	logLevel       string
+}
+
+// Main runs the command line with args (without the program name) and
+// returns the exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	e := &env{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "maker",
+		Short: "Run very long LLM tasks with (near) zero errors by MAKER voting on a NATS + Redis fleet",
+		Long: `maker runs MAKER (Meyerson et al., "Solving a Million-Step LLM Task with Zero Errors"):
+a task is split into one-decision steps, each step is sampled from a model again and
+again and decided by first-to-ahead-by-k voting, and unreliable samples are red-flagged.
+
+Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       Version,
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetContext(ctx)
+	root.PersistentFlags().StringVar(&e.logLevel, "log-level", envOr("MAKER_LOG_LEVEL", ""), "log level: debug, info, warn, error (default info for services, warn otherwise) [$MAKER_LOG_LEVEL]")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		runCmd(e), planCmd(e), simllmCmd(e), coordinatorCmd(e), voterCmd(e), submitCmd(e), benchCmd(e),
+	)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintln(stderr, "maker:", err)
+	var ue usageError
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "flag") {
+		return ExitUsage
+	}
+	return ExitError
+}
+
+// logger returns a text logger on stderr at the chosen level.
+func (e *env) logger(def slog.Level) *slog.Logger {
+	lvl := def
+	switch strings.ToLower(e.logLevel) {
+	case "debug":
+		lvl = slog.LevelDebug
+	case "info":
+		lvl = slog.LevelInfo
+	case "warn", "warning":
+		lvl = slog.LevelWarn
+	case "error":
+		lvl = slog.LevelError
+	}
+	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+// apiKeyFromEnv returns the model API key from the environment.
+func apiKeyFromEnv() string {
+	if k := os.Getenv("MAKER_LLM_API_KEY"); k != "" {
+		return k
+	}
+	return os.Getenv("OPENAI_API_KEY")
+}

@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/makerfleet/makerfleet/coordinator"
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/llm"
+	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/task/builtin"
+	"github.com/makerfleet/makerfleet/voter"
+)
+
+// fleetOptions say which services an in-process fleet uses: external ones
+// when their URL is set, embedded ones otherwise.
+type fleetOptions struct {
+	natsURL    string
+	redisURL   string
+	llmBaseURL string
+	apiKey     string
+	model      string
+	dataDir    string
+	// redisServer: with no redisURL, start a redis-server process (if
+	// installed) instead of miniredis. The benchmark wants real Redis.
+	redisServer bool
+	sim         simllm.Config
+	concurrency int
+	bus         bus.Config
+	log         *slog.Logger
+}
+
+// fleet is a whole MAKER fleet in this process: coordinator and voter, on
+// embedded or external NATS, Redis and model.
+type fleet struct {
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	topo      *bus.Topology
+	sim       *simllm.Running
+	voter     *voter.Voter
+	redisKind string
+	modelURL  string
+
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	errs    chan error
+	closers []func() // run in reverse order by close
+}
+
+// startFleet brings the services up, then the coordinator and the voter.
+// On error everything started so far is stopped again.
+func startFleet(ctx context.Context, o fleetOptions) (_ *fleet, err error) {
+	f := &fleet{errs: make(chan error, 2)}
+	defer func() {
+		if err != nil {
+			f.close()
+		}
+	}()
+
+	natsURL := o.natsURL
+	if natsURL == "" {
+		dir := o.dataDir
+		if dir == "" {
+			dir, err = os.MkdirTemp("", "maker-nats-")
+			if err != nil {
+				return nil, err
+			}
+			f.closers = append(f.closers, func() { _ = os.RemoveAll(dir) })
+		}
+		ns, err := bus.RunEmbedded(bus.EmbeddedOptions{StoreDir: dir})
+		if err != nil {
+			return nil, err
+		}
+		f.closers = append(f.closers, func() { ns.Shutdown(); ns.WaitForShutdown() })
+		natsURL = clientURL(ns)
+	}
+
+	redisURL := o.redisURL
+	switch {
+	case redisURL != "":
+		f.redisKind = "external"
+	case o.redisServer:
+		p, err := store.StartServer(ctx)
+		if err == nil {
+			f.closers = append(f.closers, p.Close)
+			redisURL, f.redisKind = "redis://"+p.Addr, "redis-server"
+			break
+		}
+		o.log.Warn("no redis-server to start; using embedded miniredis", "err", err)
+		fallthrough
+	default:
+		m, err := store.RunEmbedded()
+		if err != nil {
+			return nil, err
+		}
+		f.closers = append(f.closers, m.Close)
+		redisURL, f.redisKind = "redis://"+m.Addr(), "miniredis"
+	}
+	ropts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return nil, usagef("--redis %q: %v", redisURL, err)
+	}
+	rdb := redis.NewClient(ropts)
+	f.closers = append(f.closers, func() { _ = rdb.Close() })
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		return nil, fmt.Errorf("redis at %s: %w", redisURL, err)
+	}
+
+	f.modelURL, f.voter = o.llmBaseURL, nil
+	if f.modelURL == "" {
+		sim, err := simllm.Start(ctx, "127.0.0.1:0", o.sim)
+		if err != nil {
+			return nil, err
+		}
+		f.sim = sim
+		f.closers = append(f.closers, func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = sim.Close(cctx)
+		})
+		f.modelURL = sim.URL()
+	}
+	model := o.model
+	if model == "" {
+		model = simllm.DefaultModel
+	}
+	client, err := llm.New(llm.Config{BaseURL: f.modelURL, APIKey: o.apiKey, Model: model})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	f.closers = append(f.closers, client.Close)
+
+	f.nc, err = bus.Connect(natsURL, "maker-run")
+	if err != nil {
+		return nil, err
+	}
+	f.closers = append(f.closers, func() { _ = f.nc.Drain() })
+	f.js, err = jetstream.New(f.nc)
+	if err != nil {
+		return nil, err
+	}
+	f.topo, err = bus.Ensure(ctx, f.js, o.bus)
+	if err != nil {
+		return nil, err
+	}
+
+	tasks := builtin.Registry()
+	st, err := store.New(rdb, store.Config{})
+	if err != nil {
+		return nil, err
+	}
+	coord, err := coordinator.New(f.nc, st, coordinator.Config{ID: "coordinator-inproc", Tasks: tasks, Bus: o.bus, Logger: o.log})
+	if err != nil {
+		return nil, err
+	}
+	f.voter, err = voter.New(f.nc, client, voter.Config{
+		ID: "voter-inproc", Tasks: tasks, Model: model, Concurrency: o.concurrency, Bus: o.bus, Logger: o.log,
+		DrainTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	f.cancel = cancelRun
+	for _, role := range []func(context.Context) error{coord.Run, f.voter.Run} {
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			if err := role(runCtx); err != nil {
+				f.errs <- err
+			}
+		}()
+	}
+	return f, nil
+}
+
+// failed returns a role's error once one has stopped with one.
+func (f *fleet) failed() <-chan error { return f.errs }
+
+// close stops the roles, then the services, in reverse order of start.
+func (f *fleet) close() {
+	if f.cancel != nil {
+		f.cancel()
+		f.wg.Wait()
+	}
+	for i := len(f.closers) - 1; i >= 0; i-- {
+		f.closers[i]()
+	}
+	f.closers = nil
+}
+
+func clientURL(ns *server.Server) string { return ns.ClientURL() }
+
+// errFleet wraps a role failure.
+var errFleet = errors.New("fleet role stopped")

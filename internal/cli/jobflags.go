@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/plan"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
+	"github.com/makerfleet/makerfleet/task/builtin"
+)
+
+// jobFlags are the flags that describe a job, shared by run, submit and
+// bench.
+type jobFlags struct {
+	task            string
+	disks           int
+	params          string
+	k               int
+	p               float64
+	target          float64
+	seed            int64
+	tenant          string
+	jobID           string
+	maxSamples      int
+	maxOutputTokens int
+	sampleTimeout   time.Duration
+	tempFirst       float64
+	tempRest        float64
+	inputPrice      float64
+	outputPrice     float64
+}
+
+func addJobFlags(cmd *cobra.Command, f *jobFlags, defaultP string) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.task, "task", "hanoi", "task to run")
+	fl.IntVar(&f.disks, "disks", 10, "hanoi: number of disks, 1..30 (2^n - 1 steps)")
+	fl.StringVar(&f.params, "params", "", `task params as JSON (overrides --disks), e.g. '{"disks":12}'`)
+	fl.IntVar(&f.k, "k", 0, "voting margin k (default: the smallest k that reaches --target at --p)")
+	fl.Float64Var(&f.p, "p", 0, "estimated chance one valid sample is right, in (0.5, 1), used to pick k and for theory figures (default "+defaultP+")")
+	fl.Float64Var(&f.target, "target", schemas.DefaultTarget, "wanted chance the whole task is solved, used to pick k")
+	fl.Int64Var(&f.seed, "seed", 1, "seed: sample seeds derive from it, so a run is reproducible")
+	fl.StringVar(&f.tenant, "tenant", schemas.DefaultTenant, "tenant that owns the job")
+	fl.StringVar(&f.jobID, "job-id", "", "job id (default: generated)")
+	fl.IntVar(&f.maxSamples, "max-samples", schemas.DefaultMaxSamplesPerStep, "most samples one step may draw before the job ends as no_consensus")
+	fl.IntVar(&f.maxOutputTokens, "max-output-tokens", schemas.DefaultMaxOutputTokens, "red flag: replies longer than this many tokens are discarded")
+	fl.DurationVar(&f.sampleTimeout, "sample-timeout", time.Duration(schemas.DefaultSampleTimeoutMS)*time.Millisecond, "re-sample a sample with no answer after this long")
+	fl.Float64Var(&f.tempFirst, "temperature-first", 0, "temperature of each step's first sample")
+	fl.Float64Var(&f.tempRest, "temperature-rest", schemas.DefaultTemperatureRest, "temperature of every later sample")
+	fl.Float64Var(&f.inputPrice, "input-price", 0, "model price, USD per million input tokens (for the report's cost)")
+	fl.Float64Var(&f.outputPrice, "output-price", 0, "model price, USD per million output tokens (for the report's cost)")
+}
+
+// spec builds and fully validates the job spec. p is the estimate to use
+// when --p is not set (0: none known). Nothing is sent.
+func (f *jobFlags) spec(cmd *cobra.Command, p, validFraction float64) (schemas.JobSpec, task.Instance, error) {
+	tasks := builtin.Registry()
+	params := json.RawMessage(f.params)
+	if f.params == "" {
+		if f.task != "hanoi" {
+			return schemas.JobSpec{}, nil, usagef("--params is required for task %q", f.task)
+		}
+		params, _ = json.Marshal(map[string]int{"disks": f.disks})
+	} else if !json.Valid(params) {
+		return schemas.JobSpec{}, nil, usagef("--params is not valid JSON: %s", f.params)
+	}
+	inst, err := tasks.Bind(f.task, params)
+	if err != nil {
+		return schemas.JobSpec{}, nil, usageError{err}
+	}
+	if cmd.Flags().Changed("p") {
+		p = f.p
+	}
+	if p != 0 && !(p > 0.5 && p < 1) {
+		return schemas.JobSpec{}, nil, usagef("--p %v: p must be in (0.5, 1): voting only converges when a sample is more likely right than wrong", p)
+	}
+	if math.IsNaN(f.target) || f.target <= 0 || f.target >= 1 {
+		return schemas.JobSpec{}, nil, usagef("--target %v must be in (0, 1)", f.target)
+	}
+	if f.inputPrice < 0 || f.outputPrice < 0 {
+		return schemas.JobSpec{}, nil, usagef("prices must be >= 0")
+	}
+	if f.maxSamples < 1 {
+		return schemas.JobSpec{}, nil, usagef("--max-samples must be >= 1, got %d", f.maxSamples)
+	}
+	if f.maxOutputTokens < 1 {
+		return schemas.JobSpec{}, nil, usagef("--max-output-tokens must be >= 1, got %d", f.maxOutputTokens)
+	}
+	if f.sampleTimeout <= 0 {
+		return schemas.JobSpec{}, nil, usagef("--sample-timeout must be > 0")
+	}
+	k := f.k
+	if cmd.Flags().Changed("k") {
+		if k < 1 {
+			return schemas.JobSpec{}, nil, usagef("--k %d: k must be >= 1", k)
+		}
+	} else {
+		if p == 0 {
+			return schemas.JobSpec{}, nil, usagef("give --k, or --p so k can be chosen")
+		}
+		k, err = plan.KMin(p, inst.TotalSteps(), f.target)
+		if err != nil {
+			return schemas.JobSpec{}, nil, usageError{err}
+		}
+	}
+	rest := f.tempRest
+	spec := schemas.JobSpec{
+		Header:            schemas.NewHeader(schemas.KindJobSpec),
+		JobID:             f.jobID,
+		Tenant:            f.tenant,
+		Task:              f.task,
+		Params:            params,
+		K:                 k,
+		MaxSamplesPerStep: f.maxSamples,
+		MaxOutputTokens:   f.maxOutputTokens,
+		Seed:              f.seed,
+		TemperatureFirst:  f.tempFirst,
+		TemperatureRest:   &rest,
+		SampleTimeoutMS:   f.sampleTimeout.Milliseconds(),
+		PEstimate:         p,
+		ValidFraction:     validFraction,
+	}
+	if f.inputPrice > 0 || f.outputPrice > 0 {
+		spec.Pricing = &schemas.Pricing{InputUSDPerMTok: f.inputPrice, OutputUSDPerMTok: f.outputPrice}
+	}
+	if err := jobs.Prepare(&spec, tasks); err != nil {
+		return schemas.JobSpec{}, nil, usageError{err}
+	}
+	return spec, inst, nil
+}
+
+// describe is a one-line summary of a spec.
+func describe(spec schemas.JobSpec) string {
+	return fmt.Sprintf("%s %s k=%d seed=%d job=%s/%s", spec.Task, string(spec.Params), spec.K, spec.Seed, spec.Tenant, spec.JobID)
+}

@@ -1,0 +1,290 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task/builtin"
+)
+
+// simFlags configure the simulated model of an in-process fleet.
+type simFlags struct {
+	accuracy, malformed, overlong, rateLimit, serverError float64
+	latency, jitter                                       time.Duration
+}
+
+func addSimFlags(cmd *cobra.Command, s *simFlags) {
+	fl := cmd.Flags()
+	fl.Float64Var(&s.accuracy, "sim-accuracy", simllm.DefaultAccuracy, "simulated model: chance a valid answer is right, in (0, 1]")
+	fl.Float64Var(&s.malformed, "sim-malformed-rate", 0, "simulated model: share of badly formatted answers (red-flagged)")
+	fl.Float64Var(&s.overlong, "sim-overlong-rate", 0, "simulated model: share of answers cut at the token limit (red-flagged)")
+	fl.Float64Var(&s.rateLimit, "sim-rate-limit-rate", 0, "simulated model: share of requests answered 429")
+	fl.Float64Var(&s.serverError, "sim-server-error-rate", 0, "simulated model: share of requests answered 500")
+	fl.DurationVar(&s.latency, "sim-latency", 0, "simulated model: fixed latency per call")
+	fl.DurationVar(&s.jitter, "sim-latency-jitter", 0, "simulated model: extra uniform random latency per call")
+}
+
+func (s *simFlags) config(seed int64) (simllm.Config, error) {
+	if !(s.accuracy > 0 && s.accuracy <= 1) {
+		return simllm.Config{}, usagef("--sim-accuracy %v must be in (0, 1]", s.accuracy)
+	}
+	cfg := simllm.Config{
+		Accuracy: s.accuracy, Seed: seed, MalformedRate: s.malformed, OverlongRate: s.overlong,
+		RateLimitRate: s.rateLimit, ServerErrorRate: s.serverError, Latency: s.latency, LatencyJitter: s.jitter,
+	}
+	if err := cfg.Validate(); err != nil {
+		return simllm.Config{}, usageError{err}
+	}
+	return cfg, nil
+}
+
+// serviceFlags point an in-process fleet at external services.
+type serviceFlags struct {
+	nats, redis, llmBaseURL, model, apiKey, dataDir string
+	concurrency                                     int
+}
+
+func addServiceFlags(cmd *cobra.Command, s *serviceFlags) {
+	fl := cmd.Flags()
+	fl.StringVar(&s.nats, "nats", envOr("MAKER_NATS_URL", ""), "NATS URL (default: an embedded nats-server) [$MAKER_NATS_URL]")
+	fl.StringVar(&s.redis, "redis", envOr("MAKER_REDIS_URL", ""), "Redis URL (default: an embedded Redis-compatible store) [$MAKER_REDIS_URL]")
+	fl.StringVar(&s.llmBaseURL, "llm-base-url", envOr("MAKER_LLM_BASE_URL", ""), "OpenAI-compatible base URL (default: the simulated model) [$MAKER_LLM_BASE_URL]")
+	fl.StringVar(&s.model, "model", envOr("MAKER_MODEL", ""), "model name (required with --llm-base-url) [$MAKER_MODEL]")
+	fl.StringVar(&s.apiKey, "api-key", "", "model API key (default $MAKER_LLM_API_KEY or $OPENAI_API_KEY)")
+	fl.StringVar(&s.dataDir, "data-dir", "", "embedded nats-server data dir (default: a temporary dir)")
+	fl.IntVar(&s.concurrency, "concurrency", 16, "samples the in-process voter works on at once")
+}
+
+func (s *serviceFlags) options(sim simllm.Config, log *slog.Logger) (fleetOptions, error) {
+	if s.llmBaseURL != "" && s.model == "" {
+		return fleetOptions{}, usagef("--model is required with --llm-base-url")
+	}
+	if s.concurrency < 1 {
+		return fleetOptions{}, usagef("--concurrency must be >= 1, got %d", s.concurrency)
+	}
+	key := s.apiKey
+	if key == "" {
+		key = apiKeyFromEnv()
+	}
+	return fleetOptions{
+		natsURL: s.nats, redisURL: s.redis, llmBaseURL: s.llmBaseURL, apiKey: key, model: s.model,
+		dataDir: s.dataDir, sim: sim, concurrency: s.concurrency, log: log,
+	}, nil
+}
+
+func runCmd(e *env) *cobra.Command {
+	var (
+		jf      jobFlags
+		sf      simFlags
+		svc     serviceFlags
+		asJSON  bool
+		quiet   bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run one job on a whole fleet inside this process (embedded NATS, Redis and simulated model unless given)",
+		Long: `run starts a complete fleet in this process — coordinator, voter, and, unless their
+URLs are given, an embedded nats-server, an embedded Redis-compatible store and the
+simulated model — submits one job, shows its progress and prints its report.
+
+With the simulated model, --seed seeds both the job and the model, and k defaults to
+the smallest margin that reaches --target at p = --sim-accuracy.`,
+		Example: `  maker run --task hanoi --disks 10
+  maker run --disks 12 --k 4 --sim-accuracy 0.9 --json
+  maker run --disks 5 --llm-base-url http://localhost:8000/v1 --model my-model --p 0.99`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			simCfg, err := sf.config(jf.seed)
+			if err != nil {
+				return err
+			}
+			p, valid := 0.0, 1.0
+			if svc.llmBaseURL == "" {
+				p = simCfg.EffectiveAccuracy(jf.tempRest)
+				valid = 1 - sf.malformed - sf.overlong
+				if p >= 1 {
+					p = 0 // a perfect model: no estimate; k must be given or defaults below
+					if !cmd.Flags().Changed("k") && !cmd.Flags().Changed("p") {
+						jf.k = 1
+						_ = cmd.Flags().Set("k", "1")
+					}
+				}
+			} else if !cmd.Flags().Changed("p") {
+				p = 0.99
+			}
+			spec, _, err := jf.spec(cmd, p, valid)
+			if err != nil {
+				return err
+			}
+			log := e.logger(slog.LevelWarn)
+			opts, err := svc.options(simCfg, log)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			rep, err := runJob(ctx, opts, &spec, progressFor(e.stderr, quiet))
+			if err != nil {
+				return err
+			}
+			return printReport(e.stdout, rep, asJSON)
+		},
+	}
+	addJobFlags(cmd, &jf, "the simulated model's accuracy, or 0.99 with --llm-base-url")
+	addSimFlags(cmd, &sf)
+	addServiceFlags(cmd, &svc)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (default: no limit)")
+	return cmd
+}
+
+// runJob starts an in-process fleet, submits spec and waits for its report.
+func runJob(ctx context.Context, opts fleetOptions, spec *schemas.JobSpec, onStatus func(schemas.JobStatus)) (schemas.JobReport, error) {
+	f, err := startFleet(ctx, opts)
+	if err != nil {
+		return schemas.JobReport{}, err
+	}
+	defer f.close()
+	if _, err := jobs.Submit(ctx, f.js, opts.bus, spec, builtin.Registry()); err != nil {
+		return schemas.JobReport{}, err
+	}
+	type result struct {
+		rep schemas.JobReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := jobs.Wait(ctx, f.topo, spec.Tenant, spec.JobID, onStatus)
+		done <- result{rep, err}
+	}()
+	select {
+	case r := <-done:
+		return r.rep, r.err
+	case err := <-f.failed():
+		return schemas.JobReport{}, fmt.Errorf("%w: %w", errFleet, err)
+	}
+}
+
+// progressFor returns a status callback drawing progress on w: a live bar
+// on a terminal, a line every few seconds otherwise.
+func progressFor(w io.Writer, quiet bool) func(schemas.JobStatus) {
+	if quiet {
+		return nil
+	}
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		tty = term.IsTerminal(int(f.Fd()))
+	}
+	start := time.Now()
+	var last time.Time
+	return func(st schemas.JobStatus) {
+		now := time.Now()
+		final := schemas.Terminal(st.State)
+		if !tty && !final && now.Sub(last) < 2*time.Second {
+			return
+		}
+		last = now
+		line := progressLine(st, now.Sub(start))
+		if tty {
+			fmt.Fprintf(w, "\r%s\x1b[K", line)
+			if final {
+				fmt.Fprintln(w)
+			}
+			return
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+func progressLine(st schemas.JobStatus, elapsed time.Duration) string {
+	frac := 0.0
+	if st.TotalSteps > 0 {
+		frac = float64(st.Steps) / float64(st.TotalSteps)
+	}
+	const width = 30
+	filled := int(frac * width)
+	bar := strings.Repeat("#", filled) + strings.Repeat("-", width-filled)
+	rate := 0.0
+	if s := elapsed.Seconds(); s > 0 {
+		rate = float64(st.Steps) / s
+	}
+	perStep := 0.0
+	if st.Steps > 0 {
+		perStep = float64(st.Samples) / float64(st.Steps)
+	}
+	eta := ""
+	if rate > 0 && st.Steps < st.TotalSteps && !schemas.Terminal(st.State) {
+		eta = fmt.Sprintf("  eta %s", (time.Duration(float64(st.TotalSteps-st.Steps)/rate) * time.Second).Round(time.Second))
+	}
+	return fmt.Sprintf("[%s] %5.1f%%  %d/%d steps  %.0f steps/s  %.2f samples/step  %d red-flagged  %d errors%s",
+		bar, 100*frac, st.Steps, st.TotalSteps, rate, perStep, st.RedFlagged, st.Errors, eta)
+}
+
+// printReport writes rep as JSON or as a short table.
+func printReport(w io.Writer, rep schemas.JobReport, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	verdict := strings.ToUpper(rep.State)
+	fmt.Fprintf(w, "job %s/%s  %s %s  k=%d  %s\n", rep.Tenant, rep.JobID, rep.Task, string(rep.Params), rep.K, verdict)
+	if rep.Reason != "" {
+		fmt.Fprintf(w, "  reason           %s\n", rep.Reason)
+	}
+	fmt.Fprintf(w, "  steps            %d / %d   wrong steps (verifier) %d\n", rep.Steps, rep.TotalSteps, rep.Errors)
+	theory := ""
+	if rep.ExpectedSamplesPerStep > 0 {
+		theory = fmt.Sprintf(", theory %.2f", rep.ExpectedSamplesPerStep)
+	}
+	fmt.Fprintf(w, "  samples          %d (%.2f per step%s)   votes %d   red-flagged %d%s\n",
+		rep.Samples, rep.SamplesPerStep, theory, rep.Votes, rep.RedFlagged, redFlagBreakdown(rep.RedFlags))
+	fmt.Fprintf(w, "  wasted samples   %d (skipped %d, cancelled %d, late %d, duplicates %d)   re-sampled %d\n",
+		rep.WastedSamples, rep.SkippedSamples, rep.CancelledSamples, rep.LateSamples, rep.DuplicateResults, rep.Resampled)
+	fmt.Fprintf(w, "  hardest step     %d samples (step %d)\n", rep.MaxSamplesInStep, rep.MaxSamplesStep)
+	fmt.Fprintf(w, "  tokens           %d in, %d out", rep.PromptTokens, rep.CompletionTokens)
+	if rep.CostUSD > 0 {
+		fmt.Fprintf(w, "   cost $%.4f", rep.CostUSD)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  wall             %.2fs   %.0f steps/s\n", rep.WallSeconds, rep.StepsPerSecond)
+	if nc := rep.NoConsensus; nc != nil {
+		fmt.Fprintf(w, "  no consensus     step %d after %d samples; tally:\n", nc.Step, nc.Samples)
+		for _, t := range nc.Tally {
+			fmt.Fprintf(w, "    %4d  %s\n", t.Votes, t.VoteKey)
+		}
+	}
+	fmt.Fprintf(w, "  trace sha256     %s\n", rep.TraceSHA256)
+	return nil
+}
+
+func redFlagBreakdown(m map[string]int64) string {
+	if len(m) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(m))
+	for _, why := range []string{schemas.RedFlagParse, schemas.RedFlagLength, schemas.RedFlagTooLong, schemas.RedFlagEmpty} {
+		if n := m[why]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", why, n))
+		}
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}

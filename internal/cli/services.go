@@ -1,0 +1,272 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	"github.com/makerfleet/makerfleet/coordinator"
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/llm"
+	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/task/builtin"
+	"github.com/makerfleet/makerfleet/voter"
+)
+
+func natsFlag(cmd *cobra.Command, dst *string) {
+	cmd.Flags().StringVar(dst, "nats", envOr("MAKER_NATS_URL", "nats://127.0.0.1:4222"), "NATS URL [$MAKER_NATS_URL]")
+}
+
+func simllmCmd(e *env) *cobra.Command {
+	var (
+		addr, logPath, model, apiKey string
+		cfg                          simllm.Config
+		retryAfter                   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "simllm",
+		Short: "Serve the simulated OpenAI-compatible model (answers hanoi prompts with a set accuracy)",
+		Long: `simllm serves /v1/chat/completions and /v1/models like an OpenAI-compatible server.
+It reads hanoi step prompts and answers correctly with probability --accuracy (lower
+above temperature 0.1, and a request without a temperature counts as 1.0), otherwise a
+wrong but well-formed answer. Answers are a function of --seed and the request (its
+seed, messages, temperature), never of arrival order. Fault rates inject malformed and
+over-long answers, 429s with Retry-After, 500s and latency. GET /sim/stats counts calls.`,
+		Example: `  maker simllm --addr 127.0.0.1:8080 --accuracy 0.9 --seed 7 --log-requests requests.jsonl`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := e.logger(slog.LevelInfo)
+			if cmd.Flags().Changed("accuracy") && !(cfg.Accuracy > 0 && cfg.Accuracy <= 1) {
+				return usagef("--accuracy %v must be in (0, 1]", cfg.Accuracy)
+			}
+			cfg.Model, cfg.APIKey = model, apiKey
+			cfg.RetryAfter = retryAfter
+			if retryAfter == 0 {
+				cfg.RetryAfter = simllm.NoRetryAfter
+			}
+			if logPath != "" {
+				f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				if err != nil {
+					return usagef("--log-requests: %v", err)
+				}
+				defer f.Close()
+				cfg.LogRequests = f
+			}
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
+			}
+			ctx := cmd.Context()
+			rn, err := simllm.Start(ctx, addr, cfg)
+			if err != nil {
+				return err
+			}
+			log.Info("simulated model listening", "url", rn.URL(), "accuracy", cfg.Accuracy, "seed", cfg.Seed)
+			fmt.Fprintf(e.stderr, "simllm listening on %s\n", rn.URL())
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = rn.Close(sctx)
+			st, _ := json.Marshal(rn.Stats())
+			log.Info("simulated model stopped", "stats", string(st))
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&addr, "addr", "127.0.0.1:8080", "listen address HOST:PORT")
+	fl.Float64Var(&cfg.Accuracy, "accuracy", simllm.DefaultAccuracy, "chance a valid answer is right at temperature <= 0.1, in (0, 1]")
+	fl.Int64Var(&cfg.Seed, "seed", 1, "seed: answers are a function of it and the request")
+	fl.StringVar(&logPath, "log-requests", "", "append each request body as received to FILE, one JSON line each (temperature null when left out)")
+	fl.Float64Var(&cfg.MalformedRate, "malformed-rate", 0, "share of badly formatted answers")
+	fl.Float64Var(&cfg.OverlongRate, "overlong-rate", 0, "share of answers cut at the token limit (finish_reason length)")
+	fl.Float64Var(&cfg.RateLimitRate, "rate-limit-rate", 0, "share of requests answered 429")
+	fl.DurationVar(&retryAfter, "retry-after", time.Second, "Retry-After sent with 429s (0: none)")
+	fl.Float64Var(&cfg.ServerErrorRate, "server-error-rate", 0, "share of requests answered 500")
+	fl.DurationVar(&cfg.Latency, "latency", 0, "fixed latency per request")
+	fl.DurationVar(&cfg.LatencyJitter, "latency-jitter", 0, "extra uniform random latency per request")
+	fl.Float64Var(&cfg.TemperatureSensitivity, "temperature-sensitivity", simllm.DefaultTemperatureSensitivity, "how fast accuracy falls above temperature 0.1 (negative: off)")
+	fl.StringVar(&model, "model", simllm.DefaultModel, "model id listed by /v1/models")
+	fl.StringVar(&apiKey, "api-key", "", "require this bearer key")
+	return cmd
+}
+
+func coordinatorCmd(e *env) *cobra.Command {
+	var (
+		natsURL, redisURL, id string
+		maxJobs               int
+	)
+	cmd := &cobra.Command{
+		Use:     "coordinator",
+		Short:   "Run a coordinator: takes jobs from NATS, drives their steps, tallies votes in Redis",
+		Example: `  maker coordinator --nats nats://127.0.0.1:4222 --redis redis://127.0.0.1:6379/0`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if maxJobs < 1 {
+				return usagef("--max-jobs must be >= 1")
+			}
+			log := e.logger(slog.LevelInfo)
+			ropts, err := redis.ParseURL(redisURL)
+			if err != nil {
+				return usagef("--redis %q: %v", redisURL, err)
+			}
+			rdb := redis.NewClient(ropts)
+			defer rdb.Close()
+			nc, err := bus.Connect(natsURL, "maker-coordinator")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			st, err := store.New(rdb, store.Config{})
+			if err != nil {
+				return err
+			}
+			c, err := coordinator.New(nc, st, coordinator.Config{ID: id, Tasks: builtin.Registry(), MaxJobs: maxJobs, Logger: log})
+			if err != nil {
+				return usageError{err}
+			}
+			return c.Run(cmd.Context())
+		},
+	}
+	natsFlag(cmd, &natsURL)
+	cmd.Flags().StringVar(&redisURL, "redis", envOr("MAKER_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL [$MAKER_REDIS_URL]")
+	cmd.Flags().IntVar(&maxJobs, "max-jobs", 16, "jobs this coordinator runs at once")
+	cmd.Flags().StringVar(&id, "id", "", "coordinator id (default coordinator-host-pid)")
+	return cmd
+}
+
+func voterCmd(e *env) *cobra.Command {
+	var (
+		natsURL, baseURL, model, apiKey, id string
+		concurrency, maxAttempts            int
+		attemptTimeout, drain               time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:     "voter",
+		Short:   "Run a voter: pulls sample requests from NATS, calls the model, answers with votes",
+		Example: `  maker voter --nats nats://127.0.0.1:4222 --llm-base-url http://127.0.0.1:8080/v1 --model sim-1 --concurrency 16`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if baseURL == "" {
+				return usagef("--llm-base-url is required")
+			}
+			if model == "" {
+				return usagef("--model is required")
+			}
+			if concurrency < 1 {
+				return usagef("--concurrency must be >= 1, got %d", concurrency)
+			}
+			if apiKey == "" {
+				apiKey = apiKeyFromEnv()
+			}
+			log := e.logger(slog.LevelInfo)
+			client, err := llm.New(llm.Config{BaseURL: baseURL, APIKey: apiKey, Model: model,
+				AttemptTimeout: attemptTimeout, MaxAttempts: maxAttempts,
+				OnRetry: func(ev llm.RetryEvent) {
+					log.Debug("model call retry", "attempt", ev.Attempt, "delay", ev.Delay, "err", ev.Err)
+				}})
+			if err != nil {
+				return usageError{err}
+			}
+			defer client.Close()
+			nc, err := bus.Connect(natsURL, "maker-voter")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			v, err := voter.New(nc, client, voter.Config{ID: id, Tasks: builtin.Registry(), Model: model,
+				Concurrency: concurrency, DrainTimeout: drain, Logger: log})
+			if err != nil {
+				return usageError{err}
+			}
+			return v.Run(cmd.Context())
+		},
+	}
+	natsFlag(cmd, &natsURL)
+	fl := cmd.Flags()
+	fl.StringVar(&baseURL, "llm-base-url", envOr("MAKER_LLM_BASE_URL", ""), "OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1 [$MAKER_LLM_BASE_URL]")
+	fl.StringVar(&model, "model", envOr("MAKER_MODEL", ""), "model name [$MAKER_MODEL]")
+	fl.StringVar(&apiKey, "api-key", "", "model API key (default $MAKER_LLM_API_KEY or $OPENAI_API_KEY)")
+	fl.IntVar(&concurrency, "concurrency", 8, "samples this voter works on at once")
+	fl.IntVar(&maxAttempts, "max-attempts", llm.DefaultMaxAttempts, "model call attempts per sample (429, 5xx and timeouts are retried with backoff)")
+	fl.DurationVar(&attemptTimeout, "attempt-timeout", llm.DefaultAttemptTimeout, "timeout of one model call attempt")
+	fl.DurationVar(&drain, "drain-timeout", 30*time.Second, "on SIGTERM, time to finish samples in hand before handing them back")
+	fl.StringVar(&id, "id", "", "voter id (default voter-host-pid)")
+	return cmd
+}
+
+func submitCmd(e *env) *cobra.Command {
+	var (
+		jf      jobFlags
+		natsURL string
+		wait    bool
+		asJSON  bool
+		quiet   bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:     "submit",
+		Short:   "Submit a job to a running fleet (and with --wait, print its report)",
+		Example: `  maker submit --nats nats://127.0.0.1:4222 --task hanoi --disks 8 --k 3 --wait --json`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			spec, _, err := jf.spec(cmd, 0.95, 1)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			nc, err := bus.Connect(natsURL, "maker-submit")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			sub, err := jobs.Submit(ctx, js, bus.Config{}, &spec, builtin.Registry())
+			if err != nil {
+				return err
+			}
+			if !wait {
+				if asJSON {
+					return json.NewEncoder(e.stdout).Encode(sub)
+				}
+				fmt.Fprintln(e.stdout, sub.JobID)
+				return nil
+			}
+			if !quiet {
+				fmt.Fprintf(e.stderr, "submitted %s\n", describe(spec))
+			}
+			topo, err := bus.Ensure(ctx, js, bus.Config{})
+			if err != nil {
+				return err
+			}
+			rep, err := jobs.Wait(ctx, topo, spec.Tenant, spec.JobID, progressFor(e.stderr, quiet))
+			if err != nil {
+				return fmt.Errorf("waiting for job %s: %w", spec.JobID, err)
+			}
+			return printReport(e.stdout, rep, asJSON)
+		},
+	}
+	natsFlag(cmd, &natsURL)
+	addJobFlags(cmd, &jf, "0.95")
+	fl := cmd.Flags()
+	fl.BoolVar(&wait, "wait", false, "wait for the job to finish and print its report")
+	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress")
+	fl.DurationVar(&timeout, "timeout", 0, "give up waiting after this long (default: no limit)")
+	return cmd
+}

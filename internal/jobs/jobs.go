@@ -1,0 +1,134 @@
+// Package jobs is the client side of the job API: it validates and submits
+// job specs to the job stream and waits for their status and report.
+package jobs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// ErrInvalid marks a job spec refused before anything was sent.
+var ErrInvalid = errors.New("invalid job")
+
+// NewJobID returns a fresh job id: time-ordered, then random.
+func NewJobID() string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return "j" + strconv.FormatInt(time.Now().UnixMilli(), 36) + "-" + hex.EncodeToString(b[:])
+}
+
+// Prepare fills defaults (and a job id) and checks spec completely,
+// including the task's own params, without sending anything.
+func Prepare(spec *schemas.JobSpec, tasks *task.Registry) error {
+	spec.ApplyDefaults()
+	if spec.JobID == "" {
+		spec.JobID = NewJobID()
+	}
+	if spec.SubmittedAt.IsZero() {
+		spec.SubmittedAt = time.Now().UTC()
+	}
+	if err := spec.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	inst, err := tasks.Bind(spec.Task, spec.Params)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	spec.Params = inst.Params()
+	return nil
+}
+
+// Submitted says what Submit did.
+type Submitted struct {
+	Tenant string `json:"tenant"`
+	JobID  string `json:"job_id"`
+	// Duplicate is true when a job with this id was already submitted in
+	// the stream's duplicate window: the job is not queued twice.
+	Duplicate bool `json:"duplicate"`
+}
+
+// Submit prepares spec and publishes it to the job stream, creating the
+// fleet's streams if no role has yet. The message id is tenant/job, so a
+// resubmission is recognised as the same job.
+func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *schemas.JobSpec, tasks *task.Registry) (Submitted, error) {
+	if err := Prepare(spec, tasks); err != nil {
+		return Submitted{}, err
+	}
+	data, err := schemas.Encode(spec)
+	if err != nil {
+		return Submitted{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if _, err := bus.Ensure(ctx, js, cfg); err != nil {
+		return Submitted{}, err
+	}
+	msg := &nats.Msg{Subject: bus.JobSubject(spec.Tenant), Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, spec.Tenant+"/"+spec.JobID)
+	ack, err := js.PublishMsg(ctx, msg)
+	if err != nil {
+		return Submitted{}, fmt.Errorf("submit job: %w", err)
+	}
+	return Submitted{Tenant: spec.Tenant, JobID: spec.JobID, Duplicate: ack.Duplicate}, nil
+}
+
+// Wait blocks until the job's report exists and returns it. onStatus, if
+// set, receives each status update meanwhile (from this goroutine).
+func Wait(ctx context.Context, topo *bus.Topology, tenant, job string, onStatus func(schemas.JobStatus)) (schemas.JobReport, error) {
+	key := bus.JobKey(tenant, job)
+	reports, err := topo.Reports.Watch(ctx, key)
+	if err != nil {
+		return schemas.JobReport{}, fmt.Errorf("watch report: %w", err)
+	}
+	defer func() { _ = reports.Stop() }()
+	var statusUpdates <-chan jetstream.KeyValueEntry
+	if onStatus != nil {
+		w, err := topo.Status.Watch(ctx, key)
+		if err != nil {
+			return schemas.JobReport{}, fmt.Errorf("watch status: %w", err)
+		}
+		defer func() { _ = w.Stop() }()
+		statusUpdates = w.Updates()
+	}
+	for {
+		select {
+		case e, ok := <-reports.Updates():
+			if !ok {
+				return schemas.JobReport{}, fmt.Errorf("report watch closed: %w", ctx.Err())
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var rep schemas.JobReport
+			if err := schemas.Decode(e.Value(), &rep); err != nil {
+				return schemas.JobReport{}, fmt.Errorf("read report: %w", err)
+			}
+			return rep, nil
+		case e, ok := <-statusUpdates:
+			if !ok {
+				statusUpdates = nil
+				continue
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var st schemas.JobStatus
+			if err := json.Unmarshal(e.Value(), &st); err == nil && st.JobID == job {
+				onStatus(st)
+			}
+		case <-ctx.Done():
+			return schemas.JobReport{}, ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Message is one chat message. Role is "system", "user", "assistant", ...
+type Message struct{ Role, Content string }
+
+// Request is one chat-completions call.
+type Request struct {
+	Messages []Message
+	// Temperature is always sent, exactly, including 0 (MAKER's first vote
+	// of a step). Must be finite and >= 0.
+	Temperature float64
+	// MaxTokens is sent as max_tokens when > 0.
+	MaxTokens int
+	// Seed is sent as seed when non-nil.
+	Seed *int64
+	// N is the number of choices; default 1. Some servers ignore n > 1 and
+	// return one choice: check len(Response.Choices).
+	N int
+}
+
+// Choice is one returned completion.
+type Choice struct {
+	Content string
+	// FinishReason as the server sent it: "stop", "length" (cut at the
+	// token limit: a MAKER red flag), "content_filter", ...
+	FinishReason string
+}
+
+// Response is the result of Complete. On error only Attempts and Latency
+// are set.
+type Response struct {
+	Choices          []Choice
+	PromptTokens     int
+	CompletionTokens int
+	Model            string        // model name the server reported
+	Attempts         int           // HTTP attempts made
+	Latency          time.Duration // wall time including retries and waits
+}
+
+// Client calls one model on one OpenAI-compatible server. Safe for
+// concurrent use.
+type Client struct {
+	cfg     Config
+	oa      *openai.Client
+	hc      *http.Client
+	ownHTTP bool
+}
+
+// New validates cfg, applies defaults and returns a Client.
+func New(cfg Config) (*Client, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	hc, own := cfg.HTTPClient, false
+	if hc == nil {
+		hc, own = newHTTPClient(), true
+	}
+	oc := openai.DefaultConfig(cfg.APIKey)
+	oc.BaseURL = cfg.BaseURL
+	oc.HTTPClient = &doer{hc: hc}
+	return &Client{cfg: cfg, oa: openai.NewClientWithConfig(oc), hc: hc, ownHTTP: own}, nil
+}
+
+// Close releases the idle connections of the default HTTP client (a
+// caller-supplied one is left alone). Calls in flight are not interrupted.
+func (c *Client) Close() {
+	if c.ownHTTP {
+		c.hc.CloseIdleConnections()
+	}
+}
+
+// Complete sends req, retrying transient failures (see errors.go for how
+// each failure is reported).
+func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
+	start := time.Now()
+	oreq, err := c.chatRequest(req)
+	if err != nil {
+		return Response{}, fmt.Errorf("%w: complete (model %s): %w", ErrPermanent, c.cfg.Model, err)
+	}
+	var out openai.ChatCompletionResponse
+	attempts, err := c.retry(ctx, "complete", c.cfg.MaxAttempts, func(actx context.Context, st *attemptState) error {
+		st.setTemperature, st.temperature = true, req.Temperature
+		var err error
+		out, err = c.oa.CreateChatCompletion(actx, oreq)
+		if err == nil && len(out.Choices) == 0 {
+			err = errNoChoices
+		}
+		return err
+	})
+	res := Response{Attempts: attempts, Latency: time.Since(start)}
+	if err != nil {
+		return res, err
+	}
+	res.Choices = make([]Choice, len(out.Choices))
+	for i, ch := range out.Choices {
+		res.Choices[i] = Choice{Content: ch.Message.Content, FinishReason: string(ch.FinishReason)}
+	}
+	res.PromptTokens = out.Usage.PromptTokens
+	res.CompletionTokens = out.Usage.CompletionTokens
+	res.Model = out.Model
+	return res, nil
+}
+
+// Models lists the server's model IDs (GET /models), for health checks. It
+// makes a single attempt: a retryable failure returns ErrRetryBudget.
+func (c *Client) Models(ctx context.Context) ([]string, error) {
+	var list openai.ModelsList
+	_, err := c.retry(ctx, "models", 1, func(actx context.Context, _ *attemptState) error {
+		var err error
+		list, err = c.oa.ListModels(actx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(list.Models))
+	for i, m := range list.Models {
+		ids[i] = m.ID
+	}
+	return ids, nil
+}
+
+var errNoChoices = errors.New("response has no choices")
+
+// chatRequest validates req and converts it. Temperature is deliberately
+// left zero here (so go-openai omits it); the doer writes the exact value.
+func (c *Client) chatRequest(req Request) (openai.ChatCompletionRequest, error) {
+	if len(req.Messages) == 0 {
+		return openai.ChatCompletionRequest{}, errors.New("no messages")
+	}
+	msgs := make([]openai.ChatCompletionMessage, len(req.Messages))
+	for i, m := range req.Messages {
+		if m.Role == "" {
+			return openai.ChatCompletionRequest{}, fmt.Errorf("message %d has no role", i)
+		}
+		msgs[i] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
+	}
+	if math.IsNaN(req.Temperature) || math.IsInf(req.Temperature, 0) || req.Temperature < 0 {
+		return openai.ChatCompletionRequest{}, fmt.Errorf("temperature %v: want a finite value >= 0", req.Temperature)
+	}
+	if req.MaxTokens < 0 {
+		return openai.ChatCompletionRequest{}, fmt.Errorf("negative MaxTokens %d", req.MaxTokens)
+	}
+	if req.N < 0 {
+		return openai.ChatCompletionRequest{}, fmt.Errorf("negative N %d", req.N)
+	}
+	var seed *int
+	if req.Seed != nil {
+		s := *req.Seed
+		if s < math.MinInt || s > math.MaxInt { // only on 32-bit platforms
+			return openai.ChatCompletionRequest{}, fmt.Errorf("seed %d does not fit in int", s)
+		}
+		v := int(s)
+		seed = &v
+	}
+	return openai.ChatCompletionRequest{
+		Model:    c.cfg.Model,
+		Messages: msgs,
+		//lint:ignore SA1019 max_tokens is what llama.cpp, vLLM and older servers accept.
+		MaxTokens: req.MaxTokens,
+		N:         max(req.N, 1),
+		Seed:      seed,
+	}, nil
+}

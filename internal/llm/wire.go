@@ -1,0 +1,149 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// stateKey is the context key for the *attemptState of one HTTP attempt.
+type stateKey struct{}
+
+// attemptState carries inputs to, and observations from, the doer for one
+// HTTP attempt. It travels in that attempt's request context, so concurrent
+// calls never share one (go-openai exposes no response headers on errors).
+// go-openai calls Do synchronously in the caller's goroutine, so the fields
+// are written before Complete reads them and need no lock.
+type attemptState struct {
+	// Inputs.
+	setTemperature bool
+	temperature    float64
+
+	// Observations.
+	called       bool  // the request reached the doer, i.e. left go-openai
+	localErr     error // the doer failed before sending; retrying cannot help
+	status       int   // HTTP status; 0 when no response arrived
+	retryAfter   string
+	retryAfterMS string
+}
+
+// doer is the openai.HTTPDoer that go-openai sends through.
+type doer struct{ hc *http.Client }
+
+var _ openai.HTTPDoer = (*doer)(nil)
+
+func (d *doer) Do(req *http.Request) (*http.Response, error) {
+	st, _ := req.Context().Value(stateKey{}).(*attemptState)
+	if st == nil {
+		return d.hc.Do(req)
+	}
+	st.called = true
+	if st.setTemperature {
+		r2, err := withTemperature(req, st.temperature)
+		if err != nil {
+			st.localErr = err
+			return nil, err
+		}
+		req = r2
+	}
+	resp, err := d.hc.Do(req)
+	if resp != nil {
+		st.status = resp.StatusCode
+		st.retryAfter = resp.Header.Get("Retry-After")
+		st.retryAfterMS = resp.Header.Get("Retry-After-Ms")
+	}
+	return resp, err
+}
+
+// withTemperature returns a shallow copy of req whose JSON body has
+// "temperature" set to exactly t, replacing whatever go-openai wrote.
+func withTemperature(req *http.Request, t float64) (*http.Request, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, errors.New("llm: chat request has no body")
+	}
+	raw, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("llm: read request body: %w", err)
+	}
+	body, err := setTemperature(raw, t)
+	if err != nil {
+		return nil, err
+	}
+	r2 := req.WithContext(req.Context())
+	r2.Body = io.NopCloser(bytes.NewReader(body))
+	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	// net/http writes Content-Length from this field, never from Header.
+	r2.ContentLength = int64(len(body))
+	return r2, nil
+}
+
+// setTemperature sets the top-level "temperature" of a JSON object to t,
+// written as the shortest decimal that round-trips the float64 (0.1 stays
+// 0.1). Decoding into RawMessage keeps every other field byte-for-byte in
+// meaning, including ones this package does not know.
+func setTemperature(raw []byte, t float64) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("llm: request body is not a JSON object: %w", err)
+	}
+	if m == nil {
+		return nil, errors.New("llm: request body is JSON null")
+	}
+	m["temperature"] = formatTemperature(t)
+	return json.Marshal(m)
+}
+
+// formatTemperature writes t as a JSON number; -0 becomes 0.
+func formatTemperature(t float64) json.RawMessage {
+	if t == 0 {
+		t = 0 // turns -0 into +0
+	}
+	return strconv.AppendFloat(nil, t, 'f', -1, 64)
+}
+
+// maxDelay bounds parsed delays so absurd headers cannot overflow.
+const maxDelay = time.Duration(math.MaxInt64)
+
+// parseRetryAfter turns the retry-after-ms and Retry-After headers into a
+// delay. retry-after-ms (OpenAI, Azure) wins because it is finer. Retry-After
+// is delay-seconds (fractions tolerated) or an HTTP-date relative to now.
+func parseRetryAfter(ms, ra string, now time.Time) (time.Duration, bool) {
+	if ms = strings.TrimSpace(ms); ms != "" {
+		if d, ok := parseDelay(ms, float64(time.Millisecond)); ok {
+			return d, true
+		}
+	}
+	ra = strings.TrimSpace(ra)
+	if ra == "" {
+		return 0, false
+	}
+	if d, ok := parseDelay(ra, float64(time.Second)); ok {
+		return d, true
+	}
+	if t, err := http.ParseTime(ra); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// parseDelay parses a non-negative finite number of units.
+func parseDelay(s string, unit float64) (time.Duration, bool) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+		return 0, false
+	}
+	if f*unit >= float64(maxDelay) {
+		return maxDelay, true
+	}
+	return time.Duration(f * unit), true
+}

@@ -1,0 +1,137 @@
+package simllm
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// Defaults applied to zero-valued Config fields, and fixed limits.
+const (
+	DefaultAccuracy               = 0.95
+	DefaultTemperatureSensitivity = 0.5
+	DefaultRetryAfter             = time.Second
+	DefaultModel                  = "sim-1"
+
+	// NoRetryAfter as Config.RetryAfter sends 429s without Retry-After.
+	NoRetryAfter time.Duration = -1
+
+	// MaxBodyBytes is the largest request body; larger ones get 413.
+	MaxBodyBytes = 4 << 20
+	// MaxN is the largest n a request may ask for.
+	MaxN = 16
+	// MaxOutputTokens is the model's output limit; a larger max_tokens is
+	// rejected, as OpenAI does.
+	MaxOutputTokens = 16384
+	// OverlongTokens is how far an overlong reply runs when the request sets
+	// no token limit: far beyond the paper's 750-token red flag.
+	OverlongTokens = 4096
+)
+
+// Config configures a Server. Zero values take the documented defaults.
+type Config struct {
+	// Accuracy is the chance a valid answer is right at temperature <= 0.1.
+	// Default 0.95 (0 means default); must be in [0, 1].
+	Accuracy float64
+	// Seed makes answers and transport faults reproducible. Default 0.
+	Seed int64
+	// MalformedRate is the share of answers that fail the strict parser.
+	MalformedRate float64
+	// OverlongRate is the share of answers that run to the token limit.
+	// MalformedRate + OverlongRate must be <= 1.
+	OverlongRate float64
+	// RateLimitRate is the share of requests answered 429.
+	RateLimitRate float64
+	// RetryAfter is sent with 429s: Retry-After in whole seconds (rounded
+	// up) and retry-after-ms exactly. Default 1s; NoRetryAfter (any negative
+	// value) sends neither header.
+	RetryAfter time.Duration
+	// ServerErrorRate is the share of requests answered 500.
+	// RateLimitRate + ServerErrorRate must be <= 1.
+	ServerErrorRate float64
+	// Latency is added to every answered request; LatencyJitter adds a
+	// uniform [0, LatencyJitter). The wait ends early if the client leaves.
+	Latency, LatencyJitter time.Duration
+	// TemperatureSensitivity is how fast accuracy falls above temperature
+	// 0.1 (see the package comment). Default 0.5; negative turns it off.
+	TemperatureSensitivity float64
+	// Model is the id /v1/models lists. Default "sim-1". Requests may name
+	// any model; the response echoes it.
+	Model string
+	// APIKey, if set, must come as "Authorization: Bearer <key>" on /v1
+	// endpoints, else 401.
+	APIKey string
+	// LogRequests, if set, receives every parseable chat-completions
+	// request after authentication: its whole body as one compact JSON line,
+	// with "temperature": null added when the body has no temperature key.
+	// Writes are serialized; write errors are counted, not fatal.
+	LogRequests io.Writer
+}
+
+// Validate reports every invalid field at once.
+func (c Config) Validate() error {
+	var errs []error
+	rate := func(name string, v float64) {
+		if math.IsNaN(v) || v < 0 || v > 1 {
+			errs = append(errs, fmt.Errorf("%s %v outside [0, 1]", name, v))
+		}
+	}
+	rate("Accuracy", c.Accuracy)
+	rate("MalformedRate", c.MalformedRate)
+	rate("OverlongRate", c.OverlongRate)
+	rate("RateLimitRate", c.RateLimitRate)
+	rate("ServerErrorRate", c.ServerErrorRate)
+	if c.MalformedRate+c.OverlongRate > 1 {
+		errs = append(errs, fmt.Errorf("MalformedRate %v + OverlongRate %v exceeds 1", c.MalformedRate, c.OverlongRate))
+	}
+	if c.RateLimitRate+c.ServerErrorRate > 1 {
+		errs = append(errs, fmt.Errorf("RateLimitRate %v + ServerErrorRate %v exceeds 1", c.RateLimitRate, c.ServerErrorRate))
+	}
+	if c.Latency < 0 {
+		errs = append(errs, fmt.Errorf("negative Latency %s", c.Latency))
+	}
+	if c.LatencyJitter < 0 {
+		errs = append(errs, fmt.Errorf("negative LatencyJitter %s", c.LatencyJitter))
+	}
+	if math.IsNaN(c.TemperatureSensitivity) || math.IsInf(c.TemperatureSensitivity, 0) {
+		errs = append(errs, fmt.Errorf("TemperatureSensitivity %v is not a finite number", c.TemperatureSensitivity))
+	}
+	if c.Model != "" && strings.TrimSpace(c.Model) != c.Model {
+		errs = append(errs, fmt.Errorf("spaces around Model %q", c.Model))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("simllm: invalid config: %w", err)
+	}
+	return nil
+}
+
+// withDefaults fills in defaults; c must be valid.
+func (c Config) withDefaults() Config {
+	if c.Accuracy == 0 {
+		c.Accuracy = DefaultAccuracy
+	}
+	if c.TemperatureSensitivity == 0 {
+		c.TemperatureSensitivity = DefaultTemperatureSensitivity
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = DefaultRetryAfter
+	}
+	if c.Model == "" {
+		c.Model = DefaultModel
+	}
+	return c
+}
+
+// EffectiveAccuracy is p_eff, the chance a valid answer is right at
+// temperature t (see the package comment). c's zero fields take defaults.
+func (c Config) EffectiveAccuracy(t float64) float64 {
+	c = c.withDefaults()
+	a := c.Accuracy
+	if a <= 0.5 || c.TemperatureSensitivity < 0 {
+		return a
+	}
+	return 0.5 + (a-0.5)*(1-math.Min(1, c.TemperatureSensitivity*math.Max(0, t-0.1)))
+}

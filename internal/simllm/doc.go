@@ -1,0 +1,77 @@
+// Package simllm is a simulated OpenAI-compatible chat-completions model for
+// the demo, tests and benchmarks. It answers the Towers of Hanoi step prompts
+// of task/hanoi with a tunable error rate, red-flag-worthy replies and
+// transport faults, so the whole MAKER pipeline (sampling, red-flagging,
+// first-to-ahead-by-k voting, retries) can run without a real model.
+//
+// # Endpoints
+//
+//	POST /v1/chat/completions  the model (no streaming)
+//	GET  /v1/models            lists Config.Model
+//	GET  /v1/models/{id}       Config.Model, else 404 model_not_found
+//	GET  /sim/stats            Stats as JSON (no API key needed)
+//
+// Responses and errors follow the OpenAI shapes; errors are
+// {"error":{"message","type","param","code"}}.
+//
+// # What the model sees
+//
+// Like a real model it reads only message text. It recognises a Hanoi step
+// prompt by "Towers of Hanoi with N disks", the cycle "0 -> 1 -> 2 -> 0" or
+// "0 -> 2 -> 1 -> 0", "Previous move: none" or "Previous move: move = [d, f, t]"
+// and "Current state: [[...], [...], [...]]". It follows the cycle the prompt
+// states, even a wrong one. Anything else gets a polite prose reply with no
+// answer lines (counted unrecognized).
+//
+// # Answers
+//
+// Each choice draws an outcome: overlong with Config.OverlongRate (the reply
+// runs to the token limit, finish_reason "length"), malformed with
+// Config.MalformedRate (fails hanoi.ParseAnswer: no next_state line, a move of
+// two numbers, two pegs, a disk twice, a missing disk, a move in parentheses,
+// prose only), otherwise a valid answer that is right with probability
+//
+//	p_eff = 0.5 + (A − 0.5) · (1 − min(1, S · max(0, T − 0.1)))   when A > 0.5
+//	p_eff = A                                                      when A ≤ 0.5
+//
+// where A is Config.Accuracy, S is Config.TemperatureSensitivity (negative:
+// p_eff = A) and T the request temperature; a request without temperature
+// uses T = 1, OpenAI's default, so a client that drops temperature 0 gets
+// visibly worse answers (A = 0.95, S = 0.5: p_eff = 0.7475). A wrong answer
+// is well formed and parses: another legal move with its true next state;
+// the right move with the disk on the wrong peg, at the bottom of the target
+// peg, or with the unchanged state; or the reversed move with the right state.
+// Wrong votes thus spread over several candidates.
+//
+// # Determinism
+//
+// A choice's content is a pure function of Config.Seed, the request's seed,
+// the choice index, the messages' text and the temperature. A request without
+// seed uses a hash of its body instead. At temperature 0 the model decodes
+// greedily: the request seed and the choice index are ignored, so every
+// choice and every repeat of the prompt gets the same answer (a realistic
+// source of correlated errors: a client must not sample every vote at T=0).
+// Arrival order, concurrency and retries never change content; only the
+// transport faults and latency jitter come from a shared, seeded RNG.
+//
+// # Tokens
+//
+// prompt_tokens = Σ (ceil(len(content)/4) + 4) over messages; a choice costs
+// ceil(len(content)/4). The limit is the smaller of max_tokens and
+// max_completion_tokens; a reply longer than the limit is cut there with
+// finish_reason "length" (counted overlong). Without a limit an overlong
+// reply runs to OverlongTokens.
+//
+// # Forcing faults
+//
+// A request header forces a transport fault, for tests of retry paths:
+//
+//	X-Sim-Fault: rate_limit            every such request gets 429
+//	X-Sim-Fault: server_error          every such request gets 500
+//	X-Sim-Fault: rate_limit; times=2   the first 2 arrivals of this exact body
+//	                                   (with this header) get 429, later ones
+//	                                   are answered: a retrying client succeeds
+//
+// A 429 carries Retry-After in whole seconds (rounded up) and retry-after-ms,
+// which the official OpenAI SDKs honour.
+package simllm

@@ -1,0 +1,337 @@
+// Package store keeps the vote tally of each job's open step in Redis.
+//
+// Each atomic operation is one Lua script, embedded from the .lua file next
+// to this one: open_step.lua opens a step (exactly once per step and epoch),
+// record_sample.lua records a sample idempotently by its index, counts the
+// step's samples in index order, tests the first-to-ahead-by-k margin and
+// closes the step exactly once, and close_step.lua closes a step without a
+// decision. Scripts are idempotent, because go-redis retries commands whose
+// replies were lost: a retried record of a decided step replays the stored
+// decision instead of deciding twice.
+//
+// Only the open step lives in Redis; a decided step's slots and tally are
+// deleted as the next step opens, so nothing grows with the step count.
+// Works against Redis 6.2+ and miniredis (which runs the same Lua).
+package store
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+var (
+	//go:embed open_step.lua
+	openStepLua string
+	//go:embed record_sample.lua
+	recordSampleLua string
+	//go:embed close_step.lua
+	closeStepLua string
+
+	openStepScript     = redis.NewScript(openStepLua)
+	recordSampleScript = redis.NewScript(recordSampleLua)
+	closeStepScript    = redis.NewScript(closeStepLua)
+)
+
+// Sentinel errors.
+var (
+	// ErrNoStep means the job has no open step in Redis: its hot state is
+	// gone (flushed, expired or never opened).
+	ErrNoStep = errors.New("store: no open step")
+	// ErrStaleOpen means a later step or epoch is already open.
+	ErrStaleOpen = errors.New("store: a later step or epoch is open")
+	// ErrReply means a script answered something this build cannot read.
+	ErrReply = errors.New("store: unexpected script reply")
+)
+
+// Config configures a Store.
+type Config struct {
+	// KeyTTL is refreshed on every write; a job idle this long loses its
+	// hot state. Default 7 days.
+	KeyTTL time.Duration
+}
+
+// Store runs the tally scripts. It is safe for concurrent use.
+type Store struct {
+	rdb redis.UniversalClient
+	ttl string
+}
+
+// New returns a Store on rdb.
+func New(rdb redis.UniversalClient, cfg Config) (*Store, error) {
+	if rdb == nil {
+		return nil, errors.New("store: nil redis client")
+	}
+	if cfg.KeyTTL == 0 {
+		cfg.KeyTTL = 7 * 24 * time.Hour
+	}
+	if cfg.KeyTTL < time.Second {
+		return nil, fmt.Errorf("store: KeyTTL %v is under a second", cfg.KeyTTL)
+	}
+	return &Store{rdb: rdb, ttl: strconv.FormatInt(cfg.KeyTTL.Milliseconds(), 10)}, nil
+}
+
+// Load loads the scripts into Redis ahead of use, so the first vote does
+// not pay for it. Scripts are reloaded on demand after a SCRIPT FLUSH.
+func (s *Store) Load(ctx context.Context) error {
+	for _, sc := range []*redis.Script{openStepScript, recordSampleScript, closeStepScript} {
+		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			return fmt.Errorf("store: load script: %w", err)
+		}
+	}
+	return nil
+}
+
+// Counters are the open step's figures.
+type Counters struct {
+	Step, Epoch int64
+	// Next is how many samples, by index, are counted (valid or red-flagged).
+	Next int
+	// Valid and RedFlagged split the counted samples.
+	Valid, RedFlagged int
+	// Lead is the top candidate's margin over the runner-up.
+	Lead int
+}
+
+// OpenStep opens step under epoch. Reopening the open step is a no-op that
+// returns its counters (opened false).
+func (s *Store) OpenStep(ctx context.Context, job JobRef, step, epoch int64) (c Counters, opened bool, err error) {
+	res, err := openStepScript.Run(ctx, s.rdb, job.keys(), step, epoch, s.ttl).Slice()
+	if err != nil {
+		return Counters{}, false, fmt.Errorf("store: open step %d: %w", step, err)
+	}
+	if len(res) != 7 {
+		return Counters{}, false, fmt.Errorf("%w: open_step returned %d values", ErrReply, len(res))
+	}
+	r := reader{vals: res}
+	code := r.int(0)
+	c = Counters{Step: r.int(1), Epoch: r.int(2), Next: int(r.int(3)), Valid: int(r.int(4)), RedFlagged: int(r.int(5)), Lead: int(r.int(6))}
+	if r.err != nil {
+		return Counters{}, false, r.err
+	}
+	if code == -1 {
+		return c, false, fmt.Errorf("%w: open is step %d epoch %d", ErrStaleOpen, c.Step, c.Epoch)
+	}
+	return c, code == 1, nil
+}
+
+// Sample is one answer to record.
+type Sample struct {
+	Step, Epoch int64
+	Index       int
+	// VoteKey is the canonical answer of a valid vote; empty for a
+	// red-flagged sample, whose reason is RedFlag.
+	VoteKey string
+	RedFlag string
+}
+
+// Outcome is what recording a sample did.
+type Outcome int
+
+// Outcomes.
+const (
+	// Recorded: stored; counted if every lower index is in.
+	Recorded Outcome = iota
+	// Decided: this sample closed the step.
+	Decided
+	// Replayed: the step had been decided; the decision is returned again.
+	Replayed
+	// Duplicate: the index already had an answer; ignored.
+	Duplicate
+	// Stale: the sample is for a step or epoch that is not open.
+	Stale
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Recorded:
+		return "recorded"
+	case Decided:
+		return "decided"
+	case Replayed:
+		return "replayed"
+	case Duplicate:
+		return "duplicate"
+	case Stale:
+		return "stale"
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Decision is a decided step.
+type Decision struct {
+	Step, Epoch int64
+	Winner      string
+	// Votes is the winner's valid votes, Lead its margin.
+	Votes, Lead int
+	// Counted, Valid, RedFlagged: the step's samples that were counted.
+	Counted, Valid, RedFlagged int
+	// Tally lists every candidate, most votes first.
+	Tally []schemas.TallyEntry
+}
+
+// RecordResult is the reply to Record.
+type RecordResult struct {
+	Outcome Outcome
+	// Counters of the open step (for Decided and Replayed, of the decided
+	// step; for Stale, of the step that is open).
+	Counters Counters
+	// Decision is set for Decided and Replayed.
+	Decision *Decision
+}
+
+// Record records smp for job and, if it completes a lead of k, decides the
+// step and opens the next one.
+func (s *Store) Record(ctx context.Context, job JobRef, smp Sample, k int) (RecordResult, error) {
+	value := "v" + smp.VoteKey
+	if smp.VoteKey == "" {
+		value = "r" + smp.RedFlag
+	}
+	res, err := recordSampleScript.Run(ctx, s.rdb, job.keys(), smp.Step, smp.Epoch, smp.Index, value, k, s.ttl).Slice()
+	if err != nil {
+		return RecordResult{}, fmt.Errorf("store: record step %d index %d: %w", smp.Step, smp.Index, err)
+	}
+	if len(res) != 10 {
+		return RecordResult{}, fmt.Errorf("%w: record_sample returned %d values", ErrReply, len(res))
+	}
+	r := reader{vals: res}
+	code := r.int(0)
+	c := Counters{Step: r.int(1), Epoch: r.int(2), Next: int(r.int(3)), Valid: int(r.int(4)), RedFlagged: int(r.int(5)), Lead: int(r.int(6))}
+	votes := int(r.int(7))
+	winner := r.str(8)
+	tallyJSON := r.str(9)
+	if r.err != nil {
+		return RecordResult{}, r.err
+	}
+	out := RecordResult{Counters: c}
+	switch code {
+	case 1:
+		out.Outcome = Recorded
+	case 0:
+		out.Outcome = Duplicate
+	case -1:
+		out.Outcome = Stale
+	case -2:
+		return RecordResult{}, fmt.Errorf("%w: job %s/%s", ErrNoStep, job.Tenant, job.JobID)
+	case 2, 3:
+		out.Outcome = Decided
+		if code == 3 {
+			out.Outcome = Replayed
+		}
+		tally, err := decodeTally(tallyJSON)
+		if err != nil {
+			return RecordResult{}, err
+		}
+		out.Decision = &Decision{
+			Step: c.Step, Epoch: c.Epoch, Winner: winner, Votes: votes, Lead: c.Lead,
+			Counted: c.Next, Valid: c.Valid, RedFlagged: c.RedFlagged, Tally: tally,
+		}
+	default:
+		return RecordResult{}, fmt.Errorf("%w: record_sample code %d", ErrReply, code)
+	}
+	return out, nil
+}
+
+// CloseStep closes the open step without a decision and returns its tally.
+// closed is false when it was already closed.
+func (s *Store) CloseStep(ctx context.Context, job JobRef, step, epoch int64) (tally []schemas.TallyEntry, closed bool, err error) {
+	res, err := closeStepScript.Run(ctx, s.rdb, job.keys(), step, epoch, s.ttl).Slice()
+	if err != nil {
+		return nil, false, fmt.Errorf("store: close step %d: %w", step, err)
+	}
+	if len(res) != 2 {
+		return nil, false, fmt.Errorf("%w: close_step returned %d values", ErrReply, len(res))
+	}
+	r := reader{vals: res}
+	code := r.int(0)
+	tallyJSON := r.str(1)
+	if r.err != nil {
+		return nil, false, r.err
+	}
+	if code == -1 {
+		return nil, false, fmt.Errorf("%w: step %d epoch %d is not open", ErrNoStep, step, epoch)
+	}
+	tally, err = decodeTally(tallyJSON)
+	return tally, code == 1, err
+}
+
+// DeleteJob removes every key of job.
+func (s *Store) DeleteJob(ctx context.Context, job JobRef) error {
+	if err := s.rdb.Del(ctx, job.keys()...).Err(); err != nil {
+		return fmt.Errorf("store: delete job: %w", err)
+	}
+	return nil
+}
+
+// decodeTally reads [key1, votes1, ...] and sorts it most votes first, then
+// by key, so reports are deterministic.
+func decodeTally(s string) ([]schemas.TallyEntry, error) {
+	if s == "" || s == "[]" || s == "{}" {
+		return nil, nil
+	}
+	var flat []any
+	if err := json.Unmarshal([]byte(s), &flat); err != nil || len(flat)%2 != 0 {
+		return nil, fmt.Errorf("%w: tally %q", ErrReply, s)
+	}
+	out := make([]schemas.TallyEntry, 0, len(flat)/2)
+	for i := 0; i < len(flat); i += 2 {
+		key, ok1 := flat[i].(string)
+		n, ok2 := flat[i+1].(float64)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("%w: tally %q", ErrReply, s)
+		}
+		out = append(out, schemas.TallyEntry{VoteKey: key, Votes: int(n)})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Votes != out[j].Votes {
+			return out[i].Votes > out[j].Votes
+		}
+		return out[i].VoteKey < out[j].VoteKey
+	})
+	return out, nil
+}
+
+// reader decodes script replies, keeping the first error.
+type reader struct {
+	vals []any
+	err  error
+}
+
+func (r *reader) int(i int) int64 {
+	switch v := r.vals[i].(type) {
+	case int64:
+		return v
+	case string:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil && r.err == nil {
+			r.err = fmt.Errorf("%w: value %d: %q is not an integer", ErrReply, i, v)
+		}
+		return n
+	}
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: value %d has type %T", ErrReply, i, r.vals[i])
+	}
+	return 0
+}
+
+func (r *reader) str(i int) string {
+	switch v := r.vals[i].(type) {
+	case string:
+		return v
+	case int64:
+		return strconv.FormatInt(v, 10)
+	}
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: value %d has type %T", ErrReply, i, r.vals[i])
+	}
+	return ""
+}

@@ -1,0 +1,103 @@
+// Package testutil starts the real services integration tests run against:
+// an in-process nats-server with JetStream and a redis-server on a free
+// port. Each helper registers its own cleanup.
+package testutil
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/store"
+)
+
+// RequireRedisEnv, when "1", turns a missing redis-server into a test
+// failure instead of a fallback to miniredis. CI sets it.
+const RequireRedisEnv = "MAKER_REQUIRE_REDIS"
+
+// NATS is a running in-process nats-server.
+type NATS struct {
+	Server *server.Server
+	URL    string
+}
+
+// StartNATS starts a nats-server with JetStream on a random port and a
+// temporary store dir.
+func StartNATS(tb testing.TB) *NATS {
+	tb.Helper()
+	ns, err := bus.RunEmbedded(bus.EmbeddedOptions{StoreDir: tb.TempDir()})
+	if err != nil {
+		tb.Fatalf("start nats-server: %v", err)
+	}
+	tb.Cleanup(func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	return &NATS{Server: ns, URL: ns.ClientURL()}
+}
+
+// Redis is a running Redis-compatible server.
+type Redis struct {
+	Addr string
+	// Kind is "redis-server" or "miniredis".
+	Kind string
+}
+
+// URL returns a redis:// URL for the server.
+func (r *Redis) URL() string { return "redis://" + r.Addr + "/0" }
+
+// Client returns a client the test owns (closed at cleanup).
+func (r *Redis) Client(tb testing.TB) *redis.Client {
+	tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr})
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// StartRedis starts redis-server on a free port with persistence off. When
+// redis-server is not installed it falls back to miniredis and says so,
+// unless MAKER_REQUIRE_REDIS=1.
+func StartRedis(tb testing.TB) *Redis {
+	tb.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv(RequireRedisEnv) == "1" {
+			tb.Fatalf("redis-server not found and %s=1: install it (apt-get install redis-server)", RequireRedisEnv)
+		}
+		tb.Logf("redis-server not found: falling back to embedded miniredis (set %s=1 to make this an error)", RequireRedisEnv)
+		return StartMiniredis(tb)
+	}
+	p, err := store.StartServer(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(p.Close)
+	return &Redis{Addr: p.Addr, Kind: "redis-server"}
+}
+
+// StartMiniredis starts miniredis, for conformance tests that run against
+// both servers.
+func StartMiniredis(tb testing.TB) *Redis {
+	tb.Helper()
+	m, err := store.RunEmbedded()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(m.Close)
+	return &Redis{Addr: m.Addr(), Kind: "miniredis"}
+}
+
+// FreePort returns a TCP port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

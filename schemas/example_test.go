@@ -1,0 +1,65 @@
+package schemas_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+func ExampleDecode() {
+	data := []byte(`{
+		"version": 1, "kind": "job_spec", "job_id": "hanoi-10-k3", "tenant": "acme",
+		"task": "hanoi", "params": {"disks": 10}, "k": 3,
+		"max_samples_per_step": 100, "max_output_tokens": 750, "seed": 42,
+		"temperature_first": 0, "sample_timeout_ms": 60000,
+		"submitted_at": "2025-11-29T20:00:00Z"
+	}`)
+	var spec schemas.JobSpec
+	if err := schemas.Decode(data, &spec); err != nil {
+		fmt.Println(err)
+		return
+	}
+	spec.ApplyDefaults() // the optional fields left out above
+	fmt.Println(spec.Tenant, spec.JobID, spec.Task, string(spec.Params), "k", spec.K)
+	fmt.Println("rest temperature", spec.Rest(), "valid fraction", spec.ValidFraction)
+	// Output:
+	// acme hanoi-10-k3 hanoi {"disks": 10} k 3
+	// rest temperature 0.1 valid fraction 1
+}
+
+func ExampleDecode_invalid() {
+	data := []byte(`{
+		"version": 1, "kind": "job_spec", "job_id": "hanoi-10-k3", "tenant": "acme",
+		"task": "hanoi", "params": {"disks": 10}, "k": 0,
+		"max_samples_per_step": 100, "max_output_tokens": 750, "seed": 42,
+		"temperature_first": 0, "sample_timeout_ms": 60000,
+		"submitted_at": "2025-11-29T20:00:00Z"
+	}`)
+	var spec schemas.JobSpec
+	err := schemas.Decode(data, &spec)
+	fmt.Println(errors.Is(err, schemas.ErrInvalid))
+	fmt.Println(err)
+
+	err = schemas.Decode([]byte(`{"version": 2, "kind": "job_spec"}`), &spec)
+	fmt.Println(errors.Is(err, schemas.ErrVersion))
+	fmt.Println(err)
+	// Output:
+	// true
+	// schemas: invalid message: job_spec: k must be between 1 and 1000, got 0
+	// true
+	// schemas: unsupported version: 2 (this build reads version 1)
+}
+
+func ExampleAll() {
+	for _, mt := range schemas.All() {
+		fmt.Println(mt.Kind, schemas.SchemaID(mt.Kind))
+	}
+	// Output:
+	// job_spec https://makerfleet.dev/schemas/v1/job_spec.schema.json
+	// sample_request https://makerfleet.dev/schemas/v1/sample_request.schema.json
+	// sample_result https://makerfleet.dev/schemas/v1/sample_result.schema.json
+	// step_decided https://makerfleet.dev/schemas/v1/step_decided.schema.json
+	// job_status https://makerfleet.dev/schemas/v1/job_status.schema.json
+	// job_report https://makerfleet.dev/schemas/v1/job_report.schema.json
+}

@@ -1,0 +1,92 @@
+// Command gen writes the schemas package's generated files. Run it from the
+// package directory (go generate does):
+//
+//	go run ./internal/gen -docs   # docs_gen.go, from the Go doc comments
+//	go run ./internal/gen         # jsonschema/<kind>.schema.json
+//
+// Two runs, because the second must be compiled with the docs the first
+// wrote.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/schemas/internal/docmap"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
+	docs := fs.Bool("docs", false, "write "+docmap.File+" instead of the schema files")
+	dir := fs.String("dir", ".", "the schemas package directory")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *docs {
+		src, err := docmap.Source(*dir)
+		if err != nil {
+			return err
+		}
+		return write(stdout, filepath.Join(*dir, docmap.File), src)
+	}
+
+	files, err := schemas.Schemas()
+	if err != nil {
+		return err
+	}
+	out := filepath.Join(*dir, "jsonschema")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	// A kind that is gone must not leave its schema behind.
+	old, err := filepath.Glob(filepath.Join(out, "*.schema.json"))
+	if err != nil {
+		return err
+	}
+	for _, path := range old {
+		if _, ok := files[strings.TrimSuffix(filepath.Base(path), ".schema.json")]; !ok {
+			if err := os.Remove(path); err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, "removed", path)
+		}
+	}
+	kinds := make([]string, 0, len(files))
+	for k := range files {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	for _, k := range kinds {
+		if err := write(stdout, filepath.Join(out, k+".schema.json"), files[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write writes data to path unless path already holds it, so a run that
+// changes nothing leaves file times alone.
+func write(stdout io.Writer, path string, data []byte) error {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "wrote", path)
+	return nil
+}

@@ -1,0 +1,33 @@
+package schemas
+
+// MessageType is one message kind and a constructor of its zero value.
+type MessageType struct {
+	// Kind is the stable kind name, e.g. "job_spec".
+	Kind string
+	// New returns a pointer to a new zero value of the kind's type, ready
+	// for Decode.
+	New func() Message
+}
+
+// All lists every message kind, in the order a job meets them. The slice is
+// the caller's.
+func All() []MessageType {
+	return []MessageType{
+		{KindJobSpec, func() Message { return new(JobSpec) }},
+		{KindSampleRequest, func() Message { return new(SampleRequest) }},
+		{KindSampleResult, func() Message { return new(SampleResult) }},
+		{KindStepDecided, func() Message { return new(StepDecided) }},
+		{KindJobStatus, func() Message { return new(JobStatus) }},
+		{KindJobReport, func() Message { return new(JobReport) }},
+	}
+}
+
+// Interface checks.
+var (
+	_ Message = (*JobSpec)(nil)
+	_ Message = (*SampleRequest)(nil)
+	_ Message = (*SampleResult)(nil)
+	_ Message = (*StepDecided)(nil)
+	_ Message = (*JobStatus)(nil)
+	_ Message = (*JobReport)(nil)
+)

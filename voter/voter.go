@@ -1,0 +1,435 @@
+// Package voter is the stateless worker that draws MAKER samples.
+//
+// Consumes:
+//   - sample requests (schemas.SampleRequest) from stream MAKER_SAMPLES
+//     through the durable pull consumer "voters", which every voter shares:
+//     adding voters adds sampling capacity;
+//   - step-decided events (schemas.StepDecided) on core subject
+//     maker.v1.decided.>, to skip queued samples of decided steps without
+//     calling the model and to cancel calls in flight.
+//
+// Produces:
+//   - sample results (schemas.SampleResult) on maker.v1.result.<tenant>.<job>
+//     (stream MAKER_RESULTS), with Nats-Msg-Id = sample id + "/r".
+//
+// For each request the voter builds the step's prompt from the task, calls
+// the model once (retries for 429, 5xx and timeouts live in the model
+// client), and applies the red flags: finish_reason "length", more output
+// tokens than the request allows, or a reply the task's strict parser
+// rejects. It answers with the canonical vote key or the red-flag reason,
+// the token usage and the latency, and only then acks the request. Message
+// fate: answered → Ack; undecodable → Term; model failure → NakWithDelay, so
+// another voter or a later attempt takes it.
+package voter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/llm"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// Model is what the voter needs of a model client; *llm.Client has it.
+type Model interface {
+	Complete(ctx context.Context, req llm.Request) (llm.Response, error)
+}
+
+var _ Model = (*llm.Client)(nil)
+
+// ErrConfig is returned by New for an invalid Config.
+var ErrConfig = errors.New("voter: invalid config")
+
+// Config configures a Voter.
+type Config struct {
+	// ID names this voter in results. Default voter-host-pid.
+	ID string
+	// Tasks resolves request tasks (required).
+	Tasks *task.Registry
+	// Model names the model in results (the client decides what is called).
+	Model string
+	// Concurrency is how many samples this voter works on at once. Default 8.
+	Concurrency int
+	// DrainTimeout is how long Run, once stopped, lets samples in hand
+	// finish before cancelling them (they are then handed back). Default 30s.
+	DrainTimeout time.Duration
+	// ModelErrorDelay is how long a request whose model call failed waits
+	// before redelivery, unless the server asked for longer. Default 2s.
+	ModelErrorDelay time.Duration
+	// Bus configures the streams when this voter creates them.
+	Bus bus.Config
+	// Logger receives operational logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) defaults() error {
+	if c.Tasks == nil {
+		return fmt.Errorf("%w: Tasks is required", ErrConfig)
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = fmt.Sprintf("voter-%s-%d", host, os.Getpid())
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 8
+	}
+	if c.Concurrency < 1 || c.Concurrency > 10_000 {
+		return fmt.Errorf("%w: Concurrency must be between 1 and 10000, got %d", ErrConfig, c.Concurrency)
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.ModelErrorDelay == 0 {
+		c.ModelErrorDelay = 2 * time.Second
+	}
+	if c.DrainTimeout < 0 || c.ModelErrorDelay < 0 {
+		return fmt.Errorf("%w: negative duration", ErrConfig)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Stats are a voter's counters since start.
+type Stats struct {
+	Requests    int64 `json:"requests"`
+	ModelCalls  int64 `json:"model_calls"`
+	Votes       int64 `json:"votes"`
+	RedFlags    int64 `json:"red_flags"`
+	Skipped     int64 `json:"skipped"`
+	Cancelled   int64 `json:"cancelled"`
+	ModelErrors int64 `json:"model_errors"`
+	Malformed   int64 `json:"malformed"`
+	HandedBack  int64 `json:"handed_back"`
+}
+
+// Voter pulls sample requests and answers them.
+type Voter struct {
+	cfg     Config
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	model   Model
+	log     *slog.Logger
+	decided *tracker
+	insts   sync.Map // task+params → task.Instance
+
+	requests, modelCalls, votes, redFlags, skipped, cancelled atomic.Int64
+	modelErrors, malformed, handedBack                        atomic.Int64
+}
+
+// New returns a Voter that calls model.
+func New(nc *nats.Conn, model Model, cfg Config) (*Voter, error) {
+	if nc == nil || model == nil {
+		return nil, fmt.Errorf("%w: nil NATS connection or model", ErrConfig)
+	}
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("voter: jetstream: %w", err)
+	}
+	return &Voter{cfg: cfg, nc: nc, js: js, model: model, log: cfg.Logger.With("voter", cfg.ID), decided: newTracker()}, nil
+}
+
+// Stats returns the counters.
+func (v *Voter) Stats() Stats {
+	return Stats{
+		Requests: v.requests.Load(), ModelCalls: v.modelCalls.Load(), Votes: v.votes.Load(),
+		RedFlags: v.redFlags.Load(), Skipped: v.skipped.Load(), Cancelled: v.cancelled.Load(),
+		ModelErrors: v.modelErrors.Load(), Malformed: v.malformed.Load(), HandedBack: v.handedBack.Load(),
+	}
+}
+
+// Run works until ctx is done, then drains: it stops pulling, lets the
+// samples in hand finish for up to DrainTimeout, cancels the rest (handing
+// them back to the stream) and returns.
+func (v *Voter) Run(ctx context.Context) error {
+	topo, err := bus.Ensure(ctx, v.js, v.cfg.Bus)
+	if err != nil {
+		return err
+	}
+	cons, err := v.js.Consumer(ctx, bus.StreamSamples, bus.ConsumerVoters)
+	if err != nil {
+		return fmt.Errorf("voter: consumer: %w", err)
+	}
+	info := cons.CachedInfo()
+	keepAlive := topo.Config.SampleAckWait / 3
+	if info != nil && info.Config.AckWait > 0 {
+		keepAlive = info.Config.AckWait / 3
+	}
+
+	sub, err := v.nc.Subscribe(bus.DecidedWildcard, v.onDecided)
+	if err != nil {
+		return fmt.Errorf("voter: subscribe decided events: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
+	// PullMaxMessages = concurrency: each worker has at most one request
+	// waiting in the buffer, so a busy voter does not hoard work.
+	iter, err := cons.Messages(jetstream.PullMaxMessages(v.cfg.Concurrency))
+	if err != nil {
+		return fmt.Errorf("voter: pull: %w", err)
+	}
+	// Shutdown order: ctx done → stop pulling (Drain) → workers finish what
+	// they hold → after DrainTimeout, cancel work ctx → workers hand back.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	var wg sync.WaitGroup
+	for range v.cfg.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				msg, err := iter.Next()
+				if err != nil {
+					if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+						return
+					}
+					if work.Err() != nil {
+						return
+					}
+					time.Sleep(20 * time.Millisecond) // heartbeat or reconnect hiccup
+					continue
+				}
+				v.handle(work, msg, keepAlive)
+			}
+		}()
+	}
+	v.log.Info("voter started", "concurrency", v.cfg.Concurrency, "model", v.cfg.Model)
+
+	<-ctx.Done()
+	iter.Drain()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(v.cfg.DrainTimeout):
+		v.log.Warn("drain timeout: cancelling samples in hand")
+		cancelWork()
+		<-done
+	}
+	v.log.Info("voter stopped", "stats", v.Stats())
+	return nil
+}
+
+// handle answers one request and settles its message.
+func (v *Voter) handle(ctx context.Context, msg jetstream.Msg, keepAlive time.Duration) {
+	v.requests.Add(1)
+	defer func() {
+		if p := recover(); p != nil {
+			v.log.Error("panic handling sample request; handing it back", "panic", p)
+			_ = msg.NakWithDelay(v.cfg.ModelErrorDelay)
+		}
+	}()
+	var req schemas.SampleRequest
+	if err := schemas.Decode(msg.Data(), &req); err != nil {
+		v.malformed.Add(1)
+		v.log.Warn("dropping malformed sample request", "err", err)
+		_ = msg.Term()
+		return
+	}
+	if v.decided.isDecided(req.Tenant, req.JobID, req.Step, req.Epoch) {
+		v.skipped.Add(1)
+		v.reply(ctx, msg, &req, schemas.SampleResult{Outcome: schemas.OutcomeSkipped})
+		return
+	}
+	inst, err := v.instance(req.Task, req.Params)
+	if err != nil {
+		v.malformed.Add(1)
+		v.log.Warn("dropping sample request for a task this voter cannot run", "err", err, "sample", req.SampleID)
+		_ = msg.Term()
+		return
+	}
+	prompt, err := inst.Prompt(req.State)
+	if err != nil {
+		v.malformed.Add(1)
+		v.log.Warn("dropping sample request with a bad state", "err", err, "sample", req.SampleID)
+		_ = msg.Term()
+		return
+	}
+
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	unregister := v.decided.register(req.Tenant, req.JobID, req.Step, req.Epoch, cancel)
+	defer unregister()
+	// Tell JetStream we are alive during long calls, well before AckWait.
+	stopKeepAlive := keepAliveEvery(msg, keepAlive)
+	defer stopKeepAlive()
+
+	messages := make([]llm.Message, len(prompt))
+	for i, m := range prompt {
+		messages[i] = llm.Message{Role: m.Role, Content: m.Content}
+	}
+	seed := req.Seed
+	v.modelCalls.Add(1)
+	resp, err := v.model.Complete(callCtx, llm.Request{
+		Messages: messages, Temperature: req.Temperature, MaxTokens: req.MaxOutputTokens, Seed: &seed, N: 1,
+	})
+	if err != nil {
+		switch {
+		case ctx.Err() != nil: // shutting down: hand it back now
+			v.handedBack.Add(1)
+			_ = msg.Nak()
+		case callCtx.Err() != nil: // the step was decided meanwhile
+			v.cancelled.Add(1)
+			v.reply(ctx, msg, &req, schemas.SampleResult{Outcome: schemas.OutcomeCancelled, LatencyMS: ms(resp.Latency)})
+		default:
+			v.modelErrors.Add(1)
+			delay := v.cfg.ModelErrorDelay
+			var later *llm.RetryLaterError
+			if errors.As(err, &later) && later.Delay > delay {
+				delay = later.Delay
+			}
+			v.log.Warn("model call failed; handing the sample back", "err", err, "sample", req.SampleID, "delay", delay)
+			_ = msg.NakWithDelay(delay)
+		}
+		return
+	}
+	res := Judge(inst, &req, resp)
+	if res.Outcome == schemas.OutcomeVote {
+		v.votes.Add(1)
+	} else {
+		v.redFlags.Add(1)
+	}
+	v.reply(ctx, msg, &req, res)
+}
+
+// Judge turns a model response into a sample result: the vote, or the red
+// flag that throws it away. Exported for tests and tools.
+func Judge(inst task.Instance, req *schemas.SampleRequest, resp llm.Response) schemas.SampleResult {
+	res := schemas.SampleResult{
+		PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens,
+		LatencyMS: ms(resp.Latency), Model: resp.Model,
+	}
+	if len(resp.Choices) == 0 || resp.Choices[0].Content == "" {
+		res.Outcome, res.RedFlag, res.Detail = schemas.OutcomeRedFlag, schemas.RedFlagEmpty, "no content"
+		return res
+	}
+	ch := resp.Choices[0]
+	res.FinishReason = ch.FinishReason
+	switch {
+	case ch.FinishReason == "length":
+		res.Outcome, res.RedFlag, res.Detail = schemas.OutcomeRedFlag, schemas.RedFlagLength, "reply cut at the token limit"
+	case resp.CompletionTokens > req.MaxOutputTokens:
+		res.Outcome, res.RedFlag = schemas.OutcomeRedFlag, schemas.RedFlagTooLong
+		res.Detail = fmt.Sprintf("%d output tokens, limit %d", resp.CompletionTokens, req.MaxOutputTokens)
+	default:
+		vote, err := inst.Parse(req.State, ch.Content)
+		if err != nil {
+			res.Outcome, res.RedFlag, res.Detail = schemas.OutcomeRedFlag, schemas.RedFlagParse, truncate(err.Error(), 200)
+		} else {
+			res.Outcome, res.VoteKey = schemas.OutcomeVote, vote.Key
+		}
+	}
+	return res
+}
+
+// reply publishes the result for req, then acks the request. If the result
+// cannot be published, the request is handed back instead.
+func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, res schemas.SampleResult) {
+	res.Header = schemas.NewHeader(schemas.KindSampleResult)
+	res.Tenant, res.JobID, res.SampleID = req.Tenant, req.JobID, req.SampleID
+	res.Step, res.Epoch, res.Index, res.Attempt = req.Step, req.Epoch, req.Index, req.Attempt
+	res.VoterID = v.cfg.ID
+	if res.Model == "" {
+		res.Model = v.cfg.Model
+	}
+	data, err := json.Marshal(&res)
+	if err != nil {
+		v.log.Error("encode result", "err", err)
+		_ = msg.NakWithDelay(v.cfg.ModelErrorDelay)
+		return
+	}
+	out := &nats.Msg{Subject: bus.ResultSubject(req.Tenant, req.JobID), Data: data, Header: nats.Header{}}
+	out.Header.Set(jetstream.MsgIDHeader, req.SampleID+"/r")
+	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var perr error
+	for attempt := 0; attempt < 5; attempt++ {
+		if _, perr = v.js.PublishMsg(pubCtx, out); perr == nil {
+			break
+		}
+		if pubCtx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
+	}
+	if perr != nil {
+		v.log.Warn("publish result failed; handing the sample back", "err", perr, "sample", req.SampleID)
+		_ = msg.NakWithDelay(v.cfg.ModelErrorDelay)
+		return
+	}
+	_ = msg.Ack()
+}
+
+// instance binds (task, params) once and caches it.
+func (v *Voter) instance(name string, params json.RawMessage) (task.Instance, error) {
+	key := name + "\x00" + string(params)
+	if in, ok := v.insts.Load(key); ok {
+		return in.(task.Instance), nil
+	}
+	in, err := v.cfg.Tasks.Bind(name, params)
+	if err != nil {
+		return nil, err
+	}
+	v.insts.Store(key, in)
+	return in, nil
+}
+
+// onDecided records a decided step and cancels its calls in flight.
+func (v *Voter) onDecided(m *nats.Msg) {
+	var ev schemas.StepDecided
+	if err := schemas.Decode(m.Data, &ev); err != nil {
+		v.malformed.Add(1)
+		return
+	}
+	v.decided.decide(ev.Tenant, ev.JobID, ev.Step, ev.Epoch)
+}
+
+// keepAliveEvery sends InProgress every d until stopped.
+func keepAliveEvery(msg jetstream.Msg, d time.Duration) (stop func()) {
+	if d <= 0 {
+		return func() {}
+	}
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		_ = msg.InProgress()
+		t.Reset(d)
+	})
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		t.Stop()
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
