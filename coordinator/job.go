@@ -48,6 +48,8 @@ type jobRun struct {
 	pending    map[int]*pending
 	counters   store.Counters
 	recorded   int            // answers the tally holds for this step
+	published  int            // requests published for this step, re-publishes included
+	answered   int            // results received for this step, any outcome
 	stepRF     map[int]string // red-flag reason by index, this step
 
 	rep   schemas.JobReport
@@ -129,35 +131,7 @@ func (r *jobRun) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: result consumer: %w", err)
 	}
-	msgs := make(chan jetstream.Msg, 512)
-	readerDone := make(chan struct{})
-	go func() { // owned: ends when iter is stopped below
-		defer close(readerDone)
-		for {
-			m, err := iter.Next()
-			if err != nil {
-				if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-					return
-				}
-				// Missed heartbeats or a reconnect: the iterator recovers.
-				select {
-				case <-time.After(50 * time.Millisecond):
-				case <-ctx.Done():
-					return
-				}
-				continue
-			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	defer func() {
-		iter.Stop()
-		<-readerDone
-	}()
+	defer iter.Stop()
 
 	r.publishStatus(ctx, schemas.StateRunning)
 	if r.finishedAt() {
@@ -166,127 +140,184 @@ func (r *jobRun) run(ctx context.Context) error {
 	if err := r.topUp(ctx); err != nil {
 		return err
 	}
-	status := time.NewTicker(r.c.cfg.StatusInterval)
-	defer status.Stop()
-	sweep := time.NewTicker(max(r.timeout/4, 5*time.Millisecond))
-	defer sweep.Stop()
+	// The loop reads the iterator itself (no goroutine in between: one
+	// hand-off less on every result) and wakes at least every tick for the
+	// timers and ctx.
+	tick := min(r.c.cfg.StatusInterval, max(r.timeout/4, 5*time.Millisecond))
+	nextStatus := time.Now().Add(r.c.cfg.StatusInterval)
+	nextSweep := time.Now().Add(tick)
+	batch := make([]jetstream.Msg, 0, maxBatch)
 	for !r.done {
-		select {
-		case m := <-msgs:
-			if err := r.handle(ctx, m); err != nil {
-				return err
-			}
-			// Handle what else is already here before looking at timers.
-			for drained := 0; drained < 64 && !r.done; drained++ {
-				select {
-				case m := <-msgs:
-					if err := r.handle(ctx, m); err != nil {
-						return err
-					}
-					continue
-				default:
-				}
-				break
-			}
-		case <-sweep.C:
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		now := time.Now()
+		if !now.Before(nextSweep) {
 			if err := r.resampleOverdue(ctx); err != nil {
 				return err
 			}
-		case <-status.C:
+			nextSweep = now.Add(tick)
+		}
+		if !now.Before(nextStatus) {
 			r.publishStatus(ctx, schemas.StateRunning)
-		case <-ctx.Done():
-			return ctx.Err()
+			nextStatus = now.Add(r.c.cfg.StatusInterval)
+		}
+		wake := nextSweep
+		if nextStatus.Before(wake) {
+			wake = nextStatus
+		}
+		m, err := iter.Next(jetstream.NextMaxWait(max(time.Until(wake), time.Millisecond)))
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return fmt.Errorf("coordinator: result consumer closed: %w", err)
+			}
+			continue // timeout, missed heartbeat or reconnect: the iterator recovers
+		}
+		// Take what else is already here: one Redis round trip for all.
+		batch = append(batch[:0], m)
+		for len(batch) < maxBatch {
+			m, err := iter.Next(jetstream.NextMaxWait(time.Microsecond))
+			if err != nil {
+				break
+			}
+			batch = append(batch, m)
+		}
+		if err := r.handleBatch(ctx, batch); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// handle processes one result message and settles it.
-func (r *jobRun) handle(ctx context.Context, m jetstream.Msg) error {
-	var res schemas.SampleResult
-	if err := schemas.Decode(m.Data(), &res); err != nil || res.Tenant != r.spec.Tenant || res.JobID != r.spec.JobID {
-		r.rep.MalformedMessages++
-		r.log.Warn("dropping malformed result", "err", err, "subject", m.Subject())
-		_ = m.Term()
-		return nil
+// maxBatch bounds the results handled, and recorded in one Redis round
+// trip, at once.
+const maxBatch = 128
+
+// handleBatch settles a batch of result messages: it checks them, records
+// the ones for the open step in one round trip, acts on each outcome in
+// order and then tops the step up.
+func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
+	type item struct {
+		m   jetstream.Msg
+		res schemas.SampleResult
 	}
-	r.rep.PromptTokens += int64(res.PromptTokens)
-	r.rep.CompletionTokens += int64(res.CompletionTokens)
-	if res.Step != r.step || res.Epoch != r.epoch {
-		r.countLate(res)
-		_ = m.Ack()
-		return nil
-	}
-	if res.Index >= r.dispatched {
-		r.rep.MalformedMessages++
-		r.log.Warn("dropping result for an index never published", "step", res.Step, "index", res.Index)
-		_ = m.Term()
-		return nil
-	}
-	switch res.Outcome {
-	case schemas.OutcomeSkipped, schemas.OutcomeCancelled:
-		// A voter thought this step decided (an old event); ask again.
-		r.countLate(res)
-		_ = m.Ack()
-		if p, ok := r.pending[res.Index]; ok {
-			return r.publish(ctx, res.Index, p.attempt+1)
+	var (
+		items   []item
+		samples []store.Sample
+	)
+	for _, m := range batch {
+		var res schemas.SampleResult
+		if err := schemas.Decode(m.Data(), &res); err != nil || res.Tenant != r.spec.Tenant || res.JobID != r.spec.JobID {
+			r.rep.MalformedMessages++
+			r.log.Warn("dropping malformed result", "err", err, "subject", m.Subject())
+			_ = m.Term()
+			continue
 		}
+		r.rep.PromptTokens += int64(res.PromptTokens)
+		r.rep.CompletionTokens += int64(res.CompletionTokens)
+		if res.Step != r.step || res.Epoch != r.epoch {
+			r.countLate(res)
+			_ = m.Ack()
+			continue
+		}
+		r.answered++
+		if res.Index >= r.dispatched {
+			r.rep.MalformedMessages++
+			r.log.Warn("dropping result for an index never published", "step", res.Step, "index", res.Index)
+			_ = m.Term()
+			continue
+		}
+		if res.Outcome == schemas.OutcomeSkipped || res.Outcome == schemas.OutcomeCancelled {
+			// A voter thought this step decided (an old event); ask again.
+			r.countLate(res)
+			_ = m.Ack()
+			if p, ok := r.pending[res.Index]; ok {
+				if err := r.publish(ctx, res.Index, p.attempt+1); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		items = append(items, item{m, res})
+		samples = append(samples, store.Sample{
+			Step: res.Step, Epoch: res.Epoch, Index: res.Index, VoteKey: res.VoteKey, RedFlag: res.RedFlag,
+		})
+	}
+	if len(items) == 0 {
 		return nil
 	}
 
-	out, err := r.c.store.Record(ctx, r.ref, store.Sample{
-		Step: res.Step, Epoch: res.Epoch, Index: res.Index, VoteKey: res.VoteKey, RedFlag: res.RedFlag,
-	}, r.spec.K)
+	outs, err := r.c.store.RecordMany(ctx, r.ref, samples, r.spec.K)
 	if errors.Is(err, store.ErrNoStep) {
-		_ = m.Ack()
+		for _, it := range items {
+			_ = it.m.Ack()
+		}
 		return r.reopen(ctx, "the step's tally is gone from Redis")
 	}
 	if err != nil {
-		// Not settled: the result comes back after the delay and is
+		// Not settled: the results come back after the delay and are
 		// recorded then (recording is idempotent).
-		_ = m.NakWithDelay(250 * time.Millisecond)
-		r.log.Warn("record sample", "err", err)
+		for _, it := range items {
+			_ = it.m.NakWithDelay(250 * time.Millisecond)
+		}
+		r.log.Warn("record samples", "err", err)
 		return nil
 	}
-	switch out.Outcome {
-	case store.Duplicate:
-		r.rep.DuplicateResults++
-		delete(r.pending, res.Index)
-		r.counters = out.Counters
-	case store.Stale:
-		// Redis holds another step or epoch than ours: re-sample this
-		// step under a new epoch rather than wait for votes that never count.
-		_ = m.Ack()
-		r.countLate(res)
-		return r.reopen(ctx, fmt.Sprintf("Redis has step %d epoch %d open", out.Counters.Step, out.Counters.Epoch))
-	case store.Recorded:
-		r.recorded++
-		if res.Outcome == schemas.OutcomeRedFlag {
-			r.stepRF[res.Index] = res.RedFlag
+	for i, out := range outs {
+		it := items[i]
+		if r.done || it.res.Step != r.step || it.res.Epoch != r.epoch {
+			// An earlier sample of this batch decided the step (or ended
+			// the job): this one came too late to count.
+			r.countLate(it.res)
+			_ = it.m.Ack()
+			continue
 		}
-		delete(r.pending, res.Index)
-		r.counters = out.Counters
-	case store.Decided, store.Replayed:
-		if out.Outcome == store.Decided {
-			r.recorded++
-			if res.Outcome == schemas.OutcomeRedFlag {
-				r.stepRF[res.Index] = res.RedFlag
-			}
-		} else {
+		switch out.Outcome {
+		case store.Duplicate:
 			r.rep.DuplicateResults++
+			delete(r.pending, it.res.Index)
+			r.counters = out.Counters
+		case store.Stale:
+			// Redis holds another step or epoch than ours: re-sample this
+			// step under a new epoch rather than wait for votes that never
+			// count.
+			_ = it.m.Ack()
+			r.countLate(it.res)
+			if err := r.reopen(ctx, fmt.Sprintf("Redis has step %d epoch %d open", out.Counters.Step, out.Counters.Epoch)); err != nil {
+				return err
+			}
+			continue
+		case store.Recorded:
+			r.recordedAnswer(it.res)
+			r.counters = out.Counters
+		case store.Decided, store.Replayed:
+			if out.Outcome == store.Decided {
+				r.recordedAnswer(it.res)
+			} else {
+				r.rep.DuplicateResults++ // a retried call: its first reply was lost
+			}
+			if out.Decision.Step == r.step && out.Decision.Epoch == r.epoch {
+				if err := r.decide(ctx, out.Decision); err != nil {
+					_ = it.m.NakWithDelay(250 * time.Millisecond)
+					return err
+				}
+			}
 		}
-		if out.Decision.Step != r.step || out.Decision.Epoch != r.epoch {
-			break // a replay of an earlier step: nothing to do
-		}
-		if err := r.decide(ctx, out.Decision); err != nil {
-			_ = m.NakWithDelay(250 * time.Millisecond)
-			return err
-		}
-		_ = m.Ack()
+		_ = it.m.Ack()
+	}
+	if r.done {
 		return nil
 	}
-	_ = m.Ack()
 	return r.topUp(ctx)
+}
+
+// recordedAnswer notes an answer the tally now holds for the open step.
+func (r *jobRun) recordedAnswer(res schemas.SampleResult) {
+	r.recorded++
+	if res.Outcome == schemas.OutcomeRedFlag {
+		r.stepRF[res.Index] = res.RedFlag
+	}
+	delete(r.pending, res.Index)
 }
 
 func (r *jobRun) countLate(res schemas.SampleResult) {
@@ -350,11 +381,14 @@ func (r *jobRun) publish(ctx context.Context, index, attempt int) error {
 	}
 	msg := &nats.Msg{Subject: r.sampleSj, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, req.SampleID)
-	// Not waiting for the ack: a request that never lands times out and is
-	// re-published like any other lost sample.
-	if _, err := r.c.js.PublishMsgAsync(msg); err != nil {
+	// A plain publish: the stream stores it, the server sends no ack and
+	// none is waited for. A request that never lands times out and is
+	// re-published like any other lost sample; meanwhile the job saves k
+	// acks a step.
+	if err := r.c.nc.PublishMsg(msg); err != nil {
 		r.log.Warn("publish sample request", "err", err, "sample", req.SampleID)
 	}
+	r.published++
 	if attempt > 0 {
 		r.rep.Resampled++
 	}
@@ -391,6 +425,8 @@ func (r *jobRun) reopen(ctx context.Context, why string) error {
 func (r *jobRun) resetStep() {
 	r.dispatched = 0
 	r.recorded = 0
+	r.published = 0
+	r.answered = 0
 	r.counters = store.Counters{Step: r.step, Epoch: r.epoch}
 	clear(r.pending)
 	clear(r.stepRF)
@@ -413,14 +449,20 @@ func (r *jobRun) decide(ctx context.Context, d *store.Decision) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: step %d: next state from the winning vote: %w", r.step, err)
 	}
-	ev := schemas.StepDecided{
-		Header: schemas.NewHeader(schemas.KindStepDecided),
-		Tenant: r.spec.Tenant, JobID: r.spec.JobID, Step: r.step, Epoch: r.epoch,
-		VoteKey: d.Winner, Votes: d.Votes, Lead: d.Lead, Samples: d.Counted, RedFlagged: d.RedFlagged,
-		Tally: d.Tally, DecidedAt: time.Now().UTC(),
-	}
-	if data, err := json.Marshal(&ev); err == nil {
-		_ = r.c.nc.Publish(bus.DecidedSubject(r.spec.Tenant, r.spec.JobID), data)
+	// Tell voters, so they skip or cancel this step's requests still out
+	// there (overdue ones that were re-published, or ones beyond the
+	// deciding index). With none out, the usual case since waves never
+	// overshoot, there is nothing to skip and the event is saved.
+	if r.published > r.answered {
+		ev := schemas.StepDecided{
+			Header: schemas.NewHeader(schemas.KindStepDecided),
+			Tenant: r.spec.Tenant, JobID: r.spec.JobID, Step: r.step, Epoch: r.epoch,
+			VoteKey: d.Winner, Votes: d.Votes, Lead: d.Lead, Samples: d.Counted, RedFlagged: d.RedFlagged,
+			Tally: d.Tally, DecidedAt: time.Now().UTC(),
+		}
+		if data, err := json.Marshal(&ev); err == nil {
+			_ = r.c.nc.Publish(bus.DecidedSubject(r.spec.Tenant, r.spec.JobID), data)
+		}
 	}
 
 	r.trace.Write([]byte(d.Winner))

@@ -60,7 +60,7 @@ func TestInvalid(t *testing.T) {
 		{"job_spec.bad_job_id", schemas.ErrInvalid, `job id "hanoi/10" must be`, "rejects"},
 		{"job_spec.k_zero", schemas.ErrInvalid, "k must be between 1 and 1000, got 0", "rejects"},
 		{"job_spec.params_not_object", schemas.ErrInvalid, "params must be a JSON object", "rejects"},
-		{"job_spec.trailing_data", schemas.ErrInvalid, "after top-level value", ""},
+		{"job_spec.trailing_data", schemas.ErrInvalid, "trailing data", ""},
 		{"job_spec.truncated", schemas.ErrInvalid, "unexpected end of JSON input", ""},
 		{"sample_request.negative_index", schemas.ErrInvalid, "index must be >= 0, got -1", "rejects"},
 		{"sample_request.sample_id_mismatch", schemas.ErrInvalid, `sample_id "acme/hanoi-10-k3/0/0/1/0" does not match its fields (want "acme/hanoi-10-k3/0/0/0/0")`, "accepts"},

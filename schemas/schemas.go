@@ -117,19 +117,21 @@ func Decode(data []byte, m Message) error {
 	if !utf8.Valid(data) {
 		return fmt.Errorf("%w: %s: not UTF-8", ErrInvalid, m.MessageKind())
 	}
-	var h Header
-	if err := json.Unmarshal(data, &h); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	if err := h.check(m.MessageKind()); err != nil {
-		return err
-	}
+	// One strict decode; only when it fails is the header read on its own,
+	// so a wrong kind or version is reported as such, not as a bad field.
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(m); err != nil {
+		var h Header
+		if herr := json.Unmarshal(data, &h); herr != nil {
+			return fmt.Errorf("%w: %v", ErrInvalid, herr)
+		}
+		if herr := h.check(m.MessageKind()); herr != nil {
+			return herr
+		}
 		return fmt.Errorf("%w: %s: %v", ErrInvalid, m.MessageKind(), err)
 	}
-	if dec.More() {
+	if len(bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n")) != 0 {
 		return fmt.Errorf("%w: %s: trailing data", ErrInvalid, m.MessageKind())
 	}
 	if err := checkKeys(data, reflect.TypeOf(m)); err != nil {

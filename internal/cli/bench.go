@@ -4,7 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
+	"os"
 	"runtime"
+	"runtime/pprof"
+	"sort"
 
 	"github.com/spf13/cobra"
 
@@ -29,7 +33,12 @@ type benchResult struct {
 	NATS        string  `json:"nats"`
 	Concurrency int     `json:"concurrency"`
 	CPUs        int     `json:"cpus"`
+	GoMaxProcs  int     `json:"gomaxprocs"`
 	GoVersion   string  `json:"go_version"`
+	// Runs is how many measured jobs ran; the figures are the median run's
+	// (by steps/s), RunStepsPerSecond lists every run.
+	Runs              int       `json:"runs"`
+	RunStepsPerSecond []float64 `json:"run_steps_per_second"`
 
 	Solved         bool    `json:"solved"`
 	Errors         int64   `json:"errors"`
@@ -51,19 +60,24 @@ type benchResult struct {
 
 func benchCmd(e *env) *cobra.Command {
 	var (
-		jf     jobFlags
-		sf     simFlags
-		svc    serviceFlags
-		asJSON bool
+		jf      jobFlags
+		sf      simFlags
+		svc     serviceFlags
+		asJSON  bool
+		profile string
+		runs    int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure steps/s and per-step overhead of one job on a local fleet with a zero-latency simulated model",
-		Long: `bench runs a warm-up job, then one measured job (10 disks by default) on an in-process
+		Long: `bench runs a warm-up job, then --runs measured jobs (10 disks by default; the median is
+reported) on an in-process
 fleet: embedded nats-server over loopback, a redis-server it starts on a free port
 (miniredis if none is installed, or --redis), and the simulated model with no latency.
 It prints steps/s, the per-step overhead and samples per step against MAKER theory,
-with the targets: >= 1000 steps/s and samples per step <= 1.02 x theory.`,
+with the targets: >= 1000 steps/s and samples per step <= 1.02 x theory.
+The simulated model defaults to accuracy 0.998, the per-step accuracy the paper measured
+for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another model.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			simCfg, err := sf.config(jf.seed)
@@ -102,14 +116,40 @@ with the targets: >= 1000 steps/s and samples per step <= 1.02 x theory.`,
 			if _, err := jobs.Wait(ctx, f.topo, warm.Tenant, warm.JobID, nil); err != nil {
 				return err
 			}
-			if _, err := jobs.Submit(ctx, f.js, opts.bus, &spec, builtin.Registry()); err != nil {
-				return err
+			if runs < 1 {
+				return usagef("--runs must be >= 1")
 			}
-			rep, err := jobs.Wait(ctx, f.topo, spec.Tenant, spec.JobID, nil)
-			if err != nil {
-				return err
+			if profile != "" {
+				pf, err := os.Create(profile)
+				if err != nil {
+					return usagef("--cpuprofile: %v", err)
+				}
+				defer pf.Close()
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
 			}
+			reps := make([]schemas.JobReport, 0, runs)
+			for i := 0; i < runs; i++ {
+				run := spec
+				run.JobID = jobs.NewJobID()
+				if _, err := jobs.Submit(ctx, f.js, opts.bus, &run, builtin.Registry()); err != nil {
+					return err
+				}
+				rep, err := jobs.Wait(ctx, f.topo, run.Tenant, run.JobID, nil)
+				if err != nil {
+					return err
+				}
+				reps = append(reps, rep)
+			}
+			sort.Slice(reps, func(i, j int) bool { return reps[i].StepsPerSecond < reps[j].StepsPerSecond })
+			rep := reps[len(reps)/2]
 			res := benchFrom(rep, jf.disks, sf.accuracy, f.redisKind, svc, opts.concurrency)
+			res.Runs = len(reps)
+			for _, r := range reps {
+				res.RunStepsPerSecond = append(res.RunStepsPerSecond, math.Round(r.StepsPerSecond))
+			}
 			if asJSON {
 				enc := json.NewEncoder(e.stdout)
 				enc.SetIndent("", "  ")
@@ -123,6 +163,12 @@ with the targets: >= 1000 steps/s and samples per step <= 1.02 x theory.`,
 	addSimFlags(cmd, &sf)
 	addServiceFlags(cmd, &svc)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the measured jobs to FILE")
+	cmd.Flags().IntVar(&runs, "runs", 3, "measured jobs; the median one is reported")
+	// The paper's gpt-4.1-mini erred on 0.22% of steps: p = 0.998 is the
+	// accuracy of the model MAKER was demonstrated with.
+	_ = cmd.Flags().Set("sim-accuracy", "0.998")
+	cmd.Flags().Lookup("sim-accuracy").DefValue = "0.998"
 	return cmd
 }
 
@@ -133,7 +179,7 @@ func benchFrom(rep schemas.JobReport, disks int, acc float64, redisKind string, 
 	}
 	res := benchResult{
 		Disks: disks, Steps: rep.Steps, K: rep.K, SimAccuracy: acc, Redis: redisKind, NATS: natsKind,
-		Concurrency: conc, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
+		Concurrency: conc, CPUs: runtime.NumCPU(), GoMaxProcs: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
 		Solved: rep.Solved, Errors: rep.Errors, WallSeconds: rep.WallSeconds, StepsPerSecond: rep.StepsPerSecond,
 		SamplesPerStep: rep.SamplesPerStep, ExpectedSamplesPerStep: rep.ExpectedSamplesPerStep,
 		WastedSamples: rep.WastedSamples, TraceSHA256: rep.TraceSHA256,
@@ -157,8 +203,9 @@ func printBench(e *env, r benchResult) {
 		}
 		return "BELOW TARGET"
 	}
-	fmt.Fprintf(w, "bench: hanoi %d disks (%d steps), k=%d, sim accuracy %g, redis %s, nats %s, %d CPUs, %s\n",
-		r.Disks, r.Steps, r.K, r.SimAccuracy, r.Redis, r.NATS, r.CPUs, r.GoVersion)
+	fmt.Fprintf(w, "bench: hanoi %d disks (%d steps), k=%d, sim accuracy %g, redis %s, nats %s, %d CPUs, GOMAXPROCS %d, %s\n",
+		r.Disks, r.Steps, r.K, r.SimAccuracy, r.Redis, r.NATS, r.CPUs, r.GoMaxProcs, r.GoVersion)
+	fmt.Fprintf(w, "  median of %d runs  (steps/s per run: %v)\n", r.Runs, r.RunStepsPerSecond)
 	fmt.Fprintf(w, "  steps/s            %8.0f   (target >= %d: %s)\n", r.StepsPerSecond, targetStepsPerSecond, mark(r.StepsPerSecond >= targetStepsPerSecond))
 	fmt.Fprintf(w, "  per-step overhead  %8.0f µs\n", r.PerStepOverheadUS)
 	fmt.Fprintf(w, "  samples/step       %8.3f   theory %.3f   ratio %.3f (target <= %.2f: %s)\n",

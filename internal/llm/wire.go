@@ -89,9 +89,28 @@ func withTemperature(req *http.Request, t float64) (*http.Request, error) {
 
 // setTemperature sets the top-level "temperature" of a JSON object to t,
 // written as the shortest decimal that round-trips the float64 (0.1 stays
-// 0.1). Decoding into RawMessage keeps every other field byte-for-byte in
-// meaning, including ones this package does not know.
+// 0.1).
+//
+// Fast path, taken for every body go-openai writes (it never writes a
+// temperature, see chatRequest): when the bytes hold no "temperature" key
+// anywhere, the field is inserted after the opening brace without decoding
+// the body. The quoted word cannot hide inside a JSON string, whose quotes
+// are escaped. Otherwise the object is decoded into RawMessages, the field
+// replaced and the object re-encoded, keeping every other field's meaning.
 func setTemperature(raw []byte, t float64) ([]byte, error) {
+	if !bytes.Contains(raw, []byte(`"temperature"`)) && json.Valid(raw) {
+		trimmed := bytes.TrimLeft(raw, " \t\r\n")
+		if len(trimmed) > 0 && trimmed[0] == '{' {
+			rest := bytes.TrimLeft(trimmed[1:], " \t\r\n")
+			out := make([]byte, 0, len(raw)+32)
+			out = append(out, `{"temperature":`...)
+			out = append(out, formatTemperature(t)...)
+			if len(rest) > 0 && rest[0] != '}' {
+				out = append(out, ',')
+			}
+			return append(out, rest...), nil
+		}
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("llm: request body is not a JSON object: %w", err)

@@ -90,11 +90,13 @@ func TestSetTemperature(t *testing.T) {
 		t    float64
 		want string
 	}{
-		{`{"model":"m"}`, 0, `{"model":"m","temperature":0}`},
+		{`{"model":"m"}`, 0, `{"temperature":0,"model":"m"}`},
 		{`{"model":"m","temperature":0.10000000149011612}`, 0.1, `{"model":"m","temperature":0.1}`},
-		{`{"z":1,"a":[1,2],"model":"m"}`, 0.7, `{"a":[1,2],"model":"m","temperature":0.7,"z":1}`},
-		{`{"model":"m"}`, math.Copysign(0, -1), `{"model":"m","temperature":0}`},
-		{`{"model":"m"}`, 1e-9, `{"model":"m","temperature":0.000000001}`},
+		{`{"z":1,"a":[1,2],"model":"m"}`, 0.7, `{"temperature":0.7,"z":1,"a":[1,2],"model":"m"}`},
+		{`{"model":"m"}`, math.Copysign(0, -1), `{"temperature":0,"model":"m"}`},
+		{`{"model":"m"}`, 1e-9, `{"temperature":0.000000001,"model":"m"}`},
+		{` { }`, 2, `{"temperature":2}`},
+		{`{"messages":[{"content":"say \"temperature\" twice"}]}`, 0, `{"temperature":0,"messages":[{"content":"say \"temperature\" twice"}]}`},
 	}
 	for _, tt := range tests {
 		got, err := setTemperature([]byte(tt.in), tt.t)

@@ -192,14 +192,52 @@ type RecordResult struct {
 // Record records smp for job and, if it completes a lead of k, decides the
 // step and opens the next one.
 func (s *Store) Record(ctx context.Context, job JobRef, smp Sample, k int) (RecordResult, error) {
-	value := "v" + smp.VoteKey
-	if smp.VoteKey == "" {
-		value = "r" + smp.RedFlag
-	}
-	res, err := recordSampleScript.Run(ctx, s.rdb, job.keys(), smp.Step, smp.Epoch, smp.Index, value, k, s.ttl).Slice()
+	res, err := s.RecordMany(ctx, job, []Sample{smp}, k)
 	if err != nil {
-		return RecordResult{}, fmt.Errorf("store: record step %d index %d: %w", smp.Step, smp.Index, err)
+		return RecordResult{}, err
 	}
+	return res[0], nil
+}
+
+// RecordMany records samples in order, in one round trip: each is its own
+// atomic script call, exactly as if Record were called for each in turn.
+// On error no result is returned; recording is idempotent, so the caller
+// may simply record the same samples again.
+func (s *Store) RecordMany(ctx context.Context, job JobRef, samples []Sample, k int) ([]RecordResult, error) {
+	keys := job.keys()
+	args := make([][]any, len(samples))
+	for i, smp := range samples {
+		value := "v" + smp.VoteKey
+		if smp.VoteKey == "" {
+			value = "r" + smp.RedFlag
+		}
+		args[i] = []any{smp.Step, smp.Epoch, smp.Index, value, k, s.ttl}
+	}
+	cmds := make([]*redis.Cmd, len(samples))
+	pipe := s.rdb.Pipeline()
+	for i := range samples {
+		cmds[i] = recordSampleScript.EvalSha(ctx, pipe, keys, args[i]...)
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command below
+	out := make([]RecordResult, len(samples))
+	for i, cmd := range cmds {
+		res, err := cmd.Slice()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			// The script cache was flushed: this call did not run. Run it
+			// again, loading the script; later ones in the batch follow.
+			res, err = recordSampleScript.Run(ctx, s.rdb, keys, args[i]...).Slice()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: record step %d index %d: %w", samples[i].Step, samples[i].Index, err)
+		}
+		if out[i], err = readRecord(job, res); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func readRecord(job JobRef, res []any) (RecordResult, error) {
 	if len(res) != 10 {
 		return RecordResult{}, fmt.Errorf("%w: record_sample returned %d values", ErrReply, len(res))
 	}

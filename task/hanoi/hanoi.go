@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -201,9 +202,12 @@ func (in *Instance) Verify(s task.State, v task.Vote) error {
 
 // DecodeState decodes and checks a state for this instance.
 func (in *Instance) DecodeState(s task.State) (State, error) {
-	var st State
-	if err := json.Unmarshal(s, &st); err != nil {
-		return State{}, fmt.Errorf("%w: %v", task.ErrInvalidState, err)
+	st, ok := fastState(string(s))
+	if !ok {
+		st = State{}
+		if err := json.Unmarshal(s, &st); err != nil {
+			return State{}, fmt.Errorf("%w: %v", task.ErrInvalidState, err)
+		}
 	}
 	if err := checkPegs(st.Pegs, in.n); err != nil {
 		return State{}, fmt.Errorf("%w: %v", task.ErrInvalidState, err)
@@ -213,11 +217,79 @@ func (in *Instance) DecodeState(s task.State) (State, error) {
 
 // DecodeAnswer decodes a vote key.
 func DecodeAnswer(key string) (Answer, error) {
+	if a, ok := fastAnswer(key); ok {
+		return a, nil
+	}
 	var a Answer
 	if err := json.Unmarshal([]byte(key), &a); err != nil {
 		return Answer{}, fmt.Errorf("%w: vote key: %v", task.ErrMalformed, err)
 	}
 	return a, nil
+}
+
+// fastState reads the canonical encoding EncodeState writes,
+// {"pegs":[[..],[..],[..]]} with an optional ,"prev":[d,f,t], without the
+// JSON decoder (states are read on every sample); ok is false for any other
+// spelling, which json.Unmarshal then reads.
+func fastState(s string) (st State, ok bool) {
+	rest, ok := strings.CutPrefix(s, `{"pegs":`)
+	if !ok {
+		return State{}, false
+	}
+	end := strings.Index(rest, "]]") // inner lists hold only numbers
+	if end < 0 {
+		return State{}, false
+	}
+	lists, ok := fastLists(rest[:end+2])
+	if !ok {
+		return State{}, false
+	}
+	if st.Pegs, ok = fastPegs(lists); !ok {
+		return State{}, false
+	}
+	rest = rest[end+2:]
+	if rest == "}" {
+		return st, true
+	}
+	prev, ok := strings.CutPrefix(rest, `,"prev":`)
+	if !ok || !strings.HasSuffix(prev, "}") {
+		return State{}, false
+	}
+	mv, ok := fastIntList(prev[:len(prev)-1])
+	if !ok || len(mv) != 3 {
+		return State{}, false
+	}
+	st.Prev = &Move{mv[0], mv[1], mv[2]}
+	return st, true
+}
+
+// fastAnswer reads the canonical vote key Key writes, the same way.
+func fastAnswer(key string) (a Answer, ok bool) {
+	rest, ok := strings.CutPrefix(key, `{"move":`)
+	if !ok {
+		return Answer{}, false
+	}
+	end := strings.IndexByte(rest, ']')
+	if end < 0 {
+		return Answer{}, false
+	}
+	mv, ok := fastIntList(rest[:end+1])
+	if !ok || len(mv) != 3 {
+		return Answer{}, false
+	}
+	a.Move = Move{mv[0], mv[1], mv[2]}
+	rest, ok = strings.CutPrefix(rest[end+1:], `,"next_state":`)
+	if !ok || !strings.HasSuffix(rest, "}") {
+		return Answer{}, false
+	}
+	lists, ok := fastLists(rest[:len(rest)-1])
+	if !ok {
+		return Answer{}, false
+	}
+	if a.NextState, ok = fastPegs(lists); !ok {
+		return Answer{}, false
+	}
+	return a, true
 }
 
 // Key returns the canonical vote key of an answer.
