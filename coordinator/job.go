@@ -583,9 +583,15 @@ func (r *jobRun) cleanup(ctx context.Context) error {
 }
 
 func (r *jobRun) publishStatus(ctx context.Context, state string) {
+	progress := 0.0
+	if p, ok := r.inst.(task.Progresser); ok && r.state != nil {
+		progress = p.Progress(r.state)
+	} else if r.rep.TotalSteps > 0 {
+		progress = float64(r.rep.Steps) / float64(r.rep.TotalSteps)
+	}
 	st := schemas.JobStatus{
 		Header: schemas.NewHeader(schemas.KindJobStatus),
-		Tenant: r.spec.Tenant, JobID: r.spec.JobID, State: state,
+		Tenant: r.spec.Tenant, JobID: r.spec.JobID, State: state, Progress: min(max(progress, 0), 1),
 		Steps: r.rep.Steps, TotalSteps: r.rep.TotalSteps, Samples: r.rep.Samples,
 		Votes: r.rep.Votes, RedFlagged: r.rep.RedFlagged, Errors: r.rep.Errors,
 		Coordinator: r.c.cfg.ID, UpdatedAt: time.Now().UTC(),

@@ -68,6 +68,7 @@ var docComments = map[string]string{
 	"JobStatus.Coordinator":            "Coordinator names the process running the job.",
 	"JobStatus.Errors":                 "Samples, Votes, RedFlagged and Errors so far, counted as in the job report.",
 	"JobStatus.JobID":                  "Tenant and JobID name the job.",
+	"JobStatus.Progress":               "Progress is the share of the task done, in [0, 1]: the task's own measure of the current state when it has one, else Steps/TotalSteps.",
 	"JobStatus.RedFlagged":             "Samples, Votes, RedFlagged and Errors so far, counted as in the job report.",
 	"JobStatus.Samples":                "Samples, Votes, RedFlagged and Errors so far, counted as in the job report.",
 	"JobStatus.State":                  "State is queued, running, solved, unsolved, no_consensus or failed.",

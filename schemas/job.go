@@ -205,6 +205,9 @@ type JobStatus struct {
 	// Steps decided so far, out of TotalSteps at most.
 	Steps      int64 `json:"steps"`
 	TotalSteps int64 `json:"total_steps"`
+	// Progress is the share of the task done, in [0, 1]: the task's own
+	// measure of the current state when it has one, else Steps/TotalSteps.
+	Progress float64 `json:"progress" jsonschema:"minimum=0,maximum=1"`
 	// Samples, Votes, RedFlagged and Errors so far, counted as in the job
 	// report.
 	Samples    int64 `json:"samples"`
@@ -235,6 +238,9 @@ func (s *JobStatus) Validate() error {
 	case StateQueued, StateRunning, StateSolved, StateUnsolved, StateNoConsensus, StateFailed:
 	default:
 		return invalid(KindJobStatus, "unknown state %q", s.State)
+	}
+	if !inRange(s.Progress, 0, 1) {
+		return invalid(KindJobStatus, "progress %v outside [0, 1]", s.Progress)
 	}
 	return nonNegative(KindJobStatus,
 		count{"steps", s.Steps}, count{"total_steps", s.TotalSteps}, count{"samples", s.Samples},

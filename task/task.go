@@ -9,8 +9,9 @@
 // States travel on the wire between the coordinator and the voters, so a
 // State is canonical JSON: equal states have equal bytes.
 //
-// A task may also implement Verifier to report wrong steps after the fact;
-// the fleet counts them, it never uses them to correct a decision.
+// A task may also implement Verifier to report wrong steps after the fact
+// (the fleet counts them, it never uses them to correct a decision) and
+// Progresser to say how far a state is along the task.
 package task
 
 import (
@@ -74,6 +75,14 @@ type Instance interface {
 // wrapping ErrWrongStep (with a reason) when it is not.
 type Verifier interface {
 	Verify(s State, v Vote) error
+}
+
+// Progresser is implemented by instances that can tell how far a state is
+// along the task; job status shows it. Without it, progress is decided
+// steps over TotalSteps.
+type Progresser interface {
+	// Progress returns the share of the task done at s, in [0, 1].
+	Progress(s State) float64
 }
 
 // Sentinel errors.

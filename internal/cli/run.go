@@ -215,8 +215,8 @@ func progressFor(w io.Writer, quiet bool) func(schemas.JobStatus) {
 }
 
 func progressLine(st schemas.JobStatus, elapsed time.Duration) string {
-	frac := 0.0
-	if st.TotalSteps > 0 {
+	frac := st.Progress
+	if frac == 0 && st.TotalSteps > 0 {
 		frac = float64(st.Steps) / float64(st.TotalSteps)
 	}
 	const width = 30

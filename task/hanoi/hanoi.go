@@ -124,8 +124,9 @@ type Instance struct {
 }
 
 var (
-	_ task.Instance = (*Instance)(nil)
-	_ task.Verifier = (*Instance)(nil)
+	_ task.Instance   = (*Instance)(nil)
+	_ task.Verifier   = (*Instance)(nil)
+	_ task.Progresser = (*Instance)(nil)
 )
 
 // Disks returns n.
@@ -198,6 +199,52 @@ func (in *Instance) Verify(s task.State, v task.Vote) error {
 		return fmt.Errorf("%w: next_state %s, move gives %s", task.ErrWrongStep, FormatPegs(a.NextState), FormatPegs(next))
 	}
 	return nil
+}
+
+// Progress implements task.Progresser: the share of the optimal solution
+// done at s, read off the pegs. A state off the optimal path (after a wrong
+// step) reports 0.
+func (in *Instance) Progress(s task.State) float64 {
+	st, err := in.DecodeState(s)
+	if err != nil {
+		return 0
+	}
+	done, ok := StepOf(st.Pegs, in.n)
+	if !ok {
+		return 0
+	}
+	return float64(done) / float64(in.TotalSteps())
+}
+
+// StepOf returns how many moves of the optimal solution (all disks from
+// peg 0 to peg 2) lead to p; ok is false when p is not on that path. The
+// largest disk decides the half: still on the source peg, the smaller
+// tower is on its way to the spare peg; on the target peg, 2^(n-1) moves
+// are done and the smaller tower is on its way from the spare peg.
+func StepOf(p Pegs, n int) (int64, bool) {
+	where := make([]int, n+1)
+	for peg, disks := range p {
+		for i, d := range disks {
+			if d < 1 || d > n || (i > 0 && disks[i-1] < d) {
+				return 0, false
+			}
+			where[d] = peg
+		}
+	}
+	var done int64
+	src, spare, dst := 0, 1, 2
+	for d := n; d >= 1; d-- {
+		switch where[d] {
+		case src:
+			spare, dst = dst, spare
+		case dst:
+			done += int64(1) << (d - 1)
+			src, spare = spare, src
+		default:
+			return 0, false
+		}
+	}
+	return done, true
 }
 
 // DecodeState decodes and checks a state for this instance.
