@@ -26,7 +26,13 @@ const maxErrorSteps = 100
 type pending struct {
 	attempt int
 	sentAt  time.Time
+	skips   int // answers "skipped" or "cancelled" for this index
 }
+
+// maxSkips bounds immediate re-publishes of an index voters keep skipping;
+// past it the index waits for the sample timeout, so a confused voter
+// cannot make the coordinator spin.
+const maxSkips = 3
 
 // jobRun is one job's step loop. It is owned by one goroutine.
 type jobRun struct {
@@ -47,10 +53,9 @@ type jobRun struct {
 	dispatched int
 	pending    map[int]*pending
 	counters   store.Counters
-	recorded   int            // answers the tally holds for this step
+	seen       map[int]string // indices the tally holds for this step → red-flag reason ("" for a vote)
 	published  int            // requests published for this step, re-publishes included
-	answered   int            // results received for this step, any outcome
-	stepRF     map[int]string // red-flag reason by index, this step
+	answered   int            // results settled for this step, any outcome
 
 	rep   schemas.JobReport
 	trace hash.Hash
@@ -73,7 +78,7 @@ func (c *Coordinator) RunJob(ctx context.Context, topo *bus.Topology, spec schem
 		trace:    sha256.New(),
 		start:    time.Now(),
 		pending:  make(map[int]*pending),
-		stepRF:   make(map[int]string),
+		seen:     make(map[int]string),
 	}
 	r.rep = schemas.JobReport{
 		Header: schemas.NewHeader(schemas.KindJobReport),
@@ -220,7 +225,6 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 			_ = m.Ack()
 			continue
 		}
-		r.answered++
 		if res.Index >= r.dispatched {
 			r.rep.MalformedMessages++
 			r.log.Warn("dropping result for an index never published", "step", res.Step, "index", res.Index)
@@ -230,10 +234,14 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 		if res.Outcome == schemas.OutcomeSkipped || res.Outcome == schemas.OutcomeCancelled {
 			// A voter thought this step decided (an old event); ask again.
 			r.countLate(res)
+			r.answered++
 			_ = m.Ack()
-			if p, ok := r.pending[res.Index]; ok {
-				if err := r.publish(ctx, res.Index, p.attempt+1); err != nil {
-					return err
+			if p, ok := r.pending[res.Index]; ok && p.attempt == res.Attempt {
+				if p.skips++; p.skips <= maxSkips {
+					if err := r.publish(ctx, res.Index, p.attempt+1); err != nil {
+						return err
+					}
+					r.pending[res.Index].skips = p.skips
 				}
 			}
 			continue
@@ -250,6 +258,7 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 	outs, err := r.c.store.RecordMany(ctx, r.ref, samples, r.spec.K)
 	if errors.Is(err, store.ErrNoStep) {
 		for _, it := range items {
+			r.answered++
 			_ = it.m.Ack()
 		}
 		return r.reopen(ctx, "the step's tally is gone from Redis")
@@ -272,9 +281,16 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 			_ = it.m.Ack()
 			continue
 		}
+		r.answered++
 		switch out.Outcome {
 		case store.Duplicate:
-			r.rep.DuplicateResults++
+			if _, ok := r.seen[it.res.Index]; ok {
+				r.rep.DuplicateResults++
+			} else {
+				// Ours: a call that ran but whose reply was lost (go-redis
+				// retried it, or we nak'ed it) recorded this index.
+				r.recordedAnswer(it.res)
+			}
 			delete(r.pending, it.res.Index)
 			r.counters = out.Counters
 		case store.Stale:
@@ -291,10 +307,10 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 			r.recordedAnswer(it.res)
 			r.counters = out.Counters
 		case store.Decided, store.Replayed:
-			if out.Outcome == store.Decided {
-				r.recordedAnswer(it.res)
+			if _, ok := r.seen[it.res.Index]; ok {
+				r.rep.DuplicateResults++
 			} else {
-				r.rep.DuplicateResults++ // a retried call: its first reply was lost
+				r.recordedAnswer(it.res) // for Replayed: the deciding call's reply was lost
 			}
 			if out.Decision.Step == r.step && out.Decision.Epoch == r.epoch {
 				if err := r.decide(ctx, out.Decision); err != nil {
@@ -313,10 +329,7 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 
 // recordedAnswer notes an answer the tally now holds for the open step.
 func (r *jobRun) recordedAnswer(res schemas.SampleResult) {
-	r.recorded++
-	if res.Outcome == schemas.OutcomeRedFlag {
-		r.stepRF[res.Index] = res.RedFlag
-	}
+	r.seen[res.Index] = res.RedFlag
 	delete(r.pending, res.Index)
 }
 
@@ -424,12 +437,11 @@ func (r *jobRun) reopen(ctx context.Context, why string) error {
 
 func (r *jobRun) resetStep() {
 	r.dispatched = 0
-	r.recorded = 0
 	r.published = 0
 	r.answered = 0
 	r.counters = store.Counters{Step: r.step, Epoch: r.epoch}
 	clear(r.pending)
-	clear(r.stepRF)
+	clear(r.seen)
 }
 
 // decide closes the open step with d and moves to the next one, from the
@@ -471,13 +483,13 @@ func (r *jobRun) decide(ctx context.Context, d *store.Decision) error {
 	r.rep.Samples += int64(d.Counted)
 	r.rep.Votes += int64(d.Valid)
 	r.rep.RedFlagged += int64(d.RedFlagged)
-	for idx, why := range r.stepRF {
-		if idx < d.Counted {
+	for idx, why := range r.seen {
+		if idx < d.Counted && why != "" {
 			r.rep.RedFlags[why]++
 		}
 	}
 	// Answers recorded beyond the deciding one were drawn for nothing.
-	r.rep.LateSamples += int64(max(0, r.recorded-d.Counted))
+	r.rep.LateSamples += int64(max(0, len(r.seen)-d.Counted))
 	if d.Counted > r.rep.MaxSamplesInStep {
 		r.rep.MaxSamplesInStep = d.Counted
 		r.rep.MaxSamplesStep = r.step
@@ -524,8 +536,14 @@ func (r *jobRun) noConsensus(ctx context.Context) error {
 	r.rep.Samples += int64(r.counters.Next)
 	r.rep.Votes += int64(r.counters.Valid)
 	r.rep.RedFlagged += int64(r.counters.RedFlagged)
-	for _, why := range r.stepRF {
-		r.rep.RedFlags[why]++
+	for _, why := range r.seen {
+		if why != "" {
+			r.rep.RedFlags[why]++
+		}
+	}
+	if r.counters.Next > r.rep.MaxSamplesInStep {
+		r.rep.MaxSamplesInStep = r.counters.Next
+		r.rep.MaxSamplesStep = r.step
 	}
 	r.rep.NoConsensus = &schemas.NoConsensus{Step: r.step, Samples: r.counters.Next, Tally: tally}
 	r.log.Warn("no consensus within the sample cap", "step", r.step, "samples", r.counters.Next, "tally", tally)

@@ -37,10 +37,12 @@ func newTracker() *tracker {
 
 func jobKey(tenant, job string) string { return tenant + "/" + job }
 
-// covers reports whether a decision at m makes (step, epoch) useless: same
-// epoch and not a later step, or an older epoch.
+// covers reports whether a decision at m makes (step, epoch) useless: the
+// same epoch and not a later step. Other epochs are left alone: epochs come
+// from coordinators' clocks, and a newer run of a job must never be skipped
+// because an older run's epoch looked larger.
 func (m mark) covers(step, epoch int64) bool {
-	return epoch < m.epoch || (epoch == m.epoch && step <= m.step)
+	return epoch == m.epoch && step <= m.step
 }
 
 func (t *tracker) isDecided(tenant, job string, step, epoch int64) bool {
@@ -57,8 +59,8 @@ func (t *tracker) decide(tenant, job string, step, epoch int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	m, ok := t.decided[key]
-	if !ok || epoch > m.epoch || (epoch == m.epoch && step > m.step) {
-		m = mark{step: step, epoch: epoch}
+	if !ok || epoch != m.epoch || step > m.step {
+		m = mark{step: step, epoch: epoch} // the latest event's epoch is the live run
 	}
 	m.seen = now
 	t.decided[key] = m

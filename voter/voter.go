@@ -315,12 +315,15 @@ func Judge(inst task.Instance, req *schemas.SampleRequest, resp llm.Response) sc
 		PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens,
 		LatencyMS: ms(resp.Latency), Model: resp.Model,
 	}
+	if len(resp.Choices) > 0 {
+		// Kept for empty replies too: "content_filter" says why there is none.
+		res.FinishReason = resp.Choices[0].FinishReason
+	}
 	if len(resp.Choices) == 0 || resp.Choices[0].Content == "" {
 		res.Outcome, res.RedFlag, res.Detail = schemas.OutcomeRedFlag, schemas.RedFlagEmpty, "no content"
 		return res
 	}
 	ch := resp.Choices[0]
-	res.FinishReason = ch.FinishReason
 	switch {
 	case ch.FinishReason == "length":
 		res.Outcome, res.RedFlag, res.Detail = schemas.OutcomeRedFlag, schemas.RedFlagLength, "reply cut at the token limit"
@@ -408,6 +411,9 @@ func keepAliveEvery(msg jetstream.Msg, d time.Duration) (stop func()) {
 	var mu sync.Mutex
 	stopped := false
 	var t *time.Timer
+	// Held while t is assigned: the callback may fire before AfterFunc
+	// returns when d is short, and it reads t.
+	mu.Lock()
 	t = time.AfterFunc(d, func() {
 		mu.Lock()
 		defer mu.Unlock()
@@ -417,10 +423,11 @@ func keepAliveEvery(msg jetstream.Msg, d time.Duration) (stop func()) {
 		_ = msg.InProgress()
 		t.Reset(d)
 	})
+	mu.Unlock()
 	return func() {
 		mu.Lock()
+		defer mu.Unlock()
 		stopped = true
-		mu.Unlock()
 		t.Stop()
 	}
 }

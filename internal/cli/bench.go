@@ -80,6 +80,9 @@ The simulated model defaults to accuracy 0.998, the per-step accuracy the paper 
 for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another model.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runs < 1 {
+				return usagef("--runs must be >= 1")
+			}
 			simCfg, err := sf.config(jf.seed)
 			if err != nil {
 				return err
@@ -115,9 +118,6 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 			}
 			if _, err := jobs.Wait(ctx, f.topo, warm.Tenant, warm.JobID, nil); err != nil {
 				return err
-			}
-			if runs < 1 {
-				return usagef("--runs must be >= 1")
 			}
 			if profile != "" {
 				pf, err := os.Create(profile)

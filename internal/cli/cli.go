@@ -70,7 +70,7 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 	}
 	fmt.Fprintln(stderr, "maker:", err)
 	var ue usageError
-	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "flag") {
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
 		return ExitUsage
 	}
 	return ExitError

@@ -60,6 +60,10 @@ func addJobFlags(cmd *cobra.Command, f *jobFlags, defaultP string) {
 // when --p is not set (0: none known). Nothing is sent.
 func (f *jobFlags) spec(cmd *cobra.Command, p, validFraction float64) (schemas.JobSpec, task.Instance, error) {
 	tasks := builtin.Registry()
+	// An unknown task is reported as such, not as missing --params.
+	if _, err := tasks.Lookup(f.task); err != nil {
+		return schemas.JobSpec{}, nil, usageError{err}
+	}
 	params := json.RawMessage(f.params)
 	if f.params == "" {
 		if f.task != "hanoi" {
@@ -73,16 +77,19 @@ func (f *jobFlags) spec(cmd *cobra.Command, p, validFraction float64) (schemas.J
 	if err != nil {
 		return schemas.JobSpec{}, nil, usageError{err}
 	}
-	if cmd.Flags().Changed("p") {
+	pGiven := cmd.Flags().Changed("p")
+	if pGiven {
 		p = f.p
 	}
-	if p != 0 && !(p > 0.5 && p < 1) {
+	// An explicit --p 0 is refused too: 0 stands for "no estimate" only
+	// when the flag is left out.
+	if (pGiven || p != 0) && !(p > 0.5 && p < 1) {
 		return schemas.JobSpec{}, nil, usagef("--p %v: p must be in (0.5, 1): voting only converges when a sample is more likely right than wrong", p)
 	}
 	if math.IsNaN(f.target) || f.target <= 0 || f.target >= 1 {
 		return schemas.JobSpec{}, nil, usagef("--target %v must be in (0, 1)", f.target)
 	}
-	if f.inputPrice < 0 || f.outputPrice < 0 {
+	if !(f.inputPrice >= 0) || !(f.outputPrice >= 0) { // NaN too
 		return schemas.JobSpec{}, nil, usagef("prices must be >= 0")
 	}
 	if f.maxSamples < 1 {

@@ -59,6 +59,14 @@ Voting only converges for p > 0.5.`,
 			if fl.Changed("valid-fraction") && !(in.ValidFraction > 0 && in.ValidFraction <= 1) {
 				return usagef("--valid-fraction %v must be in (0, 1]", in.ValidFraction)
 			}
+			// plan.Input reads 0 tokens as the default; an explicit 0 is
+			// a mistake, not a request for the default.
+			if fl.Changed("input-tokens") && in.InputTokens < 1 {
+				return usagef("--input-tokens %d must be >= 1", in.InputTokens)
+			}
+			if fl.Changed("output-tokens") && in.OutputTokens < 1 {
+				return usagef("--output-tokens %d must be >= 1", in.OutputTokens)
+			}
 			if fl.Changed("k") && in.K < 1 {
 				return usagef("--k %d: k must be >= 1", in.K)
 			}

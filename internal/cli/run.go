@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -142,6 +143,9 @@ the smallest margin that reaches --target at p = --sim-accuracy.`,
 			}
 			rep, err := runJob(ctx, opts, &spec, progressFor(e.stderr, quiet))
 			if err != nil {
+				if errors.Is(err, context.DeadlineExceeded) && timeout > 0 {
+					return fmt.Errorf("job %s did not finish within --timeout %s", spec.JobID, timeout)
+				}
 				return err
 			}
 			return printReport(e.stdout, rep, asJSON)

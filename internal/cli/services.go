@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -256,6 +257,9 @@ func submitCmd(e *env) *cobra.Command {
 			}
 			rep, err := jobs.Wait(ctx, topo, spec.Tenant, spec.JobID, progressFor(e.stderr, quiet))
 			if err != nil {
+				if errors.Is(err, context.DeadlineExceeded) && timeout > 0 {
+					return fmt.Errorf("job %s did not finish within --timeout %s (it keeps running; its report will be in the maker_reports bucket)", spec.JobID, timeout)
+				}
 				return fmt.Errorf("waiting for job %s: %w", spec.JobID, err)
 			}
 			return printReport(e.stdout, rep, asJSON)

@@ -1,0 +1,84 @@
+# makerfleet: one binary, `maker`. `make` alone lists the targets.
+
+GO       ?= go
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X github.com/makerfleet/makerfleet/internal/cli.Version=$(VERSION)
+FUZZTIME ?= 10s
+GOFMT    ?= $(shell $(GO) env GOROOT)/bin/gofmt
+# The newest staticcheck; v0.8.2 runs on Go 1.26.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+NPM_DIR := internal/simllm/testdata/npm
+# npm ci writes node_modules/.package-lock.json: older than the lock file
+# means the installed packages are stale.
+NPM_STAMP := $(NPM_DIR)/node_modules/.package-lock.json
+
+.DEFAULT_GOAL := help
+.PHONY: help build test lint bench demo generate verify fuzz clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build bin/maker, version from git describe (dev outside git)
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/maker ./cmd/maker
+
+test: $(NPM_STAMP) ## install the Node check's packages if npm exists, then go test -race ./...
+	$(GO) test -race -count=1 ./...
+
+# Skipped with a note when npm is missing; the Node test then skips too
+# (or fails, with MAKER_REQUIRE_NODE=1).
+$(NPM_STAMP): $(NPM_DIR)/package.json $(NPM_DIR)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		echo "npm ci --prefix $(NPM_DIR)"; \
+		npm ci --prefix $(NPM_DIR) --no-audit --no-fund && touch $@; \
+	else \
+		echo "npm not found: not installing $(NPM_DIR) (its test will skip)"; \
+	fi
+
+lint: ## go vet, gofmt and staticcheck
+	$(GO) vet ./...
+	@out="$$($(GOFMT) -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) run $(STATICCHECK) ./...
+
+bench: build ## run every Go benchmark once, then bin/maker bench
+	$(GO) test -run='^$$' -bench=. -benchtime=1x ./...
+	bin/maker bench
+
+demo: ## solve 10-disk Towers of Hanoi on an in-process fleet
+	$(GO) run ./cmd/maker run --task hanoi --disks 10
+
+generate: ## regenerate generated files (schemas/jsonschema, schemas/docs_gen.go)
+	$(GO) generate ./...
+
+# Drift is judged against schemas/ as it was before generating (a copy, so
+# this works in a dirty tree or outside git too); in a clean clone it is the
+# same as `git diff --exit-code -- schemas/`.
+verify: ## go mod verify, fail on generated-schema drift and on go mod tidy changes
+	$(GO) mod verify
+	@snap="$$(mktemp -d)"; trap 'rm -rf "$$snap"' EXIT; cp -R schemas "$$snap/"; \
+	$(GO) generate ./... || exit 1; \
+	if ! diff -r "$$snap/schemas" schemas; then \
+		echo "generated files drifted: run 'make generate' and commit the result"; exit 1; \
+	fi
+	$(GO) mod tidy -diff
+
+# Go 1.26's fuzz coordinator can end a clean run with "context deadline
+# exceeded" when -fuzztime runs out (golang/go#75804, fixed in Go 1.27).
+# Such a run wrote no failing input, so it passes here with a note; a run
+# that wrote one, or failed any other way, fails.
+fuzz: ## run each fuzz target for FUZZTIME (default 10s)
+	@for pkg in $$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./...); do \
+		list="$$($(GO) test -list '^Fuzz' $$pkg)" || { echo "$$list"; exit 1; }; \
+		for fz in $$(echo "$$list" | grep '^Fuzz'); do \
+			echo "== $$pkg $$fz"; \
+			out="$$($(GO) test -run='^$$' -fuzz="^$$fz\$$" -fuzztime=$(FUZZTIME) $$pkg 2>&1)"; rc=$$?; \
+			echo "$$out"; \
+			if [ $$rc -ne 0 ]; then \
+				if echo "$$out" | grep -q 'Failing input written to' || ! echo "$$out" | grep -q 'context deadline exceeded'; then exit 1; fi; \
+				echo "(not a failure: no failing input was written; golang/go#75804)"; \
+			fi; \
+		done; \
+	done
+
+clean: ## remove bin/ and coverage output
+	rm -rf bin/ dist/ coverage*

@@ -1,0 +1,232 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/makerfleet/makerfleet/coordinator"
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/fleettest"
+	"github.com/makerfleet/makerfleet/internal/llm"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task/hanoi"
+	"github.com/makerfleet/makerfleet/voter"
+)
+
+// gateTimeout bounds every wait inside a scripted model, so a broken
+// fleet fails the test instead of hanging it.
+const gateTimeout = 20 * time.Second
+
+// waitFor waits for ch to close, for ctx, or for gateTimeout.
+func waitFor(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(gateTimeout):
+		return errors.New("gate never opened")
+	}
+}
+
+// TestLostSampleResampled: a model call that never returns (step 1, index
+// 0, first attempt) is re-published after the job's sample timeout under a
+// new sample id, same index and seed; the step decides on the re-sample;
+// the coordinator then announces the decision because a request is still
+// out, and the voter cancels the hung call, which comes back as cancelled.
+func TestLostSampleResampled(t *testing.T) {
+	t.Parallel()
+	const disks, k, jobSeed = 3, 2, 17
+	const lostStep, lastStep = 1, 6
+	hungCancelled := make(chan error, 1)
+	cancelledSeen := make(chan struct{})
+	env, model := scriptedFleet(t, jobSeed, 1<<disks-1, func(ctx context.Context, c fleettest.Call) (llm.Response, error) {
+		switch {
+		case c.Step == lostStep && c.Index == 0 && c.Seq == 0:
+			<-ctx.Done() // lost: only a cancellation ends it
+			hungCancelled <- ctx.Err()
+			return llm.Response{}, ctx.Err()
+		case c.Step == lastStep:
+			// Hold the last step until the cancelled result is in the
+			// results stream, so the job is still running to count it.
+			if err := waitFor(ctx, cancelledSeen); err != nil {
+				return llm.Response{}, err
+			}
+		}
+		return fleettest.Right(c), nil
+	})
+	spec := fleettest.HanoiSpec(disks, k, jobSeed)
+	spec.SampleTimeoutMS = 300
+	requests := fleettest.Capture[schemas.SampleRequest](env, bus.SampleSubject(spec.Tenant, spec.JobID))
+	var seen sync.Once
+	sub, err := env.NC.Subscribe(bus.ResultSubject(spec.Tenant, spec.JobID), func(m *nats.Msg) {
+		var res schemas.SampleResult
+		if schemas.Decode(m.Data, &res) == nil && res.Outcome == schemas.OutcomeCancelled {
+			seen.Do(func() { close(cancelledSeen) })
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := env.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	rep := env.Run(&spec)
+	checkSolved(t, rep, disks)
+	if rep.Resampled < 1 {
+		t.Errorf("resampled %d, want >= 1", rep.Resampled)
+	}
+	if rep.CancelledSamples+rep.LateSamples < 1 {
+		t.Errorf("cancelled %d, late %d: the hung sample was not accounted", rep.CancelledSamples, rep.LateSamples)
+	}
+	if rep.WastedSamples < 1 {
+		t.Errorf("wasted %d, want the hung sample", rep.WastedSamples)
+	}
+	select {
+	case err := <-hungCancelled:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("hung call ended with %v, want context.Canceled", err)
+		}
+	default:
+		t.Error("the hung model call was never cancelled")
+	}
+	// The re-sample asks the same question: same index, seed, temperature
+	// and state, a new attempt and sample id.
+	var attempts []schemas.SampleRequest
+	for _, r := range requests.All() {
+		if r.Step == lostStep && r.Index == 0 {
+			attempts = append(attempts, r)
+		}
+	}
+	if len(attempts) < 2 {
+		t.Fatalf("%d requests for step %d index 0, want the original and a re-sample", len(attempts), lostStep)
+	}
+	a, b := attempts[0], attempts[1]
+	if b.Attempt != a.Attempt+1 || b.SampleID == a.SampleID || b.Seed != a.Seed || b.Temperature != 0 || a.Temperature != 0 ||
+		string(b.State) != string(a.State) || b.Epoch != a.Epoch {
+		t.Errorf("re-sample %+v does not repeat %+v under a new attempt", b, a)
+	}
+	if n := model.Calls(); int64(n) < rep.Samples+1 {
+		t.Errorf("%d model calls, want the %d counted plus the hung one", n, rep.Samples)
+	}
+}
+
+// TestMalformedMessagesNeverCrash: garbage and wrong-kind messages on the
+// job, sample, decided and result subjects of a running job are dropped
+// and counted; the job still solves. The report counts the result ones, the
+// voter the request and event ones.
+func TestMalformedMessagesNeverCrash(t *testing.T) {
+	t.Parallel()
+	const disks, k, jobSeed, heldStep = 3, 2, 23, 2
+	held := make(chan struct{})
+	reached := make(chan struct{}, 16)
+	env := fleettest.New(t)
+	model := fleettest.NewFakeModel(fleettest.SeedTable(jobSeed, 1<<disks-1, 64), func(ctx context.Context, c fleettest.Call) (llm.Response, error) {
+		if c.Step == heldStep {
+			reached <- struct{}{}
+			if err := waitFor(ctx, held); err != nil {
+				return llm.Response{}, err
+			}
+		}
+		return fleettest.Right(c), nil
+	})
+	env.StartCoordinator(coordinator.Config{})
+	v := env.StartVoter(model, voter.Config{Concurrency: 8})
+	spec := fleettest.HanoiSpec(disks, k, jobSeed)
+	requests := fleettest.Capture[schemas.SampleRequest](env, bus.SampleSubject(spec.Tenant, spec.JobID))
+
+	// A garbage job first: the coordinator drops it and takes the real one.
+	if err := env.NC.Publish(bus.JobSubject(spec.Tenant), []byte("\x00not a job")); err != nil {
+		t.Fatal(err)
+	}
+	env.Submit(&spec)
+	select {
+	case <-reached:
+	case <-time.After(gateTimeout):
+		t.Fatal("the job never reached the held step")
+	}
+	var epoch int64
+	fleettest.Eventually(t, 10*time.Second, func() bool {
+		for _, r := range requests.All() {
+			if r.Step == heldStep {
+				epoch = r.Epoch
+			}
+		}
+		return epoch != 0
+	}, "no request of step %d seen", heldStep)
+	mustJSON := func(m schemas.Message) []byte {
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	ghostReq := func(task string, state json.RawMessage) []byte {
+		return mustJSON(&schemas.SampleRequest{
+			Header: schemas.NewHeader(schemas.KindSampleRequest), Tenant: spec.Tenant, JobID: "ghost",
+			SampleID: schemas.SampleID(spec.Tenant, "ghost", 0, 1, 0, 0), Epoch: 1,
+			Task: task, Params: json.RawMessage(`{"disks":3}`), State: state, MaxOutputTokens: 750,
+		})
+	}
+	result := func(job string, step int64, epoch int64, index int) []byte {
+		return mustJSON(&schemas.SampleResult{
+			Header: schemas.NewHeader(schemas.KindSampleResult), Tenant: spec.Tenant, JobID: job,
+			SampleID: schemas.SampleID(spec.Tenant, job, step, epoch, index, 0), Step: step, Epoch: epoch, Index: index,
+			Outcome: schemas.OutcomeVote, VoteKey: `{"move":[1,0,2],"next_state":[[3,2],[],[1]]}`, VoterID: "intruder",
+		})
+	}
+	in, _ := hanoi.New(3)
+	badRequests := [][]byte{
+		[]byte("\x00\xff garbage"),
+		[]byte(`{}`),
+		mustJSON(&spec), // a job spec: wrong kind
+		[]byte(`{"v":1,"kind":"sample_request"}`),
+		ghostReq("nosuchtask", in.Initial()), // a task this voter cannot run
+		ghostReq("hanoi", json.RawMessage(`{"pegs":[[3,1],[1],[]]}`)), // a state the task refuses
+	}
+	badEvents := [][]byte{
+		[]byte("decided!"),
+		mustJSON(&spec),
+	}
+	badResults := [][]byte{
+		[]byte("not json"),
+		[]byte(`{}`),
+		mustJSON(&schemas.StepDecided{Header: schemas.NewHeader(schemas.KindStepDecided)}), // wrong kind
+		result("ghost", heldStep, epoch, 0),                                                // another job's result on this job's subject
+		result(spec.JobID, heldStep, epoch, 999),                                           // an index never published
+	}
+	publish := func(subject string, msgs [][]byte) {
+		for _, m := range msgs {
+			if err := env.NC.Publish(subject, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(bus.SampleSubject(spec.Tenant, spec.JobID), badRequests)
+	publish(bus.DecidedSubject(spec.Tenant, spec.JobID), badEvents)
+	publish(bus.ResultSubject(spec.Tenant, spec.JobID), badResults)
+	if err := env.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	want := int64(len(badRequests) + len(badEvents))
+	fleettest.Eventually(t, 10*time.Second, func() bool { return v.Stats().Malformed >= want },
+		"voter counted %d malformed messages, want %d", v.Stats().Malformed, want)
+	close(held)
+
+	rep := env.Wait(spec)
+	checkSolved(t, rep, disks)
+	if rep.MalformedMessages != int64(len(badResults)) {
+		t.Errorf("malformed_messages %d, want %d (late %d)", rep.MalformedMessages, len(badResults), rep.LateSamples)
+	}
+	if got := v.Stats().Malformed; got != want {
+		t.Errorf("voter malformed %d, want %d", got, want)
+	}
+}
