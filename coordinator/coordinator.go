@@ -214,7 +214,35 @@ func (c *Coordinator) handleJob(ctx context.Context, topo *bus.Topology, msg jet
 		log.Info("job handed back at shutdown", "steps", rep.Steps)
 		_ = msg.Nak()
 	default:
+		if md, merr := msg.Metadata(); merr == nil && md.NumDelivered >= maxJobAttempts {
+			log.Error("job failed on every attempt; giving up", "attempts", md.NumDelivered, "err", err)
+			c.failJob(ctx, topo, spec, fmt.Sprintf("failed %d times; last error: %v", md.NumDelivered, err))
+			_ = msg.Term()
+			return
+		}
 		log.Error("job failed; will be retried", "err", err)
 		_ = msg.NakWithDelay(5 * time.Second)
+	}
+}
+
+// maxJobAttempts bounds how often a job that keeps failing (not one handed
+// back at shutdown) is started before it gets a failed report.
+const maxJobAttempts = 5
+
+// failJob stores a failed report for spec.
+func (c *Coordinator) failJob(ctx context.Context, topo *bus.Topology, spec schemas.JobSpec, reason string) {
+	now := time.Now().UTC()
+	rep := schemas.JobReport{
+		Header: schemas.NewHeader(schemas.KindJobReport),
+		Tenant: spec.Tenant, JobID: spec.JobID, Task: spec.Task, Params: spec.Params, K: spec.K,
+		State: schemas.StateFailed, Reason: reason, RedFlags: map[string]int64{},
+		StartedAt: now, FinishedAt: now,
+	}
+	data, err := schemas.Encode(&rep)
+	if err == nil {
+		_, err = topo.Reports.Put(ctx, bus.JobKey(spec.Tenant, spec.JobID), data)
+	}
+	if err != nil {
+		c.log.Error("store failed report", "tenant", spec.Tenant, "job", spec.JobID, "err", err)
 	}
 }
