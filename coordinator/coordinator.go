@@ -37,6 +37,11 @@ type Config struct {
 	// StatusInterval is how often a running job's status is published.
 	// Default 250ms.
 	StatusInterval time.Duration
+	// JobRetryDelay is the wait before a failed job is tried again; it
+	// doubles with each failure, up to 5 minutes. After MaxJobAttempts
+	// failures the job gets a failed report. Defaults 5s and 5.
+	JobRetryDelay  time.Duration
+	MaxJobAttempts int
 	// Bus configures the streams when this coordinator creates them.
 	Bus bus.Config
 	// Logger receives operational logs. Default slog.Default().
@@ -59,6 +64,15 @@ func (c *Config) defaults() error {
 	}
 	if c.StatusInterval == 0 {
 		c.StatusInterval = 250 * time.Millisecond
+	}
+	if c.JobRetryDelay == 0 {
+		c.JobRetryDelay = 5 * time.Second
+	}
+	if c.MaxJobAttempts == 0 {
+		c.MaxJobAttempts = 5
+	}
+	if c.JobRetryDelay < 0 || c.MaxJobAttempts < 1 {
+		return fmt.Errorf("%w: JobRetryDelay must be >= 0 and MaxJobAttempts >= 1", ErrConfig)
 	}
 	if c.StatusInterval < 10*time.Millisecond {
 		return fmt.Errorf("%w: StatusInterval must be >= 10ms", ErrConfig)
@@ -86,7 +100,7 @@ func New(nc *nats.Conn, st *store.Store, cfg Config) (*Coordinator, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: jetstream: %w", err)
 	}
@@ -104,7 +118,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err := c.store.Load(ctx); err != nil {
 		return err
 	}
-	cons, err := c.js.Consumer(ctx, bus.StreamJobs, bus.ConsumerCoordinators)
+	cons, err := c.js.Consumer(ctx, topo.NS.JobsStream(), bus.ConsumerCoordinators)
 	if err != nil {
 		return fmt.Errorf("coordinator: job consumer: %w", err)
 	}
@@ -139,6 +153,11 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			<-slots
 			continue
 		}
+		if ctx.Err() != nil {
+			_ = msg.Nak() // arrived as we stop: straight back for another coordinator
+			<-slots
+			return nil
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -148,13 +167,20 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 }
 
-// fetchOne waits up to a few seconds for one job message; nil if none.
+// jobPullWait bounds one fetch of a job: an idle coordinator asks again
+// this often, and a stopping one waits at most this long.
+const jobPullWait = 250 * time.Millisecond
+
+// fetchOne waits up to jobPullWait for one job message; nil if none. The
+// wait is not cut short at shutdown: a pull cancelled only on our side stays
+// open at the server, and a job delivered into it would sit unseen until its
+// ack wait ran out. Run hands back what it brings at shutdown.
 func fetchOne(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
-	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jobPullWait)
 	defer cancel()
 	batch, err := cons.Fetch(1, jetstream.FetchContext(fctx))
 	if err != nil {
-		if fctx.Err() != nil && ctx.Err() == nil {
+		if fctx.Err() != nil {
 			return nil, nil // no job within the wait
 		}
 		return nil, err
@@ -162,7 +188,10 @@ func fetchOne(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, erro
 	for msg := range batch.Messages() {
 		return msg, nil
 	}
-	return nil, batch.Error()
+	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+		return nil, err
+	}
+	return nil, nil
 }
 
 // handleJob runs one job message to its end and settles the message.
@@ -170,7 +199,7 @@ func (c *Coordinator) handleJob(ctx context.Context, topo *bus.Topology, msg jet
 	var spec schemas.JobSpec
 	if err := schemas.Decode(msg.Data(), &spec); err != nil {
 		c.log.Error("dropping malformed job message", "err", err)
-		_ = msg.Term()
+		_ = msg.TermWithReason("malformed job spec")
 		return
 	}
 	log := c.log.With("tenant", spec.Tenant, "job", spec.JobID)
@@ -198,36 +227,51 @@ func (c *Coordinator) handleJob(ctx context.Context, topo *bus.Topology, msg jet
 			}
 		}
 	}()
-	rep, err := c.RunJob(ctx, topo, spec)
+	rep, err := c.runJobSafely(ctx, topo, spec)
 	stopHB()
 	hb.Wait()
+	ref := store.JobRef{Tenant: spec.Tenant, JobID: spec.JobID}
 
 	switch {
 	case err == nil:
 		log.Info("job finished", "state", rep.State, "steps", rep.Steps, "errors", rep.Errors,
 			"samples_per_step", rep.SamplesPerStep, "wall_seconds", rep.WallSeconds)
+		_ = c.store.ClearFailures(ctx, ref)
 		_ = msg.Ack()
 	case errors.Is(err, ErrInvalidJob):
 		log.Error("job refused", "err", err)
-		_ = msg.Term()
+		_ = msg.TermWithReason("invalid job")
 	case ctx.Err() != nil:
 		log.Info("job handed back at shutdown", "steps", rep.Steps)
 		_ = msg.Nak()
 	default:
-		if md, merr := msg.Metadata(); merr == nil && md.NumDelivered >= maxJobAttempts {
-			log.Error("job failed on every attempt; giving up", "attempts", md.NumDelivered, "err", err)
-			c.failJob(ctx, topo, spec, fmt.Sprintf("failed %d times; last error: %v", md.NumDelivered, err))
-			_ = msg.Term()
+		// Failures are counted in Redis, not by deliveries: a job handed
+		// back at shutdown has not failed. Without Redis nothing can be
+		// counted, and the job is simply retried.
+		n, cerr := c.store.AddFailure(ctx, ref)
+		if cerr == nil && n >= int64(c.cfg.MaxJobAttempts) {
+			log.Error("job failed on every attempt; giving up", "attempts", n, "err", err)
+			c.failJob(ctx, topo, spec, fmt.Sprintf("failed %d times; last error: %v", n, err))
+			_ = c.store.ClearFailures(ctx, ref)
+			_ = msg.TermWithReason("failed too often")
 			return
 		}
-		log.Error("job failed; will be retried", "err", err)
-		_ = msg.NakWithDelay(5 * time.Second)
+		delay := min(c.cfg.JobRetryDelay<<min(max(n-1, 0), 6), 5*time.Minute)
+		log.Error("job failed; will be retried", "err", err, "attempt", n, "retry_in", delay)
+		_ = msg.NakWithDelay(delay)
 	}
 }
 
-// maxJobAttempts bounds how often a job that keeps failing (not one handed
-// back at shutdown) is started before it gets a failed report.
-const maxJobAttempts = 5
+// runJobSafely runs the job, turning a panic (a task's bug, say) into an
+// error, so one job cannot take down the others on this coordinator.
+func (c *Coordinator) runJobSafely(ctx context.Context, topo *bus.Topology, spec schemas.JobSpec) (rep schemas.JobReport, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("coordinator: panic running job: %v", p)
+		}
+	}()
+	return c.RunJob(ctx, topo, spec)
+}
 
 // failJob stores a failed report for spec.
 func (c *Coordinator) failJob(ctx context.Context, topo *bus.Topology, spec schemas.JobSpec, reason string) {

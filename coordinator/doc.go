@@ -2,7 +2,7 @@
 // asking voters for samples and deciding each step by first-to-ahead-by-k
 // voting, tallied atomically in Redis.
 //
-// Consumes:
+// Consumes (names of the default namespace; see bus.Namespace):
 //   - job specs (schemas.JobSpec) from stream MAKER_JOBS through the durable
 //     consumer "coordinators", shared by every coordinator replica;
 //   - sample results (schemas.SampleResult) of each running job from stream
@@ -26,9 +26,12 @@
 // uncounted, the coordinator tops up to k − ℓ − u more samples: no candidate
 // can win before k − ℓ more valid votes, so no wave overshoots the
 // sequential rule, and red-flagged samples are replaced. The next step
-// starts from the winner's own next state. A sample without a result after
-// the job's sample timeout is re-published under a new sample id (same
-// index, next attempt); the tally keeps whichever answer arrives first. A
-// step that reaches the sample cap undecided ends the job as no_consensus,
-// with the step's tally in the report.
+// starts from the winner's own next state. A vote is counted only if the
+// task can move on from its key. A sample without a result after the job's
+// sample timeout is re-published under a new sample id (same index, next
+// attempt, each attempt waiting twice as long as the last, up to 16
+// timeouts); the tally keeps whichever answer arrives first. A step that
+// reaches the sample cap undecided ends the job as no_consensus, with the
+// step's tally in the report. A job that fails otherwise is retried with
+// backoff and gets a failed report after Config.MaxJobAttempts failures.
 package coordinator

@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,9 +67,9 @@ func TestLostSampleResampled(t *testing.T) {
 	})
 	spec := fleettest.HanoiSpec(disks, k, jobSeed)
 	spec.SampleTimeoutMS = 300
-	requests := fleettest.Capture[schemas.SampleRequest](env, bus.SampleSubject(spec.Tenant, spec.JobID))
+	requests := fleettest.Capture[schemas.SampleRequest](env, bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID))
 	var seen sync.Once
-	sub, err := env.NC.Subscribe(bus.ResultSubject(spec.Tenant, spec.JobID), func(m *nats.Msg) {
+	sub, err := env.NC.Subscribe(bus.DefaultNamespace.ResultSubject(spec.Tenant, spec.JobID), func(m *nats.Msg) {
 		var res schemas.SampleResult
 		if schemas.Decode(m.Data, &res) == nil && res.Outcome == schemas.OutcomeCancelled {
 			seen.Do(func() { close(cancelledSeen) })
@@ -141,10 +145,10 @@ func TestMalformedMessagesNeverCrash(t *testing.T) {
 	env.StartCoordinator(coordinator.Config{})
 	v := env.StartVoter(model, voter.Config{Concurrency: 8})
 	spec := fleettest.HanoiSpec(disks, k, jobSeed)
-	requests := fleettest.Capture[schemas.SampleRequest](env, bus.SampleSubject(spec.Tenant, spec.JobID))
+	requests := fleettest.Capture[schemas.SampleRequest](env, bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID))
 
 	// A garbage job first: the coordinator drops it and takes the real one.
-	if err := env.NC.Publish(bus.JobSubject(spec.Tenant), []byte("\x00not a job")); err != nil {
+	if err := env.NC.Publish(bus.DefaultNamespace.JobSubject(spec.Tenant), []byte("\x00not a job")); err != nil {
 		t.Fatal(err)
 	}
 	env.Submit(&spec)
@@ -210,9 +214,9 @@ func TestMalformedMessagesNeverCrash(t *testing.T) {
 			}
 		}
 	}
-	publish(bus.SampleSubject(spec.Tenant, spec.JobID), badRequests)
-	publish(bus.DecidedSubject(spec.Tenant, spec.JobID), badEvents)
-	publish(bus.ResultSubject(spec.Tenant, spec.JobID), badResults)
+	publish(bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID), badRequests)
+	publish(bus.DefaultNamespace.DecidedSubject(spec.Tenant, spec.JobID), badEvents)
+	publish(bus.DefaultNamespace.ResultSubject(spec.Tenant, spec.JobID), badResults)
 	if err := env.NC.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -228,5 +232,189 @@ func TestMalformedMessagesNeverCrash(t *testing.T) {
 	}
 	if got := v.Stats().Malformed; got != want {
 		t.Errorf("voter malformed %d, want %d", got, want)
+	}
+}
+
+// TestUnreadableVotesDropped: a rogue voter answers the first request of
+// index 0 at three steps, before the honest voter (whose model never
+// answers those calls), with schema-valid votes whose keys the task cannot
+// read: garbage, another spelling of the right answer (counting it would
+// split the right answer's votes), a move of a disk that does not exist.
+// Each is dropped with a reason, counted in malformed_messages and never
+// tallied; the index is re-sampled after the sample timeout, so the job
+// solves with exactly k votes a step.
+func TestUnreadableVotesDropped(t *testing.T) {
+	t.Parallel()
+	const disks, k, jobSeed = 3, 2, 29
+	const steps = 1<<disks - 1
+	keys, _ := fleettest.Golden(disks)
+	spaced := strings.ReplaceAll(keys[2], `":`, `": `)
+	noSuchDisk, err := hanoi.DecodeAnswer(keys[4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSuchDisk.Move[0] = disks + 1
+	rogue := map[int64]string{0: "garbage-key", 2: spaced, 4: noSuchDisk.Key()}
+
+	env := fleettest.New(t)
+	model := fleettest.NewFakeModel(fleettest.SeedTable(jobSeed, steps, 64), func(ctx context.Context, c fleettest.Call) (llm.Response, error) {
+		if _, ok := rogue[c.Step]; ok && c.Index == 0 && c.Seq == 0 {
+			<-ctx.Done() // only the rogue answers this one
+			return llm.Response{}, ctx.Err()
+		}
+		return fleettest.Right(c), nil
+	})
+	env.StartCoordinator(coordinator.Config{})
+	env.StartVoter(model, voter.Config{Concurrency: 8})
+	spec := fleettest.HanoiSpec(disks, k, jobSeed)
+	spec.SampleTimeoutMS = 300
+	terms := fleettest.Terminations(env, bus.DefaultNamespace.ResultsStream(), "*")
+	requests := fleettest.Capture[schemas.SampleRequest](env, bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID))
+	var injected atomic.Int64
+	sub, err := env.NC.Subscribe(bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID), func(m *nats.Msg) {
+		var req schemas.SampleRequest
+		if schemas.Decode(m.Data, &req) != nil {
+			return
+		}
+		key, ok := rogue[req.Step]
+		if !ok || req.Index != 0 || req.Attempt != 0 {
+			return
+		}
+		res := schemas.SampleResult{
+			Header: schemas.NewHeader(schemas.KindSampleResult), Tenant: req.Tenant, JobID: req.JobID,
+			SampleID: req.SampleID, Step: req.Step, Epoch: req.Epoch, Index: req.Index, Attempt: req.Attempt,
+			Outcome: schemas.OutcomeVote, VoteKey: key, VoterID: "rogue",
+		}
+		data, err := schemas.Encode(&res)
+		if err != nil {
+			t.Errorf("rogue result: %v", err)
+			return
+		}
+		if err := env.NC.Publish(bus.DefaultNamespace.ResultSubject(req.Tenant, req.JobID), data); err == nil {
+			injected.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
+	rep := env.Run(&spec)
+	checkSolved(t, rep, disks)
+	if n := injected.Load(); n != int64(len(rogue)) {
+		t.Fatalf("the rogue voter answered %d requests, want %d", n, len(rogue))
+	}
+	if rep.MalformedMessages != int64(len(rogue)) {
+		t.Errorf("malformed_messages %d, want the %d rogue votes", rep.MalformedMessages, len(rogue))
+	}
+	if rep.Votes != k*steps || rep.Samples != k*steps {
+		t.Errorf("votes %d, samples %d; want %d each: a rogue vote was tallied", rep.Votes, rep.Samples, k*steps)
+	}
+	var resampled []int64
+	for _, r := range requests.All() {
+		if r.Attempt > 0 {
+			resampled = append(resampled, r.Step)
+		}
+	}
+	for step := range rogue {
+		if !slices.Contains(resampled, step) {
+			t.Errorf("step %d was not re-sampled (re-sampled steps %v): the rogue's vote must not answer its index", step, resampled)
+		}
+	}
+	got := terms()
+	if len(got) != len(rogue) {
+		t.Fatalf("%d results terminated, want the %d rogue votes: %+v", len(got), len(rogue), got)
+	}
+	for _, a := range got {
+		if a.Reason != "vote key the task cannot read" {
+			t.Errorf("result terminated with reason %q, want %q", a.Reason, "vote key the task cannot read")
+		}
+	}
+}
+
+// TestPermanentModelErrorResampled: the model refuses one sample for good
+// (an error wrapping llm.ErrPermanent). The voter drops the request rather
+// than handing it back, so no voter retries it; the coordinator re-samples
+// the index after its sample timeout and the job solves.
+func TestPermanentModelErrorResampled(t *testing.T) {
+	t.Parallel()
+	const disks, k, jobSeed, refusedStep = 3, 2, 37, 1
+	env := fleettest.New(t)
+	model := fleettest.NewFakeModel(fleettest.SeedTable(jobSeed, 1<<disks-1, 64), func(_ context.Context, c fleettest.Call) (llm.Response, error) {
+		if c.Step == refusedStep && c.Index == 0 && c.Seq == 0 {
+			return llm.Response{}, fmt.Errorf("%w: status 400: prompt rejected", llm.ErrPermanent)
+		}
+		return fleettest.Right(c), nil
+	})
+	env.StartCoordinator(coordinator.Config{})
+	v := env.StartVoter(model, voter.Config{Concurrency: 8})
+	spec := fleettest.HanoiSpec(disks, k, jobSeed)
+	spec.SampleTimeoutMS = 300
+	requests := fleettest.Capture[schemas.SampleRequest](env, bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID))
+
+	rep := env.Run(&spec)
+	checkSolved(t, rep, disks)
+	if st := v.Stats(); st.ModelErrors != 1 || st.HandedBack != 0 {
+		t.Errorf("voter stats %+v, want exactly 1 model error", st)
+	}
+	var attempts []int
+	for _, r := range requests.All() {
+		if r.Step == refusedStep && r.Index == 0 {
+			attempts = append(attempts, r.Attempt)
+		}
+	}
+	// Attempt 1 is the coordinator's re-sample: a redelivered request
+	// would have been answered as attempt 0.
+	if len(attempts) < 2 || attempts[0] != 0 || attempts[1] != 1 || rep.Resampled < 1 {
+		t.Errorf("step %d index 0 published as attempts %v (resampled %d), want 0 then the re-sample 1",
+			refusedStep, attempts, rep.Resampled)
+	}
+}
+
+// TestResampleBackoff: an index whose model call never returns is
+// re-published after the sample timeout T, then after 2T, 4T, 8T and 16T,
+// and from then on every 16T: an answer that is only slow is not paid for
+// again and again. The job never gives up on the index and solves once
+// the model answers.
+func TestResampleBackoff(t *testing.T) {
+	t.Parallel()
+	const disks, k, jobSeed, lostStep, unanswered = 2, 1, 31, 1, 6
+	const timeout = 40 * time.Millisecond
+	env := fleettest.New(t)
+	model := fleettest.NewFakeModel(fleettest.SeedTable(jobSeed, 1<<disks-1, 64), func(ctx context.Context, c fleettest.Call) (llm.Response, error) {
+		if c.Step == lostStep && c.Index == 0 && c.Seq < unanswered {
+			<-ctx.Done() // lost until the step is decided
+			return llm.Response{}, ctx.Err()
+		}
+		return fleettest.Right(c), nil
+	})
+	env.StartCoordinator(coordinator.Config{})
+	env.StartVoter(model, voter.Config{Concurrency: unanswered + 2})
+	spec := fleettest.HanoiSpec(disks, k, jobSeed)
+	spec.SampleTimeoutMS = timeout.Milliseconds()
+	requests := fleettest.Capture[schemas.SampleRequest](env, bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID))
+
+	rep := env.Run(&spec)
+	checkSolved(t, rep, disks)
+	var attempts []schemas.SampleRequest
+	for _, r := range requests.All() {
+		if r.Step == lostStep && r.Index == 0 {
+			attempts = append(attempts, r)
+		}
+	}
+	if len(attempts) != unanswered+1 || rep.Resampled < unanswered {
+		t.Fatalf("%d requests for the lost index (resampled %d), want %d", len(attempts), rep.Resampled, unanswered+1)
+	}
+	for i := 1; i < len(attempts); i++ {
+		if attempts[i].Attempt != i {
+			t.Fatalf("request %d is attempt %d", i, attempts[i].Attempt)
+		}
+		gap := attempts[i].IssuedAt.Sub(attempts[i-1].IssuedAt)
+		want := timeout << min(i-1, 4)
+		// Late by at most a sweep tick (T/4) plus scheduling: well short
+		// of the next doubling, so the 16T cap shows too.
+		if gap < want || gap > want+want/4+150*time.Millisecond {
+			t.Errorf("attempt %d published %s after attempt %d, want %s (timeout × %d)", i, gap, i-1, want, want/timeout)
+		}
 	}
 }

@@ -74,7 +74,7 @@ func TestCoordinatorHandsJobBack(t *testing.T) {
 	env.StartVoter(model, voter.Config{Concurrency: 8})
 	c1 := env.StartCoordinator(coordinator.Config{ID: "coordinator-1"})
 	spec := fleettest.HanoiSpec(disks, k, jobSeed)
-	requests := fleettest.Capture[schemas.SampleRequest](env, bus.SampleSubject(spec.Tenant, spec.JobID))
+	requests := fleettest.Capture[schemas.SampleRequest](env, bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID))
 	env.Submit(&spec)
 
 	deadline := time.After(20 * time.Second)
@@ -125,7 +125,7 @@ func TestInvalidJobRefused(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := env.JS.Publish(ctx, bus.JobSubject(bad.Tenant), data); err != nil {
+	if _, err := env.JS.Publish(ctx, bus.DefaultNamespace.JobSubject(bad.Tenant), data); err != nil {
 		t.Fatal(err)
 	}
 	rep := env.Wait(bad)
@@ -157,7 +157,7 @@ func TestNewRunIsNotSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.NC.Publish(bus.DecidedSubject(spec.Tenant, spec.JobID), ev); err != nil {
+	if err := env.NC.Publish(bus.DefaultNamespace.DecidedSubject(spec.Tenant, spec.JobID), ev); err != nil {
 		t.Fatal(err)
 	}
 	env.Submit(&spec)

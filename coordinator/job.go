@@ -73,7 +73,7 @@ func (c *Coordinator) RunJob(ctx context.Context, topo *bus.Topology, spec schem
 		log:      c.log.With("tenant", spec.Tenant, "job", spec.JobID),
 		spec:     spec,
 		ref:      store.JobRef{Tenant: spec.Tenant, JobID: spec.JobID},
-		sampleSj: bus.SampleSubject(spec.Tenant, spec.JobID),
+		sampleSj: topo.NS.SampleSubject(spec.Tenant, spec.JobID),
 		timeout:  time.Duration(spec.SampleTimeoutMS) * time.Millisecond,
 		trace:    sha256.New(),
 		start:    time.Now(),
@@ -120,10 +120,10 @@ func (r *jobRun) run(ctx context.Context) error {
 	if _, _, err := r.c.store.OpenStep(ctx, r.ref, 0, r.epoch); err != nil {
 		return err
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, bus.StreamResults, jetstream.ConsumerConfig{
+	cons, err := js.CreateOrUpdateConsumer(ctx, r.topo.NS.ResultsStream(), jetstream.ConsumerConfig{
 		Durable:           bus.ResultConsumer(r.spec.Tenant, r.spec.JobID),
 		Description:       "results of one job, read by the coordinator running it",
-		FilterSubject:     bus.ResultSubject(r.spec.Tenant, r.spec.JobID),
+		FilterSubject:     r.topo.NS.ResultSubject(r.spec.Tenant, r.spec.JobID),
 		AckPolicy:         jetstream.AckExplicitPolicy,
 		AckWait:           30 * time.Second,
 		MaxAckPending:     4096,
@@ -215,7 +215,7 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 		if err := schemas.Decode(m.Data(), &res); err != nil || res.Tenant != r.spec.Tenant || res.JobID != r.spec.JobID {
 			r.rep.MalformedMessages++
 			r.log.Warn("dropping malformed result", "err", err, "subject", m.Subject())
-			_ = m.Term()
+			_ = m.TermWithReason("malformed result")
 			continue
 		}
 		r.rep.PromptTokens += int64(res.PromptTokens)
@@ -228,8 +228,18 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 		if res.Index >= r.dispatched {
 			r.rep.MalformedMessages++
 			r.log.Warn("dropping result for an index never published", "step", res.Step, "index", res.Index)
-			_ = m.Term()
+			_ = m.TermWithReason("index never published")
 			continue
+		}
+		if res.Outcome == schemas.OutcomeVote {
+			// A voter's key is counted only if the task could move on from
+			// it: a rogue or broken voter cannot win a step with garbage.
+			if _, err := r.inst.Next(r.state, task.Vote{Key: res.VoteKey}); err != nil {
+				r.rep.MalformedMessages++
+				r.log.Warn("dropping a vote the task cannot read", "voter", res.VoterID, "step", res.Step, "index", res.Index, "err", err)
+				_ = m.TermWithReason("vote key the task cannot read")
+				continue
+			}
 		}
 		if res.Outcome == schemas.OutcomeSkipped || res.Outcome == schemas.OutcomeCancelled {
 			// A voter thought this step decided (an old event); ask again.
@@ -409,15 +419,26 @@ func (r *jobRun) publish(ctx context.Context, index, attempt int) error {
 	return ctx.Err()
 }
 
-// resampleOverdue re-publishes samples whose answer is overdue.
+// resampleOverdue re-publishes samples whose answer is overdue. Each
+// attempt waits twice as long as the one before (up to 16 timeouts): an
+// answer that is only slow (a backlog, a rate-limited model retrying) is
+// not paid for again and again, and the fleet is not flooded when it is
+// already behind. A job never gives up on an index: the model may come
+// back; voters log why it does not answer.
 func (r *jobRun) resampleOverdue(ctx context.Context) error {
 	now := time.Now()
 	for idx, p := range r.pending {
-		if now.Sub(p.sentAt) >= r.timeout {
-			r.log.Debug("sample overdue; re-publishing", "step", r.step, "index", idx, "attempt", p.attempt+1)
-			if err := r.publish(ctx, idx, p.attempt+1); err != nil {
-				return err
-			}
+		if now.Sub(p.sentAt) < r.timeout<<min(p.attempt, 4) {
+			continue
+		}
+		lvl := slog.LevelDebug
+		if p.attempt >= 2 {
+			lvl = slog.LevelWarn
+		}
+		r.log.Log(ctx, lvl, "sample still unanswered; re-publishing (is the model reachable? see the voters' logs)",
+			"step", r.step, "index", idx, "attempt", p.attempt+1)
+		if err := r.publish(ctx, idx, p.attempt+1); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -473,7 +494,7 @@ func (r *jobRun) decide(ctx context.Context, d *store.Decision) error {
 			Tally: d.Tally, DecidedAt: time.Now().UTC(),
 		}
 		if data, err := json.Marshal(&ev); err == nil {
-			_ = r.c.nc.Publish(bus.DecidedSubject(r.spec.Tenant, r.spec.JobID), data)
+			_ = r.c.nc.Publish(r.topo.NS.DecidedSubject(r.spec.Tenant, r.spec.JobID), data)
 		}
 	}
 
@@ -587,15 +608,15 @@ func (r *jobRun) cleanup(ctx context.Context) error {
 		return err
 	}
 	js := r.c.js
-	if s, err := js.Stream(ctx, bus.StreamSamples); err == nil {
+	if s, err := js.Stream(ctx, r.topo.NS.SamplesStream()); err == nil {
 		_ = s.Purge(ctx, jetstream.WithPurgeSubject(r.sampleSj))
 	}
-	err := js.DeleteConsumer(ctx, bus.StreamResults, bus.ResultConsumer(r.spec.Tenant, r.spec.JobID))
+	err := js.DeleteConsumer(ctx, r.topo.NS.ResultsStream(), bus.ResultConsumer(r.spec.Tenant, r.spec.JobID))
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("coordinator: delete result consumer: %w", err)
 	}
-	if s, err := js.Stream(ctx, bus.StreamResults); err == nil {
-		_ = s.Purge(ctx, jetstream.WithPurgeSubject(bus.ResultSubject(r.spec.Tenant, r.spec.JobID)))
+	if s, err := js.Stream(ctx, r.topo.NS.ResultsStream()); err == nil {
+		_ = s.Purge(ctx, jetstream.WithPurgeSubject(r.topo.NS.ResultSubject(r.spec.Tenant, r.spec.JobID)))
 	}
 	return nil
 }

@@ -219,7 +219,7 @@ func TestNextStateFromWinner(t *testing.T) {
 			})
 			spec := fleettest.HanoiSpec(disks, k, jobSeed)
 			spec.MaxSamplesPerStep = 20
-			requests := fleettest.Capture[schemas.SampleRequest](env, bus.SampleSubject(spec.Tenant, spec.JobID))
+			requests := fleettest.Capture[schemas.SampleRequest](env, bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID))
 			rep := env.Run(&spec)
 			checkCounters(t, rep)
 

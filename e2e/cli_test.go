@@ -87,7 +87,17 @@ func TestBadInputIsRefused(t *testing.T) {
 		{"run sim accuracy 0", []string{"run", "--disks", "5", "--sim-accuracy", "0"}, "--sim-accuracy 0 must be in (0, 1]"},
 		{"run concurrency 0", []string{"run", "--disks", "5", "--concurrency", "0"}, "--concurrency must be >= 1"},
 		{"run model url without model", []string{"run", "--disks", "5", "--llm-base-url", "http://127.0.0.1:1/v1"}, "--model is required"},
+		{"run sim accuracy 0.5 without k", []string{"run", "--disks", "3", "--sim-accuracy", "0.5"},
+			"cannot choose k: the simulated model's accuracy at temperature 0.1 (--sim-accuracy) is 0.5"},
+		{"run temperature-rest 3", []string{"run", "--disks", "3", "--temperature-rest", "3"}, "--temperature-rest 3 must be between 0 and 2"},
+		{"run temperature-first -1", []string{"run", "--disks", "3", "--temperature-first", "-1"}, "--temperature-first -1 must be between 0 and 2"},
+		{"run sim-malformed-rate 1", []string{"run", "--disks", "3", "--sim-malformed-rate", "1"}, "no vote could ever be counted"},
+		{"run malformed and overlong rates 1", []string{"run", "--disks", "3", "--sim-malformed-rate", "0.5", "--sim-overlong-rate", "0.5"}, "no vote could ever be counted"},
 		{"bench runs 0", []string{"bench", "--disks", "5", "--runs", "0"}, "--runs must be >= 1"},
+		{"bench llm-base-url", []string{"bench", "--disks", "3", "--llm-base-url", "x"}, "bench always uses the zero-latency simulated model"},
+		{"bench llm-base-url and model", []string{"bench", "--disks", "3", "--llm-base-url", "http://127.0.0.1:1/v1", "--model", "m"},
+			"bench always uses the zero-latency simulated model"},
+		{"bench temperature-rest 3", []string{"bench", "--disks", "3", "--temperature-rest", "3"}, "--temperature-rest 3 must be between 0 and 2"},
 		{"voter without model url", []string{"voter", "--nats", svc.natsURL, "--model", "sim-1"}, "--llm-base-url is required"},
 		{"voter without model", []string{"voter", "--nats", svc.natsURL, "--llm-base-url", "http://127.0.0.1:1/v1"}, "--model is required"},
 		{"voter concurrency 0", []string{"voter", "--nats", svc.natsURL, "--llm-base-url", "http://127.0.0.1:1/v1", "--model", "m", "--concurrency", "0"}, "--concurrency must be >= 1"},
@@ -287,6 +297,21 @@ func TestRunJSON(t *testing.T) {
 	}
 	if text.stderr != "" {
 		t.Errorf("--quiet still wrote to stderr: %q", text.stderr)
+	}
+}
+
+// TestRunBelowHalfAccuracyWithK: a simulated model no better than a coin
+// toss leaves k unchosen, but with --k given the run goes ahead (with no
+// theory figures: there is no usable estimate of p).
+func TestRunBelowHalfAccuracyWithK(t *testing.T) {
+	res := runMaker(t, 60*time.Second, "run", "--disks", "3", "--sim-accuracy", "0.5", "--k", "2", "--json", "--quiet")
+	if res.code != 0 {
+		t.Fatalf("run exited %d: %s", res.code, res.stderr)
+	}
+	rep := parseReport(t, res.stdout)
+	if rep.K != 2 || rep.Steps < 1 || rep.PEstimate != 0 || rep.ExpectedSamplesPerStep != 0 {
+		t.Errorf("k %d, steps %d, p_estimate %v, expected samples/step %v; want k 2, steps run, no theory",
+			rep.K, rep.Steps, rep.PEstimate, rep.ExpectedSamplesPerStep)
 	}
 }
 

@@ -81,8 +81,8 @@ func (s *services) waitWaiting(t *testing.T, stream, consumer string, n int, wat
 func (s *services) waitFleet(t *testing.T, coord *proc, voters ...*proc) {
 	t.Helper()
 	all := append([]*proc{coord}, voters...)
-	s.waitWaiting(t, bus.StreamJobs, bus.ConsumerCoordinators, 1, all...)
-	s.waitWaiting(t, bus.StreamSamples, bus.ConsumerVoters, len(voters), all...)
+	s.waitWaiting(t, bus.DefaultNamespace.JobsStream(), bus.ConsumerCoordinators, 1, all...)
+	s.waitWaiting(t, bus.DefaultNamespace.SamplesStream(), bus.ConsumerVoters, len(voters), all...)
 }
 
 // status reads a job's progress from the status bucket; ok is false while
@@ -91,7 +91,7 @@ func (s *services) status(t *testing.T, jobID string) (schemas.JobStatus, bool) 
 	t.Helper()
 	ctx, cancel := opCtx()
 	defer cancel()
-	kv, err := s.js.KeyValue(ctx, bus.BucketStatus)
+	kv, err := s.js.KeyValue(ctx, bus.DefaultNamespace.StatusBucket())
 	if err != nil {
 		return schemas.JobStatus{}, false
 	}
@@ -112,7 +112,7 @@ func (s *services) jobMessages(t *testing.T) int64 {
 	t.Helper()
 	ctx, cancel := opCtx()
 	defer cancel()
-	st, err := s.js.Stream(ctx, bus.StreamJobs)
+	st, err := s.js.Stream(ctx, bus.DefaultNamespace.JobsStream())
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return -1
 	}

@@ -192,6 +192,22 @@ func TestVoterKilledMidRun(t *testing.T) {
 		t.Errorf("trace_sha256 %s, want the true solution's %s", rep.TraceSHA256, want)
 	}
 	checkAccounting(t, rep)
+	// No vote counted twice, none lost: the simulated model answers a
+	// function of the request, votes count in index order and a re-sample
+	// asks the same question, so the killed voter's run must count exactly
+	// what a fault-free run of the same job counts. A vote counted twice
+	// (or a lost one) would shift some step's decision point.
+	clean := runMaker(t, 120*time.Second, "run", "--task", "hanoi", "--disks", strconv.Itoa(disks), "--k", "4",
+		"--sim-accuracy", "0.9", "--seed", "7", "--json", "--quiet")
+	if clean.code != 0 {
+		t.Fatalf("fault-free run exited %d: %s", clean.code, clean.stderr)
+	}
+	want := parseReport(t, clean.stdout)
+	if rep.Samples != want.Samples || rep.Votes != want.Votes || rep.RedFlagged != want.RedFlagged ||
+		rep.MaxSamplesInStep != want.MaxSamplesInStep || rep.TraceSHA256 != want.TraceSHA256 {
+		t.Errorf("counted %d samples (%d votes, %d red flags, hardest step %d), a fault-free run %d (%d, %d, %d)",
+			rep.Samples, rep.Votes, rep.RedFlagged, rep.MaxSamplesInStep, want.Samples, want.Votes, want.RedFlagged, want.MaxSamplesInStep)
+	}
 	// The victim's call was for an index its step cannot be decided
 	// without (waves never overshoot), so it must have been re-sampled.
 	if rep.Resampled < 1 {
@@ -389,4 +405,46 @@ func TestCoordinatorSIGTERMHandsJobBack(t *testing.T) {
 	}
 	t.Logf("first coordinator stopped at step %d/%d; the second ran the job again from step 0 (report: %d steps, %.2fs)",
 		stoppedAt.Steps, total, rep.Steps, rep.WallSeconds)
+}
+
+// TestSubmitConflictingJobID: a job id belongs to the job that finished
+// under it. Submitting another job (other disks) under that id is refused
+// as bad input, naming the conflict, and nothing is enqueued; submitting
+// the same job again prints the existing report without running it again.
+func TestSubmitConflictingJobID(t *testing.T) {
+	const jobID = "taken"
+	svc := startServices(t, true)
+	model := startSim(t, "simllm", "--accuracy", "1", "--seed", "3") // k 1 solves
+	coord := svc.startCoordinator(t, "coordinator")
+	v := svc.startVoter(t, "voter", model.url, "--concurrency", "4")
+	svc.waitFleet(t, coord, v)
+
+	first := runMaker(t, 60*time.Second, submitArgs(svc.natsURL, 4, 1, 3, "--job-id", jobID)...)
+	if first.code != 0 {
+		t.Fatalf("first submit exited %d: %s", first.code, first.stderr)
+	}
+	rep := parseReport(t, first.stdout)
+	if !rep.Solved || rep.JobID != jobID {
+		t.Fatalf("first job: %s %s, want %s solved", rep.JobID, rep.State, jobID)
+	}
+
+	other := runMaker(t, 60*time.Second, "submit", "--nats", svc.natsURL, "--job-id", jobID, "--disks", "3", "--k", "1", "--wait")
+	checkRefused(t, other, "different job")
+	if !strings.Contains(other.stderr, jobID) {
+		t.Errorf("the refusal does not name the job id: %q", other.stderr)
+	}
+	if n := svc.jobMessages(t); n != 0 {
+		t.Errorf("the refused submit left %d messages in the job stream", n)
+	}
+
+	again := runMaker(t, 60*time.Second, submitArgs(svc.natsURL, 4, 1, 3, "--job-id", jobID)...)
+	if again.code != 0 {
+		t.Fatalf("resubmitting the same job exited %d: %s", again.code, again.stderr)
+	}
+	if rep2 := parseReport(t, again.stdout); rep2.TraceSHA256 != rep.TraceSHA256 || !rep2.StartedAt.Equal(rep.StartedAt) {
+		t.Errorf("the same job submitted again printed a report started %s, want the first run's (%s)", rep2.StartedAt, rep.StartedAt)
+	}
+	if n := strings.Count(coord.stderr(), "job finished"); n != 1 {
+		t.Errorf("the coordinator finished %d jobs, want the one run", n)
+	}
 }

@@ -2,7 +2,7 @@ package schemas
 
 import (
 	"encoding/json"
-	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -91,7 +91,19 @@ func checkPosition(k, tenant, job, sampleID string, step, epoch int64, index, at
 
 // SampleID builds a sample id.
 func SampleID(tenant, job string, step, epoch int64, index, attempt int) string {
-	return fmt.Sprintf("%s/%s/%d/%d/%d/%d", tenant, job, step, epoch, index, attempt)
+	b := make([]byte, 0, len(tenant)+len(job)+48)
+	b = append(b, tenant...)
+	b = append(b, '/')
+	b = append(b, job...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, step, 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, epoch, 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(attempt), 10)
+	return string(b)
 }
 
 // Sample outcomes.

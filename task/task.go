@@ -64,7 +64,10 @@ type Instance interface {
 	// cannot read yields an error wrapping ErrMalformed: a red flag.
 	Parse(s State, reply string) (Vote, error)
 	// Next returns the state after the winning vote v was decided from s.
-	// It takes the state from the vote itself, never recomputes it.
+	// It takes the state from the vote itself, never recomputes it. A key
+	// Parse could not have produced (unreadable, or not canonical) yields
+	// an error wrapping ErrMalformed: the coordinator checks every vote it
+	// receives this way before counting it.
 	Next(s State, v Vote) (State, error)
 	// Done reports whether s is a goal state.
 	Done(s State) bool

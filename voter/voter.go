@@ -1,9 +1,10 @@
 // Package voter is the stateless worker that draws MAKER samples.
 //
-// Consumes:
+// Consumes (names of the default namespace):
 //   - sample requests (schemas.SampleRequest) from stream MAKER_SAMPLES
 //     through the durable pull consumer "voters", which every voter shares:
-//     adding voters adds sampling capacity;
+//     adding voters adds sampling capacity. A voter reserves a slot before
+//     it pulls, so it holds no request it is not working on;
 //   - step-decided events (schemas.StepDecided) on core subject
 //     maker.v1.decided.>, to skip queued samples of decided steps without
 //     calling the model and to cancel calls in flight.
@@ -18,8 +19,9 @@
 // tokens than the request allows, or a reply the task's strict parser
 // rejects. It answers with the canonical vote key or the red-flag reason,
 // the token usage and the latency, and only then acks the request. Message
-// fate: answered → Ack; undecodable → Term; model failure → NakWithDelay, so
-// another voter or a later attempt takes it.
+// fate: answered → Ack; undecodable, or a request the model refuses (bad
+// request, bad key) → TermWithReason; any other model failure →
+// NakWithDelay, so another voter or a later attempt takes it.
 package voter
 
 import (
@@ -162,7 +164,7 @@ func (v *Voter) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cons, err := v.js.Consumer(ctx, bus.StreamSamples, bus.ConsumerVoters)
+	cons, err := v.js.Consumer(ctx, topo.NS.SamplesStream(), bus.ConsumerVoters)
 	if err != nil {
 		return fmt.Errorf("voter: consumer: %w", err)
 	}
@@ -172,49 +174,22 @@ func (v *Voter) Run(ctx context.Context) error {
 		keepAlive = info.Config.AckWait / 3
 	}
 
-	sub, err := v.nc.Subscribe(bus.DecidedWildcard, v.onDecided)
+	sub, err := v.nc.Subscribe(topo.NS.DecidedWildcard(), v.onDecided)
 	if err != nil {
 		return fmt.Errorf("voter: subscribe decided events: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 
-	// PullMaxMessages = concurrency: each worker has at most one request
-	// waiting in the buffer, so a busy voter does not hoard work.
-	iter, err := cons.Messages(jetstream.PullMaxMessages(v.cfg.Concurrency))
-	if err != nil {
-		return fmt.Errorf("voter: pull: %w", err)
-	}
-	// Shutdown order: ctx done → stop pulling (Drain) → workers finish what
-	// they hold → after DrainTimeout, cancel work ctx → workers hand back.
+	// Shutdown order: ctx done → stop pulling → workers finish what they
+	// hold → after DrainTimeout, cancel the work ctx → workers hand back.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	var wg sync.WaitGroup
-	for range v.cfg.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				msg, err := iter.Next()
-				if err != nil {
-					if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-						return
-					}
-					if work.Err() != nil {
-						return
-					}
-					time.Sleep(20 * time.Millisecond) // heartbeat or reconnect hiccup
-					continue
-				}
-				v.handle(work, msg, keepAlive)
-			}
-		}()
-	}
 	v.log.Info("voter started", "concurrency", v.cfg.Concurrency, "model", v.cfg.Model)
+	v.pull(ctx, work, cons, keepAlive, &wg)
 
-	<-ctx.Done()
-	iter.Drain()
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	go func() { wg.Wait(); close(done) }() // owned: ends when the workers do
 	select {
 	case <-done:
 	case <-time.After(v.cfg.DrainTimeout):
@@ -224,6 +199,79 @@ func (v *Voter) Run(ctx context.Context) error {
 	}
 	v.log.Info("voter stopped", "stats", v.Stats())
 	return nil
+}
+
+// pullWait bounds one fetch; a fetch ends early once it has its requests.
+// A stopping voter waits for its last fetch to end (see pull), so it is
+// short: an idle voter sends one pull request a second.
+const pullWait = time.Second
+
+// pull fetches requests until ctx is done, each into a reserved slot: a
+// fetch asks for as many requests as there are free slots, so the voter
+// never holds a request it is not working on (which would sit with its ack
+// timer running, and which another voter could have taken).
+func (v *Voter) pull(ctx, work context.Context, cons jetstream.Consumer, keepAlive time.Duration, wg *sync.WaitGroup) {
+	slots := make(chan struct{}, v.cfg.Concurrency)
+	for range v.cfg.Concurrency {
+		slots <- struct{}{}
+	}
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-slots:
+		case <-ctx.Done():
+			return
+		}
+		n := 1
+	more:
+		for n < v.cfg.Concurrency {
+			select {
+			case <-slots:
+				n++
+			default:
+				break more
+			}
+		}
+		// Not cut short when ctx ends: the server goes on sending to a
+		// pull until it expires, and a request sent after we stopped
+		// reading would sit unseen until its ack wait ran out. What the
+		// last fetch brings is worked on like the requests in hand.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pullWait)
+		batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
+		got := 0
+		if err == nil {
+			for msg := range batch.Messages() {
+				got++
+				wg.Add(1)
+				go func() { // owned: tracked by wg, bounded by the slots
+					defer wg.Done()
+					defer func() { slots <- struct{}{} }()
+					v.handle(work, msg, keepAlive)
+				}()
+			}
+			err = batch.Error()
+		}
+		cancel()
+		for ; got < n; got++ {
+			slots <- struct{}{}
+		}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+			backoff = 0
+		default:
+			// The server is away or the consumer is gone: say so, wait a
+			// little longer each time, and try again.
+			backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
+			v.log.Warn("fetch sample requests", "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
 }
 
 // handle answers one request and settles its message.
@@ -239,7 +287,7 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg, keepAlive time.Du
 	if err := schemas.Decode(msg.Data(), &req); err != nil {
 		v.malformed.Add(1)
 		v.log.Warn("dropping malformed sample request", "err", err)
-		_ = msg.Term()
+		_ = msg.TermWithReason("malformed sample request")
 		return
 	}
 	if v.decided.isDecided(req.Tenant, req.JobID, req.Step, req.Epoch) {
@@ -251,14 +299,14 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg, keepAlive time.Du
 	if err != nil {
 		v.malformed.Add(1)
 		v.log.Warn("dropping sample request for a task this voter cannot run", "err", err, "sample", req.SampleID)
-		_ = msg.Term()
+		_ = msg.TermWithReason("unknown task or params")
 		return
 	}
 	prompt, err := inst.Prompt(req.State)
 	if err != nil {
 		v.malformed.Add(1)
 		v.log.Warn("dropping sample request with a bad state", "err", err, "sample", req.SampleID)
-		_ = msg.Term()
+		_ = msg.TermWithReason("bad state")
 		return
 	}
 
@@ -287,6 +335,19 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg, keepAlive time.Du
 		case callCtx.Err() != nil: // the step was decided meanwhile
 			v.cancelled.Add(1)
 			v.reply(ctx, msg, &req, schemas.SampleResult{Outcome: schemas.OutcomeCancelled, LatencyMS: ms(resp.Latency)})
+		case errors.Is(err, llm.ErrPermanent):
+			// Retrying this request cannot help (bad request, bad key):
+			// drop it with the reason. The coordinator re-samples the index
+			// after its timeout, maybe on a voter that is configured right.
+			// This worker pauses, so a misconfigured voter does not burn
+			// through the queue.
+			v.modelErrors.Add(1)
+			v.log.Error("model refused the request; dropping it", "err", err, "sample", req.SampleID)
+			_ = msg.TermWithReason("model: " + truncate(err.Error(), 200))
+			select {
+			case <-time.After(v.cfg.ModelErrorDelay):
+			case <-ctx.Done():
+			}
 		default:
 			v.modelErrors.Add(1)
 			delay := v.cfg.ModelErrorDelay
@@ -357,7 +418,7 @@ func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.Sampl
 		_ = msg.NakWithDelay(v.cfg.ModelErrorDelay)
 		return
 	}
-	out := &nats.Msg{Subject: bus.ResultSubject(req.Tenant, req.JobID), Data: data, Header: nats.Header{}}
+	out := &nats.Msg{Subject: v.cfg.Bus.Namespace.ResultSubject(req.Tenant, req.JobID), Data: data, Header: nats.Header{}}
 	out.Header.Set(jetstream.MsgIDHeader, req.SampleID+"/r")
 	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

@@ -58,7 +58,7 @@ func TestSkipDecidedSteps(t *testing.T) {
 	// Core NATS: an event sent before the voter subscribed is lost, so send
 	// it until the voter has it.
 	fleettest.Eventually(t, 10*time.Second, func() bool {
-		_ = env.NC.Publish(bus.DecidedSubject(tenant, job), ev)
+		_ = env.NC.Publish(bus.DefaultNamespace.DecidedSubject(tenant, job), ev)
 		return voter.IsDecided(v.Voter, tenant, job, 5, epoch)
 	}, "the voter never took the step-decided event")
 
@@ -79,7 +79,7 @@ func TestSkipDecidedSteps(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msg := &nats.Msg{Subject: bus.SampleSubject(tenant, job), Data: data, Header: nats.Header{}}
+		msg := &nats.Msg{Subject: bus.DefaultNamespace.SampleSubject(tenant, job), Data: data, Header: nats.Header{}}
 		msg.Header.Set(jetstream.MsgIDHeader, req.SampleID)
 		if _, err := env.JS.PublishMsg(ctx, msg); err != nil {
 			t.Fatal(err)
@@ -122,8 +122,8 @@ func fetchResults(t *testing.T, env *fleettest.Env, tenant, job string, n int) m
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cons, err := env.JS.CreateOrUpdateConsumer(ctx, bus.StreamResults, jetstream.ConsumerConfig{
-		Durable: "test-reader", FilterSubject: bus.ResultSubject(tenant, job), AckPolicy: jetstream.AckExplicitPolicy,
+	cons, err := env.JS.CreateOrUpdateConsumer(ctx, bus.DefaultNamespace.ResultsStream(), jetstream.ConsumerConfig{
+		Durable: "test-reader", FilterSubject: bus.DefaultNamespace.ResultSubject(tenant, job), AckPolicy: jetstream.AckExplicitPolicy,
 	})
 	if err != nil {
 		t.Fatal(err)

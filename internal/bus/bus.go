@@ -2,7 +2,9 @@
 // streams, consumers and key-value buckets every role shares, connecting,
 // and an embedded nats-server for single-process runs and tests.
 //
-// Topology (every subject carries the tenant, so tenants never share one):
+// Topology of the default namespace "maker" (every subject carries the
+// tenant, so tenants never share one; another Namespace renames every
+// stream, bucket and subject, so fleets on one server share nothing):
 //
 //	stream MAKER_JOBS     maker.v1.job.<tenant>            job specs; work queue;
 //	                                                       durable "coordinators" shared by all coordinators
@@ -19,39 +21,86 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Names of streams, consumers and buckets.
+// Names of the shared durable consumers (one per stream, so not
+// namespaced).
 const (
-	StreamJobs           = "MAKER_JOBS"
-	StreamSamples        = "MAKER_SAMPLES"
-	StreamResults        = "MAKER_RESULTS"
 	ConsumerVoters       = "voters"
 	ConsumerCoordinators = "coordinators"
-	BucketStatus         = "maker_status"
-	BucketReports        = "maker_reports"
-
-	prefix = "maker.v1."
 )
 
+// Namespace names one fleet's streams, buckets and subjects on a NATS
+// server: fleets in different namespaces share nothing. The empty
+// Namespace is DefaultNamespace.
+type Namespace string
+
+// DefaultNamespace is the fleet every role joins unless told otherwise:
+// streams MAKER_*, buckets maker_*, subjects maker.v1.*.
+const DefaultNamespace Namespace = "maker"
+
+var namespaceRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+
+// Validate checks ns: 1-32 of a-z, 0-9 and '-', starting with a letter.
+func (ns Namespace) Validate() error {
+	if ns != "" && !namespaceRE.MatchString(string(ns)) {
+		return fmt.Errorf("bus: namespace %q must be 1-32 characters of a-z, 0-9 and '-', starting with a letter", string(ns))
+	}
+	return nil
+}
+
+func (ns Namespace) String() string {
+	if ns == "" {
+		return string(DefaultNamespace)
+	}
+	return string(ns)
+}
+
+func (ns Namespace) stream(kind string) string {
+	return strings.ToUpper(strings.ReplaceAll(ns.String(), "-", "_")) + "_" + kind
+}
+
+// JobsStream, SamplesStream and ResultsStream name the namespace's streams.
+func (ns Namespace) JobsStream() string    { return ns.stream("JOBS") }
+func (ns Namespace) SamplesStream() string { return ns.stream("SAMPLES") }
+func (ns Namespace) ResultsStream() string { return ns.stream("RESULTS") }
+
+// StatusBucket and ReportsBucket name the namespace's KV buckets.
+func (ns Namespace) StatusBucket() string {
+	return strings.ReplaceAll(ns.String(), "-", "_") + "_status"
+}
+func (ns Namespace) ReportsBucket() string {
+	return strings.ReplaceAll(ns.String(), "-", "_") + "_reports"
+}
+
+func (ns Namespace) subject(kind string) string { return ns.String() + ".v1." + kind + "." }
+
 // JobSubject is where jobs of tenant are submitted.
-func JobSubject(tenant string) string { return prefix + "job." + tenant }
+func (ns Namespace) JobSubject(tenant string) string { return ns.subject("job") + tenant }
 
 // SampleSubject is where a job's sample requests go.
-func SampleSubject(tenant, job string) string { return prefix + "sample." + tenant + "." + job }
+func (ns Namespace) SampleSubject(tenant, job string) string {
+	return ns.subject("sample") + tenant + "." + job
+}
 
 // ResultSubject is where a job's sample results go.
-func ResultSubject(tenant, job string) string { return prefix + "result." + tenant + "." + job }
+func (ns Namespace) ResultSubject(tenant, job string) string {
+	return ns.subject("result") + tenant + "." + job
+}
 
 // DecidedSubject carries a job's step-decided events.
-func DecidedSubject(tenant, job string) string { return prefix + "decided." + tenant + "." + job }
+func (ns Namespace) DecidedSubject(tenant, job string) string {
+	return ns.subject("decided") + tenant + "." + job
+}
 
 // DecidedWildcard matches every job's step-decided events.
-const DecidedWildcard = prefix + "decided.>"
+func (ns Namespace) DecidedWildcard() string { return ns.subject("decided") + ">" }
 
 // ResultConsumer is the durable name of a job's result consumer. Tenants
 // hold no '_', so the name is unambiguous.
@@ -63,6 +112,8 @@ func JobKey(tenant, job string) string { return tenant + "." + job }
 // Config sets the topology's durability and timing. Zero fields take the
 // documented defaults.
 type Config struct {
+	// Namespace of the fleet; "" is DefaultNamespace.
+	Namespace Namespace
 	// Storage of every stream: jetstream.FileStorage (default) or
 	// jetstream.MemoryStorage.
 	Storage jetstream.StorageType
@@ -100,6 +151,7 @@ func (c *Config) defaults() {
 
 // Topology holds handles on the shared streams and buckets.
 type Topology struct {
+	NS      Namespace
 	JS      jetstream.JetStream
 	Config  Config
 	Status  jetstream.KeyValue
@@ -111,14 +163,18 @@ type Topology struct {
 // settings never fight over them. Every role calls it at start.
 func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {
 	cfg.defaults()
+	if err := cfg.Namespace.Validate(); err != nil {
+		return nil, err
+	}
+	ns := cfg.Namespace
 	if cfg.Replicas < 1 || cfg.SampleMaxDeliver < 1 || cfg.SampleAckWait < time.Second || cfg.JobAckWait < time.Second {
 		return nil, fmt.Errorf("bus: invalid config %+v", cfg)
 	}
 	streams := []jetstream.StreamConfig{
 		{
-			Name:        StreamJobs,
+			Name:        ns.JobsStream(),
 			Description: "makerfleet job specs",
-			Subjects:    []string{prefix + "job.*"},
+			Subjects:    []string{ns.subject("job") + "*"},
 			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     cfg.Storage,
 			Replicas:    cfg.Replicas,
@@ -126,9 +182,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology,
 			Duplicates:  10 * time.Minute,
 		},
 		{
-			Name:        StreamSamples,
+			Name:        ns.SamplesStream(),
 			Description: "makerfleet sample requests",
-			Subjects:    []string{prefix + "sample.*.*"},
+			Subjects:    []string{ns.subject("sample") + "*.*"},
 			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     cfg.Storage,
 			Replicas:    cfg.Replicas,
@@ -137,9 +193,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology,
 			Duplicates:  2 * time.Minute,
 		},
 		{
-			Name:        StreamResults,
+			Name:        ns.ResultsStream(),
 			Description: "makerfleet sample results",
-			Subjects:    []string{prefix + "result.*.*"},
+			Subjects:    []string{ns.subject("result") + "*.*"},
 			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     cfg.Storage,
 			Replicas:    cfg.Replicas,
@@ -157,22 +213,22 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology,
 		stream string
 		cfg    jetstream.ConsumerConfig
 	}{
-		{StreamSamples, jetstream.ConsumerConfig{
+		{ns.SamplesStream(), jetstream.ConsumerConfig{
 			Durable:       ConsumerVoters,
 			Description:   "every voter pulls sample requests from here",
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       cfg.SampleAckWait,
 			MaxDeliver:    cfg.SampleMaxDeliver,
 			MaxAckPending: 20_000,
-			FilterSubject: prefix + "sample.*.*",
+			FilterSubject: ns.subject("sample") + "*.*",
 		}},
-		{StreamJobs, jetstream.ConsumerConfig{
+		{ns.JobsStream(), jetstream.ConsumerConfig{
 			Durable:       ConsumerCoordinators,
 			Description:   "every coordinator takes jobs from here",
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       cfg.JobAckWait,
 			MaxAckPending: 10_000,
-			FilterSubject: prefix + "job.*",
+			FilterSubject: ns.subject("job") + "*",
 		}},
 	}
 	for _, c := range consumers {
@@ -181,20 +237,20 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology,
 		}
 	}
 	status, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket: BucketStatus, Description: "makerfleet job progress", History: 1,
+		Bucket: ns.StatusBucket(), Description: "makerfleet job progress", History: 1,
 		TTL: 30 * 24 * time.Hour, Storage: cfg.Storage, Replicas: cfg.Replicas,
 	})
 	if err != nil {
 		return nil, err
 	}
 	reports, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket: BucketReports, Description: "makerfleet job reports", History: 1,
+		Bucket: ns.ReportsBucket(), Description: "makerfleet job reports", History: 1,
 		Storage: cfg.Storage, Replicas: cfg.Replicas,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Topology{JS: js, Config: cfg, Status: status, Reports: reports}, nil
+	return &Topology{NS: ns, JS: js, Config: cfg, Status: status, Reports: reports}, nil
 }
 
 func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
@@ -261,4 +317,22 @@ func Connect(url, name string) (*nats.Conn, error) {
 		return nil, fmt.Errorf("bus: connect %s: %w", url, err)
 	}
 	return nc, nil
+}
+
+// Teardown deletes the namespace's streams and buckets, everything Ensure
+// created: for throwaway namespaces (a private in-process fleet on a
+// shared server). Missing ones are skipped.
+func Teardown(ctx context.Context, js jetstream.JetStream, ns Namespace) error {
+	var errs []error
+	for _, name := range []string{ns.JobsStream(), ns.SamplesStream(), ns.ResultsStream()} {
+		if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			errs = append(errs, err)
+		}
+	}
+	for _, name := range []string{ns.StatusBucket(), ns.ReportsBucket()} {
+		if err := js.DeleteKeyValue(ctx, name); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

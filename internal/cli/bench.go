@@ -90,6 +90,12 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 			if procs > 0 {
 				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 			}
+			if err := jf.checkTemperatures(); err != nil {
+				return err
+			}
+			if svc.llmBaseURL != "" {
+				return usagef("bench always uses the zero-latency simulated model; use maker run to time a real one")
+			}
 			simCfg, err := sf.config(jf.seed)
 			if err != nil {
 				return err
@@ -98,7 +104,7 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 			if p >= 1 {
 				return usagef("bench needs --sim-accuracy below 1, so theory is defined")
 			}
-			spec, _, err := jf.spec(cmd, p, 1-sf.malformed-sf.overlong)
+			spec, _, err := jf.spec(cmd, p, fmt.Sprintf("the simulated model's accuracy at temperature %g (--sim-accuracy)", jf.tempRest), 1-sf.malformed-sf.overlong)
 			if err != nil {
 				return err
 			}
@@ -107,7 +113,6 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 			if err != nil {
 				return err
 			}
-			opts.llmBaseURL = "" // always the zero-latency simulated model
 			opts.redisServer = svc.redis == ""
 			ctx := cmd.Context()
 			f, err := startFleet(ctx, opts)
@@ -120,7 +125,7 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 			warm := spec
 			warm.JobID = jobs.NewJobID()
 			warm.Params = json.RawMessage(`{"disks":5}`)
-			if _, err := jobs.Submit(ctx, f.js, opts.bus, &warm, builtin.Registry()); err != nil {
+			if _, err := jobs.Submit(ctx, f.js, f.bus, &warm, builtin.Registry()); err != nil {
 				return err
 			}
 			if _, err := jobs.Wait(ctx, f.topo, warm.Tenant, warm.JobID, nil); err != nil {
@@ -141,7 +146,7 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 			for i := 0; i < runs; i++ {
 				run := spec
 				run.JobID = jobs.NewJobID()
-				if _, err := jobs.Submit(ctx, f.js, opts.bus, &run, builtin.Registry()); err != nil {
+				if _, err := jobs.Submit(ctx, f.js, f.bus, &run, builtin.Registry()); err != nil {
 					return err
 				}
 				rep, err := jobs.Wait(ctx, f.topo, run.Tenant, run.JobID, nil)
@@ -169,6 +174,10 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 	addJobFlags(cmd, &jf, "the simulated model's accuracy")
 	addSimFlags(cmd, &sf)
 	addServiceFlags(cmd, &svc)
+	for _, name := range []string{"llm-base-url", "model", "api-key"} {
+		_ = cmd.Flags().MarkHidden(name)
+	}
+	cmd.Flags().Lookup("redis").Usage = "Redis URL (default: a redis-server started on a free port; miniredis when none is installed) [$MAKER_REDIS_URL]"
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the measured jobs to FILE")
 	cmd.Flags().IntVar(&runs, "runs", 3, "measured jobs; the median one is reported")

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +46,7 @@ type fleetOptions struct {
 // fleet is a whole MAKER fleet in this process: coordinator and voter, on
 // embedded or external NATS, Redis and model.
 type fleet struct {
+	bus       bus.Config // the namespace is private to this fleet
 	nc        *nats.Conn
 	js        jetstream.JetStream
 	topo      *bus.Topology
@@ -61,7 +64,15 @@ type fleet struct {
 // startFleet brings the services up, then the coordinator and the voter.
 // On error everything started so far is stopped again.
 func startFleet(ctx context.Context, o fleetOptions) (_ *fleet, err error) {
-	f := &fleet{errs: make(chan error, 2)}
+	// A namespace of its own, for NATS and Redis alike: on a shared server
+	// this fleet's coordinator and voter must take no other fleet's jobs
+	// or samples, nor anyone else theirs.
+	if o.bus.Namespace == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		o.bus.Namespace = bus.Namespace("run-" + hex.EncodeToString(b[:]))
+	}
+	f := &fleet{bus: o.bus, errs: make(chan error, 2)}
 	defer func() {
 		if err != nil {
 			f.close()
@@ -151,6 +162,18 @@ func startFleet(ctx context.Context, o fleetOptions) (_ *fleet, err error) {
 		return nil, err
 	}
 	f.closers = append(f.closers, func() { _ = f.nc.Drain() })
+	if o.natsURL != "" {
+		f.closers = append(f.closers, func() {
+			if f.js == nil {
+				return
+			}
+			tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := bus.Teardown(tctx, f.js, o.bus.Namespace); err != nil {
+				o.log.Warn("remove this run's streams", "namespace", o.bus.Namespace, "err", err)
+			}
+		})
+	}
 	f.js, err = jetstream.New(f.nc)
 	if err != nil {
 		return nil, err
@@ -161,7 +184,7 @@ func startFleet(ctx context.Context, o fleetOptions) (_ *fleet, err error) {
 	}
 
 	tasks := builtin.Registry()
-	st, err := store.New(rdb, store.Config{})
+	st, err := store.New(rdb, store.Config{KeyPrefix: o.bus.Namespace.String()})
 	if err != nil {
 		return nil, err
 	}

@@ -56,9 +56,29 @@ func addJobFlags(cmd *cobra.Command, f *jobFlags, defaultP string) {
 	fl.Float64Var(&f.outputPrice, "output-price", 0, "model price, USD per million output tokens (for the report's cost)")
 }
 
+// checkTemperatures refuses temperatures outside [0, 2].
+func (f *jobFlags) checkTemperatures() error {
+	for _, t := range []struct {
+		name string
+		v    float64
+	}{{"--temperature-first", f.tempFirst}, {"--temperature-rest", f.tempRest}} {
+		if !(t.v >= 0 && t.v <= 2) {
+			return usagef("%s %v must be between 0 and 2", t.name, t.v)
+		}
+	}
+	return nil
+}
+
 // spec builds and fully validates the job spec. p is the estimate to use
-// when --p is not set (0: none known). Nothing is sent.
-func (f *jobFlags) spec(cmd *cobra.Command, p, validFraction float64) (schemas.JobSpec, task.Instance, error) {
+// when --p is not set (0: none known), pSource says where it comes from.
+// Nothing is sent.
+func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFraction float64) (schemas.JobSpec, task.Instance, error) {
+	if err := f.checkTemperatures(); err != nil {
+		return schemas.JobSpec{}, nil, err
+	}
+	if !(validFraction > 0) {
+		return schemas.JobSpec{}, nil, usagef("every sample would be red-flagged (valid fraction %v): no vote could ever be counted", validFraction)
+	}
 	tasks := builtin.Registry()
 	// An unknown task is reported as such, not as missing --params.
 	if _, err := tasks.Lookup(f.task); err != nil {
@@ -77,14 +97,20 @@ func (f *jobFlags) spec(cmd *cobra.Command, p, validFraction float64) (schemas.J
 	if err != nil {
 		return schemas.JobSpec{}, nil, usageError{err}
 	}
-	pGiven := cmd.Flags().Changed("p")
-	if pGiven {
+	kGiven := cmd.Flags().Changed("k")
+	switch {
+	case cmd.Flags().Changed("p"):
+		// An explicit --p 0 is refused too: 0 stands for "no estimate"
+		// only when the flag is left out.
 		p = f.p
-	}
-	// An explicit --p 0 is refused too: 0 stands for "no estimate" only
-	// when the flag is left out.
-	if (pGiven || p != 0) && !(p > 0.5 && p < 1) {
-		return schemas.JobSpec{}, nil, usagef("--p %v: p must be in (0.5, 1): voting only converges when a sample is more likely right than wrong", p)
+		if !(p > 0.5 && p < 1) {
+			return schemas.JobSpec{}, nil, usagef("--p %v: p must be in (0.5, 1): voting only converges when a sample is more likely right than wrong", p)
+		}
+	case p != 0 && !(p > 0.5 && p < 1):
+		if !kGiven {
+			return schemas.JobSpec{}, nil, usagef("cannot choose k: %s is %.4g, and voting only converges when a sample is more likely right than wrong (p > 0.5); give --k to run anyway", pSource, p)
+		}
+		p = 0 // no usable estimate: the report has no theory figures
 	}
 	if math.IsNaN(f.target) || f.target <= 0 || f.target >= 1 {
 		return schemas.JobSpec{}, nil, usagef("--target %v must be in (0, 1)", f.target)
@@ -102,7 +128,7 @@ func (f *jobFlags) spec(cmd *cobra.Command, p, validFraction float64) (schemas.J
 		return schemas.JobSpec{}, nil, usagef("--sample-timeout must be > 0")
 	}
 	k := f.k
-	if cmd.Flags().Changed("k") {
+	if kGiven {
 		if k < 1 {
 			return schemas.JobSpec{}, nil, usagef("--k %d: k must be >= 1", k)
 		}

@@ -108,6 +108,9 @@ the smallest margin that reaches --target at p = --sim-accuracy.`,
   maker run --disks 5 --llm-base-url http://localhost:8000/v1 --model my-model --p 0.99`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := jf.checkTemperatures(); err != nil {
+				return err
+			}
 			simCfg, err := sf.config(jf.seed)
 			if err != nil {
 				return err
@@ -126,7 +129,7 @@ the smallest margin that reaches --target at p = --sim-accuracy.`,
 			} else if !cmd.Flags().Changed("p") {
 				p = 0.99
 			}
-			spec, _, err := jf.spec(cmd, p, valid)
+			spec, _, err := jf.spec(cmd, p, fmt.Sprintf("the simulated model's accuracy at temperature %g (--sim-accuracy)", jf.tempRest), valid)
 			if err != nil {
 				return err
 			}
@@ -167,7 +170,7 @@ func runJob(ctx context.Context, opts fleetOptions, spec *schemas.JobSpec, onSta
 		return schemas.JobReport{}, err
 	}
 	defer f.close()
-	if _, err := jobs.Submit(ctx, f.js, opts.bus, spec, builtin.Registry()); err != nil {
+	if _, err := jobs.Submit(ctx, f.js, f.bus, spec, builtin.Registry()); err != nil {
 		return schemas.JobReport{}, err
 	}
 	type result struct {

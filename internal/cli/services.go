@@ -85,7 +85,7 @@ over-long answers, 429s with Retry-After, 500s and latency. GET /sim/stats count
 	fl.StringVar(&addr, "addr", "127.0.0.1:8080", "listen address HOST:PORT")
 	fl.Float64Var(&cfg.Accuracy, "accuracy", simllm.DefaultAccuracy, "chance a valid answer is right at temperature <= 0.1, in (0, 1]")
 	fl.Int64Var(&cfg.Seed, "seed", 1, "seed: answers are a function of it and the request")
-	fl.StringVar(&logPath, "log-requests", "", "append each request body as received to FILE, one JSON line each (temperature null when left out)")
+	fl.StringVar(&logPath, "log-requests", "", "append each chat-completions request body to FILE, one compact JSON line each (temperature null when left out)")
 	fl.Float64Var(&cfg.MalformedRate, "malformed-rate", 0, "share of badly formatted answers")
 	fl.Float64Var(&cfg.OverlongRate, "overlong-rate", 0, "share of answers cut at the token limit (finish_reason length)")
 	fl.Float64Var(&cfg.RateLimitRate, "rate-limit-rate", 0, "share of requests answered 429")
@@ -218,7 +218,7 @@ func submitCmd(e *env) *cobra.Command {
 		Example: `  maker submit --nats nats://127.0.0.1:4222 --task hanoi --disks 8 --k 3 --wait --json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			spec, _, err := jf.spec(cmd, 0.95, 1)
+			spec, _, err := jf.spec(cmd, 0.95, "--p", 1)
 			if err != nil {
 				return err
 			}
@@ -238,6 +238,9 @@ func submitCmd(e *env) *cobra.Command {
 				return err
 			}
 			sub, err := jobs.Submit(ctx, js, bus.Config{}, &spec, builtin.Registry())
+			if errors.Is(err, jobs.ErrConflict) {
+				return usageError{err}
+			}
 			if err != nil {
 				return err
 			}
@@ -258,9 +261,12 @@ func submitCmd(e *env) *cobra.Command {
 			rep, err := jobs.Wait(ctx, topo, spec.Tenant, spec.JobID, progressFor(e.stderr, quiet))
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) && timeout > 0 {
-					return fmt.Errorf("job %s did not finish within --timeout %s (it keeps running; its report will be in the maker_reports bucket)", spec.JobID, timeout)
+					return fmt.Errorf("job %s did not finish within --timeout %s (it keeps running; its report will be in the %s bucket)", spec.JobID, timeout, topo.NS.ReportsBucket())
 				}
 				return fmt.Errorf("waiting for job %s: %w", spec.JobID, err)
+			}
+			if err := jobs.CheckReport(spec, rep); err != nil {
+				return usageError{err}
 			}
 			return printReport(e.stdout, rep, asJSON)
 		},

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
@@ -456,6 +457,38 @@ func (w *tbWriter) close() {
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
+}
+
+// Terminations collects the server's advisories for the messages
+// terminated (Term or TermWithReason) on stream's consumer, "*" for any,
+// from now on; the returned function lists those seen so far.
+func Terminations(e *Env, stream, consumer string) func() []server.JSConsumerDeliveryTerminatedAdvisory {
+	e.TB.Helper()
+	var (
+		mu  sync.Mutex
+		got []server.JSConsumerDeliveryTerminatedAdvisory
+	)
+	sub, err := e.NC.Subscribe(server.JSAdvisoryConsumerMsgTerminatedPre+"."+stream+"."+consumer, func(m *nats.Msg) {
+		var a server.JSConsumerDeliveryTerminatedAdvisory
+		if err := json.Unmarshal(m.Data, &a); err != nil {
+			return
+		}
+		mu.Lock()
+		got = append(got, a)
+		mu.Unlock()
+	})
+	if err != nil {
+		e.TB.Fatal(err)
+	}
+	if err := e.NC.Flush(); err != nil {
+		e.TB.Fatal(err)
+	}
+	e.TB.Cleanup(func() { _ = sub.Unsubscribe() })
+	return func() []server.JSConsumerDeliveryTerminatedAdvisory {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]server.JSConsumerDeliveryTerminatedAdvisory(nil), got...)
+	}
 }
 
 // ErrFake is returned by scripts that fail a call on purpose.

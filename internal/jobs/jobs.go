@@ -3,6 +3,7 @@
 package jobs
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -20,8 +21,37 @@ import (
 	"github.com/makerfleet/makerfleet/task"
 )
 
-// ErrInvalid marks a job spec refused before anything was sent.
-var ErrInvalid = errors.New("invalid job")
+// Sentinel errors.
+var (
+	// ErrInvalid marks a job spec refused before anything was sent.
+	ErrInvalid = errors.New("invalid job")
+	// ErrConflict marks a job id already taken by a different job.
+	ErrConflict = errors.New("job id taken by a different job")
+)
+
+// SameJob reports whether rep is the report of the job spec describes: the
+// same task, params and k.
+func SameJob(spec schemas.JobSpec, rep schemas.JobReport) bool {
+	return rep.Task == spec.Task && rep.K == spec.K && bytes.Equal(compact(rep.Params), compact(spec.Params))
+}
+
+func compact(raw json.RawMessage) []byte {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
+// CheckReport returns an ErrConflict error when rep is not the report of
+// the job spec describes (the id was used before for another job).
+func CheckReport(spec schemas.JobSpec, rep schemas.JobReport) error {
+	if SameJob(spec, rep) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s/%s ran as task %s %s with k=%d, not %s %s with k=%d; choose another --job-id",
+		ErrConflict, spec.Tenant, spec.JobID, rep.Task, rep.Params, rep.K, spec.Task, spec.Params, spec.K)
+}
 
 // NewJobID returns a fresh job id: time-ordered, then random.
 func NewJobID() string {
@@ -71,10 +101,22 @@ func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *s
 	if err != nil {
 		return Submitted{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if _, err := bus.Ensure(ctx, js, cfg); err != nil {
+	topo, err := bus.Ensure(ctx, js, cfg)
+	if err != nil {
 		return Submitted{}, err
 	}
-	msg := &nats.Msg{Subject: bus.JobSubject(spec.Tenant), Data: data, Header: nats.Header{}}
+	// A finished job with this id: the same job is not run again, and a
+	// different one may not take its id.
+	if e, err := topo.Reports.Get(ctx, bus.JobKey(spec.Tenant, spec.JobID)); err == nil {
+		var rep schemas.JobReport
+		if err := schemas.Decode(e.Value(), &rep); err == nil {
+			if err := CheckReport(*spec, rep); err != nil {
+				return Submitted{}, err
+			}
+			return Submitted{Tenant: spec.Tenant, JobID: spec.JobID, Duplicate: true}, nil
+		}
+	}
+	msg := &nats.Msg{Subject: cfg.Namespace.JobSubject(spec.Tenant), Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, spec.Tenant+"/"+spec.JobID)
 	ack, err := js.PublishMsg(ctx, msg)
 	if err != nil {

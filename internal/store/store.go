@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -58,12 +59,16 @@ type Config struct {
 	// KeyTTL is refreshed on every write; a job idle this long loses its
 	// hot state. Default 7 days.
 	KeyTTL time.Duration
+	// KeyPrefix starts every key; fleets sharing a Redis with different
+	// prefixes share no key. Default "maker".
+	KeyPrefix string
 }
 
 // Store runs the tally scripts. It is safe for concurrent use.
 type Store struct {
-	rdb redis.UniversalClient
-	ttl string
+	rdb    redis.UniversalClient
+	ttl    string
+	prefix string
 }
 
 // New returns a Store on rdb.
@@ -77,7 +82,13 @@ func New(rdb redis.UniversalClient, cfg Config) (*Store, error) {
 	if cfg.KeyTTL < time.Second {
 		return nil, fmt.Errorf("store: KeyTTL %v is under a second", cfg.KeyTTL)
 	}
-	return &Store{rdb: rdb, ttl: strconv.FormatInt(cfg.KeyTTL.Milliseconds(), 10)}, nil
+	if cfg.KeyPrefix == "" {
+		cfg.KeyPrefix = DefaultKeyPrefix
+	}
+	if strings.ContainsAny(cfg.KeyPrefix, "{}: \t\r\n") {
+		return nil, fmt.Errorf("store: KeyPrefix %q may not hold braces, colons or spaces", cfg.KeyPrefix)
+	}
+	return &Store{rdb: rdb, ttl: strconv.FormatInt(cfg.KeyTTL.Milliseconds(), 10), prefix: cfg.KeyPrefix}, nil
 }
 
 // Load loads the scripts into Redis ahead of use, so the first vote does
@@ -105,7 +116,7 @@ type Counters struct {
 // OpenStep opens step under epoch. Reopening the open step is a no-op that
 // returns its counters (opened false).
 func (s *Store) OpenStep(ctx context.Context, job JobRef, step, epoch int64) (c Counters, opened bool, err error) {
-	res, err := openStepScript.Run(ctx, s.rdb, job.keys(), step, epoch, s.ttl).Slice()
+	res, err := openStepScript.Run(ctx, s.rdb, job.keys(s.prefix), step, epoch, s.ttl).Slice()
 	if err != nil {
 		return Counters{}, false, fmt.Errorf("store: open step %d: %w", step, err)
 	}
@@ -204,7 +215,7 @@ func (s *Store) Record(ctx context.Context, job JobRef, smp Sample, k int) (Reco
 // On error no result is returned; recording is idempotent, so the caller
 // may simply record the same samples again.
 func (s *Store) RecordMany(ctx context.Context, job JobRef, samples []Sample, k int) ([]RecordResult, error) {
-	keys := job.keys()
+	keys := job.keys(s.prefix)
 	args := make([][]any, len(samples))
 	for i, smp := range samples {
 		value := "v" + smp.VoteKey
@@ -282,7 +293,7 @@ func readRecord(job JobRef, res []any) (RecordResult, error) {
 // CloseStep closes the open step without a decision and returns its tally.
 // closed is false when it was already closed.
 func (s *Store) CloseStep(ctx context.Context, job JobRef, step, epoch int64) (tally []schemas.TallyEntry, closed bool, err error) {
-	res, err := closeStepScript.Run(ctx, s.rdb, job.keys(), step, epoch, s.ttl).Slice()
+	res, err := closeStepScript.Run(ctx, s.rdb, job.keys(s.prefix), step, epoch, s.ttl).Slice()
 	if err != nil {
 		return nil, false, fmt.Errorf("store: close step %d: %w", step, err)
 	}
@@ -304,8 +315,29 @@ func (s *Store) CloseStep(ctx context.Context, job JobRef, step, epoch int64) (t
 
 // DeleteJob removes every key of job.
 func (s *Store) DeleteJob(ctx context.Context, job JobRef) error {
-	if err := s.rdb.Del(ctx, job.keys()...).Err(); err != nil {
+	if err := s.rdb.Del(ctx, job.keys(s.prefix)...).Err(); err != nil {
 		return fmt.Errorf("store: delete job: %w", err)
+	}
+	return nil
+}
+
+// AddFailure counts a failed attempt at job and returns the count so far.
+// The count expires a day after the last failure.
+func (s *Store) AddFailure(ctx context.Context, job JobRef) (int64, error) {
+	key := job.failuresKey(s.prefix)
+	pipe := s.rdb.TxPipeline()
+	n := pipe.Incr(ctx, key)
+	pipe.Expire(ctx, key, 24*time.Hour)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("store: count failure: %w", err)
+	}
+	return n.Val(), nil
+}
+
+// ClearFailures forgets job's failed attempts.
+func (s *Store) ClearFailures(ctx context.Context, job JobRef) error {
+	if err := s.rdb.Del(ctx, job.failuresKey(s.prefix)).Err(); err != nil {
+		return fmt.Errorf("store: clear failures: %w", err)
 	}
 	return nil
 }

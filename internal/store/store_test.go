@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/testutil"
@@ -321,4 +322,101 @@ func BenchmarkRecord(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestFailures: failed attempts at a job are counted per job, survive
+// DeleteJob (which every fresh attempt runs, so a count kept with the
+// job's hot state would never reach the limit), expire a day after the
+// last failure, and start again from 1 once cleared.
+func TestFailures(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, s *store.Store, r *testutil.Redis) {
+		ctx := context.Background()
+		job := store.JobRef{Tenant: "acme", JobID: "flaky"}
+		other := store.JobRef{Tenant: "acme", JobID: "steady"}
+		for want := int64(1); want <= 3; want++ {
+			n, err := s.AddFailure(ctx, job)
+			if err != nil || n != want {
+				t.Fatalf("failure %d: count %d, %v", want, n, err)
+			}
+		}
+		if n, err := s.AddFailure(ctx, other); err != nil || n != 1 {
+			t.Fatalf("another job's first failure: count %d, %v; jobs must not share a count", n, err)
+		}
+		// A fresh attempt clears the job's hot state, not its failures.
+		if _, _, err := s.OpenStep(ctx, job, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteJob(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.AddFailure(ctx, job); err != nil || n != 4 {
+			t.Fatalf("after DeleteJob: count %d, %v; want 4", n, err)
+		}
+		keys, err := r.Client(t).Keys(ctx, "maker:{acme/flaky}:*").Result()
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("keys of the job: %v, %v; want only its failure count", keys, err)
+		}
+		ttl, err := r.Client(t).TTL(ctx, keys[0]).Result()
+		if err != nil || ttl <= 23*time.Hour || ttl > 24*time.Hour {
+			t.Errorf("failure count TTL %v (%v), want about a day", ttl, err)
+		}
+
+		if err := s.ClearFailures(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ClearFailures(ctx, job); err != nil {
+			t.Fatalf("clearing twice: %v", err)
+		}
+		if n, err := s.AddFailure(ctx, job); err != nil || n != 1 {
+			t.Fatalf("after ClearFailures: count %d, %v; want 1", n, err)
+		}
+		if n, err := s.AddFailure(ctx, other); err != nil || n != 2 {
+			t.Fatalf("clearing one job touched another: count %d, %v; want 2", n, err)
+		}
+		if err := s.ClearFailures(ctx, store.JobRef{Tenant: "acme", JobID: "never-failed"}); err != nil {
+			t.Fatalf("clearing a job without failures: %v", err)
+		}
+	})
+}
+
+// TestKeyPrefix: stores with different prefixes on one Redis share no key,
+// tallies and failure counts alike; the default prefix is "maker".
+func TestKeyPrefix(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, def *store.Store, r *testutil.Redis) {
+		ctx := context.Background()
+		other, err := store.New(r.Client(t), store.Config{KeyPrefix: "run-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := store.JobRef{Tenant: "acme", JobID: "same"}
+		for _, s := range []*store.Store{def, other} {
+			if _, _, err := s.OpenStep(ctx, job, 0, 1); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := s.Record(ctx, job, smp(0, 1, 0, "A"), 2); err != nil || res.Outcome != store.Recorded || res.Counters.Valid != 1 {
+				t.Fatalf("record: %+v, %v; want a first vote in each store", res, err)
+			}
+			if n, err := s.AddFailure(ctx, job); err != nil || n != 1 {
+				t.Fatalf("failure: %d, %v; want a first failure in each store", n, err)
+			}
+		}
+		for prefix, want := range map[string]int{"maker:*": 4, "run-1:*": 4} {
+			if keys, err := r.Client(t).Keys(ctx, prefix).Result(); err != nil || len(keys) != want {
+				t.Errorf("keys %s: %v (%v), want %d", prefix, keys, err, want)
+			}
+		}
+		if err := other.DeleteJob(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := def.Record(ctx, job, smp(0, 1, 1, "A"), 2); err != nil || res.Outcome != store.Decided {
+			t.Errorf("the default store after the other deleted its job: %+v, %v; want its step intact", res, err)
+		}
+		for _, bad := range []string{"a:b", "{x}", "a b"} {
+			if _, err := store.New(r.Client(t), store.Config{KeyPrefix: bad}); err == nil {
+				t.Errorf("KeyPrefix %q accepted", bad)
+			}
+		}
+	})
 }

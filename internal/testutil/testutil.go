@@ -5,9 +5,11 @@ package testutil
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -16,6 +18,8 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/store"
 )
+
+var fallbackNotice sync.Once
 
 // RequireRedisEnv, when "1", turns a missing redis-server into a test
 // failure instead of a fallback to miniredis. CI sets it.
@@ -69,7 +73,11 @@ func StartRedis(tb testing.TB) *Redis {
 		if os.Getenv(RequireRedisEnv) == "1" {
 			tb.Fatalf("redis-server not found and %s=1: install it (apt-get install redis-server)", RequireRedisEnv)
 		}
-		tb.Logf("redis-server not found: falling back to embedded miniredis (set %s=1 to make this an error)", RequireRedisEnv)
+		msg := fmt.Sprintf("redis-server not found: tests use the embedded miniredis instead (set %s=1 to make this an error)", RequireRedisEnv)
+		tb.Log(msg)
+		// Once per test binary on stderr too: `go test` without -v hides
+		// t.Log of passing tests, and this must not go unnoticed.
+		fallbackNotice.Do(func() { fmt.Fprintln(os.Stderr, "NOTE:", msg) })
 		return StartMiniredis(tb)
 	}
 	p, err := store.StartServer(context.Background())

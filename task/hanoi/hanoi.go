@@ -115,12 +115,13 @@ func New(disks int) (*Instance, error) {
 	if disks < 1 || disks > MaxDisks {
 		return nil, fmt.Errorf("%w: disks must be between 1 and %d, got %d", task.ErrInvalidParams, MaxDisks, disks)
 	}
-	return &Instance{n: disks}, nil
+	return &Instance{n: disks, system: systemPrompt(disks)}, nil
 }
 
 // Instance is hanoi bound to a disk count.
 type Instance struct {
-	n int
+	n      int
+	system string // the system prompt, the same for every step
 }
 
 var (
@@ -168,6 +169,13 @@ func (in *Instance) Next(_ task.State, v task.Vote) (task.State, error) {
 	}
 	if err := checkPegs(a.NextState, in.n); err != nil {
 		return nil, fmt.Errorf("%w: %v", task.ErrMalformed, err)
+	}
+	if a.Move[0] < 1 || a.Move[0] > in.n || a.Move[1] < 0 || a.Move[1] > 2 || a.Move[2] < 0 || a.Move[2] > 2 {
+		return nil, fmt.Errorf("%w: move %v outside disks 1..%d and pegs 0..2", task.ErrMalformed, a.Move, in.n)
+	}
+	// Another spelling of the same answer would split its votes.
+	if a.Key() != v.Key {
+		return nil, fmt.Errorf("%w: vote key is not canonical (want %s)", task.ErrMalformed, a.Key())
 	}
 	m := a.Move
 	return encodeState(State{Pegs: a.NextState, Prev: &m}), nil

@@ -416,3 +416,72 @@ func TestStrategyMoveRejects(t *testing.T) {
 		t.Error("StrategyMove with no move but disk 1's: no error")
 	}
 }
+
+// TestNextRejectsUnreadableKeys: the coordinator checks every vote a voter
+// sends with Next before counting it, so Next must refuse any key Parse
+// could not have produced: another spelling of a valid answer (it would
+// split that answer's votes), and moves outside the disks and pegs. Keys
+// Parse produces pass, right or wrong: Next does not judge the step.
+func TestNextRejectsUnreadableKeys(t *testing.T) {
+	t.Parallel()
+	in := mustNew(t, 3)
+	s0 := in.Initial()
+	tests := []struct {
+		name string
+		key  string
+		ok   bool
+	}{
+		{"canonical right answer", firstKey3, true},
+		{"canonical wrong answer (Verify's business, not Next's)", `{"move":[1,0,1],"next_state":[[3,2],[1],[]]}`, true},
+		{"biggest disk to the last peg", `{"move":[3,0,2],"next_state":[[],[],[3,2,1]]}`, true},
+		{"not JSON", "garbage-key", false},
+		{"empty", "", false},
+		{"null", "null", false},
+		{"spaces after colons", `{"move": [1,0,2], "next_state": [[3,2],[],[1]]}`, false},
+		{"spaces in the lists", `{"move":[1, 0, 2],"next_state":[[3, 2], [], [1]]}`, false},
+		{"fields swapped", `{"next_state":[[3,2],[],[1]],"move":[1,0,2]}`, false},
+		{"extra field", `{"move":[1,0,2],"next_state":[[3,2],[],[1]],"why":"x"}`, false},
+		{"escaped field name", `{"mov\u0065":[1,0,2],"next_state":[[3,2],[],[1]]}`, false},
+		{"trailing newline", firstKey3 + "\n", false},
+		{"disk 0", `{"move":[0,0,2],"next_state":[[3,2],[],[1]]}`, false},
+		{"disk above n", `{"move":[4,0,2],"next_state":[[3,2],[],[1]]}`, false},
+		{"negative disk", `{"move":[-1,0,2],"next_state":[[3,2],[],[1]]}`, false},
+		{"from peg 3", `{"move":[1,3,2],"next_state":[[3,2],[],[1]]}`, false},
+		{"from peg -1", `{"move":[1,-1,2],"next_state":[[3,2],[],[1]]}`, false},
+		{"to peg 3", `{"move":[1,0,3],"next_state":[[3,2],[],[1]]}`, false},
+		{"to peg -1", `{"move":[1,0,-1],"next_state":[[3,2],[],[1]]}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			next, err := in.Next(s0, task.Vote{Key: tt.key})
+			if tt.ok {
+				if err != nil {
+					t.Fatalf("Next(%s): %v, want it accepted", tt.key, err)
+				}
+				if _, err := in.DecodeState(next); err != nil {
+					t.Errorf("Next(%s) = %s, not a state: %v", tt.key, next, err)
+				}
+				return
+			}
+			if !errors.Is(err, task.ErrMalformed) {
+				t.Errorf("Next(%q) = %s, %v; want ErrMalformed", tt.key, next, err)
+			}
+		})
+	}
+	// Whatever Parse reads, in any spelling, Next accepts: the check never
+	// refuses a vote a voter could honestly send.
+	for _, reply := range []string{
+		answer("[1, 0, 2]", "[[3, 2], [], [1]]"),
+		answer("[1,0,2]", "[[3,2],[],[1]]"),
+		"move = [ 1 , 0 , 2 ]\nnext_state = [ [ 3 , 2 ] , [ ] , [ 1 ] ]",
+	} {
+		v, err := in.Parse(s0, reply)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", reply, err)
+		}
+		if _, err := in.Next(s0, v); err != nil {
+			t.Errorf("Next of Parse(%q) = key %s: %v", reply, v.Key, err)
+		}
+	}
+}

@@ -25,7 +25,7 @@ func (in *Instance) Prompt(s task.State) ([]task.Message, error) {
 		"Current state: " + FormatPegs(st.Pegs) + "\n" +
 		"Give the next move and the state after it."
 	return []task.Message{
-		{Role: "system", Content: in.systemPrompt()},
+		{Role: "system", Content: in.system},
 		{Role: "user", Content: user},
 	}, nil
 }
@@ -39,7 +39,8 @@ func DirectionCycle(n int) string {
 	return "0 -> 2 -> 1 -> 0"
 }
 
-func (in *Instance) systemPrompt() string {
+// systemPrompt depends only on n: New renders it once.
+func systemPrompt(n int) string {
 	return fmt.Sprintf(`You are solving Towers of Hanoi with %d disks, one move at a time.
 Disks are numbered 1 (smallest) to %d (largest). Pegs are numbered 0, 1 and 2.
 A state is a list of the three pegs in order; each peg lists its disks from bottom to top.
@@ -54,7 +55,7 @@ move = [disk, from, to]
 next_state = [[...], [...], [...]]
 For example, from [[3, 2, 1], [], []] moving disk 1 from peg 0 to peg 2 ends with:
 move = [1, 0, 2]
-next_state = [[3, 2], [], [1]]`, in.n, in.n, DirectionCycle(in.n))
+next_state = [[3, 2], [], [1]]`, n, n, DirectionCycle(n))
 }
 
 // FormatMove renders a move as the prompt and the answer write it.
