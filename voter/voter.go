@@ -215,6 +215,21 @@ func (v *Voter) pull(ctx, work context.Context, cons jetstream.Consumer, keepAli
 	for range v.cfg.Concurrency {
 		slots <- struct{}{}
 	}
+	// One long-lived worker per slot: a free slot is an idle worker, so a
+	// fetched request never waits, and workers keep their grown stacks
+	// (a goroutine per request would copy its stack up every time).
+	requests := make(chan jetstream.Msg)
+	defer close(requests)
+	for range v.cfg.Concurrency {
+		wg.Add(1)
+		go func() { // owned: ends when pull closes requests
+			defer wg.Done()
+			for msg := range requests {
+				v.handle(work, msg, keepAlive)
+				slots <- struct{}{}
+			}
+		}()
+	}
 	backoff := time.Duration(0)
 	for {
 		select {
@@ -242,12 +257,7 @@ func (v *Voter) pull(ctx, work context.Context, cons jetstream.Consumer, keepAli
 		if err == nil {
 			for msg := range batch.Messages() {
 				got++
-				wg.Add(1)
-				go func() { // owned: tracked by wg, bounded by the slots
-					defer wg.Done()
-					defer func() { slots <- struct{}{} }()
-					v.handle(work, msg, keepAlive)
-				}()
+				requests <- msg // a worker is free: its slot was reserved
 			}
 			err = batch.Error()
 		}

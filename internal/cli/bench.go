@@ -114,6 +114,7 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 				return err
 			}
 			opts.redisServer = svc.redis == ""
+			opts.simHTTP = sf.http
 			ctx := cmd.Context()
 			f, err := startFleet(ctx, opts)
 			if err != nil {
@@ -180,7 +181,7 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 	cmd.Flags().Lookup("redis").Usage = "Redis URL (default: a redis-server started on a free port; miniredis when none is installed) [$MAKER_REDIS_URL]"
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the measured jobs to FILE")
-	cmd.Flags().IntVar(&runs, "runs", 3, "measured jobs; the median one is reported")
+	cmd.Flags().IntVar(&runs, "runs", 5, "measured jobs; the median one is reported")
 	// One job on an in-process fleet is a chain of hand-offs (coordinator,
 	// NATS, voter, model, NATS, coordinator, Redis). On one P they never
 	// cross CPUs, which on small VMs costs more than the work itself, and

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -38,6 +39,9 @@ type fleetOptions struct {
 	// installed) instead of miniredis. The benchmark wants real Redis.
 	redisServer bool
 	sim         simllm.Config
+	// simHTTP serves the simulated model on a loopback port rather than
+	// in memory.
+	simHTTP     bool
 	concurrency int
 	bus         bus.Config
 	log         *slog.Logger
@@ -50,7 +54,6 @@ type fleet struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
 	topo      *bus.Topology
-	sim       *simllm.Running
 	voter     *voter.Voter
 	redisKind string
 	modelURL  string
@@ -133,25 +136,36 @@ func startFleet(ctx context.Context, o fleetOptions) (_ *fleet, err error) {
 		return nil, fmt.Errorf("redis at %s: %w", redisURL, err)
 	}
 
-	f.modelURL, f.voter = o.llmBaseURL, nil
-	if f.modelURL == "" {
+	f.modelURL = o.llmBaseURL
+	var modelHTTP *http.Client
+	switch {
+	case f.modelURL != "":
+	case o.simHTTP:
 		sim, err := simllm.Start(ctx, "127.0.0.1:0", o.sim)
 		if err != nil {
 			return nil, err
 		}
-		f.sim = sim
 		f.closers = append(f.closers, func() {
 			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_ = sim.Close(cctx)
 		})
 		f.modelURL = sim.URL()
+	default:
+		// The simulated model in this process, reached through the same
+		// go-openai client but in memory rather than over a socket.
+		sim, err := simllm.New(o.sim)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		f.modelURL = "http://simllm.in-process/v1"
+		modelHTTP = &http.Client{Transport: sim.Transport()}
 	}
 	model := o.model
 	if model == "" {
 		model = simllm.DefaultModel
 	}
-	client, err := llm.New(llm.Config{BaseURL: f.modelURL, APIKey: o.apiKey, Model: model})
+	client, err := llm.New(llm.Config{BaseURL: f.modelURL, APIKey: o.apiKey, Model: model, HTTPClient: modelHTTP})
 	if err != nil {
 		return nil, usageError{err}
 	}

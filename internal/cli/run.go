@@ -24,6 +24,7 @@ import (
 type simFlags struct {
 	accuracy, malformed, overlong, rateLimit, serverError float64
 	latency, jitter                                       time.Duration
+	http                                                  bool
 }
 
 func addSimFlags(cmd *cobra.Command, s *simFlags) {
@@ -35,6 +36,7 @@ func addSimFlags(cmd *cobra.Command, s *simFlags) {
 	fl.Float64Var(&s.serverError, "sim-server-error-rate", 0, "simulated model: share of requests answered 500")
 	fl.DurationVar(&s.latency, "sim-latency", 0, "simulated model: fixed latency per call")
 	fl.DurationVar(&s.jitter, "sim-latency-jitter", 0, "simulated model: extra uniform random latency per call")
+	fl.BoolVar(&s.http, "sim-http", false, "serve the simulated model on a loopback HTTP port (default: called in memory, through the same client)")
 }
 
 func (s *simFlags) config(seed int64) (simllm.Config, error) {
@@ -138,6 +140,7 @@ the smallest margin that reaches --target at p = --sim-accuracy.`,
 			if err != nil {
 				return err
 			}
+			opts.simHTTP = sf.http
 			ctx := cmd.Context()
 			if timeout > 0 {
 				var cancel context.CancelFunc
