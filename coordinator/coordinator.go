@@ -18,14 +18,6 @@ import (
 	"github.com/makerfleet/makerfleet/task"
 )
 
-// Sentinel errors.
-var (
-	// ErrConfig is returned by New for an invalid Config.
-	ErrConfig = errors.New("coordinator: invalid config")
-	// ErrInvalidJob marks a job spec the coordinator refuses.
-	ErrInvalidJob = errors.New("coordinator: invalid job")
-)
-
 // Config configures a Coordinator.
 type Config struct {
 	// ID names this coordinator in job status. Default host-pid.

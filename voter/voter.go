@@ -51,9 +51,6 @@ type Model interface {
 
 var _ Model = (*llm.Client)(nil)
 
-// ErrConfig is returned by New for an invalid Config.
-var ErrConfig = errors.New("voter: invalid config")
-
 // Config configures a Voter.
 type Config struct {
 	// ID names this voter in results. Default voter-host-pid.

@@ -9,7 +9,11 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -89,7 +93,9 @@ func startFleet(ctx context.Context, o fleetOptions) (_ *fleet, err error) {
 			// A throwaway store: in memory (tmpfs) when the machine has
 			// one, which spares the file store's create/unlink per
 			// emptied block on a real disk.
-			dir, err = os.MkdirTemp(scratchDir(), "maker-nats-")
+			scratch := scratchDir()
+			removeStaleStores(scratch)
+			dir, err = os.MkdirTemp(scratch, fmt.Sprintf("maker-nats-%d-", os.Getpid()))
 			if err != nil {
 				return nil, err
 			}
@@ -243,6 +249,31 @@ func (f *fleet) close() {
 }
 
 func clientURL(ns *server.Server) string { return ns.ClientURL() }
+
+// removeStaleStores removes the throwaway stores of runs that died without
+// cleaning up (killed with SIGKILL, say): maker-nats-<pid>-* whose process
+// is gone. On tmpfs they would hold memory until reboot.
+func removeStaleStores(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "maker-nats-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if p, err := os.FindProcess(pid); err == nil && p.Signal(syscall.Signal(0)) == nil {
+			continue // its run is still going
+		}
+		_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
+}
 
 // scratchDir is where a temporary embedded store goes: /dev/shm when it is
 // a writable directory, else the system temp dir.
