@@ -444,7 +444,12 @@ func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.Sampl
 		_ = msg.NakWithDelay(v.cfg.ModelErrorDelay)
 		return
 	}
-	_ = msg.Ack()
+	// Wait for the server to take the ack before the slot is free again:
+	// a lost ack would have the request sampled a second time, and until
+	// the server has it the request still counts as held by this voter.
+	if err := msg.DoubleAck(pubCtx); err != nil {
+		v.log.Debug("ack not confirmed; the request may be delivered again (its result is stored, the tally dedups it)", "err", err, "sample", req.SampleID)
+	}
 }
 
 // instance binds (task, params) once and caches it.
