@@ -129,6 +129,9 @@ type Config struct {
 	JobAckWait time.Duration
 	// MaxMsgSize bounds every message. Default 1 MiB.
 	MaxMsgSize int32
+	// StartupWait bounds how long Ensure keeps retrying while the server
+	// does not answer (starting, restarting, overloaded). Default 60s.
+	StartupWait time.Duration
 }
 
 func (c *Config) defaults() {
@@ -147,6 +150,9 @@ func (c *Config) defaults() {
 	if c.MaxMsgSize == 0 {
 		c.MaxMsgSize = 1 << 20
 	}
+	if c.StartupWait == 0 {
+		c.StartupWait = 60 * time.Second
+	}
 }
 
 // Topology holds handles on the shared streams and buckets.
@@ -160,16 +166,50 @@ type Topology struct {
 
 // Ensure creates the streams, shared consumers and buckets that are missing.
 // Existing ones are left as they are, so roles started with different
-// settings never fight over them. Every role calls it at start.
+// settings never fight over them. Every role calls it at start. While the
+// server does not answer (a timeout, no responders) it retries with backoff
+// for up to cfg.StartupWait, so a role started alongside a busy or
+// restarting server waits instead of exiting.
 func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {
 	cfg.defaults()
 	if err := cfg.Namespace.Validate(); err != nil {
 		return nil, err
 	}
-	ns := cfg.Namespace
-	if cfg.Replicas < 1 || cfg.SampleMaxDeliver < 1 || cfg.SampleAckWait < time.Second || cfg.JobAckWait < time.Second {
+	if cfg.Replicas < 1 || cfg.SampleMaxDeliver < 1 || cfg.SampleAckWait < time.Second || cfg.JobAckWait < time.Second || cfg.StartupWait < 0 {
 		return nil, fmt.Errorf("bus: invalid config %+v", cfg)
 	}
+	deadline := time.Now().Add(cfg.StartupWait)
+	backoff := 100 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, ensureAttemptTimeout)
+		topo, err := ensureOnce(actx, js, cfg)
+		cancel()
+		if err == nil || !Transient(err) || ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
+			return topo, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// ensureAttemptTimeout bounds one pass of Ensure's requests.
+const ensureAttemptTimeout = 10 * time.Second
+
+// Transient reports whether err means the server did not answer in time
+// or not at all (yet), so the same request may succeed later.
+func Transient(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount)
+}
+
+func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {
+	ns := cfg.Namespace
 	streams := []jetstream.StreamConfig{
 		{
 			Name:        ns.JobsStream(),

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
@@ -296,5 +297,70 @@ func TestTeardown(t *testing.T) {
 	}
 	if info, err := s.Info(ctx); err != nil || info.State.Msgs != 0 {
 		t.Errorf("run-a's job stream after Teardown and Ensure: %+v, %v; want a new, empty one", info, err)
+	}
+}
+
+// TestEnsureWaitsForJetStream: a role started before the server serves
+// JetStream waits for it (within StartupWait) instead of exiting, and gives
+// up with the server's error once StartupWait is spent.
+func TestEnsureWaitsForJetStream(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	_, err = bus.Ensure(opCtx(t), js, bus.Config{StartupWait: 400 * time.Millisecond})
+	if err == nil || !bus.Transient(err) {
+		t.Fatalf("Ensure without JetStream: err %v, want a transient error", err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("Ensure gave up after %v, want it to retry for StartupWait", d)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := bus.Ensure(opCtx(t), js, bus.Config{StartupWait: 30 * time.Second})
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err := srv.EnableJetStream(&server.JetStreamConfig{StoreDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Ensure once JetStream is on: %v", err)
+	}
+}
+
+func TestTransient(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{context.DeadlineExceeded, true},
+		{nats.ErrTimeout, true},
+		{nats.ErrNoResponders, true},
+		{jetstream.ErrJetStreamNotEnabled, true},
+		{errors.New("bus: invalid config"), false},
+		{jetstream.ErrStreamNotFound, false},
+		{context.Canceled, false},
+	} {
+		if got := bus.Transient(tc.err); got != tc.want {
+			t.Errorf("Transient(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }
