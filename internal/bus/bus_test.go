@@ -23,8 +23,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // jetStream connects a JetStream client to a fresh in-process server.
 func jetStream(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	srv := testutil.StartNATS(t)
-	nc, err := nats.Connect(srv.URL)
+	return connect(t, testutil.StartNATS(t).URL)
+}
+
+// connect returns a JetStream client of the server at url.
+func connect(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,15 +318,7 @@ func TestEnsureWaitsForJetStream(t *testing.T) {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("server not ready")
 	}
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := connect(t, srv.ClientURL())
 
 	start := time.Now()
 	_, err = bus.Ensure(opCtx(t), js, bus.Config{StartupWait: 400 * time.Millisecond})
