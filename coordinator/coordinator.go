@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/lease"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
@@ -20,7 +22,8 @@ import (
 
 // Config configures a Coordinator.
 type Config struct {
-	// ID names this coordinator in job status. Default host-pid.
+	// ID names this coordinator in leases and job status; it must be
+	// unique in the fleet. Default host-pid.
 	ID string
 	// Tasks resolves job tasks (required).
 	Tasks *task.Registry
@@ -29,6 +32,18 @@ type Config struct {
 	// StatusInterval is how often a running job's status is published.
 	// Default 250ms.
 	StatusInterval time.Duration
+	// LeaseTTL is how long a job stays owned by a coordinator that stopped
+	// renewing (killed, paused, cut off); the lease is renewed every third
+	// of it. A dead owner's job is taken over within LeaseTTL +
+	// ScanInterval. Default 10s.
+	LeaseTTL time.Duration
+	// ScanInterval is how often the coordinator looks for jobs without a
+	// live owner. Default 1s.
+	ScanInterval time.Duration
+	// CheckpointEvery is how many decided steps may pass between
+	// checkpoints: a new owner reads at most this many journal entries to
+	// resume. Default 1000.
+	CheckpointEvery int
 	// JobRetryDelay is the wait before a failed job is tried again; it
 	// doubles with each failure, up to 5 minutes. After MaxJobAttempts
 	// failures the job gets a failed report. Defaults 5s and 5.
@@ -38,6 +53,11 @@ type Config struct {
 	Bus bus.Config
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
+
+	// CrashAt is a fault-injection hook for the fault suite: the process
+	// exits at once (as if killed) when a job reaches the named point; see
+	// crash.go. Empty in production.
+	CrashAt string
 }
 
 func (c *Config) defaults() error {
@@ -57,6 +77,15 @@ func (c *Config) defaults() error {
 	if c.StatusInterval == 0 {
 		c.StatusInterval = 250 * time.Millisecond
 	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 10 * time.Second
+	}
+	if c.ScanInterval == 0 {
+		c.ScanInterval = time.Second
+	}
+	if c.CheckpointEvery == 0 {
+		c.CheckpointEvery = 1000
+	}
 	if c.JobRetryDelay == 0 {
 		c.JobRetryDelay = 5 * time.Second
 	}
@@ -69,19 +98,27 @@ func (c *Config) defaults() error {
 	if c.StatusInterval < 10*time.Millisecond {
 		return fmt.Errorf("%w: StatusInterval must be >= 10ms", ErrConfig)
 	}
+	if c.LeaseTTL < 300*time.Millisecond || c.ScanInterval < 10*time.Millisecond || c.CheckpointEvery < 1 {
+		return fmt.Errorf("%w: LeaseTTL must be >= 300ms, ScanInterval >= 10ms, CheckpointEvery >= 1", ErrConfig)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	return nil
 }
 
-// Coordinator takes jobs from the job stream and runs them.
+// Coordinator takes jobs from the job stream into the job registry, and
+// runs the registered jobs it holds the lease of.
 type Coordinator struct {
-	cfg   Config
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	store *store.Store
-	log   *slog.Logger
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	store  *store.Store
+	log    *slog.Logger
+	leases *lease.Manager
+
+	mu      sync.Mutex
+	running map[string]bool // registry keys of the jobs this coordinator runs
 }
 
 // New returns a Coordinator using nc for NATS and st for the tally.
@@ -96,15 +133,18 @@ func New(nc *nats.Conn, st *store.Store, cfg Config) (*Coordinator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: jetstream: %w", err)
 	}
-	return &Coordinator{cfg: cfg, nc: nc, js: js, store: st, log: cfg.Logger.With("coordinator", cfg.ID)}, nil
+	return &Coordinator{cfg: cfg, nc: nc, js: js, store: st, log: cfg.Logger.With("coordinator", cfg.ID), running: map[string]bool{}}, nil
 }
 
-// Run takes jobs until ctx is done, running up to MaxJobs at once. On
-// return every job it started has stopped; a job stopped before its end is
-// handed back (nak) for another coordinator to run.
+// Run takes and runs jobs until ctx is done. On return every job it ran
+// has stopped at a step boundary and its lease is released, so another
+// coordinator resumes it at once.
 func (c *Coordinator) Run(ctx context.Context) error {
 	topo, err := bus.Ensure(ctx, c.js, c.cfg.Bus)
 	if err != nil {
+		return err
+	}
+	if c.leases, err = lease.NewManager(topo.Leases, c.cfg.ID, c.cfg.LeaseTTL); err != nil {
 		return err
 	}
 	if err := c.store.Load(ctx); err != nil {
@@ -114,59 +154,97 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: job consumer: %w", err)
 	}
-	c.log.Info("coordinator started", "max_jobs", c.cfg.MaxJobs)
+	c.log.Info("coordinator started", "max_jobs", c.cfg.MaxJobs, "lease_ttl", c.cfg.LeaseTTL)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	slots := make(chan struct{}, c.cfg.MaxJobs)
-	for {
-		// Reserve a slot before pulling a job, so jobs wait in the stream
-		// for a coordinator with room rather than in our buffer.
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return nil
-		}
-		msg, err := fetchOne(ctx, cons)
-		if err != nil {
-			<-slots
-			if ctx.Err() != nil {
-				return nil
-			}
-			c.log.Warn("fetch job", "err", err)
-			select {
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-				return nil
-			}
-			continue
-		}
-		if msg == nil {
-			<-slots
-			continue
-		}
-		if ctx.Err() != nil {
-			_ = msg.Nak() // arrived as we stop: straight back for another coordinator
-			<-slots
-			return nil
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			c.handleJob(ctx, topo, msg)
-		}()
-	}
+	poke := make(chan struct{}, 1)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		c.intake(ctx, topo, cons, poke)
+	}()
+	go func() {
+		defer wg.Done()
+		c.deadLetters(ctx, topo)
+	}()
+	c.schedule(ctx, topo, poke, &wg)
+	return nil
 }
 
 // jobPullWait bounds one fetch of a job: an idle coordinator asks again
 // this often, and a stopping one waits at most this long.
 const jobPullWait = 250 * time.Millisecond
 
+// intake moves submitted jobs from the job stream into the registry, where
+// every coordinator can see them; a message is acked once its job is
+// registered (or found registered already).
+func (c *Coordinator) intake(ctx context.Context, topo *bus.Topology, cons jetstream.Consumer, poke chan<- struct{}) {
+	for ctx.Err() == nil {
+		msg, err := fetchOne(ctx, cons)
+		if err != nil {
+			c.log.Warn("fetch job", "err", err)
+			sleep(ctx, time.Second)
+			continue
+		}
+		if msg == nil {
+			continue
+		}
+		if err := c.register(ctx, topo, msg); err != nil {
+			c.log.Warn("register job; will retry", "err", err)
+			_ = msg.NakWithDelay(time.Second)
+			continue
+		}
+		select {
+		case poke <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// register settles one job message: a valid new job is registered, a
+// resubmission of a registered job is dropped, and a job the registry or
+// the task refuses is terminated (with a failed report when it has a
+// readable id).
+func (c *Coordinator) register(ctx context.Context, topo *bus.Topology, msg jetstream.Msg) error {
+	var spec schemas.JobSpec
+	if err := schemas.Decode(msg.Data(), &spec); err != nil {
+		c.log.Error("dropping malformed job message", "err", err)
+		_ = msg.TermWithReason("malformed job spec")
+		return nil
+	}
+	log := c.log.With("tenant", spec.Tenant, "job", spec.JobID)
+	rec := schemas.JobRecord{
+		Header: schemas.NewHeader(schemas.KindJobRecord), Tenant: spec.Tenant, JobID: spec.JobID, Spec: spec,
+		Control: schemas.ControlRun, State: schemas.StateQueued, UpdatedAt: time.Now().UTC(),
+	}
+	var reason string
+	if _, err := c.cfg.Tasks.Bind(spec.Task, spec.Params); err != nil {
+		reason = err.Error()
+		rec.Finished, rec.State = true, schemas.StateFailed
+	}
+	if err := jobs.Register(ctx, topo, &rec); err != nil {
+		if errors.Is(err, jobs.ErrConflict) {
+			log.Error("job id already taken by a different job; dropping the submission", "err", err)
+			_ = msg.TermWithReason("job id taken by a different job")
+			return nil
+		}
+		if !errors.Is(err, jobs.ErrExists) {
+			return err
+		}
+		log.Debug("job already registered")
+	} else if reason != "" {
+		log.Error("job refused", "err", reason)
+		c.failJob(ctx, topo, spec, reason)
+	}
+	_ = msg.Ack()
+	return nil
+}
+
 // fetchOne waits up to jobPullWait for one job message; nil if none. The
 // wait is not cut short at shutdown: a pull cancelled only on our side stays
 // open at the server, and a job delivered into it would sit unseen until its
-// ack wait ran out. Run hands back what it brings at shutdown.
+// ack wait ran out. A message that arrives as we stop is handed back.
 func fetchOne(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jobPullWait)
 	defer cancel()
@@ -178,6 +256,10 @@ func fetchOne(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, erro
 		return nil, err
 	}
 	for msg := range batch.Messages() {
+		if ctx.Err() != nil {
+			_ = msg.Nak()
+			return nil, nil
+		}
 		return msg, nil
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
@@ -186,83 +268,206 @@ func fetchOne(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, erro
 	return nil, nil
 }
 
-// handleJob runs one job message to its end and settles the message.
-func (c *Coordinator) handleJob(ctx context.Context, topo *bus.Topology, msg jetstream.Msg) {
-	var spec schemas.JobSpec
-	if err := schemas.Decode(msg.Data(), &spec); err != nil {
-		c.log.Error("dropping malformed job message", "err", err)
-		_ = msg.TermWithReason("malformed job spec")
-		return
+// schedule watches the registry and, every ScanInterval (or when poked),
+// takes the lease of each unfinished, unpaused job that has no live owner,
+// while it has room, and runs the job.
+func (c *Coordinator) schedule(ctx context.Context, topo *bus.Topology, poke <-chan struct{}, wg *sync.WaitGroup) {
+	open := map[string]schemas.JobRecord{} // unfinished jobs, by registry key
+	var updates <-chan jetstream.KeyValueEntry
+	var watcher jetstream.KeyWatcher
+	defer func() {
+		if watcher != nil {
+			_ = watcher.Stop()
+		}
+	}()
+	tick := time.NewTicker(c.cfg.ScanInterval)
+	defer tick.Stop()
+	for {
+		if watcher == nil {
+			w, err := topo.Jobs.WatchAll(ctx)
+			if err != nil {
+				c.log.Warn("watch the job registry", "err", err)
+			} else {
+				watcher, updates = w, w.Updates()
+				clear(open)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-updates:
+			if !ok {
+				watcher, updates = nil, nil
+				continue
+			}
+			if e == nil {
+				continue // initial values done
+			}
+			key := e.Key()
+			var rec schemas.JobRecord
+			if e.Operation() != jetstream.KeyValuePut || schemas.Decode(e.Value(), &rec) != nil || rec.Finished {
+				delete(open, key)
+				continue
+			}
+			open[key] = rec
+			continue
+		case <-poke:
+		case <-tick.C:
+		}
+		for key, rec := range open {
+			if rec.Control == schemas.ControlPause || c.isRunning(key) || !c.hasRoom() {
+				continue
+			}
+			l, err := c.leases.Acquire(ctx, rec.Tenant, rec.JobID)
+			if err != nil {
+				if !errors.Is(err, lease.ErrHeld) && ctx.Err() == nil {
+					c.log.Warn("take job lease", "key", key, "err", err)
+				}
+				continue
+			}
+			c.setRunning(key, true)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.setRunning(key, false)
+				c.own(ctx, topo, l, rec.Spec)
+			}()
+		}
 	}
-	log := c.log.With("tenant", spec.Tenant, "job", spec.JobID)
-	key := bus.JobKey(spec.Tenant, spec.JobID)
-	if e, err := topo.Reports.Get(ctx, key); err == nil && e != nil {
-		log.Info("job already has a report; not running it again")
-		_ = msg.Ack()
-		return
-	}
+}
 
-	// Keep the job ours while it runs: AckWait is far shorter than a job.
-	hbCtx, stopHB := context.WithCancel(ctx)
+func (c *Coordinator) isRunning(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running[key]
+}
+
+func (c *Coordinator) hasRoom() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.running) < c.cfg.MaxJobs
+}
+
+func (c *Coordinator) setRunning(key string, on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if on {
+		c.running[key] = true
+	} else {
+		delete(c.running, key)
+	}
+}
+
+// own runs a job this coordinator holds the lease of, renewing the lease
+// meanwhile, and settles the lease and registry by how the run ended.
+func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Lease, spec schemas.JobSpec) {
+	log := c.log.With("tenant", spec.Tenant, "job", spec.JobID, "token", l.Token)
+	jobCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	var hb sync.WaitGroup
 	hb.Add(1)
 	go func() {
 		defer hb.Done()
-		t := time.NewTicker(topo.Config.JobAckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				_ = msg.InProgress()
-			case <-hbCtx.Done():
-				return
-			}
-		}
+		c.renew(jobCtx, cancel, l, log)
 	}()
-	rep, err := c.runJobSafely(ctx, topo, spec)
-	stopHB()
+	log.Info("running job", "lease_expires", l.ExpiresAt)
+	rep, err := c.runJobSafely(jobCtx, topo, l, spec)
+	cancel(nil)
 	hb.Wait()
 	ref := store.JobRef{Tenant: spec.Tenant, JobID: spec.JobID}
+	// Settling uses a context of its own: at shutdown the lease must still
+	// be released, so another coordinator resumes the job at once.
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer scancel()
 
 	switch {
+	case errors.Is(err, errLeaseLost):
+		log.Warn("lost the job's lease; another coordinator runs it now", "err", err)
 	case err == nil:
 		log.Info("job finished", "state", rep.State, "steps", rep.Steps, "errors", rep.Errors,
 			"samples_per_step", rep.SamplesPerStep, "wall_seconds", rep.WallSeconds)
-		_ = c.store.ClearFailures(ctx, ref)
-		_ = msg.Ack()
+		if err := jobs.MarkFinished(sctx, topo, spec.Tenant, spec.JobID, rep.State); err != nil {
+			log.Error("mark the job finished", "err", err)
+		}
+		_ = c.leases.Drop(sctx, l)
+	case errors.Is(err, errPaused):
+		log.Info("job paused", "steps", rep.Steps)
+		_ = c.leases.Release(sctx, l, 0)
 	case errors.Is(err, ErrInvalidJob):
 		log.Error("job refused", "err", err)
-		_ = msg.TermWithReason("invalid job")
+		_ = jobs.MarkFinished(sctx, topo, spec.Tenant, spec.JobID, schemas.StateFailed)
+		_ = c.leases.Drop(sctx, l)
 	case ctx.Err() != nil:
 		log.Info("job handed back at shutdown", "steps", rep.Steps)
-		_ = msg.Nak()
+		_ = c.leases.Release(sctx, l, 0)
 	default:
-		// Failures are counted in Redis, not by deliveries: a job handed
-		// back at shutdown has not failed. Without Redis nothing can be
-		// counted, and the job is simply retried.
-		n, cerr := c.store.AddFailure(ctx, ref)
+		// Failures are counted in Redis: a job handed back at shutdown has
+		// not failed. Without Redis nothing can be counted, and the job is
+		// simply retried.
+		n, cerr := c.store.AddFailure(sctx, ref)
 		if cerr == nil && n >= int64(c.cfg.MaxJobAttempts) {
 			log.Error("job failed on every attempt; giving up", "attempts", n, "err", err)
-			c.failJob(ctx, topo, spec, fmt.Sprintf("failed %d times; last error: %v", n, err))
-			_ = c.store.ClearFailures(ctx, ref)
-			_ = msg.TermWithReason("failed too often")
+			_ = c.store.ClearFailures(sctx, ref)
+			_ = jobs.MarkFinished(sctx, topo, spec.Tenant, spec.JobID, schemas.StateFailed)
+			c.failJob(sctx, topo, spec, fmt.Sprintf("failed %d times; last error: %v", n, err))
+			_ = c.leases.Drop(sctx, l)
 			return
 		}
 		delay := min(c.cfg.JobRetryDelay<<min(max(n-1, 0), 6), 5*time.Minute)
 		log.Error("job failed; will be retried", "err", err, "attempt", n, "retry_in", delay)
-		_ = msg.NakWithDelay(delay)
+		// Hold the lease through the delay, so no coordinator retries
+		// sooner.
+		_ = c.leases.Release(sctx, l, delay)
+	}
+}
+
+// renew keeps l alive every third of its TTL until ctx is done. If the
+// lease is lost, or cannot be renewed before it would expire, the job is
+// stopped: from then on another coordinator may own it.
+func (c *Coordinator) renew(ctx context.Context, stop context.CancelCauseFunc, l *lease.Lease, log *slog.Logger) {
+	t := time.NewTicker(c.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	renewed := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/3)
+		err := c.leases.Renew(rctx, l)
+		cancel()
+		switch {
+		case err == nil:
+			renewed = time.Now()
+		case errors.Is(err, lease.ErrLost):
+			stop(fmt.Errorf("%w: %v", errLeaseLost, err))
+			return
+		default:
+			log.Warn("renew lease", "err", err)
+			// Stop well before the lease could lapse: past that point a
+			// write of ours might interleave with a new owner's.
+			if time.Since(renewed) > c.cfg.LeaseTTL*2/3 {
+				stop(fmt.Errorf("%w: not renewed for %v: %v", errLeaseLost, time.Since(renewed).Round(time.Millisecond), err))
+				return
+			}
+		}
 	}
 }
 
 // runJobSafely runs the job, turning a panic (a task's bug, say) into an
 // error, so one job cannot take down the others on this coordinator.
-func (c *Coordinator) runJobSafely(ctx context.Context, topo *bus.Topology, spec schemas.JobSpec) (rep schemas.JobReport, err error) {
+func (c *Coordinator) runJobSafely(ctx context.Context, topo *bus.Topology, l *lease.Lease, spec schemas.JobSpec) (rep schemas.JobReport, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("coordinator: panic running job: %v", p)
 		}
 	}()
-	return c.RunJob(ctx, topo, spec)
+	rep, err = c.runJob(ctx, topo, l, spec)
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, errLeaseLost) {
+		err = cause
+	}
+	return rep, err
 }
 
 // failJob stores a failed report for spec.
@@ -280,5 +485,13 @@ func (c *Coordinator) failJob(ctx context.Context, topo *bus.Topology, spec sche
 	}
 	if err != nil {
 		c.log.Error("store failed report", "tenant", spec.Tenant, "job", spec.JobID, "err", err)
+	}
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
 	}
 }

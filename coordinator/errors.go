@@ -10,3 +10,12 @@ var (
 	// a failed report and its message is terminated.
 	ErrInvalidJob = errors.New("coordinator: invalid job")
 )
+
+// Reasons a job stops short of its end without failing.
+var (
+	// errLeaseLost: another coordinator owns the job now; this one must not
+	// write anything more for it.
+	errLeaseLost = errors.New("coordinator: lease lost")
+	// errPaused: the job was paused at a step boundary.
+	errPaused = errors.New("coordinator: job paused")
+)

@@ -69,7 +69,7 @@ func TestLostSampleResampled(t *testing.T) {
 	spec.SampleTimeoutMS = 300
 	requests := fleettest.Capture[schemas.SampleRequest](env, bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID))
 	var seen sync.Once
-	sub, err := env.NC.Subscribe(bus.DefaultNamespace.ResultSubject(spec.Tenant, spec.JobID), func(m *nats.Msg) {
+	sub, err := env.NC.Subscribe(bus.DefaultNamespace.ResultJobWildcard(spec.Tenant, spec.JobID), func(m *nats.Msg) {
 		var res schemas.SampleResult
 		if schemas.Decode(m.Data, &res) == nil && res.Outcome == schemas.OutcomeCancelled {
 			seen.Do(func() { close(cancelledSeen) })
@@ -216,7 +216,7 @@ func TestMalformedMessagesNeverCrash(t *testing.T) {
 	}
 	publish(bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID), badRequests)
 	publish(bus.DefaultNamespace.DecidedSubject(spec.Tenant, spec.JobID), badEvents)
-	publish(bus.DefaultNamespace.ResultSubject(spec.Tenant, spec.JobID), badResults)
+	publish(bus.DefaultNamespace.ResultSubject(spec.Tenant, spec.JobID, schemas.EpochGen(epoch)), badResults)
 	if err := env.NC.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestUnreadableVotesDropped(t *testing.T) {
 			t.Errorf("rogue result: %v", err)
 			return
 		}
-		if err := env.NC.Publish(bus.DefaultNamespace.ResultSubject(req.Tenant, req.JobID), data); err == nil {
+		if err := env.NC.Publish(bus.DefaultNamespace.ResultSubject(req.Tenant, req.JobID, schemas.EpochGen(req.Epoch)), data); err == nil {
 			injected.Add(1)
 		}
 	})

@@ -3,17 +3,23 @@ package coordinator
 import (
 	"context"
 	"crypto/sha256"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/journal"
+	"github.com/makerfleet/makerfleet/internal/lease"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
@@ -34,7 +40,8 @@ type pending struct {
 // cannot make the coordinator spin.
 const maxSkips = 3
 
-// jobRun is one job's step loop. It is owned by one goroutine.
+// jobRun is one job's step loop, run by the job's lease holder. It is
+// owned by one goroutine.
 type jobRun struct {
 	c        *Coordinator
 	topo     *bus.Topology
@@ -45,6 +52,16 @@ type jobRun struct {
 	ref      store.JobRef
 	sampleSj string
 	timeout  time.Duration
+
+	// ownership: the lease, the journal appended under it, the control
+	// (run, pause, cancel) last seen in the registry
+	lease      *lease.Lease
+	jr         *journal.Journal
+	control    atomic.Value // string
+	sinceCkpt  int
+	lastWork   schemas.StepWork // report figures at the last journal entry
+	crashPoint string
+	crashStep  int64
 
 	// open step
 	step       int64
@@ -63,14 +80,15 @@ type jobRun struct {
 	done  bool
 }
 
-// RunJob runs spec to its end and returns its report, which is also stored
-// in the reports bucket. A spec the task registry refuses gets a failed
-// report and an error wrapping ErrInvalidJob.
-func (c *Coordinator) RunJob(ctx context.Context, topo *bus.Topology, spec schemas.JobSpec) (schemas.JobReport, error) {
+// runJob runs spec, resuming from its journal, until it ends (the report
+// is returned and stored), is paused (errPaused) or the lease is lost
+// (errLeaseLost). A spec the task registry refuses gets a failed report and
+// an error wrapping ErrInvalidJob.
+func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, l *lease.Lease, spec schemas.JobSpec) (schemas.JobReport, error) {
 	r := &jobRun{
 		c:        c,
 		topo:     topo,
-		log:      c.log.With("tenant", spec.Tenant, "job", spec.JobID),
+		log:      c.log.With("tenant", spec.Tenant, "job", spec.JobID, "token", l.Token),
 		spec:     spec,
 		ref:      store.JobRef{Tenant: spec.Tenant, JobID: spec.JobID},
 		sampleSj: topo.NS.SampleSubject(spec.Tenant, spec.JobID),
@@ -79,6 +97,11 @@ func (c *Coordinator) RunJob(ctx context.Context, topo *bus.Topology, spec schem
 		start:    time.Now(),
 		pending:  make(map[int]*pending),
 		seen:     make(map[int]string),
+		lease:    l,
+	}
+	r.control.Store(schemas.ControlRun)
+	if c.cfg.CrashAt != "" {
+		r.crashPoint, r.crashStep, _ = ParseCrashAt(c.cfg.CrashAt)
 	}
 	r.rep = schemas.JobReport{
 		Header: schemas.NewHeader(schemas.KindJobReport),
@@ -88,7 +111,6 @@ func (c *Coordinator) RunJob(ctx context.Context, topo *bus.Topology, spec schem
 	}
 	inst, err := c.cfg.Tasks.Bind(spec.Task, spec.Params)
 	if err != nil {
-		r.rep.Params = spec.Params
 		r.finish(ctx, schemas.StateFailed, err.Error())
 		if perr := r.publishReport(ctx); perr != nil {
 			return r.rep, perr
@@ -99,31 +121,177 @@ func (c *Coordinator) RunJob(ctx context.Context, topo *bus.Topology, spec schem
 	r.verifier, _ = inst.(task.Verifier)
 	r.rep.Params = inst.Params()
 	r.rep.TotalSteps = inst.TotalSteps()
+	stopWatch, err := r.watchControl(ctx)
+	if err != nil {
+		return r.rep, err
+	}
+	defer stopWatch()
+	if err := r.resume(ctx); err != nil {
+		return r.rep, err
+	}
 	if err := r.run(ctx); err != nil {
 		return r.rep, err
+	}
+	// Settle the bookkeeping before the report makes the end visible (a
+	// waiting client may stop everything as soon as it sees it).
+	if err := c.store.ClearFailures(ctx, r.ref); err != nil {
+		r.log.Warn("clear failure count", "err", err)
 	}
 	if err := r.cleanup(ctx); err != nil {
 		r.log.Warn("cleanup after the job", "err", err)
 	}
-	return r.rep, r.publishReport(ctx)
+	if err := r.publishReport(ctx); err != nil {
+		return r.rep, err
+	}
+	return r.rep, nil
+}
+
+// watchControl follows the job's registry record, so a pause or cancel is
+// seen at the next step boundary without a read per step.
+func (r *jobRun) watchControl(ctx context.Context) (stop func(), err error) {
+	w, err := r.topo.Jobs.Watch(ctx, bus.JobKey(r.spec.Tenant, r.spec.JobID))
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: watch job record: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := range w.Updates() {
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var rec schemas.JobRecord
+			if schemas.Decode(e.Value(), &rec) == nil {
+				r.control.Store(rec.Control)
+			}
+		}
+	}()
+	return func() {
+		_ = w.Stop()
+		<-done
+	}, nil
+}
+
+// resume rebuilds the job's position from its journal: the last
+// checkpoint, then the entries after it. Then it appends a takeover entry
+// under this lease's token, which fences every older owner out of the
+// journal, and cleans up what older owners left in flight.
+func (r *jobRun) resume(ctx context.Context) error {
+	jr, res, err := journal.Open(ctx, r.c.js, r.topo.NS, r.spec.Tenant, r.spec.JobID)
+	if err != nil {
+		return err
+	}
+	r.jr = jr
+	r.state = r.inst.Initial()
+	if c := res.Checkpoint; c != nil {
+		if err := r.restore(c); err != nil {
+			return fmt.Errorf("%w: checkpoint: %w", journal.ErrCorrupt, err)
+		}
+	}
+	for _, e := range res.Entries {
+		if e.Type != schemas.EntryDecision {
+			continue
+		}
+		if err := r.apply(&e.JournalEntry, true); err != nil {
+			return fmt.Errorf("%w: entry at %d: %w", journal.ErrCorrupt, e.Seq, err)
+		}
+	}
+	r.lastWork = workOf(&r.rep)
+	replayed := len(res.Entries)
+	if _, err := r.jr.Append(ctx, &schemas.JournalEntry{
+		Header: schemas.NewHeader(schemas.KindJournalEntry), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
+		Type: schemas.EntryTakeover, Token: r.lease.Token, Owner: r.c.cfg.ID, Step: r.step, At: time.Now().UTC(),
+	}); err != nil {
+		if errors.Is(err, journal.ErrFenced) {
+			return fmt.Errorf("%w: %v", errLeaseLost, err)
+		}
+		return err
+	}
+	if r.step > 0 || replayed > 0 {
+		r.log.Info("resumed from the journal", "step", r.step, "entries_read", replayed, "from_checkpoint", res.Checkpoint != nil)
+	}
+	r.epoch = r.lease.Token * schemas.EpochsPerLease
+	return r.clearOldOwners(ctx)
+}
+
+// restore loads a checkpoint.
+func (r *jobRun) restore(c *schemas.Checkpoint) error {
+	st := task.State(c.State)
+	if c.Step > 0 || !r.inst.Done(st) {
+		r.state = st
+	}
+	h := sha256.New()
+	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(c.Trace); err != nil {
+		return err
+	}
+	r.trace = h
+	rep := c.Report
+	rep.Header = schemas.NewHeader(schemas.KindJobReport)
+	rep.Tenant, rep.JobID, rep.Task, rep.K, rep.PEstimate = r.spec.Tenant, r.spec.JobID, r.spec.Task, r.spec.K, r.spec.PEstimate
+	rep.Params, rep.TotalSteps = r.inst.Params(), r.inst.TotalSteps()
+	if rep.RedFlags == nil {
+		rep.RedFlags = map[string]int64{}
+	}
+	r.rep = rep
+	r.start = rep.StartedAt
+	r.step = c.Step
+	return nil
+}
+
+// clearOldOwners drops what earlier owners of the job left in flight: their
+// queued sample requests and their result consumers and results, which can
+// no longer count (their epochs are below ours).
+func (r *jobRun) clearOldOwners(ctx context.Context) error {
+	js := r.c.js
+	if s, err := js.Stream(ctx, r.topo.NS.SamplesStream()); err == nil {
+		_ = s.Purge(ctx, jetstream.WithPurgeSubject(r.sampleSj))
+	}
+	mine := bus.ResultConsumer(r.spec.Tenant, r.spec.JobID, r.lease.Token)
+	prefix := bus.ResultConsumerPrefix(r.spec.Tenant, r.spec.JobID)
+	s, err := js.Stream(ctx, r.topo.NS.ResultsStream())
+	if err != nil {
+		return fmt.Errorf("coordinator: results stream: %w", err)
+	}
+	names := s.ConsumerNames(ctx)
+	for name := range names.Name() {
+		if strings.HasPrefix(name, prefix) && name != mine {
+			if err := s.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return fmt.Errorf("coordinator: delete old result consumer %s: %w", name, err)
+			}
+		}
+	}
+	if err := names.Err(); err != nil {
+		return fmt.Errorf("coordinator: list result consumers: %w", err)
+	}
+	// Results of older generations still stored were drawn for nothing.
+	for gen := max(r.lease.Token-8, 1); gen < r.lease.Token; gen++ {
+		sj := r.topo.NS.ResultSubject(r.spec.Tenant, r.spec.JobID, gen)
+		if info, err := s.Info(ctx, jetstream.WithSubjectFilter(sj)); err == nil {
+			r.rep.LateSamples += int64(info.State.Subjects[sj])
+		}
+		_ = s.Purge(ctx, jetstream.WithPurgeSubject(sj))
+	}
+	return nil
 }
 
 func (r *jobRun) run(ctx context.Context) error {
 	js := r.c.js
-	// A fresh start: clear what an earlier, interrupted run of this job
-	// left behind, and use a new epoch so none of its answers count.
-	if err := r.cleanup(ctx); err != nil {
+	if r.finishedAt() {
+		return r.end(ctx)
+	}
+	if err := r.obeyControl(ctx); err != nil || r.done {
 		return err
 	}
-	r.epoch = time.Now().UnixMilli()
-	r.state = r.inst.Initial()
-	if _, _, err := r.c.store.OpenStep(ctx, r.ref, 0, r.epoch); err != nil {
+	if _, _, err := r.c.store.OpenStep(ctx, r.ref, r.step, r.epoch); err != nil {
+		if errors.Is(err, store.ErrStaleOpen) {
+			return fmt.Errorf("%w: %v", errLeaseLost, err)
+		}
 		return err
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, r.topo.NS.ResultsStream(), jetstream.ConsumerConfig{
-		Durable:           bus.ResultConsumer(r.spec.Tenant, r.spec.JobID),
-		Description:       "results of one job, read by the coordinator running it",
-		FilterSubject:     r.topo.NS.ResultSubject(r.spec.Tenant, r.spec.JobID),
+		Durable:           bus.ResultConsumer(r.spec.Tenant, r.spec.JobID, r.lease.Token),
+		Description:       "results of one job, read by the coordinator holding its lease",
+		FilterSubject:     r.topo.NS.ResultSubject(r.spec.Tenant, r.spec.JobID, r.lease.Token),
 		AckPolicy:         jetstream.AckExplicitPolicy,
 		AckWait:           30 * time.Second,
 		MaxAckPending:     4096,
@@ -139,9 +307,7 @@ func (r *jobRun) run(ctx context.Context) error {
 	defer iter.Stop()
 
 	r.publishStatus(ctx, schemas.StateRunning)
-	if r.finishedAt() {
-		return r.end(ctx)
-	}
+	_ = jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StateRunning)
 	if err := r.topUp(ctx); err != nil {
 		return err
 	}
@@ -192,6 +358,67 @@ func (r *jobRun) run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// obeyControl acts on a pause or cancel asked for the job, at a step
+// boundary: a pause checkpoints and stops (errPaused); a cancel ends the
+// job with a cancelled report.
+func (r *jobRun) obeyControl(ctx context.Context) error {
+	switch r.control.Load().(string) {
+	case schemas.ControlPause:
+		if err := r.checkpoint(ctx); err != nil {
+			return err
+		}
+		r.publishStatus(ctx, schemas.StatePaused)
+		if err := jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StatePaused); err != nil {
+			return err
+		}
+		return errPaused
+	case schemas.ControlCancel:
+		r.finish(ctx, schemas.StateCancelled, fmt.Sprintf("cancelled at step %d", r.step))
+	}
+	return nil
+}
+
+// checkpoint stores the job's resume point: a new owner reads no journal
+// entry before it.
+func (r *jobRun) checkpoint(ctx context.Context) error {
+	tr, err := r.trace.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("coordinator: checkpoint trace: %w", err)
+	}
+	c := schemas.Checkpoint{
+		Header: schemas.NewHeader(schemas.KindCheckpoint), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
+		Token: r.lease.Token, JournalSeq: r.jr.LastSeq(), Step: r.step, State: json.RawMessage(r.state),
+		Trace: tr, Report: r.rep, At: time.Now().UTC(),
+	}
+	if err := r.jr.Checkpoint(ctx, &c); err != nil {
+		if errors.Is(err, journal.ErrFenced) {
+			return fmt.Errorf("%w: %v", errLeaseLost, err)
+		}
+		return err
+	}
+	r.sinceCkpt = 0
+	return nil
+}
+
+// workOf takes the report's running figures that journal entries carry as
+// deltas.
+func workOf(rep *schemas.JobReport) schemas.StepWork {
+	return schemas.StepWork{
+		PromptTokens: rep.PromptTokens, CompletionTokens: rep.CompletionTokens,
+		Skipped: rep.SkippedSamples, Cancelled: rep.CancelledSamples, Late: rep.LateSamples,
+		Duplicates: rep.DuplicateResults, Resampled: rep.Resampled, MalformedMessages: rep.MalformedMessages,
+	}
+}
+
+func subWork(a, b schemas.StepWork) schemas.StepWork {
+	return schemas.StepWork{
+		PromptTokens: a.PromptTokens - b.PromptTokens, CompletionTokens: a.CompletionTokens - b.CompletionTokens,
+		Skipped: a.Skipped - b.Skipped, Cancelled: a.Cancelled - b.Cancelled, Late: a.Late - b.Late,
+		Duplicates: a.Duplicates - b.Duplicates, Resampled: a.Resampled - b.Resampled,
+		MalformedMessages: a.MalformedMessages - b.MalformedMessages,
+	}
 }
 
 // maxBatch bounds the results handled, and recorded in one Redis round
@@ -364,6 +591,9 @@ func (r *jobRun) topUp(ctx context.Context) error {
 		need = room
 	}
 	for i := 0; i < need; i++ {
+		if i == need/2 && need >= 2 {
+			r.crash(CrashMidWave)
+		}
 		if err := r.publish(ctx, r.dispatched, 0); err != nil {
 			return err
 		}
@@ -447,9 +677,16 @@ func (r *jobRun) resampleOverdue(ctx context.Context) error {
 // reopen restarts the open step under a new epoch, re-sampling it from
 // scratch; answers of the old epoch are stale from then on.
 func (r *jobRun) reopen(ctx context.Context, why string) error {
-	r.epoch = max(r.epoch+1, time.Now().UnixMilli())
+	if r.epoch+1 >= (r.lease.Token+1)*schemas.EpochsPerLease {
+		return fmt.Errorf("coordinator: step %d: out of epochs under lease %d", r.step, r.lease.Token)
+	}
+	r.epoch++
 	r.log.Warn("re-sampling the open step under a new epoch", "step", r.step, "epoch", r.epoch, "why", why)
 	if _, _, err := r.c.store.OpenStep(ctx, r.ref, r.step, r.epoch); err != nil {
+		if errors.Is(err, store.ErrStaleOpen) {
+			// A newer owner's epoch is open: we are fenced out.
+			return fmt.Errorf("%w: %v", errLeaseLost, err)
+		}
 		return err
 	}
 	r.resetStep()
@@ -465,23 +702,11 @@ func (r *jobRun) resetStep() {
 	clear(r.seen)
 }
 
-// decide closes the open step with d and moves to the next one, from the
-// winner's own next state.
+// decide closes the open step with d: it journals the decision (fenced by
+// the lease), applies it and moves to the next step, from the winner's own
+// next state.
 func (r *jobRun) decide(ctx context.Context, d *store.Decision) error {
-	vote := task.Vote{Key: d.Winner}
-	if r.verifier != nil {
-		if err := r.verifier.Verify(r.state, vote); err != nil {
-			r.rep.Errors++
-			if len(r.rep.ErrorSteps) < maxErrorSteps {
-				r.rep.ErrorSteps = append(r.rep.ErrorSteps, r.step)
-			}
-			r.log.Warn("verifier: wrong step decided", "step", r.step, "err", err)
-		}
-	}
-	next, err := r.inst.Next(r.state, vote)
-	if err != nil {
-		return fmt.Errorf("coordinator: step %d: next state from the winning vote: %w", r.step, err)
-	}
+	r.crash(CrashAfterCount)
 	// Tell voters, so they skip or cancel this step's requests still out
 	// there (overdue ones that were re-published, or ones beyond the
 	// deciding index). With none out, the usual case since waves never
@@ -497,37 +722,105 @@ func (r *jobRun) decide(ctx context.Context, d *store.Decision) error {
 			_ = r.c.nc.Publish(r.topo.NS.DecidedSubject(r.spec.Tenant, r.spec.JobID), data)
 		}
 	}
-
-	r.trace.Write([]byte(d.Winner))
-	r.trace.Write([]byte{'\n'})
-	r.rep.Steps++
-	r.rep.Samples += int64(d.Counted)
-	r.rep.Votes += int64(d.Valid)
-	r.rep.RedFlagged += int64(d.RedFlagged)
-	for idx, why := range r.seen {
-		if idx < d.Counted && why != "" {
-			r.rep.RedFlags[why]++
-		}
-	}
 	// Answers recorded beyond the deciding one were drawn for nothing.
 	r.rep.LateSamples += int64(max(0, len(r.seen)-d.Counted))
-	if d.Counted > r.rep.MaxSamplesInStep {
-		r.rep.MaxSamplesInStep = d.Counted
-		r.rep.MaxSamplesStep = r.step
+	e := schemas.JournalEntry{
+		Header: schemas.NewHeader(schemas.KindJournalEntry), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
+		Type: schemas.EntryDecision, Token: r.lease.Token, Owner: r.c.cfg.ID, Step: r.step, Epoch: r.epoch,
+		VoteKey: d.Winner, Votes: d.Votes, Lead: d.Lead, Counted: d.Counted, Valid: d.Valid, RedFlagged: d.RedFlagged,
+		Tally: d.Tally, At: time.Now().UTC(),
 	}
-	if d.Counted > 3*r.spec.K+10 {
-		r.log.Warn("heavy-tailed step: many samples before consensus (correlated errors?)",
-			"step", r.step, "samples", d.Counted, "tally", len(d.Tally))
+	for idx, why := range r.seen {
+		if idx < d.Counted && why != "" {
+			if e.RedFlags == nil {
+				e.RedFlags = map[string]int{}
+			}
+			e.RedFlags[why]++
+		}
 	}
-
-	r.state = next
-	r.step++
-	r.resetStep()
+	work := workOf(&r.rep)
+	e.Work = subWork(work, r.lastWork)
+	if _, err := r.jr.Append(ctx, &e); err != nil {
+		if errors.Is(err, journal.ErrFenced) {
+			return fmt.Errorf("%w: %v", errLeaseLost, err)
+		}
+		return err
+	}
+	r.lastWork = work
+	if err := r.apply(&e, false); err != nil {
+		return err
+	}
+	r.crash(CrashAfterJournal)
 	if r.finishedAt() {
 		return r.end(ctx)
 	}
+	if r.sinceCkpt++; r.sinceCkpt >= r.c.cfg.CheckpointEvery {
+		if err := r.checkpoint(ctx); err != nil {
+			return err
+		}
+	}
+	if err := r.obeyControl(ctx); err != nil || r.done {
+		return err
+	}
 	// record_sample.lua already opened the next step.
 	return r.topUp(ctx)
+}
+
+// apply folds a journaled decision into the run: the verifier's check, the
+// trace, the report, and the next state. Replayed entries (a resume) also
+// add the work they carry; live ones are in the report already.
+func (r *jobRun) apply(e *schemas.JournalEntry, replay bool) error {
+	if e.Step != r.step {
+		return fmt.Errorf("decision for step %d where step %d was expected", e.Step, r.step)
+	}
+	vote := task.Vote{Key: e.VoteKey}
+	if r.verifier != nil {
+		if err := r.verifier.Verify(r.state, vote); err != nil {
+			r.rep.Errors++
+			if len(r.rep.ErrorSteps) < maxErrorSteps {
+				r.rep.ErrorSteps = append(r.rep.ErrorSteps, r.step)
+			}
+			if !replay {
+				r.log.Warn("verifier: wrong step decided", "step", r.step, "err", err)
+			}
+		}
+	}
+	next, err := r.inst.Next(r.state, vote)
+	if err != nil {
+		return fmt.Errorf("coordinator: step %d: next state from the winning vote: %w", r.step, err)
+	}
+	r.trace.Write([]byte(e.VoteKey))
+	r.trace.Write([]byte{'\n'})
+	rep := &r.rep
+	rep.Steps++
+	rep.Samples += int64(e.Counted)
+	rep.Votes += int64(e.Valid)
+	rep.RedFlagged += int64(e.RedFlagged)
+	for why, n := range e.RedFlags {
+		rep.RedFlags[why] += int64(n)
+	}
+	if e.Counted > rep.MaxSamplesInStep {
+		rep.MaxSamplesInStep = e.Counted
+		rep.MaxSamplesStep = r.step
+	}
+	if replay {
+		w := e.Work
+		rep.PromptTokens += w.PromptTokens
+		rep.CompletionTokens += w.CompletionTokens
+		rep.SkippedSamples += w.Skipped
+		rep.CancelledSamples += w.Cancelled
+		rep.LateSamples += w.Late
+		rep.DuplicateResults += w.Duplicates
+		rep.Resampled += w.Resampled
+		rep.MalformedMessages += w.MalformedMessages
+	} else if e.Counted > 3*r.spec.K+10 {
+		r.log.Warn("heavy-tailed step: many samples before consensus (correlated errors?)",
+			"step", r.step, "samples", e.Counted, "tally", len(e.Tally))
+	}
+	r.state = next
+	r.step++
+	r.resetStep()
+	return nil
 }
 
 // finishedAt reports whether the run is over at the current state.
@@ -602,7 +895,7 @@ func (r *jobRun) finish(ctx context.Context, state, reason string) {
 }
 
 // cleanup removes the job's hot state, queued requests, stray results and
-// result consumer.
+// result consumer. The journal stays: it is the job's record.
 func (r *jobRun) cleanup(ctx context.Context) error {
 	if err := r.c.store.DeleteJob(ctx, r.ref); err != nil {
 		return err
@@ -611,12 +904,12 @@ func (r *jobRun) cleanup(ctx context.Context) error {
 	if s, err := js.Stream(ctx, r.topo.NS.SamplesStream()); err == nil {
 		_ = s.Purge(ctx, jetstream.WithPurgeSubject(r.sampleSj))
 	}
-	err := js.DeleteConsumer(ctx, r.topo.NS.ResultsStream(), bus.ResultConsumer(r.spec.Tenant, r.spec.JobID))
+	err := js.DeleteConsumer(ctx, r.topo.NS.ResultsStream(), bus.ResultConsumer(r.spec.Tenant, r.spec.JobID, r.lease.Token))
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("coordinator: delete result consumer: %w", err)
 	}
 	if s, err := js.Stream(ctx, r.topo.NS.ResultsStream()); err == nil {
-		_ = s.Purge(ctx, jetstream.WithPurgeSubject(r.topo.NS.ResultSubject(r.spec.Tenant, r.spec.JobID)))
+		_ = s.Purge(ctx, jetstream.WithPurgeSubject(r.topo.NS.ResultJobWildcard(r.spec.Tenant, r.spec.JobID)))
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/fleettest"
+	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -91,13 +92,12 @@ func failureCount(t *testing.T, env *fleettest.Env, spec schemas.JobSpec) int64 
 // TestFailingJobGivesUp: a job whose every attempt fails (its task panics,
 // which the coordinator recovers into an error) is retried after
 // JobRetryDelay, then twice that, and after MaxJobAttempts failures gets a
-// failed report with the reason; its message is terminated, not retried
-// again, and its failure count is cleared.
+// failed report with the reason; its registry record is finished, so no
+// coordinator takes it again, and its failure count is cleared.
 func TestFailingJobGivesUp(t *testing.T) {
 	t.Parallel()
 	const delay, maxAttempts = 50 * time.Millisecond, 3
 	env, ft := flakyFleet(t, 1<<30)
-	terms := fleettest.Terminations(env, bus.DefaultNamespace.JobsStream(), bus.ConsumerCoordinators)
 	env.StartCoordinator(coordinator.Config{JobRetryDelay: delay, MaxJobAttempts: maxAttempts})
 	spec := fleettest.HanoiSpec(3, 2, 1)
 	spec.Task = flakyName
@@ -114,10 +114,9 @@ func TestFailingJobGivesUp(t *testing.T) {
 	if err := rep.Validate(); err != nil {
 		t.Errorf("failed report does not validate: %v", err)
 	}
-	fleettest.Eventually(t, 10*time.Second, func() bool { return len(terms()) == 1 },
-		"the job message was not terminated after the failed report")
-	if a := terms()[0]; a.Reason != "failed too often" || a.Deliveries != maxAttempts {
-		t.Errorf("job terminated on delivery %d with reason %q, want delivery %d, %q", a.Deliveries, a.Reason, maxAttempts, "failed too often")
+	rec, _, err := jobs.Get(context.Background(), env.Topo, spec.Tenant, spec.JobID)
+	if err != nil || !rec.Finished || rec.State != schemas.StateFailed {
+		t.Errorf("registry record %+v, %v: want finished, failed", rec, err)
 	}
 	starts := ft.attempts()
 	if len(starts) != maxAttempts {

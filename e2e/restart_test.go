@@ -91,7 +91,7 @@ func testNATSRestart(t *testing.T, fileStreams bool) {
 		t.Fatal(err)
 	}
 	if fileStreams {
-		for name, subj := range map[string]string{bus.DefaultNamespace.SamplesStream(): "maker.v1.sample.*.*", bus.DefaultNamespace.ResultsStream(): "maker.v1.result.*.*"} {
+		for name, subj := range map[string]string{bus.DefaultNamespace.SamplesStream(): "maker.v1.sample.*.*", bus.DefaultNamespace.ResultsStream(): "maker.v1.result.*.*.*"} {
 			ctx, cancel := opCtx()
 			_, err := js.CreateStream(ctx, jetstream.StreamConfig{
 				Name: name, Subjects: []string{subj}, Retention: jetstream.WorkQueuePolicy,

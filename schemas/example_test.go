@@ -62,4 +62,9 @@ func ExampleAll() {
 	// step_decided https://makerfleet.dev/schemas/v1/step_decided.schema.json
 	// job_status https://makerfleet.dev/schemas/v1/job_status.schema.json
 	// job_report https://makerfleet.dev/schemas/v1/job_report.schema.json
+	// job_record https://makerfleet.dev/schemas/v1/job_record.schema.json
+	// lease https://makerfleet.dev/schemas/v1/lease.schema.json
+	// journal_entry https://makerfleet.dev/schemas/v1/journal_entry.schema.json
+	// checkpoint https://makerfleet.dev/schemas/v1/checkpoint.schema.json
+	// dead_letter https://makerfleet.dev/schemas/v1/dead_letter.schema.json
 }

@@ -183,12 +183,16 @@ const (
 	StateUnsolved    = "unsolved"
 	StateNoConsensus = "no_consensus"
 	StateFailed      = "failed"
+	// StatePaused: stopped at a step boundary until resumed.
+	StatePaused = "paused"
+	// StateCancelled: stopped for good at a step boundary by a person.
+	StateCancelled = "cancelled"
 )
 
 // Terminal reports whether a job in state s has ended.
 func Terminal(s string) bool {
 	switch s {
-	case StateSolved, StateUnsolved, StateNoConsensus, StateFailed:
+	case StateSolved, StateUnsolved, StateNoConsensus, StateFailed, StateCancelled:
 		return true
 	}
 	return false
@@ -200,8 +204,9 @@ type JobStatus struct {
 	// Tenant and JobID name the job.
 	Tenant string `json:"tenant"`
 	JobID  string `json:"job_id"`
-	// State is queued, running, solved, unsolved, no_consensus or failed.
-	State string `json:"state" jsonschema:"enum=queued,enum=running,enum=solved,enum=unsolved,enum=no_consensus,enum=failed"`
+	// State is queued, running, paused, solved, unsolved, no_consensus,
+	// failed or cancelled.
+	State string `json:"state" jsonschema:"enum=queued,enum=running,enum=paused,enum=solved,enum=unsolved,enum=no_consensus,enum=failed,enum=cancelled"`
 	// Steps decided so far, out of TotalSteps at most.
 	Steps      int64 `json:"steps"`
 	TotalSteps int64 `json:"total_steps"`
@@ -216,6 +221,9 @@ type JobStatus struct {
 	Errors     int64 `json:"errors"`
 	// Coordinator names the process running the job.
 	Coordinator string `json:"coordinator,omitempty"`
+	// Control is set while a pause or cancel is asked and not yet obeyed
+	// (at the next step boundary).
+	Control string `json:"control,omitempty" jsonschema:"enum=,enum=pause,enum=cancel"`
 	// UpdatedAt is when these figures were taken.
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -234,9 +242,7 @@ func (s *JobStatus) Validate() error {
 	if err := ValidJobID(s.JobID); err != nil {
 		return err
 	}
-	switch s.State {
-	case StateQueued, StateRunning, StateSolved, StateUnsolved, StateNoConsensus, StateFailed:
-	default:
+	if !knownState(s.State) {
 		return invalid(KindJobStatus, "unknown state %q", s.State)
 	}
 	if !inRange(s.Progress, 0, 1) {
@@ -264,10 +270,10 @@ type JobReport struct {
 	JobID  string          `json:"job_id"`
 	Task   string          `json:"task"`
 	Params json.RawMessage `json:"params"`
-	// State is solved, unsolved, no_consensus or failed; Solved is true
-	// exactly when the task reached its goal and the verifier (if any)
-	// found no wrong step.
-	State  string `json:"state" jsonschema:"enum=solved,enum=unsolved,enum=no_consensus,enum=failed"`
+	// State is solved, unsolved, no_consensus, failed or cancelled; Solved
+	// is true exactly when the task reached its goal and the verifier (if
+	// any) found no wrong step.
+	State  string `json:"state" jsonschema:"enum=solved,enum=unsolved,enum=no_consensus,enum=failed,enum=cancelled"`
 	Solved bool   `json:"solved"`
 	// Reason explains a state other than solved.
 	Reason string `json:"reason,omitempty"`
@@ -347,9 +353,7 @@ func (r *JobReport) Validate() error {
 	if err := ValidJobID(r.JobID); err != nil {
 		return err
 	}
-	switch r.State {
-	case StateSolved, StateUnsolved, StateNoConsensus, StateFailed:
-	default:
+	if !Terminal(r.State) {
 		return invalid(k, "state %q is not a final state", r.State)
 	}
 	if r.Solved != (r.State == StateSolved) {

@@ -19,6 +19,11 @@ func All() []MessageType {
 		{KindStepDecided, func() Message { return new(StepDecided) }},
 		{KindJobStatus, func() Message { return new(JobStatus) }},
 		{KindJobReport, func() Message { return new(JobReport) }},
+		{KindJobRecord, func() Message { return new(JobRecord) }},
+		{KindLease, func() Message { return new(Lease) }},
+		{KindJournalEntry, func() Message { return new(JournalEntry) }},
+		{KindCheckpoint, func() Message { return new(Checkpoint) }},
+		{KindDeadLetter, func() Message { return new(DeadLetter) }},
 	}
 }
 
@@ -30,4 +35,9 @@ var (
 	_ Message = (*StepDecided)(nil)
 	_ Message = (*JobStatus)(nil)
 	_ Message = (*JobReport)(nil)
+	_ Message = (*JobRecord)(nil)
+	_ Message = (*Lease)(nil)
+	_ Message = (*JournalEntry)(nil)
+	_ Message = (*Checkpoint)(nil)
+	_ Message = (*DeadLetter)(nil)
 )

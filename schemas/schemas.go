@@ -38,6 +38,11 @@ const (
 	KindStepDecided   = "step_decided"
 	KindJobStatus     = "job_status"
 	KindJobReport     = "job_report"
+	KindJobRecord     = "job_record"
+	KindLease         = "lease"
+	KindJournalEntry  = "journal_entry"
+	KindCheckpoint    = "checkpoint"
+	KindDeadLetter    = "dead_letter"
 )
 
 // DefaultTenant is the tenant of a job that names none.

@@ -181,7 +181,7 @@ func TestValidateRules(t *testing.T) {
 			return mutate(t, status, func(s St) { s.Tenant = strings.Repeat("a", 33) })
 		}, schemas.ErrInvalid, "must be 1-32 characters"},
 		{"status/job id", func(t *testing.T) schemas.Message { return mutate(t, status, func(s St) { s.JobID = "é" }) }, schemas.ErrInvalid, `job id "é"`},
-		{"status/state", func(t *testing.T) schemas.Message { return mutate(t, status, func(s St) { s.State = "paused" }) }, schemas.ErrInvalid, `unknown state "paused"`},
+		{"status/state", func(t *testing.T) schemas.Message { return mutate(t, status, func(s St) { s.State = "halted" }) }, schemas.ErrInvalid, `unknown state "halted"`},
 		{"status/steps", func(t *testing.T) schemas.Message { return mutate(t, status, func(s St) { s.Steps = -1 }) }, schemas.ErrInvalid, "steps must be >= 0, got -1"},
 
 		{"report/kind", func(t *testing.T) schemas.Message { return mutate(t, report, func(r R) { r.Kind = "job_spec" }) }, schemas.ErrKind, `want "job_report"`},
@@ -401,7 +401,8 @@ func TestTerminal(t *testing.T) {
 		schemas.StateFailed:      true,
 		"":                       false,
 		"Solved":                 false,
-		"cancelled":              false,
+		schemas.StateCancelled:   true,
+		schemas.StatePaused:      false,
 	}
 	for state, want := range tests {
 		if got := schemas.Terminal(state); got != want {

@@ -82,7 +82,7 @@ func TestNeverHoldsMoreThanConcurrency(t *testing.T) {
 		steps[i] = int64(i)
 	}
 	publishRequests(t, env, tenant, job, steps...)
-	results := fleettest.Capture[schemas.SampleResult](env, bus.DefaultNamespace.ResultSubject(tenant, job))
+	results := fleettest.Capture[schemas.SampleResult](env, bus.DefaultNamespace.ResultJobWildcard(tenant, job))
 	release := make(chan struct{})
 	var calls atomic.Int64
 	model := fleettest.NewFakeModel(nil, func(ctx context.Context, c fleettest.Call) (llm.Response, error) {
@@ -154,7 +154,7 @@ func TestPermanentModelErrorTerminated(t *testing.T) {
 	const pause = 300 * time.Millisecond
 	env := fleettest.New(t)
 	terms := fleettest.Terminations(env, bus.DefaultNamespace.SamplesStream(), bus.ConsumerVoters)
-	results := fleettest.Capture[schemas.SampleResult](env, bus.DefaultNamespace.ResultSubject(tenant, job))
+	results := fleettest.Capture[schemas.SampleResult](env, bus.DefaultNamespace.ResultJobWildcard(tenant, job))
 	model := fleettest.NewFakeModel(nil, func(_ context.Context, c fleettest.Call) (llm.Response, error) {
 		if c.Seed == 700+refused {
 			return llm.Response{}, fmt.Errorf("%w: status 400: model %q does not exist", llm.ErrPermanent, "gpt-nope")
@@ -201,7 +201,7 @@ func TestStopStrandsNoRequest(t *testing.T) {
 	t.Parallel()
 	const tenant, job, rounds = "acme", "stopping", 30
 	env := fleettest.New(t)
-	results := fleettest.Capture[schemas.SampleResult](env, bus.DefaultNamespace.ResultSubject(tenant, job))
+	results := fleettest.Capture[schemas.SampleResult](env, bus.DefaultNamespace.ResultJobWildcard(tenant, job))
 	in, err := hanoi.New(3)
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -294,7 +295,7 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg, keepAlive time.Du
 	if err := schemas.Decode(msg.Data(), &req); err != nil {
 		v.malformed.Add(1)
 		v.log.Warn("dropping malformed sample request", "err", err)
-		_ = msg.TermWithReason("malformed sample request")
+		v.terminate(ctx, msg, "malformed sample request")
 		return
 	}
 	if v.decided.isDecided(req.Tenant, req.JobID, req.Step, req.Epoch) {
@@ -306,14 +307,14 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg, keepAlive time.Du
 	if err != nil {
 		v.malformed.Add(1)
 		v.log.Warn("dropping sample request for a task this voter cannot run", "err", err, "sample", req.SampleID)
-		_ = msg.TermWithReason("unknown task or params")
+		v.terminate(ctx, msg, "unknown task or params")
 		return
 	}
 	prompt, err := inst.Prompt(req.State)
 	if err != nil {
 		v.malformed.Add(1)
 		v.log.Warn("dropping sample request with a bad state", "err", err, "sample", req.SampleID)
-		_ = msg.TermWithReason("bad state")
+		v.terminate(ctx, msg, "bad state")
 		return
 	}
 
@@ -350,7 +351,7 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg, keepAlive time.Du
 			// through the queue.
 			v.modelErrors.Add(1)
 			v.log.Error("model refused the request; dropping it", "err", err, "sample", req.SampleID)
-			_ = msg.TermWithReason("model: " + truncate(err.Error(), 200))
+			v.terminate(ctx, msg, "model: "+truncate(err.Error(), 200))
 			select {
 			case <-time.After(v.cfg.ModelErrorDelay):
 			case <-ctx.Done():
@@ -425,8 +426,15 @@ func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.Sampl
 		_ = msg.NakWithDelay(v.cfg.ModelErrorDelay)
 		return
 	}
-	out := &nats.Msg{Subject: v.cfg.Bus.Namespace.ResultSubject(req.Tenant, req.JobID), Data: data, Header: nats.Header{}}
-	out.Header.Set(jetstream.MsgIDHeader, req.SampleID+"/r")
+	out := &nats.Msg{Subject: v.cfg.Bus.Namespace.ResultSubject(req.Tenant, req.JobID, schemas.EpochGen(req.Epoch)), Data: data, Header: nats.Header{}}
+	// One id per delivery: a retried publish of this answer is dropped by
+	// the stream, while a second delivery's answer (a second model call)
+	// is kept and counted as a duplicate by the tally.
+	delivery := uint64(1)
+	if md, err := msg.Metadata(); err == nil {
+		delivery = md.NumDelivered
+	}
+	out.Header.Set(jetstream.MsgIDHeader, req.SampleID+"/r"+strconv.FormatUint(delivery, 10))
 	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var perr error
@@ -512,4 +520,26 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// terminate gives up on a request for good: it keeps the original and the
+// reason in the dead-letter stream (for `maker dlq`), then terminates the
+// message so it is never delivered again. If the dead letter cannot be
+// stored, the message is handed back instead: nothing is dropped unrecorded.
+func (v *Voter) terminate(ctx context.Context, msg jetstream.Msg, reason string) {
+	dl := schemas.DeadLetter{
+		Header: schemas.NewHeader(schemas.KindDeadLetter), Subject: msg.Subject(), Reason: reason,
+		Consumer: bus.ConsumerVoters, Data: msg.Data(), At: time.Now().UTC(),
+	}
+	if md, err := msg.Metadata(); err == nil {
+		dl.Stream, dl.Seq, dl.Deliveries = md.Stream, md.Sequence.Stream, md.NumDelivered
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := bus.PublishDeadLetter(pctx, v.js, v.cfg.Bus.Namespace, &dl); err != nil {
+		v.log.Error("store dead letter; handing the request back", "err", err, "reason", reason)
+		_ = msg.NakWithDelay(v.cfg.ModelErrorDelay)
+		return
+	}
+	_ = msg.TermWithReason(reason)
 }

@@ -123,7 +123,7 @@ func fetchResults(t *testing.T, env *fleettest.Env, tenant, job string, n int) m
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cons, err := env.JS.CreateOrUpdateConsumer(ctx, bus.DefaultNamespace.ResultsStream(), jetstream.ConsumerConfig{
-		Durable: "test-reader", FilterSubject: bus.DefaultNamespace.ResultSubject(tenant, job), AckPolicy: jetstream.AckExplicitPolicy,
+		Durable: "test-reader", FilterSubject: bus.DefaultNamespace.ResultJobWildcard(tenant, job), AckPolicy: jetstream.AckExplicitPolicy,
 	})
 	if err != nil {
 		t.Fatal(err)

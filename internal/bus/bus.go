@@ -10,9 +10,16 @@
 //	                                                       durable "coordinators" shared by all coordinators
 //	stream MAKER_SAMPLES  maker.v1.sample.<tenant>.<job>   sample requests; work queue;
 //	                                                       durable "voters" shared by all voters
-//	stream MAKER_RESULTS  maker.v1.result.<tenant>.<job>   sample results; work queue;
-//	                                                       one durable per job, owned by its coordinator
+//	stream MAKER_RESULTS  maker.v1.result.<tenant>.<job>.<gen>
+//	                                                       sample results; work queue; one durable per
+//	                                                       job and lease generation, read by its owner
+//	stream MAKER_JOURNAL  maker.v1.journal.<tenant>.<job>.d  decisions and takeovers, appended with an
+//	                                                       expected last subject sequence (fencing)
+//	                      maker.v1.journal.<tenant>.<job>.c  checkpoints (the resume cursor)
+//	stream MAKER_DLQ      maker.v1.dlq.<tenant>.<job>      dead letters; limits retention
 //	core subject          maker.v1.decided.<tenant>.<job>  step-decided events (voters skip/cancel)
+//	KV maker_jobs         <tenant>.<job>                   job registry: spec, control, finished
+//	KV maker_leases       <tenant>.<job>                   which coordinator owns a job, until when
 //	KV maker_status       <tenant>.<job>                   job progress, a few updates a second
 //	KV maker_reports      <tenant>.<job>                   final job reports
 package bus
@@ -22,12 +29,17 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// ErrTopology: an existing stream does not fit what this release needs.
+var ErrTopology = errors.New("bus: existing topology does not fit")
 
 // Names of the shared durable consumers (one per stream, so not
 // namespaced).
@@ -66,18 +78,24 @@ func (ns Namespace) stream(kind string) string {
 	return strings.ToUpper(strings.ReplaceAll(ns.String(), "-", "_")) + "_" + kind
 }
 
-// JobsStream, SamplesStream and ResultsStream name the namespace's streams.
+// JobsStream, SamplesStream, ResultsStream, JournalStream and DLQStream
+// name the namespace's streams.
 func (ns Namespace) JobsStream() string    { return ns.stream("JOBS") }
 func (ns Namespace) SamplesStream() string { return ns.stream("SAMPLES") }
 func (ns Namespace) ResultsStream() string { return ns.stream("RESULTS") }
+func (ns Namespace) JournalStream() string { return ns.stream("JOURNAL") }
+func (ns Namespace) DLQStream() string     { return ns.stream("DLQ") }
 
-// StatusBucket and ReportsBucket name the namespace's KV buckets.
-func (ns Namespace) StatusBucket() string {
-	return strings.ReplaceAll(ns.String(), "-", "_") + "_status"
+func (ns Namespace) bucket(kind string) string {
+	return strings.ReplaceAll(ns.String(), "-", "_") + "_" + kind
 }
-func (ns Namespace) ReportsBucket() string {
-	return strings.ReplaceAll(ns.String(), "-", "_") + "_reports"
-}
+
+// StatusBucket, ReportsBucket, JobsBucket and LeasesBucket name the
+// namespace's KV buckets.
+func (ns Namespace) StatusBucket() string  { return ns.bucket("status") }
+func (ns Namespace) ReportsBucket() string { return ns.bucket("reports") }
+func (ns Namespace) JobsBucket() string    { return ns.bucket("jobs") }
+func (ns Namespace) LeasesBucket() string  { return ns.bucket("leases") }
 
 func (ns Namespace) subject(kind string) string { return ns.String() + ".v1." + kind + "." }
 
@@ -89,10 +107,32 @@ func (ns Namespace) SampleSubject(tenant, job string) string {
 	return ns.subject("sample") + tenant + "." + job
 }
 
-// ResultSubject is where a job's sample results go.
-func (ns Namespace) ResultSubject(tenant, job string) string {
-	return ns.subject("result") + tenant + "." + job
+// ResultSubject is where a job's sample results go: those of requests
+// published under lease generation gen (schemas.EpochGen of the request's
+// epoch), so each owner reads only its own.
+func (ns Namespace) ResultSubject(tenant, job string, gen int64) string {
+	return ns.subject("result") + tenant + "." + job + "." + strconv.FormatInt(gen, 10)
 }
+
+// ResultJobWildcard matches a job's results of every generation.
+func (ns Namespace) ResultJobWildcard(tenant, job string) string {
+	return ns.subject("result") + tenant + "." + job + ".*"
+}
+
+// JournalSubject holds a job's decisions and takeovers; CheckpointSubject
+// its checkpoints.
+func (ns Namespace) JournalSubject(tenant, job string) string {
+	return ns.subject("journal") + tenant + "." + job + ".d"
+}
+func (ns Namespace) CheckpointSubject(tenant, job string) string {
+	return ns.subject("journal") + tenant + "." + job + ".c"
+}
+
+// DLQSubject holds a job's dead letters; DLQWildcard every job's.
+func (ns Namespace) DLQSubject(tenant, job string) string {
+	return ns.subject("dlq") + tenant + "." + job
+}
+func (ns Namespace) DLQWildcard() string { return ns.subject("dlq") + ">" }
 
 // DecidedSubject carries a job's step-decided events.
 func (ns Namespace) DecidedSubject(tenant, job string) string {
@@ -102,9 +142,14 @@ func (ns Namespace) DecidedSubject(tenant, job string) string {
 // DecidedWildcard matches every job's step-decided events.
 func (ns Namespace) DecidedWildcard() string { return ns.subject("decided") + ">" }
 
-// ResultConsumer is the durable name of a job's result consumer. Tenants
-// hold no '_', so the name is unambiguous.
-func ResultConsumer(tenant, job string) string { return "res_" + tenant + "_" + job }
+// ResultConsumer is the durable name of a job's result consumer for lease
+// generation gen. Tenants hold no '_', so the name is unambiguous.
+func ResultConsumer(tenant, job string, gen int64) string {
+	return ResultConsumerPrefix(tenant, job) + strconv.FormatInt(gen, 10)
+}
+
+// ResultConsumerPrefix starts the names of every result consumer of a job.
+func ResultConsumerPrefix(tenant, job string) string { return "res_" + tenant + "_" + job + "_g" }
 
 // JobKey is a job's key in the status and report buckets.
 func JobKey(tenant, job string) string { return tenant + "." + job }
@@ -162,6 +207,8 @@ type Topology struct {
 	Config  Config
 	Status  jetstream.KeyValue
 	Reports jetstream.KeyValue
+	Jobs    jetstream.KeyValue
+	Leases  jetstream.KeyValue
 }
 
 // Ensure creates the streams, shared consumers and buckets that are missing.
@@ -235,7 +282,7 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topol
 		{
 			Name:        ns.ResultsStream(),
 			Description: "makerfleet sample results",
-			Subjects:    []string{ns.subject("result") + "*.*"},
+			Subjects:    []string{ns.subject("result") + "*.*.*"},
 			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     cfg.Storage,
 			Replicas:    cfg.Replicas,
@@ -244,6 +291,32 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topol
 			Duplicates:  2 * time.Minute,
 		},
 	}
+	streams = append(streams,
+		jetstream.StreamConfig{
+			Name:        ns.JournalStream(),
+			Description: "makerfleet decision journal and checkpoints",
+			Subjects:    []string{ns.subject("journal") + "*.*.*"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     cfg.Storage,
+			Replicas:    cfg.Replicas,
+			MaxMsgSize:  cfg.MaxMsgSize,
+			Duplicates:  10 * time.Minute,
+			// Entries are never deleted one by one; a finished job's
+			// subjects may be purged as a whole.
+			DenyDelete: true,
+		},
+		jetstream.StreamConfig{
+			Name:        ns.DLQStream(),
+			Description: "makerfleet dead letters: messages the fleet gave up on, with why",
+			Subjects:    []string{ns.subject("dlq") + "*.*"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     cfg.Storage,
+			Replicas:    cfg.Replicas,
+			MaxMsgSize:  cfg.MaxMsgSize + 64<<10,
+			MaxAge:      30 * 24 * time.Hour,
+			Duplicates:  10 * time.Minute,
+		},
+	)
 	for _, sc := range streams {
 		if _, err := ensureStream(ctx, js, sc); err != nil {
 			return nil, err
@@ -290,12 +363,35 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topol
 	if err != nil {
 		return nil, err
 	}
-	return &Topology{NS: ns, JS: js, Config: cfg, Status: status, Reports: reports}, nil
+	jobs, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket: ns.JobsBucket(), Description: "makerfleet job registry", History: 1,
+		Storage: cfg.Storage, Replicas: cfg.Replicas,
+	})
+	if err != nil {
+		return nil, err
+	}
+	leases, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket: ns.LeasesBucket(), Description: "makerfleet job leases", History: 1,
+		Storage: cfg.Storage, Replicas: cfg.Replicas,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Topology{NS: ns, JS: js, Config: cfg, Status: status, Reports: reports, Jobs: jobs, Leases: leases}, nil
 }
 
 func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
 	s, err := js.Stream(ctx, sc.Name)
 	if err == nil {
+		// An existing stream (made by an operator, or by an older release)
+		// must still take every subject this release publishes.
+		have := s.CachedInfo().Config.Subjects
+		for _, want := range sc.Subjects {
+			if !slices.ContainsFunc(have, func(h string) bool { return covers(h, want) }) {
+				return nil, fmt.Errorf("%w: stream %s takes subjects %v, which do not cover %s; add it (nats stream edit) or remove the stream",
+					ErrTopology, sc.Name, have, want)
+			}
+		}
 		return s, nil
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -364,15 +460,38 @@ func Connect(url, name string) (*nats.Conn, error) {
 // shared server). Missing ones are skipped.
 func Teardown(ctx context.Context, js jetstream.JetStream, ns Namespace) error {
 	var errs []error
-	for _, name := range []string{ns.JobsStream(), ns.SamplesStream(), ns.ResultsStream()} {
+	for _, name := range []string{ns.JobsStream(), ns.SamplesStream(), ns.ResultsStream(), ns.JournalStream(), ns.DLQStream()} {
 		if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			errs = append(errs, err)
 		}
 	}
-	for _, name := range []string{ns.StatusBucket(), ns.ReportsBucket()} {
+	for _, name := range []string{ns.StatusBucket(), ns.ReportsBucket(), ns.JobsBucket(), ns.LeasesBucket()} {
 		if err := js.DeleteKeyValue(ctx, name); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// covers reports whether subject filter f matches every subject filter
+// want matches.
+func covers(f, want string) bool {
+	ft, wt := strings.Split(f, "."), strings.Split(want, ".")
+	for i, t := range ft {
+		if t == ">" {
+			return len(wt) > i
+		}
+		if i >= len(wt) {
+			return false
+		}
+		switch {
+		case t == "*":
+			if wt[i] == ">" {
+				return false
+			}
+		case t != wt[i]:
+			return false
+		}
+	}
+	return len(ft) == len(wt)
 }

@@ -74,13 +74,13 @@ func TestNamespaceNames(t *testing.T) {
 	get := func(ns bus.Namespace) names {
 		return names{
 			ns.String(), ns.JobsStream(), ns.SamplesStream(), ns.ResultsStream(), ns.StatusBucket(), ns.ReportsBucket(),
-			ns.JobSubject("acme"), ns.SampleSubject("acme", "j1"), ns.ResultSubject("acme", "j1"),
+			ns.JobSubject("acme"), ns.SampleSubject("acme", "j1"), ns.ResultSubject("acme", "j1", 1),
 			ns.DecidedSubject("acme", "j1"), ns.DecidedWildcard(),
 		}
 	}
 	def := names{
 		"maker", "MAKER_JOBS", "MAKER_SAMPLES", "MAKER_RESULTS", "maker_status", "maker_reports",
-		"maker.v1.job.acme", "maker.v1.sample.acme.j1", "maker.v1.result.acme.j1",
+		"maker.v1.job.acme", "maker.v1.sample.acme.j1", "maker.v1.result.acme.j1.1",
 		"maker.v1.decided.acme.j1", "maker.v1.decided.>",
 	}
 	tests := []struct {
@@ -92,12 +92,12 @@ func TestNamespaceNames(t *testing.T) {
 		{"run-1f2e3d4c", names{
 			"run-1f2e3d4c", "RUN_1F2E3D4C_JOBS", "RUN_1F2E3D4C_SAMPLES", "RUN_1F2E3D4C_RESULTS",
 			"run_1f2e3d4c_status", "run_1f2e3d4c_reports",
-			"run-1f2e3d4c.v1.job.acme", "run-1f2e3d4c.v1.sample.acme.j1", "run-1f2e3d4c.v1.result.acme.j1",
+			"run-1f2e3d4c.v1.job.acme", "run-1f2e3d4c.v1.sample.acme.j1", "run-1f2e3d4c.v1.result.acme.j1.1",
 			"run-1f2e3d4c.v1.decided.acme.j1", "run-1f2e3d4c.v1.decided.>",
 		}},
 		{"b", names{
 			"b", "B_JOBS", "B_SAMPLES", "B_RESULTS", "b_status", "b_reports",
-			"b.v1.job.acme", "b.v1.sample.acme.j1", "b.v1.result.acme.j1", "b.v1.decided.acme.j1", "b.v1.decided.>",
+			"b.v1.job.acme", "b.v1.sample.acme.j1", "b.v1.result.acme.j1.1", "b.v1.decided.acme.j1", "b.v1.decided.>",
 		}},
 	}
 	for _, tt := range tests {
@@ -148,8 +148,10 @@ func TestEnsureNamespaces(t *testing.T) {
 		topos[ns] = topo
 	}
 	want := []string{
-		"KV_maker_reports", "KV_maker_status", "KV_run_a_reports", "KV_run_a_status",
-		"MAKER_JOBS", "MAKER_RESULTS", "MAKER_SAMPLES", "RUN_A_JOBS", "RUN_A_RESULTS", "RUN_A_SAMPLES",
+		"KV_maker_jobs", "KV_maker_leases", "KV_maker_reports", "KV_maker_status",
+		"KV_run_a_jobs", "KV_run_a_leases", "KV_run_a_reports", "KV_run_a_status",
+		"MAKER_DLQ", "MAKER_JOBS", "MAKER_JOURNAL", "MAKER_RESULTS", "MAKER_SAMPLES",
+		"RUN_A_DLQ", "RUN_A_JOBS", "RUN_A_JOURNAL", "RUN_A_RESULTS", "RUN_A_SAMPLES",
 	}
 	if got := names(t, js); !slices.Equal(got, want) {
 		t.Fatalf("streams %v, want %v", got, want)
@@ -165,7 +167,7 @@ func TestEnsureNamespaces(t *testing.T) {
 		for subject, stream := range map[string]string{
 			ns.JobSubject("acme"):          ns.JobsStream(),
 			ns.SampleSubject("acme", "j1"): ns.SamplesStream(),
-			ns.ResultSubject("acme", "j1"): ns.ResultsStream(),
+			ns.ResultSubject("acme", "j1", 1): ns.ResultsStream(),
 		} {
 			ack, err := js.Publish(ctx, subject, []byte("x"))
 			if err != nil || ack.Stream != stream {
@@ -284,8 +286,10 @@ func TestTeardown(t *testing.T) {
 			t.Fatalf("Teardown: %v", err)
 		}
 		want := []string{
-			"KV_maker_reports", "KV_maker_status", "KV_run_b_reports", "KV_run_b_status",
-			"MAKER_JOBS", "MAKER_RESULTS", "MAKER_SAMPLES", "RUN_B_JOBS", "RUN_B_RESULTS", "RUN_B_SAMPLES",
+			"KV_maker_jobs", "KV_maker_leases", "KV_maker_reports", "KV_maker_status",
+			"KV_run_b_jobs", "KV_run_b_leases", "KV_run_b_reports", "KV_run_b_status",
+			"MAKER_DLQ", "MAKER_JOBS", "MAKER_JOURNAL", "MAKER_RESULTS", "MAKER_SAMPLES",
+			"RUN_B_DLQ", "RUN_B_JOBS", "RUN_B_JOURNAL", "RUN_B_RESULTS", "RUN_B_SAMPLES",
 		}
 		if got := names(t, js); !slices.Equal(got, want) {
 			t.Errorf("streams after Teardown(run-a): %v, want %v", got, want)
@@ -359,5 +363,40 @@ func TestTransient(t *testing.T) {
 		if got := bus.Transient(tc.err); got != tc.want {
 			t.Errorf("Transient(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+func TestCovers(t *testing.T) {
+	for _, tc := range []struct {
+		f, want string
+		ok      bool
+	}{
+		{"maker.v1.result.*.*.*", "maker.v1.result.*.*.*", true},
+		{"maker.v1.result.>", "maker.v1.result.*.*.*", true},
+		{"maker.v1.result.*.*", "maker.v1.result.*.*.*", false},
+		{"maker.v1.result.*.*.*", "maker.v1.result.>", false},
+		{"maker.v1.result.acme.*.*", "maker.v1.result.*.*.*", false},
+		{">", "a.b", true},
+		{"a.b", "a.b", true},
+		{"a.*", "a.b", true},
+		{"a.b.c", "a.b", false},
+	} {
+		if got := bus.Covers(tc.f, tc.want); got != tc.ok {
+			t.Errorf("covers(%q, %q) = %v, want %v", tc.f, tc.want, got, tc.ok)
+		}
+	}
+}
+
+// TestEnsureRefusesStaleStream: a stream left by an older layout that does
+// not take this release's subjects is reported, not silently used.
+func TestEnsureRefusesStaleStream(t *testing.T) {
+	js := jetStream(t)
+	ctx := opCtx(t)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "MAKER_RESULTS", Subjects: []string{"maker.v1.result.*.*"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := bus.Ensure(ctx, js, bus.Config{})
+	if !errors.Is(err, bus.ErrTopology) || !strings.Contains(err.Error(), "maker.v1.result.*.*.*") {
+		t.Fatalf("Ensure over a stale results stream: %v, want ErrTopology naming the missing subject", err)
 	}
 }

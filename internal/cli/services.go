@@ -101,8 +101,9 @@ over-long answers, 429s with Retry-After, 500s and latency. GET /sim/stats count
 
 func coordinatorCmd(e *env) *cobra.Command {
 	var (
-		natsURL, redisURL, id string
-		maxJobs               int
+		natsURL, redisURL, id, crashAt string
+		maxJobs, checkpointEvery       int
+		leaseTTL                       time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:     "coordinator",
@@ -112,6 +113,11 @@ func coordinatorCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if maxJobs < 1 {
 				return usagef("--max-jobs must be >= 1")
+			}
+			if crashAt != "" {
+				if _, _, err := coordinator.ParseCrashAt(crashAt); err != nil {
+					return usageError{err}
+				}
 			}
 			log := e.logger(slog.LevelInfo)
 			ropts, err := redis.ParseURL(redisURL)
@@ -129,7 +135,10 @@ func coordinatorCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := coordinator.New(nc, st, coordinator.Config{ID: id, Tasks: builtin.Registry(), MaxJobs: maxJobs, Logger: log})
+			c, err := coordinator.New(nc, st, coordinator.Config{
+				ID: id, Tasks: builtin.Registry(), MaxJobs: maxJobs, Logger: log,
+				LeaseTTL: leaseTTL, CheckpointEvery: checkpointEvery, CrashAt: crashAt,
+			})
 			if err != nil {
 				return usageError{err}
 			}
@@ -139,7 +148,11 @@ func coordinatorCmd(e *env) *cobra.Command {
 	natsFlag(cmd, &natsURL)
 	cmd.Flags().StringVar(&redisURL, "redis", envOr("MAKER_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL [$MAKER_REDIS_URL]")
 	cmd.Flags().IntVar(&maxJobs, "max-jobs", 16, "jobs this coordinator runs at once")
-	cmd.Flags().StringVar(&id, "id", "", "coordinator id (default coordinator-host-pid)")
+	cmd.Flags().StringVar(&id, "id", "", "coordinator id, unique in the fleet (default coordinator-host-pid)")
+	cmd.Flags().DurationVar(&leaseTTL, "lease-ttl", 10*time.Second, "a job whose coordinator stops renewing its lease is taken over after this long")
+	cmd.Flags().IntVar(&checkpointEvery, "checkpoint-every", 1000, "steps between checkpoints (a resume reads at most this many journal entries)")
+	cmd.Flags().StringVar(&crashAt, "crash-at", "", "fault injection for the fault suite: exit as if killed at <point>:<step>")
+	_ = cmd.Flags().MarkHidden("crash-at")
 	return cmd
 }
 

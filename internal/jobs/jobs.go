@@ -85,14 +85,15 @@ func Prepare(spec *schemas.JobSpec, tasks *task.Registry) error {
 type Submitted struct {
 	Tenant string `json:"tenant"`
 	JobID  string `json:"job_id"`
-	// Duplicate is true when a job with this id was already submitted in
-	// the stream's duplicate window: the job is not queued twice.
+	// Duplicate is true when this job was submitted before: it is not
+	// queued twice.
 	Duplicate bool `json:"duplicate"`
 }
 
-// Submit prepares spec and publishes it to the job stream, creating the
-// fleet's streams if no role has yet. The message id is tenant/job, so a
-// resubmission is recognised as the same job.
+// Submit prepares spec, registers it in the job registry and queues it on
+// the job stream, creating the fleet's streams if no role has yet. A job id
+// is taken once: resubmitting the same job is a no-op (Duplicate), and a
+// different job under a taken id is ErrConflict, with nothing written.
 func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *schemas.JobSpec, tasks *task.Registry) (Submitted, error) {
 	if err := Prepare(spec, tasks); err != nil {
 		return Submitted{}, err
@@ -105,8 +106,8 @@ func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *s
 	if err != nil {
 		return Submitted{}, err
 	}
-	// A finished job with this id: the same job is not run again, and a
-	// different one may not take its id.
+	// A job id is taken once, by one job: a resubmission of the same job
+	// changes nothing. The report of a finished job speaks for it too.
 	if e, err := topo.Reports.Get(ctx, bus.JobKey(spec.Tenant, spec.JobID)); err == nil {
 		var rep schemas.JobReport
 		if err := schemas.Decode(e.Value(), &rep); err == nil {
@@ -116,13 +117,25 @@ func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *s
 			return Submitted{Tenant: spec.Tenant, JobID: spec.JobID, Duplicate: true}, nil
 		}
 	}
+	rec := schemas.JobRecord{
+		Header: schemas.NewHeader(schemas.KindJobRecord), Tenant: spec.Tenant, JobID: spec.JobID, Spec: *spec,
+		Control: schemas.ControlRun, State: schemas.StateQueued, UpdatedAt: time.Now().UTC(),
+	}
+	switch err := Register(ctx, topo, &rec); {
+	case errors.Is(err, ErrExists):
+		return Submitted{Tenant: spec.Tenant, JobID: spec.JobID, Duplicate: true}, nil
+	case err != nil:
+		return Submitted{}, err
+	}
+	// Also queue it on the job stream, the fleet's intake: the registry
+	// already holds it, so a coordinator that takes it finds it there.
 	msg := &nats.Msg{Subject: cfg.Namespace.JobSubject(spec.Tenant), Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, spec.Tenant+"/"+spec.JobID)
-	ack, err := js.PublishMsg(ctx, msg)
-	if err != nil {
-		return Submitted{}, fmt.Errorf("submit job: %w", err)
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		// Registered, so it runs anyway: coordinators scan the registry.
+		return Submitted{Tenant: spec.Tenant, JobID: spec.JobID}, nil
 	}
-	return Submitted{Tenant: spec.Tenant, JobID: spec.JobID, Duplicate: ack.Duplicate}, nil
+	return Submitted{Tenant: spec.Tenant, JobID: spec.JobID}, nil
 }
 
 // Wait blocks until the job's report exists and returns it. onStatus, if

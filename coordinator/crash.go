@@ -1,0 +1,45 @@
+package coordinator
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Crash points: where the fault suite kills a coordinator, to prove a step
+// is decided exactly once whatever the moment of death.
+const (
+	// CrashAfterCount: the deciding vote is counted in Redis, the decision
+	// not yet journaled.
+	CrashAfterCount = "after-count"
+	// CrashAfterJournal: the decision is journaled, the next step not yet
+	// published.
+	CrashAfterJournal = "after-journal"
+	// CrashMidWave: half of a step's first wave is published.
+	CrashMidWave = "mid-wave"
+)
+
+// ParseCrashAt checks a CrashAt value: "<point>:<step>".
+func ParseCrashAt(s string) (point string, step int64, err error) {
+	point, n, ok := strings.Cut(s, ":")
+	if ok {
+		step, err = strconv.ParseInt(n, 10, 64)
+	}
+	switch {
+	case !ok || err != nil || step < 0:
+		return "", 0, fmt.Errorf("%w: crash point %q is not <point>:<step>", ErrConfig, s)
+	case point != CrashAfterCount && point != CrashAfterJournal && point != CrashMidWave:
+		return "", 0, fmt.Errorf("%w: unknown crash point %q (want %s, %s or %s)", ErrConfig, point, CrashAfterCount, CrashAfterJournal, CrashMidWave)
+	}
+	return point, step, nil
+}
+
+// crash exits the process when the job reaches point at the configured
+// step. Exit code 137 is what a SIGKILL leaves.
+func (r *jobRun) crash(point string) {
+	if r.crashPoint == point && r.step == r.crashStep {
+		r.log.Error("crash point reached: exiting now", "point", point, "step", r.step)
+		os.Exit(137)
+	}
+}

@@ -1,0 +1,155 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// MaxDeliveriesAdvisory is the subject on which the server announces that
+// a consumer gave up on a message after its MaxDeliver deliveries.
+func MaxDeliveriesAdvisory(stream, consumer string) string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + stream + "." + consumer
+}
+
+// MaxDeliveriesEvent is the part of the server's advisory we read.
+type MaxDeliveriesEvent struct {
+	Stream     string `json:"stream"`
+	Consumer   string `json:"consumer"`
+	StreamSeq  uint64 `json:"stream_seq"`
+	Deliveries uint64 `json:"deliveries"`
+}
+
+// jobOf returns the tenant and job of a per-job subject of ns
+// (<ns>.v1.<kind>.<tenant>.<job>[...]); "unknown" parts when it is not one.
+func (ns Namespace) jobOf(subject string) (tenant, job string) {
+	parts := strings.Split(subject, ".")
+	if len(parts) >= 5 && parts[0] == ns.String() && parts[1] == "v1" {
+		if schemas.ValidTenant(parts[3]) == nil && schemas.ValidJobID(parts[4]) == nil {
+			return parts[3], parts[4]
+		}
+	}
+	return "unknown", "unknown"
+}
+
+// PublishDeadLetter stores dl in the dead-letter stream, under the job its
+// original subject names. Its message id is the original's stream and
+// sequence, so reporting the same message twice (two coordinators seeing
+// one advisory, a retry) stores it once.
+func PublishDeadLetter(ctx context.Context, js jetstream.JetStream, ns Namespace, dl *schemas.DeadLetter) error {
+	data, err := schemas.Encode(dl)
+	if err != nil {
+		return fmt.Errorf("bus: dead letter: %w", err)
+	}
+	tenant, job := ns.jobOf(dl.Subject)
+	msg := &nats.Msg{Subject: ns.DLQSubject(tenant, job), Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, "dlq/"+dl.Stream+"/"+strconv.FormatUint(dl.Seq, 10))
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("bus: dead letter: %w", err)
+	}
+	return nil
+}
+
+// StoredDeadLetter is a dead letter with its sequence in the DLQ stream.
+type StoredDeadLetter struct {
+	DLQSeq uint64 `json:"dlq_seq"`
+	schemas.DeadLetter
+}
+
+// ListDeadLetters returns the dead letters of tenant/job ("" for every
+// tenant or job), oldest first, at most max of them.
+func ListDeadLetters(ctx context.Context, js jetstream.JetStream, ns Namespace, tenant, job string, max int) ([]StoredDeadLetter, error) {
+	filter := ns.DLQWildcard()
+	switch {
+	case tenant != "" && job != "":
+		filter = ns.DLQSubject(tenant, job)
+	case tenant != "":
+		filter = ns.subject("dlq") + tenant + ".*"
+	case job != "":
+		filter = ns.subject("dlq") + "*." + job
+	}
+	s, err := js.Stream(ctx, ns.DLQStream())
+	if err != nil {
+		return nil, fmt.Errorf("bus: dlq: %w", err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bus: dlq: %w", err)
+	}
+	if info.State.Msgs == 0 {
+		return nil, nil
+	}
+	cons, err := js.OrderedConsumer(ctx, ns.DLQStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		return nil, fmt.Errorf("bus: dlq: %w", err)
+	}
+	var out []StoredDeadLetter
+	for len(out) < max {
+		batch, err := cons.Fetch(min(256, max-len(out)), jetstream.FetchMaxWait(500*time.Millisecond))
+		if err != nil {
+			return nil, fmt.Errorf("bus: dlq: %w", err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, fmt.Errorf("bus: dlq: %w", err)
+			}
+			var dl schemas.DeadLetter
+			if err := schemas.Decode(m.Data(), &dl); err != nil {
+				dl = schemas.DeadLetter{Reason: "unreadable dead letter: " + err.Error(), Data: m.Data()}
+			}
+			out = append(out, StoredDeadLetter{DLQSeq: md.Sequence.Stream, DeadLetter: dl})
+			if md.NumPending == 0 {
+				return out, nil
+			}
+		}
+		if n == 0 {
+			break // nothing more within the wait
+		}
+	}
+	return out, nil
+}
+
+// ErrNoDeadLetter: no dead letter has that sequence.
+var ErrNoDeadLetter = errors.New("bus: no such dead letter")
+
+// ReplayDeadLetter publishes dead letter dlqSeq's original message to its
+// original subject again, then removes it from the DLQ. The replay carries
+// a message id of its own, so the stream's duplicate window does not drop
+// it, and replaying the same dead letter twice publishes it once.
+func ReplayDeadLetter(ctx context.Context, js jetstream.JetStream, ns Namespace, dlqSeq uint64) (StoredDeadLetter, error) {
+	s, err := js.Stream(ctx, ns.DLQStream())
+	if err != nil {
+		return StoredDeadLetter{}, fmt.Errorf("bus: dlq: %w", err)
+	}
+	raw, err := s.GetMsg(ctx, dlqSeq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return StoredDeadLetter{}, fmt.Errorf("%w: %d", ErrNoDeadLetter, dlqSeq)
+	}
+	if err != nil {
+		return StoredDeadLetter{}, fmt.Errorf("bus: dlq: %w", err)
+	}
+	var dl schemas.DeadLetter
+	if err := schemas.Decode(raw.Data, &dl); err != nil {
+		return StoredDeadLetter{}, fmt.Errorf("bus: dead letter %d is unreadable: %w", dlqSeq, err)
+	}
+	msg := &nats.Msg{Subject: dl.Subject, Data: dl.Data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, "replay/"+ns.DLQStream()+"/"+strconv.FormatUint(dlqSeq, 10))
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		return StoredDeadLetter{}, fmt.Errorf("bus: replay dead letter %d to %s: %w", dlqSeq, dl.Subject, err)
+	}
+	if err := s.DeleteMsg(ctx, dlqSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return StoredDeadLetter{}, fmt.Errorf("bus: remove replayed dead letter %d: %w", dlqSeq, err)
+	}
+	return StoredDeadLetter{DLQSeq: dlqSeq, DeadLetter: dl}, nil
+}

@@ -1,0 +1,4 @@
+package bus
+
+// Covers exposes covers to the tests.
+var Covers = covers

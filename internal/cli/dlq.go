@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+func dlqCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dlq",
+		Short: "Inspect and replay dead letters: requests the fleet gave up on, with why",
+		Args:  cobra.NoArgs,
+	}
+	var (
+		natsURL, tenant, job string
+		asJSON, all          bool
+		limit                int
+	)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List dead letters, oldest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFilter(tenant, job); err != nil {
+				return err
+			}
+			if limit < 1 {
+				return usagef("--limit must be >= 1")
+			}
+			f, err := dialFleet(cmd.Context(), natsURL, "maker-dlq")
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			dls, err := bus.ListDeadLetters(cmd.Context(), f.topo.JS, f.topo.NS, tenant, job, limit)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if dls == nil {
+					dls = []bus.StoredDeadLetter{}
+				}
+				return writeJSON(e.stdout, dls)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SEQ\tSUBJECT\tREASON\tDELIVERIES\tAT")
+			for _, d := range dls {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\n", d.DLQSeq, d.Subject, d.Reason, d.Deliveries, d.At.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	natsFlag(list, &natsURL)
+	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's dead letters")
+	list.Flags().StringVar(&job, "job", "", "only this job's dead letters")
+	list.Flags().IntVar(&limit, "limit", 1000, "list at most this many")
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+
+	replay := &cobra.Command{
+		Use:   "replay [SEQ...]",
+		Short: "Publish dead letters to their original subjects again (and remove them from the DLQ)",
+		Long: `Replays dead letters by their DLQ sequence (see maker dlq list), or with --all every
+one that --tenant/--job select. A replayed sample request whose step is decided meanwhile
+is skipped by the voters without calling the model.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFilter(tenant, job); err != nil {
+				return err
+			}
+			if all == (len(args) > 0) {
+				return usagef("give dead-letter sequences or --all, not both or neither")
+			}
+			var seqs []uint64
+			for _, a := range args {
+				n, err := strconv.ParseUint(a, 10, 64)
+				if err != nil || n == 0 {
+					return usagef("%q is not a dead-letter sequence", a)
+				}
+				seqs = append(seqs, n)
+			}
+			f, err := dialFleet(cmd.Context(), natsURL, "maker-dlq")
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if all {
+				dls, err := bus.ListDeadLetters(cmd.Context(), f.topo.JS, f.topo.NS, tenant, job, limit)
+				if err != nil {
+					return err
+				}
+				for _, d := range dls {
+					seqs = append(seqs, d.DLQSeq)
+				}
+			}
+			var replayed []bus.StoredDeadLetter
+			var errs []error
+			for _, seq := range seqs {
+				d, err := bus.ReplayDeadLetter(cmd.Context(), f.topo.JS, f.topo.NS, seq)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				replayed = append(replayed, d)
+				if !asJSON {
+					fmt.Fprintf(e.stdout, "replayed %d to %s\n", seq, d.Subject)
+				}
+			}
+			if asJSON {
+				if replayed == nil {
+					replayed = []bus.StoredDeadLetter{}
+				}
+				if err := writeJSON(e.stdout, replayed); err != nil {
+					return err
+				}
+			}
+			if err := errors.Join(errs...); err != nil {
+				if errors.Is(err, bus.ErrNoDeadLetter) && len(replayed) == 0 {
+					return usageError{err}
+				}
+				return err
+			}
+			return nil
+		},
+	}
+	natsFlag(replay, &natsURL)
+	replay.Flags().BoolVar(&all, "all", false, "replay every dead letter --tenant/--job select")
+	replay.Flags().StringVar(&tenant, "tenant", "", "with --all: only this tenant's")
+	replay.Flags().StringVar(&job, "job", "", "with --all: only this job's")
+	replay.Flags().IntVar(&limit, "limit", 1000, "with --all: replay at most this many")
+	replay.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.AddCommand(list, replay)
+	return cmd
+}
+
+func checkFilter(tenant, job string) error {
+	if tenant != "" {
+		if err := schemas.ValidTenant(tenant); err != nil {
+			return usageError{err}
+		}
+	}
+	if job != "" {
+		if err := schemas.ValidJobID(job); err != nil {
+			return usageError{err}
+		}
+	}
+	return nil
+}

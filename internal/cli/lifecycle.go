@@ -1,0 +1,227 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// fleetConn is a client connection to a running fleet.
+type fleetConn struct {
+	nc   *nats.Conn
+	topo *bus.Topology
+}
+
+func (f *fleetConn) Close() { f.nc.Close() }
+
+// dialFleet connects to the fleet at natsURL, within a bounded time: a
+// client command must not hang on a server that does not answer.
+func dialFleet(ctx context.Context, natsURL, name string) (*fleetConn, error) {
+	nc, err := bus.Connect(natsURL, name)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	topo, err := bus.Ensure(ctx, js, bus.Config{StartupWait: 10 * time.Second})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &fleetConn{nc: nc, topo: topo}, nil
+}
+
+// jobRef reads a JOB argument: "job" (in --tenant) or "tenant/job".
+func jobRef(arg, tenant string) (string, string, error) {
+	if t, j, ok := strings.Cut(arg, "/"); ok {
+		tenant, arg = t, j
+	}
+	if err := schemas.ValidTenant(tenant); err != nil {
+		return "", "", usageError{err}
+	}
+	if err := schemas.ValidJobID(arg); err != nil {
+		return "", "", usageError{err}
+	}
+	return tenant, arg, nil
+}
+
+// clientErr marks the errors a client command gets for bad input.
+func clientErr(err error) error {
+	if errors.Is(err, jobs.ErrInvalid) || errors.Is(err, jobs.ErrFinished) {
+		return usageError{err}
+	}
+	return err
+}
+
+// jobCommand builds a command acting on one job.
+func jobCommand(e *env, use, short string, run func(ctx context.Context, f *fleetConn, tenant, job string, asJSON bool) error) *cobra.Command {
+	var natsURL, tenant string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   use + " JOB",
+		Short: short,
+		Args:  exactArgs(1, "JOB (a job id, or tenant/job)"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, j, err := jobRef(args[0], tenant)
+			if err != nil {
+				return err
+			}
+			f, err := dialFleet(cmd.Context(), natsURL, "maker-"+use)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return clientErr(run(cmd.Context(), f, t, j, asJSON))
+		},
+	}
+	natsFlag(cmd, &natsURL)
+	cmd.Flags().StringVar(&tenant, "tenant", schemas.DefaultTenant, "tenant of the job")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// exactArgs is cobra.ExactArgs with a usage error that says what is
+// expected.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("expected %s, got %d arguments", what, len(args))
+		}
+		return nil
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func statusCmd(e *env) *cobra.Command {
+	return jobCommand(e, "status", "Print a job's state and progress", func(ctx context.Context, f *fleetConn, tenant, job string, asJSON bool) error {
+		st, err := jobs.Status(ctx, f.topo, tenant, job)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(e.stdout, st)
+		}
+		fmt.Fprintf(e.stdout, "%s/%s: %s", st.Tenant, st.JobID, st.State)
+		if st.Control != "" {
+			fmt.Fprintf(e.stdout, " (%s asked)", st.Control)
+		}
+		fmt.Fprintf(e.stdout, ", step %d of %d (%.1f%%), %d samples, %d errors", st.Steps, st.TotalSteps, 100*st.Progress, st.Samples, st.Errors)
+		if st.Coordinator != "" {
+			fmt.Fprintf(e.stdout, ", on %s", st.Coordinator)
+		}
+		fmt.Fprintln(e.stdout)
+		return nil
+	})
+}
+
+func resultCmd(e *env) *cobra.Command {
+	return jobCommand(e, "result", "Print a finished job's report", func(ctx context.Context, f *fleetConn, tenant, job string, asJSON bool) error {
+		rep, err := jobs.Result(ctx, f.topo, tenant, job)
+		if err != nil {
+			return err
+		}
+		return printReport(e.stdout, rep, asJSON)
+	})
+}
+
+// controlCmd builds pause, resume and cancel.
+func controlCmd(e *env, use, control, short string) *cobra.Command {
+	return jobCommand(e, use, short, func(ctx context.Context, f *fleetConn, tenant, job string, asJSON bool) error {
+		rec, err := jobs.Control(ctx, f.topo, tenant, job, control)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(e.stdout, map[string]string{"tenant": tenant, "job_id": job, "control": rec.Control, "state": rec.State})
+		}
+		fmt.Fprintf(e.stdout, "%s/%s: %s asked (the job is %s; it takes effect at the next step boundary)\n", tenant, job, use, rec.State)
+		return nil
+	})
+}
+
+func pauseCmd(e *env) *cobra.Command {
+	return controlCmd(e, "pause", schemas.ControlPause, "Pause a job at its next step boundary (resume picks it up there)")
+}
+
+func resumeCmd(e *env) *cobra.Command {
+	return controlCmd(e, "resume", schemas.ControlRun, "Resume a paused job")
+}
+
+func cancelCmd(e *env) *cobra.Command {
+	return controlCmd(e, "cancel", schemas.ControlCancel, "Cancel a job at its next step boundary; it ends with a cancelled report")
+}
+
+func jobsCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "jobs", Short: "List and inspect the fleet's jobs", Args: cobra.NoArgs}
+	var natsURL, tenant string
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List every registered job with its state",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tenant != "" {
+				if err := schemas.ValidTenant(tenant); err != nil {
+					return usageError{err}
+				}
+			}
+			f, err := dialFleet(cmd.Context(), natsURL, "maker-jobs")
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			recs, err := jobs.List(cmd.Context(), f.topo, tenant)
+			if err != nil {
+				return err
+			}
+			type row struct {
+				Tenant      string    `json:"tenant"`
+				JobID       string    `json:"job_id"`
+				Task        string    `json:"task"`
+				K           int       `json:"k"`
+				State       string    `json:"state"`
+				Control     string    `json:"control"`
+				SubmittedAt time.Time `json:"submitted_at"`
+			}
+			rows := make([]row, 0, len(recs))
+			for _, r := range recs {
+				rows = append(rows, row{r.Tenant, r.JobID, r.Spec.Task, r.Spec.K, r.State, r.Control, r.Spec.SubmittedAt})
+			}
+			if asJSON {
+				return writeJSON(e.stdout, rows)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TENANT\tJOB\tTASK\tK\tSTATE\tCONTROL\tSUBMITTED")
+			for _, r := range rows {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Tenant, r.JobID, r.Task, r.K, r.State, r.Control, r.SubmittedAt.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	natsFlag(list, &natsURL)
+	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's jobs (default: every tenant)")
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.AddCommand(list)
+	return cmd
+}

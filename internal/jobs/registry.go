@@ -1,0 +1,239 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// More sentinel errors.
+var (
+	// ErrExists: the job is registered already (the same job).
+	ErrExists = errors.New("job already registered")
+	// ErrNotFound: no job has this id.
+	ErrNotFound = errors.New("unknown job")
+	// ErrFinished: the job has ended; it cannot be paused, resumed or
+	// cancelled.
+	ErrFinished = errors.New("job has finished")
+	// ErrNotFinished: the job has no report yet.
+	ErrNotFinished = errors.New("job has not finished")
+)
+
+// Register adds rec to the job registry. A registered job with the same
+// id is ErrExists if it is the same job, else ErrConflict; either way
+// nothing is written.
+func Register(ctx context.Context, topo *bus.Topology, rec *schemas.JobRecord) error {
+	data, err := schemas.Encode(rec)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	key := bus.JobKey(rec.Tenant, rec.JobID)
+	if _, err := topo.Jobs.Create(ctx, key, data); err == nil {
+		return nil
+	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("register job: %w", err)
+	}
+	cur, _, err := Get(ctx, topo, rec.Tenant, rec.JobID)
+	if err != nil {
+		return err
+	}
+	if !sameSpec(cur.Spec, rec.Spec) {
+		return fmt.Errorf("%w: %s/%s is registered as task %s %s with k=%d, not %s %s with k=%d; choose another job id",
+			ErrConflict, rec.Tenant, rec.JobID, cur.Spec.Task, compact(cur.Spec.Params), cur.Spec.K,
+			rec.Spec.Task, compact(rec.Spec.Params), rec.Spec.K)
+	}
+	return ErrExists
+}
+
+func sameSpec(a, b schemas.JobSpec) bool {
+	return SameJob(a, schemas.JobReport{Task: b.Task, Params: b.Params, K: b.K})
+}
+
+// Get returns the registry record of tenant/job and its revision.
+func Get(ctx context.Context, topo *bus.Topology, tenant, job string) (schemas.JobRecord, uint64, error) {
+	if err := checkRef(tenant, job); err != nil {
+		return schemas.JobRecord{}, 0, err
+	}
+	e, err := topo.Jobs.Get(ctx, bus.JobKey(tenant, job))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return schemas.JobRecord{}, 0, fmt.Errorf("%w: %s/%s", ErrNotFound, tenant, job)
+	}
+	if err != nil {
+		return schemas.JobRecord{}, 0, fmt.Errorf("read job %s/%s: %w", tenant, job, err)
+	}
+	var rec schemas.JobRecord
+	if err := schemas.Decode(e.Value(), &rec); err != nil {
+		return schemas.JobRecord{}, 0, fmt.Errorf("read job %s/%s: %w", tenant, job, err)
+	}
+	return rec, e.Revision(), nil
+}
+
+func checkRef(tenant, job string) error {
+	if err := schemas.ValidTenant(tenant); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := schemas.ValidJobID(job); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// update applies fn to tenant/job's record with compare-and-set, retrying
+// when another writer got in between.
+func update(ctx context.Context, topo *bus.Topology, tenant, job string, fn func(*schemas.JobRecord) error) (schemas.JobRecord, error) {
+	for attempt := 0; ; attempt++ {
+		rec, rev, err := Get(ctx, topo, tenant, job)
+		if err != nil {
+			return rec, err
+		}
+		if err := fn(&rec); err != nil {
+			return rec, err
+		}
+		rec.UpdatedAt = time.Now().UTC()
+		data, err := schemas.Encode(&rec)
+		if err != nil {
+			return rec, err
+		}
+		_, err = topo.Jobs.Update(ctx, bus.JobKey(tenant, job), data, rev)
+		if err == nil {
+			return rec, nil
+		}
+		var apiErr *jetstream.APIError
+		if attempt >= 20 || !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+			return rec, fmt.Errorf("update job %s/%s: %w", tenant, job, err)
+		}
+	}
+}
+
+// MarkFinished records that tenant/job ended in state.
+func MarkFinished(ctx context.Context, topo *bus.Topology, tenant, job, state string) error {
+	_, err := update(ctx, topo, tenant, job, func(r *schemas.JobRecord) error {
+		r.Finished, r.State = true, state
+		return nil
+	})
+	return err
+}
+
+// MarkState records the state a job was left in (running, paused).
+func MarkState(ctx context.Context, topo *bus.Topology, tenant, job, state string) error {
+	_, err := update(ctx, topo, tenant, job, func(r *schemas.JobRecord) error {
+		if !r.Finished {
+			r.State = state
+		}
+		return nil
+	})
+	return err
+}
+
+// Control asks tenant/job to run, pause or cancel. Its owner obeys at the
+// next step boundary; a paused job has no owner and is resumed by any
+// coordinator once asked to run, and a paused job that is cancelled is
+// ended by the next coordinator that looks.
+func Control(ctx context.Context, topo *bus.Topology, tenant, job, control string) (schemas.JobRecord, error) {
+	switch control {
+	case schemas.ControlRun, schemas.ControlPause, schemas.ControlCancel:
+	default:
+		return schemas.JobRecord{}, fmt.Errorf("%w: unknown control %q", ErrInvalid, control)
+	}
+	return update(ctx, topo, tenant, job, func(r *schemas.JobRecord) error {
+		if r.Finished {
+			return fmt.Errorf("%w: %s/%s ended %s", ErrFinished, tenant, job, r.State)
+		}
+		if r.Control == schemas.ControlCancel && control != schemas.ControlCancel {
+			return fmt.Errorf("%w: %s/%s is being cancelled", ErrFinished, tenant, job)
+		}
+		r.Control = control
+		return nil
+	})
+}
+
+// List returns every registered job of tenant ("" for all tenants), oldest
+// submission first.
+func List(ctx context.Context, topo *bus.Topology, tenant string) ([]schemas.JobRecord, error) {
+	lister, err := topo.Jobs.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	defer func() { _ = lister.Stop() }()
+	var out []schemas.JobRecord
+	for key := range lister.Keys() {
+		t, id, ok := strings.Cut(key, ".")
+		if !ok || (tenant != "" && t != tenant) {
+			continue
+		}
+		rec, _, err := Get(ctx, topo, t, id)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	slices.SortFunc(out, func(a, b schemas.JobRecord) int {
+		if c := a.Spec.SubmittedAt.Compare(b.Spec.SubmittedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(bus.JobKey(a.Tenant, a.JobID), bus.JobKey(b.Tenant, b.JobID))
+	})
+	return out, nil
+}
+
+// Status returns tenant/job's latest progress. A registered job no
+// coordinator has reported on yet is queued (or paused, or finished) as
+// its record says.
+func Status(ctx context.Context, topo *bus.Topology, tenant, job string) (schemas.JobStatus, error) {
+	rec, _, err := Get(ctx, topo, tenant, job)
+	if err != nil {
+		return schemas.JobStatus{}, err
+	}
+	st := schemas.JobStatus{Header: schemas.NewHeader(schemas.KindJobStatus), Tenant: tenant, JobID: job, State: rec.State, UpdatedAt: rec.UpdatedAt}
+	if e, err := topo.Status.Get(ctx, bus.JobKey(tenant, job)); err == nil {
+		var cur schemas.JobStatus
+		if schemas.Decode(e.Value(), &cur) == nil {
+			st = cur
+		}
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return st, fmt.Errorf("read status of %s/%s: %w", tenant, job, err)
+	}
+	// The record is the authority on where the job stands; the status
+	// holds the figures.
+	if rec.Finished || rec.State == schemas.StatePaused || rec.State == schemas.StateQueued && st.State == "" {
+		st.State = rec.State
+	}
+	if !rec.Finished && rec.Control != schemas.ControlRun {
+		st.Control = rec.Control
+	}
+	return st, nil
+}
+
+// Result returns tenant/job's final report.
+func Result(ctx context.Context, topo *bus.Topology, tenant, job string) (schemas.JobReport, error) {
+	if err := checkRef(tenant, job); err != nil {
+		return schemas.JobReport{}, err
+	}
+	e, err := topo.Reports.Get(ctx, bus.JobKey(tenant, job))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		rec, _, gerr := Get(ctx, topo, tenant, job)
+		if gerr != nil {
+			return schemas.JobReport{}, gerr
+		}
+		return schemas.JobReport{}, fmt.Errorf("%w: %s/%s is %s", ErrNotFinished, tenant, job, rec.State)
+	}
+	if err != nil {
+		return schemas.JobReport{}, fmt.Errorf("read report of %s/%s: %w", tenant, job, err)
+	}
+	var rep schemas.JobReport
+	if err := schemas.Decode(e.Value(), &rep); err != nil {
+		return schemas.JobReport{}, fmt.Errorf("read report of %s/%s: %w", tenant, job, err)
+	}
+	return rep, nil
+}

@@ -1,0 +1,191 @@
+// Package lease gives one coordinator at a time ownership of a job, with a
+// fencing token, through compare-and-set on a JetStream KV bucket.
+//
+// A lease is held until its ExpiresAt; the holder renews it well before.
+// Any coordinator may take an expired (or released) lease, and doing so
+// raises the token by one. Every write a holder makes that matters (journal
+// entries, Redis epochs) carries the token, so a holder that was paused or
+// cut off past its expiry (a "zombie") is refused as soon as a newer holder
+// has written, and finds out at its next renewal.
+//
+// Expiry compares the lease's wall-clock time with the taker's clock:
+// coordinators' clocks must agree to well within the TTL (NTP does).
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// Sentinel errors.
+var (
+	// ErrHeld: another coordinator holds an unexpired lease.
+	ErrHeld = errors.New("lease: held by another coordinator")
+	// ErrLost: the lease was taken over (or deleted) since it was granted.
+	ErrLost = errors.New("lease: lost")
+)
+
+// Lease is a held lease.
+type Lease struct {
+	schemas.Lease
+	rev uint64
+}
+
+// Manager takes, renews and releases leases in one bucket.
+type Manager struct {
+	kv    jetstream.KeyValue
+	owner string
+	ttl   time.Duration
+	now   func() time.Time
+}
+
+// NewManager returns a Manager acting for owner, granting leases of ttl.
+func NewManager(kv jetstream.KeyValue, owner string, ttl time.Duration) (*Manager, error) {
+	if kv == nil || owner == "" || ttl < 100*time.Millisecond {
+		return nil, fmt.Errorf("lease: need a bucket, an owner and a ttl >= 100ms (got %v)", ttl)
+	}
+	return &Manager{kv: kv, owner: owner, ttl: ttl, now: time.Now}, nil
+}
+
+// TTL is how long a lease lasts without renewal.
+func (m *Manager) TTL() time.Duration { return m.ttl }
+
+// Acquire takes the lease on tenant/job if it is free, expired or
+// released, under the next token.
+func (m *Manager) Acquire(ctx context.Context, tenant, job string) (*Lease, error) {
+	key := bus.JobKey(tenant, job)
+	l := schemas.Lease{Header: schemas.NewHeader(schemas.KindLease), Tenant: tenant, JobID: job, Owner: m.owner, Token: 1}
+	e, err := m.kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		l.ExpiresAt = m.now().Add(m.ttl).UTC()
+		rev, err := m.put(ctx, key, &l, 0, true)
+		if err != nil {
+			return nil, err
+		}
+		return &Lease{Lease: l, rev: rev}, nil
+	case err != nil:
+		return nil, fmt.Errorf("lease: get %s: %w", key, err)
+	}
+	var cur schemas.Lease
+	if err := schemas.Decode(e.Value(), &cur); err != nil {
+		// An unreadable lease cannot fence anything; replace it, keeping
+		// tokens growing past anything it could have held.
+		cur = schemas.Lease{Token: int64(e.Revision())}
+	} else if cur.Owner != m.owner && m.now().Before(cur.ExpiresAt) {
+		// A lease in our own name is a leftover of this owner (a restart,
+		// or a write whose reply was lost): take it over under a new token.
+		return nil, fmt.Errorf("%w: %s holds %s until %s", ErrHeld, cur.Owner, key, cur.ExpiresAt.Format(time.RFC3339Nano))
+	}
+	l.Token = cur.Token + 1
+	l.ExpiresAt = m.now().Add(m.ttl).UTC()
+	rev, err := m.put(ctx, key, &l, e.Revision(), false)
+	if err != nil {
+		return nil, err
+	}
+	return &Lease{Lease: l, rev: rev}, nil
+}
+
+// Renew extends l by the TTL. ErrLost means another coordinator holds it
+// now: stop writing for the job at once.
+func (m *Manager) Renew(ctx context.Context, l *Lease) error {
+	next := l.Lease
+	next.ExpiresAt = m.now().Add(m.ttl).UTC()
+	key := bus.JobKey(l.Tenant, l.JobID)
+	rev, err := m.put(ctx, key, &next, l.rev, false)
+	if errors.Is(err, ErrLost) {
+		// Maybe our last renewal landed but its reply was lost: the lease
+		// is still ours if it holds our owner and token.
+		if e, gerr := m.kv.Get(ctx, key); gerr == nil {
+			var cur schemas.Lease
+			if schemas.Decode(e.Value(), &cur) == nil && cur.Owner == l.Owner && cur.Token == l.Token {
+				l.rev = e.Revision()
+				rev, err = m.put(ctx, key, &next, l.rev, false)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	l.Lease, l.rev = next, rev
+	return nil
+}
+
+// Release ends l after the given delay (at once for 0), so another
+// coordinator may then take the job. A lease already lost is not an error.
+func (m *Manager) Release(ctx context.Context, l *Lease, after time.Duration) error {
+	next := l.Lease
+	next.ExpiresAt = time.Unix(0, 0).UTC()
+	if after > 0 {
+		next.ExpiresAt = m.now().Add(after).UTC()
+	}
+	_, err := m.put(ctx, bus.JobKey(l.Tenant, l.JobID), &next, l.rev, false)
+	if errors.Is(err, ErrLost) {
+		return nil
+	}
+	return err
+}
+
+// Drop deletes the lease of a finished job (if l still holds it), keeping
+// the bucket small.
+func (m *Manager) Drop(ctx context.Context, l *Lease) error {
+	err := m.kv.Delete(ctx, bus.JobKey(l.Tenant, l.JobID), jetstream.LastRevision(l.rev))
+	if err != nil && !isCASError(err) {
+		return fmt.Errorf("lease: drop: %w", err)
+	}
+	return nil
+}
+
+// Read returns the current lease on tenant/job, if any.
+func Read(ctx context.Context, kv jetstream.KeyValue, tenant, job string) (*schemas.Lease, error) {
+	e, err := kv.Get(ctx, bus.JobKey(tenant, job))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease: get: %w", err)
+	}
+	var l schemas.Lease
+	if err := schemas.Decode(e.Value(), &l); err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	return &l, nil
+}
+
+func (m *Manager) put(ctx context.Context, key string, l *schemas.Lease, rev uint64, create bool) (uint64, error) {
+	data, err := schemas.Encode(l)
+	if err != nil {
+		return 0, fmt.Errorf("lease: encode: %w", err)
+	}
+	var newRev uint64
+	if create {
+		newRev, err = m.kv.Create(ctx, key, data)
+	} else {
+		newRev, err = m.kv.Update(ctx, key, data, rev)
+	}
+	if isCASError(err) {
+		if create {
+			return 0, fmt.Errorf("%w: %s was taken meanwhile", ErrHeld, key)
+		}
+		return 0, fmt.Errorf("%w: %s changed since revision %d", ErrLost, key, rev)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("lease: write %s: %w", key, err)
+	}
+	return newRev, nil
+}
+
+// isCASError reports a failed compare-and-set: the key changed (or
+// appeared) since the revision we based the write on.
+func isCASError(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyExists) ||
+		(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
+}

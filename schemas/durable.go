@@ -1,0 +1,331 @@
+package schemas
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Job controls: what a person asked of a job through the lifecycle commands.
+const (
+	ControlRun    = "run"
+	ControlPause  = "pause"
+	ControlCancel = "cancel"
+)
+
+// JobRecord is a job's entry in the job registry, written when a
+// coordinator takes the job from the intake stream. The registry outlives
+// every process: it is how any coordinator finds the jobs that need an
+// owner, and where pause, resume and cancel are asked.
+type JobRecord struct {
+	Header
+	// Tenant and JobID name the job.
+	Tenant string `json:"tenant"`
+	JobID  string `json:"job_id"`
+	// Spec is the job as submitted (defaults applied).
+	Spec JobSpec `json:"spec"`
+	// Control is run, pause or cancel; the job's owner obeys it at the next
+	// step boundary.
+	Control string `json:"control" jsonschema:"enum=run,enum=pause,enum=cancel"`
+	// Finished is set once the job has a report; no coordinator takes it
+	// again.
+	Finished bool `json:"finished"`
+	// State is the last state the job was left in: queued, running,
+	// paused, or a final state.
+	State string `json:"state" jsonschema:"enum=queued,enum=running,enum=paused,enum=solved,enum=unsolved,enum=no_consensus,enum=failed,enum=cancelled"`
+	// UpdatedAt is when the record last changed.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// MessageKind implements Message.
+func (*JobRecord) MessageKind() string { return KindJobRecord }
+
+// Validate implements Message.
+func (r *JobRecord) Validate() error {
+	const k = KindJobRecord
+	if err := r.Header.check(k); err != nil {
+		return err
+	}
+	if err := ValidTenant(r.Tenant); err != nil {
+		return err
+	}
+	if err := ValidJobID(r.JobID); err != nil {
+		return err
+	}
+	if r.Spec.Tenant != r.Tenant || r.Spec.JobID != r.JobID {
+		return invalid(k, "spec is job %s/%s, not %s/%s", r.Spec.Tenant, r.Spec.JobID, r.Tenant, r.JobID)
+	}
+	if err := r.Spec.Validate(); err != nil {
+		return err
+	}
+	switch r.Control {
+	case ControlRun, ControlPause, ControlCancel:
+	default:
+		return invalid(k, "unknown control %q", r.Control)
+	}
+	if !knownState(r.State) {
+		return invalid(k, "unknown state %q", r.State)
+	}
+	return nil
+}
+
+// Lease says which coordinator owns a job, until when. Token grows by one
+// with every new owner: it fences the journal (a takeover entry carries it)
+// and Redis (the owner's epochs are built from it), so an owner that lost
+// its lease cannot write anything that counts.
+type Lease struct {
+	Header
+	// Tenant and JobID name the job.
+	Tenant string `json:"tenant"`
+	JobID  string `json:"job_id"`
+	// Owner names the coordinator holding the lease.
+	Owner string `json:"owner"`
+	// Token is the lease generation, from 1.
+	Token int64 `json:"token"`
+	// ExpiresAt: after it any coordinator may take the job. A released
+	// lease has it in the past.
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// MessageKind implements Message.
+func (*Lease) MessageKind() string { return KindLease }
+
+// Validate implements Message.
+func (l *Lease) Validate() error {
+	const k = KindLease
+	if err := l.Header.check(k); err != nil {
+		return err
+	}
+	if err := ValidTenant(l.Tenant); err != nil {
+		return err
+	}
+	if err := ValidJobID(l.JobID); err != nil {
+		return err
+	}
+	if l.Owner == "" {
+		return invalid(k, "a lease needs an owner")
+	}
+	if l.Token < 1 || l.Token >= MaxLeaseToken {
+		return invalid(k, "token must be between 1 and %d, got %d", MaxLeaseToken-1, l.Token)
+	}
+	return nil
+}
+
+// EpochsPerLease is how many epochs one lease generation may use: an
+// owner's epochs are Token·EpochsPerLease + n, so every epoch of a newer
+// owner is above every epoch of an older one.
+const EpochsPerLease = 1_000_000
+
+// MaxLeaseToken keeps epochs within int64 with room to spare.
+const MaxLeaseToken = 1 << 40
+
+// EpochGen returns the lease generation an epoch belongs to.
+func EpochGen(epoch int64) int64 { return epoch / EpochsPerLease }
+
+// Journal entry types.
+const (
+	// EntryDecision: a step decided by first-to-ahead-by-k voting.
+	EntryDecision = "decision"
+	// EntryTakeover: a coordinator took the job under a new lease token.
+	// Written before it decides anything, it fences older owners out.
+	EntryTakeover = "takeover"
+)
+
+// JournalEntry is one record of a job's decision journal, a JetStream
+// subject appended with an expected last sequence, so two owners can never
+// both append after the same entry.
+type JournalEntry struct {
+	Header
+	// Tenant and JobID name the job.
+	Tenant string `json:"tenant"`
+	JobID  string `json:"job_id"`
+	// Type is decision or takeover.
+	Type string `json:"type" jsonschema:"enum=decision,enum=takeover"`
+	// Token is the writer's lease token; Owner names it.
+	Token int64  `json:"token"`
+	Owner string `json:"owner"`
+	// Step is the decided step (decision), or the first step the new owner
+	// works on (takeover).
+	Step int64 `json:"step"`
+	// Epoch is the tally epoch the decision was counted under.
+	Epoch int64 `json:"epoch,omitempty"`
+	// VoteKey is the winner; Votes its valid votes, Lead its margin.
+	VoteKey string `json:"vote_key,omitempty"`
+	Votes   int    `json:"votes,omitempty"`
+	Lead    int    `json:"lead,omitempty"`
+	// Counted, Valid and RedFlagged are the step's counted samples.
+	Counted    int `json:"counted,omitempty"`
+	Valid      int `json:"valid,omitempty"`
+	RedFlagged int `json:"red_flagged,omitempty"`
+	// RedFlags breaks RedFlagged down by reason.
+	RedFlags map[string]int `json:"red_flags,omitempty"`
+	// Tally lists every candidate, most votes first.
+	Tally []TallyEntry `json:"tally,omitempty"`
+	// Work done since the previous entry, so a resumed report adds up:
+	// token usage and the samples that took no part in a step.
+	Work StepWork `json:"work"`
+	// At is when the entry was written.
+	At time.Time `json:"at"`
+}
+
+// StepWork is the report's running figures that are not in a decision.
+type StepWork struct {
+	PromptTokens      int64 `json:"prompt_tokens,omitempty"`
+	CompletionTokens  int64 `json:"completion_tokens,omitempty"`
+	Skipped           int64 `json:"skipped,omitempty"`
+	Cancelled         int64 `json:"cancelled,omitempty"`
+	Late              int64 `json:"late,omitempty"`
+	Duplicates        int64 `json:"duplicates,omitempty"`
+	Resampled         int64 `json:"resampled,omitempty"`
+	MalformedMessages int64 `json:"malformed_messages,omitempty"`
+}
+
+// MessageKind implements Message.
+func (*JournalEntry) MessageKind() string { return KindJournalEntry }
+
+// Validate implements Message.
+func (e *JournalEntry) Validate() error {
+	const k = KindJournalEntry
+	if err := e.Header.check(k); err != nil {
+		return err
+	}
+	if err := ValidTenant(e.Tenant); err != nil {
+		return err
+	}
+	if err := ValidJobID(e.JobID); err != nil {
+		return err
+	}
+	if e.Token < 1 || e.Owner == "" {
+		return invalid(k, "an entry needs its writer's token (>= 1) and owner")
+	}
+	w := e.Work
+	if err := nonNegative(k, count{"step", e.Step}, count{"epoch", e.Epoch},
+		count{"work.prompt_tokens", w.PromptTokens}, count{"work.completion_tokens", w.CompletionTokens},
+		count{"work.skipped", w.Skipped}, count{"work.cancelled", w.Cancelled}, count{"work.late", w.Late},
+		count{"work.duplicates", w.Duplicates}, count{"work.resampled", w.Resampled},
+		count{"work.malformed_messages", w.MalformedMessages}); err != nil {
+		return err
+	}
+	switch e.Type {
+	case EntryTakeover:
+		return nil
+	case EntryDecision:
+	default:
+		return invalid(k, "unknown type %q", e.Type)
+	}
+	if e.VoteKey == "" {
+		return invalid(k, "a decision needs a vote_key")
+	}
+	if e.Votes < 1 || e.Lead < 1 || e.Lead > e.Votes {
+		return invalid(k, "a decision needs votes >= lead >= 1, got votes %d lead %d", e.Votes, e.Lead)
+	}
+	if e.Valid < e.Votes || e.Counted != e.Valid+e.RedFlagged || e.RedFlagged < 0 {
+		return invalid(k, "counted (%d) must be valid (%d, >= votes %d) plus red_flagged (%d)", e.Counted, e.Valid, e.Votes, e.RedFlagged)
+	}
+	n := 0
+	for why, c := range e.RedFlags {
+		if c < 0 || why == "" {
+			return invalid(k, "red_flags[%q] = %d", why, c)
+		}
+		n += c
+	}
+	if n != e.RedFlagged {
+		return invalid(k, "red_flags add up to %d, not red_flagged %d", n, e.RedFlagged)
+	}
+	return checkTally(k, e.Tally)
+}
+
+// Checkpoint is a job's compact cursor: everything needed to resume after
+// the journal entry at JournalSeq without reading the entries before it.
+type Checkpoint struct {
+	Header
+	// Tenant and JobID name the job.
+	Tenant string `json:"tenant"`
+	JobID  string `json:"job_id"`
+	// Token is the writer's lease token.
+	Token int64 `json:"token"`
+	// JournalSeq is the stream sequence of the last journal entry folded
+	// into this checkpoint.
+	JournalSeq uint64 `json:"journal_seq"`
+	// Step is the next step to decide; State the task state it starts
+	// from.
+	Step  int64           `json:"step"`
+	State json.RawMessage `json:"state"`
+	// Trace is the running sha256 of the decided vote keys (its binary
+	// state, so hashing resumes where it stopped).
+	Trace []byte `json:"trace"`
+	// Report holds the report's running figures so far.
+	Report JobReport `json:"report"`
+	// At is when the checkpoint was written.
+	At time.Time `json:"at"`
+}
+
+// MessageKind implements Message.
+func (*Checkpoint) MessageKind() string { return KindCheckpoint }
+
+// Validate implements Message. The embedded report is a running one, not a
+// final one, so only its counts are checked.
+func (c *Checkpoint) Validate() error {
+	const k = KindCheckpoint
+	if err := c.Header.check(k); err != nil {
+		return err
+	}
+	if err := ValidTenant(c.Tenant); err != nil {
+		return err
+	}
+	if err := ValidJobID(c.JobID); err != nil {
+		return err
+	}
+	if c.Token < 1 {
+		return invalid(k, "token must be >= 1")
+	}
+	if !json.Valid(c.State) || len(c.Trace) == 0 {
+		return invalid(k, "a checkpoint needs a JSON state and a trace")
+	}
+	r := &c.Report
+	return nonNegative(k, count{"step", c.Step}, count{"report.steps", r.Steps}, count{"report.samples", r.Samples},
+		count{"report.votes", r.Votes}, count{"report.red_flagged", r.RedFlagged}, count{"report.errors", r.Errors})
+}
+
+// DeadLetter is a message the fleet gave up on, kept with why.
+type DeadLetter struct {
+	Header
+	// Stream and Seq locate the original; Subject is where it was
+	// published, Consumer who gave up on it.
+	Stream   string `json:"stream"`
+	Seq      uint64 `json:"seq"`
+	Subject  string `json:"subject"`
+	Consumer string `json:"consumer"`
+	// Reason says why: max_deliveries, or the reason a voter terminated it
+	// with.
+	Reason string `json:"reason"`
+	// Deliveries is how often it was delivered.
+	Deliveries uint64 `json:"deliveries"`
+	// Data is the original payload, byte for byte.
+	Data []byte `json:"data"`
+	// At is when it was dead-lettered.
+	At time.Time `json:"at"`
+}
+
+// MessageKind implements Message.
+func (*DeadLetter) MessageKind() string { return KindDeadLetter }
+
+// Validate implements Message.
+func (d *DeadLetter) Validate() error {
+	const k = KindDeadLetter
+	if err := d.Header.check(k); err != nil {
+		return err
+	}
+	if d.Stream == "" || d.Subject == "" || d.Reason == "" {
+		return invalid(k, "a dead letter needs its stream, subject and reason")
+	}
+	return nil
+}
+
+// knownState reports whether s is a job state.
+func knownState(s string) bool {
+	switch s {
+	case StateQueued, StateRunning, StatePaused:
+		return true
+	}
+	return Terminal(s)
+}
