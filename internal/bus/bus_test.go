@@ -165,8 +165,8 @@ func TestEnsureNamespaces(t *testing.T) {
 	}
 	for ns := range topos {
 		for subject, stream := range map[string]string{
-			ns.JobSubject("acme"):          ns.JobsStream(),
-			ns.SampleSubject("acme", "j1"): ns.SamplesStream(),
+			ns.JobSubject("acme"):             ns.JobsStream(),
+			ns.SampleSubject("acme", "j1"):    ns.SamplesStream(),
 			ns.ResultSubject("acme", "j1", 1): ns.ResultsStream(),
 		} {
 			ack, err := js.Publish(ctx, subject, []byte("x"))
