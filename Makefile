@@ -1,5 +1,6 @@
 # makerfleet: one binary, `maker`. `make` alone lists the targets.
 
+SHELL    := /bin/bash
 GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/makerfleet/makerfleet/internal/cli.Version=$(VERSION)
@@ -14,7 +15,7 @@ NPM_DIR := internal/simllm/testdata/npm
 NPM_STAMP := $(NPM_DIR)/node_modules/.package-lock.json
 
 .DEFAULT_GOAL := help
-.PHONY: help build test lint bench demo generate verify fuzz clean
+.PHONY: help build test lint bench demo generate verify fuzz chaos chaos-long clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -45,6 +46,17 @@ lint: ## go vet, gofmt and staticcheck
 bench: build ## run every Go benchmark once, then bin/maker bench
 	$(GO) test -run='^$$' -bench=. -benchtime=1x ./...
 	bin/maker bench
+
+# The fault suite: real processes, faults by PID, by Redis command, through
+# a TCP proxy and on the wire; each scenario checks the oracle in
+# e2e/chaos_test.go and the last line sums up. A few minutes.
+chaos: ## run the fault suite (real processes, injected faults, oracle checks)
+	$(GO) test -tags chaos -count=1 -v -timeout 30m -run '^TestChaos' ./e2e/ 2>&1 | \
+		grep -E '^(=== RUN|--- |PASS|FAIL|ok|chaos:)|chaos_test.go' ; exit $${PIPESTATUS[0]}
+
+chaos-long: ## the fault suite's marathon: a 15-disk job (32,767 steps) with faults throughout
+	MAKER_CHAOS_DISKS=15 $(GO) test -tags chaos -count=1 -v -timeout 90m -run '^TestChaosMarathon$$|^TestChaosSummary$$' ./e2e/ 2>&1 | \
+		grep -E '^(=== RUN|--- |PASS|FAIL|ok|chaos:)|chaos_test.go' ; exit $${PIPESTATUS[0]}
 
 demo: ## solve 10-disk Towers of Hanoi on an in-process fleet
 	$(GO) run ./cmd/maker run --task hanoi --disks 10

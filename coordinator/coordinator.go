@@ -185,6 +185,15 @@ func (c *Coordinator) intake(ctx context.Context, topo *bus.Topology, cons jetst
 		if err != nil {
 			c.log.Warn("fetch job", "err", err)
 			sleep(ctx, time.Second)
+			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
+				// Gone (reset by an operator, lost by a server): create it
+				// again, so intake resumes on its own.
+				if _, err := bus.Ensure(ctx, c.js, c.cfg.Bus); err == nil {
+					if cc, err := c.js.Consumer(ctx, topo.NS.JobsStream(), bus.ConsumerCoordinators); err == nil {
+						cons = cc
+					}
+				}
+			}
 			continue
 		}
 		if msg == nil {
@@ -325,6 +334,21 @@ func (c *Coordinator) schedule(ctx context.Context, topo *bus.Topology, poke <-c
 				}
 				continue
 			}
+			// The watch may lag (a server restart, say): the registry
+			// itself has the last word on whether the job still needs us.
+			cur, _, err := jobs.Get(ctx, topo, rec.Tenant, rec.JobID)
+			if err != nil || cur.Finished || cur.Control == schemas.ControlPause {
+				if err == nil {
+					if cur.Finished {
+						delete(open, key)
+					} else {
+						open[key] = cur
+					}
+				}
+				_ = c.leases.Release(ctx, l, 0)
+				continue
+			}
+			rec = cur
 			c.setRunning(key, true)
 			wg.Add(1)
 			go func() {
@@ -389,14 +413,14 @@ func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Leas
 		if err := jobs.MarkFinished(sctx, topo, spec.Tenant, spec.JobID, rep.State); err != nil {
 			log.Error("mark the job finished", "err", err)
 		}
-		_ = c.leases.Drop(sctx, l)
+		_ = c.leases.Release(sctx, l, 0)
 	case errors.Is(err, errPaused):
 		log.Info("job paused", "steps", rep.Steps)
 		_ = c.leases.Release(sctx, l, 0)
 	case errors.Is(err, ErrInvalidJob):
 		log.Error("job refused", "err", err)
 		_ = jobs.MarkFinished(sctx, topo, spec.Tenant, spec.JobID, schemas.StateFailed)
-		_ = c.leases.Drop(sctx, l)
+		_ = c.leases.Release(sctx, l, 0)
 	case ctx.Err() != nil:
 		log.Info("job handed back at shutdown", "steps", rep.Steps)
 		_ = c.leases.Release(sctx, l, 0)
@@ -410,7 +434,7 @@ func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Leas
 			_ = c.store.ClearFailures(sctx, ref)
 			_ = jobs.MarkFinished(sctx, topo, spec.Tenant, spec.JobID, schemas.StateFailed)
 			c.failJob(sctx, topo, spec, fmt.Sprintf("failed %d times; last error: %v", n, err))
-			_ = c.leases.Drop(sctx, l)
+			_ = c.leases.Release(sctx, l, 0)
 			return
 		}
 		delay := min(c.cfg.JobRetryDelay<<min(max(n-1, 0), 6), 5*time.Minute)

@@ -55,7 +55,7 @@ type jobRun struct {
 
 	// ownership: the lease, the journal appended under it, the control
 	// (run, pause, cancel) last seen in the registry
-	lease      *lease.Lease
+	token      int64 // the lease token (the lease itself is the renewer's)
 	jr         *journal.Journal
 	control    atomic.Value // string
 	sinceCkpt  int
@@ -73,6 +73,13 @@ type jobRun struct {
 	seen       map[int]string // indices the tally holds for this step → red-flag reason ("" for a vote)
 	published  int            // requests published for this step, re-publishes included
 	answered   int            // results settled for this step, any outcome
+
+	// the last decided step, to recognise its answers delivered again
+	prev struct {
+		step, epoch int64
+		counted     int
+		seen        map[int]bool
+	}
 
 	rep   schemas.JobReport
 	trace hash.Hash
@@ -97,8 +104,9 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, l *lease.L
 		start:    time.Now(),
 		pending:  make(map[int]*pending),
 		seen:     make(map[int]string),
-		lease:    l,
+		token:    l.Token,
 	}
+	r.prev.step, r.prev.seen = -1, make(map[int]bool)
 	r.control.Store(schemas.ControlRun)
 	if c.cfg.CrashAt != "" {
 		r.crashPoint, r.crashStep, _ = ParseCrashAt(c.cfg.CrashAt)
@@ -130,6 +138,9 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, l *lease.L
 		return r.rep, err
 	}
 	if err := r.run(ctx); err != nil {
+		return r.rep, err
+	}
+	if err := r.flush(ctx); err != nil {
 		return r.rep, err
 	}
 	// Settle the bookkeeping before the report makes the end visible (a
@@ -200,7 +211,7 @@ func (r *jobRun) resume(ctx context.Context) error {
 	replayed := len(res.Entries)
 	if _, err := r.jr.Append(ctx, &schemas.JournalEntry{
 		Header: schemas.NewHeader(schemas.KindJournalEntry), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
-		Type: schemas.EntryTakeover, Token: r.lease.Token, Owner: r.c.cfg.ID, Step: r.step, At: time.Now().UTC(),
+		Type: schemas.EntryTakeover, Token: r.token, Owner: r.c.cfg.ID, Step: r.step, At: time.Now().UTC(),
 	}); err != nil {
 		if errors.Is(err, journal.ErrFenced) {
 			return fmt.Errorf("%w: %v", errLeaseLost, err)
@@ -210,7 +221,7 @@ func (r *jobRun) resume(ctx context.Context) error {
 	if r.step > 0 || replayed > 0 {
 		r.log.Info("resumed from the journal", "step", r.step, "entries_read", replayed, "from_checkpoint", res.Checkpoint != nil)
 	}
-	r.epoch = r.lease.Token * schemas.EpochsPerLease
+	r.epoch = r.token * schemas.EpochsPerLease
 	return r.clearOldOwners(ctx)
 }
 
@@ -225,15 +236,20 @@ func (r *jobRun) restore(c *schemas.Checkpoint) error {
 		return err
 	}
 	r.trace = h
-	rep := c.Report
-	rep.Header = schemas.NewHeader(schemas.KindJobReport)
-	rep.Tenant, rep.JobID, rep.Task, rep.K, rep.PEstimate = r.spec.Tenant, r.spec.JobID, r.spec.Task, r.spec.K, r.spec.PEstimate
-	rep.Params, rep.TotalSteps = r.inst.Params(), r.inst.TotalSteps()
-	if rep.RedFlags == nil {
-		rep.RedFlags = map[string]int64{}
+	p := c.Progress
+	rep := &r.rep
+	rep.Steps, rep.Errors, rep.ErrorSteps = p.Steps, p.Errors, p.ErrorSteps
+	rep.Samples, rep.Votes, rep.RedFlagged = p.Samples, p.Votes, p.RedFlagged
+	rep.RedFlags = map[string]int64{}
+	for why, n := range p.RedFlags {
+		rep.RedFlags[why] = n
 	}
-	r.rep = rep
-	r.start = rep.StartedAt
+	rep.SkippedSamples, rep.CancelledSamples, rep.LateSamples = p.SkippedSamples, p.CancelledSamples, p.LateSamples
+	rep.DuplicateResults, rep.Resampled, rep.MalformedMessages = p.DuplicateResults, p.Resampled, p.MalformedMessages
+	rep.MaxSamplesInStep, rep.MaxSamplesStep = p.MaxSamplesInStep, p.MaxSamplesStep
+	rep.PromptTokens, rep.CompletionTokens = p.PromptTokens, p.CompletionTokens
+	rep.StartedAt = p.StartedAt
+	r.start = p.StartedAt
 	r.step = c.Step
 	return nil
 }
@@ -246,7 +262,7 @@ func (r *jobRun) clearOldOwners(ctx context.Context) error {
 	if s, err := js.Stream(ctx, r.topo.NS.SamplesStream()); err == nil {
 		_ = s.Purge(ctx, jetstream.WithPurgeSubject(r.sampleSj))
 	}
-	mine := bus.ResultConsumer(r.spec.Tenant, r.spec.JobID, r.lease.Token)
+	mine := bus.ResultConsumer(r.spec.Tenant, r.spec.JobID, r.token)
 	prefix := bus.ResultConsumerPrefix(r.spec.Tenant, r.spec.JobID)
 	s, err := js.Stream(ctx, r.topo.NS.ResultsStream())
 	if err != nil {
@@ -263,13 +279,12 @@ func (r *jobRun) clearOldOwners(ctx context.Context) error {
 	if err := names.Err(); err != nil {
 		return fmt.Errorf("coordinator: list result consumers: %w", err)
 	}
-	// Results of older generations still stored were drawn for nothing.
-	for gen := max(r.lease.Token-8, 1); gen < r.lease.Token; gen++ {
-		sj := r.topo.NS.ResultSubject(r.spec.Tenant, r.spec.JobID, gen)
-		if info, err := s.Info(ctx, jetstream.WithSubjectFilter(sj)); err == nil {
-			r.rep.LateSamples += int64(info.State.Subjects[sj])
-		}
-		_ = s.Purge(ctx, jetstream.WithPurgeSubject(sj))
+	// Results of older generations still stored cannot count any more.
+	// (They are not added to the report: some of them were counted
+	// already, in a decision the old owner journaled before it could ack
+	// them. The answers a crashed owner held are the report's only gap.)
+	for gen := max(r.token-8, 1); gen < r.token; gen++ {
+		_ = s.Purge(ctx, jetstream.WithPurgeSubject(r.topo.NS.ResultSubject(r.spec.Tenant, r.spec.JobID, gen)))
 	}
 	return nil
 }
@@ -289,9 +304,9 @@ func (r *jobRun) run(ctx context.Context) error {
 		return err
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, r.topo.NS.ResultsStream(), jetstream.ConsumerConfig{
-		Durable:           bus.ResultConsumer(r.spec.Tenant, r.spec.JobID, r.lease.Token),
+		Durable:           bus.ResultConsumer(r.spec.Tenant, r.spec.JobID, r.token),
 		Description:       "results of one job, read by the coordinator holding its lease",
-		FilterSubject:     r.topo.NS.ResultSubject(r.spec.Tenant, r.spec.JobID, r.lease.Token),
+		FilterSubject:     r.topo.NS.ResultSubject(r.spec.Tenant, r.spec.JobID, r.token),
 		AckPolicy:         jetstream.AckExplicitPolicy,
 		AckWait:           30 * time.Second,
 		MaxAckPending:     4096,
@@ -383,14 +398,17 @@ func (r *jobRun) obeyControl(ctx context.Context) error {
 // checkpoint stores the job's resume point: a new owner reads no journal
 // entry before it.
 func (r *jobRun) checkpoint(ctx context.Context) error {
+	if err := r.flush(ctx); err != nil {
+		return err
+	}
 	tr, err := r.trace.(encoding.BinaryMarshaler).MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("coordinator: checkpoint trace: %w", err)
 	}
 	c := schemas.Checkpoint{
 		Header: schemas.NewHeader(schemas.KindCheckpoint), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
-		Token: r.lease.Token, JournalSeq: r.jr.LastSeq(), Step: r.step, State: json.RawMessage(r.state),
-		Trace: tr, Report: r.rep, At: time.Now().UTC(),
+		Token: r.token, JournalSeq: r.jr.LastSeq(), Step: r.step, State: json.RawMessage(r.state),
+		Trace: tr, Progress: progressOf(&r.rep), At: time.Now().UTC(),
 	}
 	if err := r.jr.Checkpoint(ctx, &c); err != nil {
 		if errors.Is(err, journal.ErrFenced) {
@@ -400,6 +418,29 @@ func (r *jobRun) checkpoint(ctx context.Context) error {
 	}
 	r.sinceCkpt = 0
 	return nil
+}
+
+// flush waits until every decision is journaled.
+func (r *jobRun) flush(ctx context.Context) error {
+	if err := r.jr.Flush(ctx); err != nil {
+		if errors.Is(err, journal.ErrFenced) {
+			return fmt.Errorf("%w: %v", errLeaseLost, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// progressOf takes the report's running figures for a checkpoint.
+func progressOf(rep *schemas.JobReport) schemas.Progress {
+	return schemas.Progress{
+		Steps: rep.Steps, Errors: rep.Errors, ErrorSteps: rep.ErrorSteps,
+		Samples: rep.Samples, Votes: rep.Votes, RedFlagged: rep.RedFlagged, RedFlags: rep.RedFlags,
+		SkippedSamples: rep.SkippedSamples, CancelledSamples: rep.CancelledSamples, LateSamples: rep.LateSamples,
+		DuplicateResults: rep.DuplicateResults, Resampled: rep.Resampled, MalformedMessages: rep.MalformedMessages,
+		MaxSamplesInStep: rep.MaxSamplesInStep, MaxSamplesStep: rep.MaxSamplesStep,
+		PromptTokens: rep.PromptTokens, CompletionTokens: rep.CompletionTokens, StartedAt: rep.StartedAt,
+	}
 }
 
 // workOf takes the report's running figures that journal entries carry as
@@ -445,13 +486,13 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 			_ = m.TermWithReason("malformed result")
 			continue
 		}
-		r.rep.PromptTokens += int64(res.PromptTokens)
-		r.rep.CompletionTokens += int64(res.CompletionTokens)
 		if res.Step != r.step || res.Epoch != r.epoch {
 			r.countLate(res)
 			_ = m.Ack()
 			continue
 		}
+		r.rep.PromptTokens += int64(res.PromptTokens)
+		r.rep.CompletionTokens += int64(res.CompletionTokens)
 		if res.Index >= r.dispatched {
 			r.rep.MalformedMessages++
 			r.log.Warn("dropping result for an index never published", "step", res.Step, "index", res.Index)
@@ -502,8 +543,10 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 	}
 	if err != nil {
 		// Not settled: the results come back after the delay and are
-		// recorded then (recording is idempotent).
+		// recorded (and accounted) then; recording is idempotent.
 		for _, it := range items {
+			r.rep.PromptTokens -= int64(it.res.PromptTokens)
+			r.rep.CompletionTokens -= int64(it.res.CompletionTokens)
 			_ = it.m.NakWithDelay(250 * time.Millisecond)
 		}
 		r.log.Warn("record samples", "err", err)
@@ -570,7 +613,17 @@ func (r *jobRun) recordedAnswer(res schemas.SampleResult) {
 	delete(r.pending, res.Index)
 }
 
+// countLate accounts a result that came too late to count: its tokens and
+// its kind of waste. A second delivery of an answer the last decided step
+// already counted (it was handed back when Redis did not answer, and
+// Redis had in fact recorded it) is not accounted again.
 func (r *jobRun) countLate(res schemas.SampleResult) {
+	if p := &r.prev; res.Step == p.step && res.Epoch == p.epoch && (res.Index < p.counted || p.seen[res.Index]) &&
+		(res.Outcome == schemas.OutcomeVote || res.Outcome == schemas.OutcomeRedFlag) {
+		return
+	}
+	r.rep.PromptTokens += int64(res.PromptTokens)
+	r.rep.CompletionTokens += int64(res.CompletionTokens)
 	switch res.Outcome {
 	case schemas.OutcomeSkipped:
 		r.rep.SkippedSamples++
@@ -677,8 +730,8 @@ func (r *jobRun) resampleOverdue(ctx context.Context) error {
 // reopen restarts the open step under a new epoch, re-sampling it from
 // scratch; answers of the old epoch are stale from then on.
 func (r *jobRun) reopen(ctx context.Context, why string) error {
-	if r.epoch+1 >= (r.lease.Token+1)*schemas.EpochsPerLease {
-		return fmt.Errorf("coordinator: step %d: out of epochs under lease %d", r.step, r.lease.Token)
+	if r.epoch+1 >= (r.token+1)*schemas.EpochsPerLease {
+		return fmt.Errorf("coordinator: step %d: out of epochs under lease %d", r.step, r.token)
 	}
 	r.epoch++
 	r.log.Warn("re-sampling the open step under a new epoch", "step", r.step, "epoch", r.epoch, "why", why)
@@ -726,7 +779,7 @@ func (r *jobRun) decide(ctx context.Context, d *store.Decision) error {
 	r.rep.LateSamples += int64(max(0, len(r.seen)-d.Counted))
 	e := schemas.JournalEntry{
 		Header: schemas.NewHeader(schemas.KindJournalEntry), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
-		Type: schemas.EntryDecision, Token: r.lease.Token, Owner: r.c.cfg.ID, Step: r.step, Epoch: r.epoch,
+		Type: schemas.EntryDecision, Token: r.token, Owner: r.c.cfg.ID, Step: r.step, Epoch: r.epoch,
 		VoteKey: d.Winner, Votes: d.Votes, Lead: d.Lead, Counted: d.Counted, Valid: d.Valid, RedFlagged: d.RedFlagged,
 		Tally: d.Tally, At: time.Now().UTC(),
 	}
@@ -740,17 +793,32 @@ func (r *jobRun) decide(ctx context.Context, d *store.Decision) error {
 	}
 	work := workOf(&r.rep)
 	e.Work = subWork(work, r.lastWork)
-	if _, err := r.jr.Append(ctx, &e); err != nil {
+	// Stored while the next step samples: the next decision (or a
+	// checkpoint, or the end) waits for it, so the journal never runs
+	// ahead of itself, and a lost append stops the job before anything of
+	// the next step is journaled.
+	if err := r.jr.Start(ctx, &e); err != nil {
 		if errors.Is(err, journal.ErrFenced) {
 			return fmt.Errorf("%w: %v", errLeaseLost, err)
 		}
 		return err
 	}
 	r.lastWork = work
+	r.prev.step, r.prev.epoch, r.prev.counted = r.step, r.epoch, d.Counted
+	clear(r.prev.seen)
+	for idx := range r.seen {
+		r.prev.seen[idx] = true
+	}
 	if err := r.apply(&e, false); err != nil {
 		return err
 	}
-	r.crash(CrashAfterJournal)
+	if r.crashPoint == CrashAfterJournal && r.step-1 == r.crashStep {
+		if err := r.jr.Flush(ctx); err != nil {
+			return err
+		}
+		r.step-- // crash reports the step just journaled
+		r.crash(CrashAfterJournal)
+	}
 	if r.finishedAt() {
 		return r.end(ctx)
 	}
@@ -904,7 +972,7 @@ func (r *jobRun) cleanup(ctx context.Context) error {
 	if s, err := js.Stream(ctx, r.topo.NS.SamplesStream()); err == nil {
 		_ = s.Purge(ctx, jetstream.WithPurgeSubject(r.sampleSj))
 	}
-	err := js.DeleteConsumer(ctx, r.topo.NS.ResultsStream(), bus.ResultConsumer(r.spec.Tenant, r.spec.JobID, r.lease.Token))
+	err := js.DeleteConsumer(ctx, r.topo.NS.ResultsStream(), bus.ResultConsumer(r.spec.Tenant, r.spec.JobID, r.token))
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("coordinator: delete result consumer: %w", err)
 	}

@@ -84,6 +84,10 @@ type Lease struct {
 	// ExpiresAt: after it any coordinator may take the job. A released
 	// lease has it in the past.
 	ExpiresAt time.Time `json:"expires_at"`
+	// HoldOff marks a lease released with a delay (a failed job waiting
+	// to be retried): until ExpiresAt no coordinator takes it, its last
+	// owner included.
+	HoldOff bool `json:"hold_off,omitempty"`
 }
 
 // MessageKind implements Message.
@@ -253,8 +257,8 @@ type Checkpoint struct {
 	// Trace is the running sha256 of the decided vote keys (its binary
 	// state, so hashing resumes where it stopped).
 	Trace []byte `json:"trace"`
-	// Report holds the report's running figures so far.
-	Report JobReport `json:"report"`
+	// Progress holds the report's running figures so far.
+	Progress Progress `json:"progress"`
 	// At is when the checkpoint was written.
 	At time.Time `json:"at"`
 }
@@ -281,9 +285,52 @@ func (c *Checkpoint) Validate() error {
 	if !json.Valid(c.State) || len(c.Trace) == 0 {
 		return invalid(k, "a checkpoint needs a JSON state and a trace")
 	}
-	r := &c.Report
-	return nonNegative(k, count{"step", c.Step}, count{"report.steps", r.Steps}, count{"report.samples", r.Samples},
-		count{"report.votes", r.Votes}, count{"report.red_flagged", r.RedFlagged}, count{"report.errors", r.Errors})
+	p := &c.Progress
+	if err := nonNegative(k, count{"step", c.Step}, count{"progress.steps", p.Steps}, count{"progress.errors", p.Errors},
+		count{"progress.samples", p.Samples}, count{"progress.votes", p.Votes}, count{"progress.red_flagged", p.RedFlagged},
+		count{"progress.skipped_samples", p.SkippedSamples}, count{"progress.cancelled_samples", p.CancelledSamples},
+		count{"progress.late_samples", p.LateSamples}, count{"progress.duplicate_results", p.DuplicateResults},
+		count{"progress.resampled", p.Resampled}, count{"progress.malformed_messages", p.MalformedMessages},
+		count{"progress.max_samples_in_step", int64(p.MaxSamplesInStep)}, count{"progress.max_samples_step", p.MaxSamplesStep},
+		count{"progress.prompt_tokens", p.PromptTokens}, count{"progress.completion_tokens", p.CompletionTokens}); err != nil {
+		return err
+	}
+	for name, n := range p.RedFlags {
+		if n < 0 {
+			return invalid(k, "progress.red_flags[%q] must be >= 0, got %d", name, n)
+		}
+	}
+	return nil
+}
+
+// Progress is a running job's report figures, as a checkpoint keeps them;
+// each means what the JobReport field of the same name means.
+type Progress struct {
+	// Steps decided so far; Errors and ErrorSteps the verifier's finds.
+	Steps      int64   `json:"steps"`
+	Errors     int64   `json:"errors"`
+	ErrorSteps []int64 `json:"error_steps,omitempty"`
+	// Samples counted: Votes plus RedFlagged, RedFlags by reason.
+	Samples    int64            `json:"samples"`
+	Votes      int64            `json:"votes"`
+	RedFlagged int64            `json:"red_flagged"`
+	RedFlags   map[string]int64 `json:"red_flags,omitempty"`
+	// Samples that took no part in a step, and re-publishes.
+	SkippedSamples    int64 `json:"skipped_samples"`
+	CancelledSamples  int64 `json:"cancelled_samples"`
+	LateSamples       int64 `json:"late_samples"`
+	DuplicateResults  int64 `json:"duplicate_results"`
+	Resampled         int64 `json:"resampled"`
+	MalformedMessages int64 `json:"malformed_messages"`
+	// MaxSamplesInStep is the most samples a step needed, MaxSamplesStep
+	// that step.
+	MaxSamplesInStep int   `json:"max_samples_in_step"`
+	MaxSamplesStep   int64 `json:"max_samples_step"`
+	// Token usage so far.
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	// StartedAt is when the job first started.
+	StartedAt time.Time `json:"started_at"`
 }
 
 // DeadLetter is a message the fleet gave up on, kept with why.

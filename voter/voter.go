@@ -162,9 +162,9 @@ func (v *Voter) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cons, err := v.js.Consumer(ctx, topo.NS.SamplesStream(), bus.ConsumerVoters)
+	cons, err := v.consumer(ctx)
 	if err != nil {
-		return fmt.Errorf("voter: consumer: %w", err)
+		return err
 	}
 	info := cons.CachedInfo()
 	keepAlive := topo.Config.SampleAckWait / 3
@@ -197,6 +197,20 @@ func (v *Voter) Run(ctx context.Context) error {
 	}
 	v.log.Info("voter stopped", "stats", v.Stats())
 	return nil
+}
+
+// consumer returns the shared sample consumer, creating the topology
+// (again) where it is missing.
+func (v *Voter) consumer(ctx context.Context) (jetstream.Consumer, error) {
+	topo, err := bus.Ensure(ctx, v.js, v.cfg.Bus)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := v.js.Consumer(ctx, topo.NS.SamplesStream(), bus.ConsumerVoters)
+	if err != nil {
+		return nil, fmt.Errorf("voter: consumer: %w", err)
+	}
+	return cons, nil
 }
 
 // pullWait bounds one fetch; a fetch ends early once it has its requests.
@@ -270,9 +284,17 @@ func (v *Voter) pull(ctx, work context.Context, cons jetstream.Consumer, keepAli
 			backoff = 0
 		default:
 			// The server is away or the consumer is gone: say so, wait a
-			// little longer each time, and try again.
+			// little longer each time, and try again. A deleted consumer
+			// is created again (an operator reset it, or a server lost
+			// it), so voting resumes on its own.
 			backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
 			v.log.Warn("fetch sample requests", "err", err, "retry_in", backoff)
+			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
+				if c, rerr := v.consumer(ctx); rerr == nil {
+					cons = c
+					v.log.Info("sample consumer created again")
+				}
+			}
 			select {
 			case <-time.After(backoff):
 			case <-ctx.Done():

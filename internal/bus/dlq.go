@@ -92,8 +92,9 @@ func ListDeadLetters(ctx context.Context, js jetstream.JetStream, ns Namespace, 
 		return nil, fmt.Errorf("bus: dlq: %w", err)
 	}
 	var out []StoredDeadLetter
-	for len(out) < max {
-		batch, err := cons.Fetch(min(256, max-len(out)), jetstream.FetchMaxWait(500*time.Millisecond))
+	for idle := 0; len(out) < max && idle < 10; {
+		// No-wait fetches: a fetch left waiting would outlive this call.
+		batch, err := cons.FetchNoWait(min(256, max-len(out)))
 		if err != nil {
 			return nil, fmt.Errorf("bus: dlq: %w", err)
 		}
@@ -113,8 +114,15 @@ func ListDeadLetters(ctx context.Context, js jetstream.JetStream, ns Namespace, 
 				return out, nil
 			}
 		}
-		if n == 0 {
-			break // nothing more within the wait
+		if n > 0 {
+			idle = 0
+			continue
+		}
+		idle++ // the ordered consumer may still be starting
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	return out, nil

@@ -39,14 +39,19 @@ type Entry struct {
 	schemas.JournalEntry
 }
 
-// Journal appends to one job's journal as one owner.
+// Journal appends to one job's journal as one owner. It is not safe for
+// concurrent use.
 type Journal struct {
 	js      jetstream.JetStream
 	stream  string
 	subject string
 	ckptSj  string
 	lastSeq uint64 // last sequence on subject, as this writer knows it
-	ckptSeq uint64 // last sequence on ckptSj
+
+	// the append in flight (Start), if any
+	inflight jetstream.PubAckFuture
+	infMsg   *nats.Msg
+	infID    string
 }
 
 // Resume is what a new owner reads before it appends.
@@ -80,7 +85,7 @@ func Open(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, tenant,
 		if err := schemas.Decode(m.Data, &c); err != nil {
 			return nil, nil, fmt.Errorf("%w: checkpoint at %d: %w", ErrCorrupt, m.Sequence, err)
 		}
-		res.Checkpoint, j.ckptSeq = &c, m.Sequence
+		res.Checkpoint = &c
 	}
 	last, err := lastMsg(ctx, s, j.subject)
 	if err != nil {
@@ -118,8 +123,10 @@ func (j *Journal) read(ctx context.Context, from, to uint64, fn func(Entry) erro
 	if err != nil {
 		return fmt.Errorf("journal: read: %w", err)
 	}
+	idle := 0
 	for {
-		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(5*time.Second))
+		// No-wait fetches: a fetch left waiting would outlive this call.
+		batch, err := cons.FetchNoWait(256)
 		if err != nil {
 			return fmt.Errorf("journal: read: %w", err)
 		}
@@ -144,8 +151,17 @@ func (j *Journal) read(ctx context.Context, from, to uint64, fn func(Entry) erro
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("journal: read: %w", err)
 		}
-		if n == 0 {
-			return fmt.Errorf("journal: read: entries %d..%d did not arrive", from, to)
+		if n > 0 {
+			idle = 0
+			continue
+		}
+		if idle++; idle > 100 {
+			return fmt.Errorf("journal: read: entries up to %d did not arrive", to)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
@@ -164,12 +180,19 @@ func lastMsg(ctx context.Context, s jetstream.Stream, subject string) (*jetstrea
 // LastSeq is the sequence of the last entry this writer knows of.
 func (j *Journal) LastSeq() uint64 { return j.lastSeq }
 
-// Append adds e after the last entry. ErrFenced means another owner
-// appended since: e was not written. A reply lost on the way is retried
-// under the same message id, so e is written once.
+func entryID(e *schemas.JournalEntry) string {
+	return e.Tenant + "/" + e.JobID + "/" + e.Type + "/" + strconv.FormatInt(e.Step, 10) + "/" + strconv.FormatInt(e.Token, 10)
+}
+
+// Append adds e after the last entry and waits until it is stored.
+// ErrFenced means another owner appended since: e was not written. A reply
+// lost on the way is retried under the same message id, so e is written
+// once.
 func (j *Journal) Append(ctx context.Context, e *schemas.JournalEntry) (uint64, error) {
-	id := e.Tenant + "/" + e.JobID + "/" + e.Type + "/" + strconv.FormatInt(e.Step, 10) + "/" + strconv.FormatInt(e.Token, 10)
-	seq, err := j.publish(ctx, j.subject, e, id, j.lastSeq)
+	if err := j.Flush(ctx); err != nil {
+		return 0, err
+	}
+	seq, err := j.publish(ctx, j.subject, e, entryID(e), j.lastSeq)
 	if err != nil {
 		return 0, err
 	}
@@ -177,15 +200,77 @@ func (j *Journal) Append(ctx context.Context, e *schemas.JournalEntry) (uint64, 
 	return seq, nil
 }
 
-// Checkpoint stores c as the job's resume point.
-func (j *Journal) Checkpoint(ctx context.Context, c *schemas.Checkpoint) error {
-	id := c.Tenant + "/" + c.JobID + "/c/" + strconv.FormatUint(c.JournalSeq, 10) + "/" + strconv.FormatInt(c.Token, 10)
-	seq, err := j.publish(ctx, j.ckptSj, c, id, j.ckptSeq)
+// Start appends e without waiting for the server, after settling the
+// append before it: the caller may work on while e is stored, and the
+// next Start, Append, Flush or Checkpoint waits for it. An error is that
+// of the previous append (ErrFenced among them): e was not sent then.
+// Entries stay strictly ordered, each fenced on the one before.
+func (j *Journal) Start(ctx context.Context, e *schemas.JournalEntry) error {
+	if err := j.Flush(ctx); err != nil {
+		return err
+	}
+	data, err := schemas.Encode(e)
+	if err != nil {
+		return fmt.Errorf("journal: encode: %w", err)
+	}
+	id := entryID(e)
+	msg := &nats.Msg{Subject: j.subject, Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, id)
+	f, err := j.js.PublishMsgAsync(msg, j.fence(j.subject, j.lastSeq))
+	if err != nil {
+		// Not sent: Flush sends it the slow way.
+		f = nil
+	}
+	j.inflight, j.infMsg, j.infID = f, msg, id
+	return nil
+}
+
+// Flush waits until the append in flight (Start) is stored.
+func (j *Journal) Flush(ctx context.Context) error {
+	if j.infMsg == nil {
+		return nil
+	}
+	msg, id, f := j.infMsg, j.infID, j.inflight
+	j.inflight, j.infMsg, j.infID = nil, nil, ""
+	if f != nil {
+		select {
+		case ack := <-f.Ok():
+			j.lastSeq = ack.Sequence
+			return nil
+		case err := <-f.Err():
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+				if seq, ok := j.landed(ctx, j.subject, id); ok {
+					j.lastSeq = seq
+					return nil
+				}
+				return fmt.Errorf("%w: %s after sequence %d", ErrFenced, j.subject, j.lastSeq)
+			}
+			// Lost or refused on the way: retry it the slow way below.
+		case <-time.After(5 * time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	seq, err := j.publishMsg(ctx, msg, id, j.lastSeq)
 	if err != nil {
 		return err
 	}
-	j.ckptSeq = seq
+	j.lastSeq = seq
 	return nil
+}
+
+// Checkpoint stores c as the job's resume point, after the append in
+// flight is stored. c.JournalSeq should be LastSeq after a Flush.
+func (j *Journal) Checkpoint(ctx context.Context, c *schemas.Checkpoint) error {
+	if err := j.Flush(ctx); err != nil {
+		return err
+	}
+	id := c.Tenant + "/" + c.JobID + "/c/" + strconv.FormatUint(c.JournalSeq, 10) + "/" + strconv.FormatInt(c.Token, 10)
+	// Fenced on the entries, like an append: once a new owner's takeover
+	// entry is in, an old owner's checkpoint is refused.
+	_, err := j.publish(ctx, j.ckptSj, c, id, j.lastSeq)
+	return err
 }
 
 // publish appends m to subject if its last sequence is still last, with
@@ -198,6 +283,25 @@ func (j *Journal) publish(ctx context.Context, subject string, m schemas.Message
 	}
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, id)
+	return j.publishMsg(ctx, msg, id, last)
+}
+
+// fence is the publish option that makes a write to subject conditional on
+// the entries subject's last sequence being last. (For a checkpoint, on
+// another subject, it needs nats-server 2.11 or later.)
+func (j *Journal) fence(subject string, last uint64) jetstream.PublishOpt {
+	if subject == j.subject {
+		return jetstream.WithExpectLastSequencePerSubject(last)
+	}
+	return jetstream.WithExpectLastSequenceForSubject(last, j.subject)
+}
+
+// publishMsg appends msg (message id id) to its subject if last is still
+// the subject's last sequence.
+func (j *Journal) publishMsg(ctx context.Context, msg *nats.Msg, id string, last uint64) (uint64, error) {
+	subject := msg.Subject
+	msg.Header.Del(jetstream.ExpectedLastSubjSeqHeader)
+	msg.Header.Del(jetstream.ExpectedLastSubjSeqSubjHeader)
 	var lastErr error
 	for attempt := 0; attempt < 8; attempt++ {
 		if attempt > 0 {
@@ -208,7 +312,7 @@ func (j *Journal) publish(ctx context.Context, subject string, m schemas.Message
 			}
 		}
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ack, err := j.js.PublishMsg(actx, msg, jetstream.WithExpectLastSequencePerSubject(last))
+		ack, err := j.js.PublishMsg(actx, msg, j.fence(subject, last))
 		cancel()
 		if err == nil {
 			return ack.Sequence, nil

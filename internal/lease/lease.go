@@ -79,7 +79,7 @@ func (m *Manager) Acquire(ctx context.Context, tenant, job string) (*Lease, erro
 		// An unreadable lease cannot fence anything; replace it, keeping
 		// tokens growing past anything it could have held.
 		cur = schemas.Lease{Token: int64(e.Revision())}
-	} else if cur.Owner != m.owner && m.now().Before(cur.ExpiresAt) {
+	} else if (cur.Owner != m.owner || cur.HoldOff) && m.now().Before(cur.ExpiresAt) {
 		// A lease in our own name is a leftover of this owner (a restart,
 		// or a write whose reply was lost): take it over under a new token.
 		return nil, fmt.Errorf("%w: %s holds %s until %s", ErrHeld, cur.Owner, key, cur.ExpiresAt.Format(time.RFC3339Nano))
@@ -87,6 +87,10 @@ func (m *Manager) Acquire(ctx context.Context, tenant, job string) (*Lease, erro
 	l.Token = cur.Token + 1
 	l.ExpiresAt = m.now().Add(m.ttl).UTC()
 	rev, err := m.put(ctx, key, &l, e.Revision(), false)
+	if errors.Is(err, ErrLost) {
+		// Another coordinator took it between our read and our write.
+		return nil, fmt.Errorf("%w: %s was taken meanwhile", ErrHeld, key)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -120,27 +124,19 @@ func (m *Manager) Renew(ctx context.Context, l *Lease) error {
 
 // Release ends l after the given delay (at once for 0), so another
 // coordinator may then take the job. A lease already lost is not an error.
+// Leases are never deleted, not even a finished job's: the next token
+// must always be above every token handed out before.
 func (m *Manager) Release(ctx context.Context, l *Lease, after time.Duration) error {
 	next := l.Lease
 	next.ExpiresAt = time.Unix(0, 0).UTC()
 	if after > 0 {
-		next.ExpiresAt = m.now().Add(after).UTC()
+		next.ExpiresAt, next.HoldOff = m.now().Add(after).UTC(), true
 	}
 	_, err := m.put(ctx, bus.JobKey(l.Tenant, l.JobID), &next, l.rev, false)
 	if errors.Is(err, ErrLost) {
 		return nil
 	}
 	return err
-}
-
-// Drop deletes the lease of a finished job (if l still holds it), keeping
-// the bucket small.
-func (m *Manager) Drop(ctx context.Context, l *Lease) error {
-	err := m.kv.Delete(ctx, bus.JobKey(l.Tenant, l.JobID), jetstream.LastRevision(l.rev))
-	if err != nil && !isCASError(err) {
-		return fmt.Errorf("lease: drop: %w", err)
-	}
-	return nil
 }
 
 // Read returns the current lease on tenant/job, if any.

@@ -11,8 +11,11 @@ import (
 	"os/exec"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
@@ -108,4 +111,27 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// StartTopology starts a nats-server (StartNATS), connects a JetStream
+// client to it and creates the fleet's topology (memory storage, default
+// namespace).
+func StartTopology(tb testing.TB) (jetstream.JetStream, *bus.Topology) {
+	tb.Helper()
+	nc, err := nats.Connect(StartNATS(tb).URL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topo, err := bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return js, topo
 }
