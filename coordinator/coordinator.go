@@ -156,6 +156,13 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	c.log.Info("coordinator started", "max_jobs", c.cfg.MaxJobs, "lease_ttl", c.cfg.LeaseTTL)
 
+	// Subscribed before anything runs, so no advisory goes unheard.
+	events := make(chan *nats.Msg, 256)
+	advisories, err := c.nc.ChanQueueSubscribe(bus.MaxDeliveriesAdvisory(topo.NS.SamplesStream(), bus.ConsumerVoters), "coordinators", events)
+	if err != nil {
+		return fmt.Errorf("coordinator: subscribe to max-deliveries advisories: %w", err)
+	}
+
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	poke := make(chan struct{}, 1)
@@ -166,7 +173,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		c.deadLetters(ctx, topo)
+		c.deadLetters(ctx, topo, advisories, events)
 	}()
 	c.schedule(ctx, topo, poke, &wg)
 	return nil
@@ -264,7 +271,7 @@ func fetchOne(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, erro
 		}
 		return nil, err
 	}
-	for msg := range batch.Messages() {
+	if msg, ok := <-batch.Messages(); ok {
 		if ctx.Err() != nil {
 			_ = msg.Nak()
 			return nil, nil

@@ -19,13 +19,7 @@ import (
 // the work queue, so nothing stays un-acked outside the DLQ. Coordinators
 // share the work through a queue group; the DLQ's message ids make a
 // repeat harmless.
-func (c *Coordinator) deadLetters(ctx context.Context, topo *bus.Topology) {
-	events := make(chan *nats.Msg, 256)
-	sub, err := c.nc.ChanQueueSubscribe(bus.MaxDeliveriesAdvisory(topo.NS.SamplesStream(), bus.ConsumerVoters), "coordinators", events)
-	if err != nil {
-		c.log.Error("subscribe to max-deliveries advisories; poison requests will not reach the DLQ", "err", err)
-		return
-	}
+func (c *Coordinator) deadLetters(ctx context.Context, topo *bus.Topology, sub *nats.Subscription, events <-chan *nats.Msg) {
 	defer func() { _ = sub.Unsubscribe() }()
 	for {
 		select {
@@ -51,20 +45,29 @@ func (c *Coordinator) deadLetter(ctx context.Context, topo *bus.Topology, ev bus
 	if err != nil {
 		return err
 	}
-	raw, err := s.GetMsg(ctx, ev.StreamSeq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil // handled already
-	}
-	if err != nil {
-		return err
-	}
 	dl := schemas.DeadLetter{
 		Header: schemas.NewHeader(schemas.KindDeadLetter), Stream: ev.Stream, Seq: ev.StreamSeq,
-		Subject: raw.Subject, Consumer: ev.Consumer, Reason: "max_deliveries", Deliveries: ev.Deliveries,
-		Data: raw.Data, At: time.Now().UTC(),
+		Consumer: ev.Consumer, Reason: "max_deliveries", Deliveries: ev.Deliveries, At: time.Now().UTC(),
+	}
+	raw, err := s.GetMsg(ctx, ev.StreamSeq)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		// A work-queue server drops the message as it gives up on it.
+		// Voters dead-letter a request on its last delivery themselves,
+		// under the same message id, so this record is dropped as a
+		// duplicate then; it stays only when that voter died holding it.
+		dl.Subject = topo.NS.SampleSubject("unknown", "unknown")
+		dl.Reason = "max_deliveries: the server removed the original; the voter holding its last delivery did not report it"
+	case err != nil:
+		return err
+	default:
+		dl.Subject, dl.Data = raw.Subject, raw.Data
 	}
 	if err := bus.PublishDeadLetter(ctx, c.js, topo.NS, &dl); err != nil {
 		return err
+	}
+	if raw == nil {
+		return nil
 	}
 	c.log.Warn("sample request dead-lettered after max deliveries", "subject", raw.Subject, "seq", ev.StreamSeq, "deliveries", ev.Deliveries)
 	if err := s.DeleteMsg(ctx, ev.StreamSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {

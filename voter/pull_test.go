@@ -3,6 +3,7 @@ package voter_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -235,4 +236,49 @@ func TestStopStrandsNoRequest(t *testing.T) {
 		"the last voter never pulled")
 	fleettest.Eventually(t, 10*time.Second, func() bool { return len(results.All()) == rounds },
 		"%d of %d requests answered (consumer %+v)", len(results.All()), rounds, votersInfo(t, env))
+}
+
+// TestLastDeliveryDeadLettered: a request whose model call keeps failing is
+// handed back until its last allowed delivery; there the voter keeps it in
+// the dead-letter stream, payload and reason, and terminates it, so it is
+// neither lost nor left un-acked.
+func TestLastDeliveryDeadLettered(t *testing.T) {
+	t.Parallel()
+	const tenant, job = "acme", "poison"
+	env := fleettest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cons, err := env.JS.Consumer(ctx, bus.DefaultNamespace.SamplesStream(), bus.ConsumerVoters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cons.CachedInfo().Config
+	cfg.MaxDeliver = 2
+	if _, err := env.JS.UpdateConsumer(ctx, bus.DefaultNamespace.SamplesStream(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	model := fleettest.NewFakeModel(nil, func(_ context.Context, c fleettest.Call) (llm.Response, error) {
+		return llm.Response{}, errors.New("status 500: the model is down")
+	})
+	publishRequests(t, env, tenant, job, 1)
+	env.StartVoter(model, voter.Config{Concurrency: 1, ModelErrorDelay: 50 * time.Millisecond})
+
+	var dls []bus.StoredDeadLetter
+	fleettest.Eventually(t, 20*time.Second, func() bool {
+		dls, err = bus.ListDeadLetters(ctx, env.JS, bus.DefaultNamespace, tenant, job, 10)
+		return err == nil && len(dls) == 1
+	}, "no dead letter: %v %v", dls, err)
+	d := dls[0]
+	var req schemas.SampleRequest
+	if !strings.HasPrefix(d.Reason, "max_deliveries: ") || !strings.Contains(d.Reason, "the model is down") || d.Deliveries != 2 ||
+		schemas.Decode(d.Data, &req) != nil || req.Step != 1 {
+		t.Errorf("dead letter %+v: want the request and why, after 2 deliveries", d)
+	}
+	if n := model.Calls(); n != 2 {
+		t.Errorf("%d model calls, want one per delivery (2)", n)
+	}
+	fleettest.Eventually(t, 10*time.Second, func() bool {
+		info := votersInfo(t, env)
+		return info.NumAckPending == 0 && info.NumPending == 0
+	}, "requests still pending: %+v", votersInfo(t, env))
 }

@@ -128,6 +128,7 @@ type Voter struct {
 
 	requests, modelCalls, votes, redFlags, skipped, cancelled atomic.Int64
 	modelErrors, malformed, handedBack                        atomic.Int64
+	maxDeliver                                                atomic.Int64 // the consumer's MaxDeliver
 }
 
 // New returns a Voter that calls model.
@@ -170,6 +171,9 @@ func (v *Voter) Run(ctx context.Context) error {
 	keepAlive := topo.Config.SampleAckWait / 3
 	if info != nil && info.Config.AckWait > 0 {
 		keepAlive = info.Config.AckWait / 3
+	}
+	if info != nil {
+		v.maxDeliver.Store(int64(info.Config.MaxDeliver))
 	}
 
 	sub, err := v.nc.Subscribe(topo.NS.DecidedWildcard(), v.onDecided)
@@ -384,6 +388,14 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg, keepAlive time.Du
 			var later *llm.RetryLaterError
 			if errors.As(err, &later) && later.Delay > delay {
 				delay = later.Delay
+			}
+			if md, merr := msg.Metadata(); merr == nil && v.maxDeliver.Load() > 0 && int64(md.NumDelivered) >= v.maxDeliver.Load() {
+				// The last delivery the consumer allows: give up on it
+				// here, where the request and the reason are in hand (the
+				// server drops a work-queue message once it gives up).
+				v.log.Error("model call failed on the request's last delivery; dead-lettering it", "err", err, "sample", req.SampleID)
+				v.terminate(ctx, msg, "max_deliveries: "+truncate(err.Error(), 200))
+				return
 			}
 			v.log.Warn("model call failed; handing the sample back", "err", err, "sample", req.SampleID, "delay", delay)
 			_ = msg.NakWithDelay(delay)
