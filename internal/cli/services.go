@@ -102,8 +102,8 @@ over-long answers, 429s with Retry-After, 500s and latency. GET /sim/stats count
 func coordinatorCmd(e *env) *cobra.Command {
 	var (
 		natsURL, redisURL, id, crashAt string
-		maxJobs, checkpointEvery       int
-		leaseTTL                       time.Duration
+		maxJobs, checkpointEvery, replicas int
+		leaseTTL                           time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:     "coordinator",
@@ -113,6 +113,9 @@ func coordinatorCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if maxJobs < 1 {
 				return usagef("--max-jobs must be >= 1")
+			}
+			if replicas < 1 || replicas > 5 {
+				return usagef("--replicas must be 1..5")
 			}
 			if crashAt != "" {
 				if _, _, err := coordinator.ParseCrashAt(crashAt); err != nil {
@@ -138,6 +141,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 			c, err := coordinator.New(nc, st, coordinator.Config{
 				ID: id, Tasks: builtin.Registry(), MaxJobs: maxJobs, Logger: log,
 				LeaseTTL: leaseTTL, CheckpointEvery: checkpointEvery, CrashAt: crashAt,
+				Bus: bus.Config{Replicas: replicas},
 			})
 			if err != nil {
 				return usageError{err}
@@ -151,6 +155,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&id, "id", "", "coordinator id, unique in the fleet (default coordinator-host-pid)")
 	cmd.Flags().DurationVar(&leaseTTL, "lease-ttl", 10*time.Second, "a job whose coordinator stops renewing its lease is taken over after this long")
 	cmd.Flags().IntVar(&checkpointEvery, "checkpoint-every", 1000, "steps between checkpoints (a resume reads at most this many journal entries)")
+	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the streams and buckets this coordinator creates (3 on a clustered nats-server)")
 	cmd.Flags().StringVar(&crashAt, "crash-at", "", "fault injection for the fault suite: exit as if killed at <point>:<step>")
 	_ = cmd.Flags().MarkHidden("crash-at")
 	return cmd
