@@ -62,4 +62,9 @@ func ExampleAll() {
 	// step_decided https://makerfleet.dev/schemas/v1/step_decided.schema.json
 	// job_status https://makerfleet.dev/schemas/v1/job_status.schema.json
 	// job_report https://makerfleet.dev/schemas/v1/job_report.schema.json
+	// break_glass_request https://makerfleet.dev/schemas/v1/break_glass_request.schema.json
+	// break_glass_response https://makerfleet.dev/schemas/v1/break_glass_response.schema.json
+	// break_glass_audit https://makerfleet.dev/schemas/v1/break_glass_audit.schema.json
+	// break_glass_approval https://makerfleet.dev/schemas/v1/break_glass_approval.schema.json
+	// arbiter_decision https://makerfleet.dev/schemas/v1/arbiter_decision.schema.json
 }

@@ -19,6 +19,11 @@ func All() []MessageType {
 		{KindStepDecided, func() Message { return new(StepDecided) }},
 		{KindJobStatus, func() Message { return new(JobStatus) }},
 		{KindJobReport, func() Message { return new(JobReport) }},
+		{KindBreakGlassRequest, func() Message { return new(BreakGlassRequest) }},
+		{KindBreakGlassResponse, func() Message { return new(BreakGlassResponse) }},
+		{KindBreakGlassAudit, func() Message { return new(BreakGlassAudit) }},
+		{KindBreakGlassApproval, func() Message { return new(BreakGlassApproval) }},
+		{KindArbiterDecision, func() Message { return new(ArbiterDecision) }},
 	}
 }
 
@@ -30,4 +35,9 @@ var (
 	_ Message = (*StepDecided)(nil)
 	_ Message = (*JobStatus)(nil)
 	_ Message = (*JobReport)(nil)
+	_ Message = (*BreakGlassRequest)(nil)
+	_ Message = (*BreakGlassResponse)(nil)
+	_ Message = (*BreakGlassAudit)(nil)
+	_ Message = (*BreakGlassApproval)(nil)
+	_ Message = (*ArbiterDecision)(nil)
 )
