@@ -175,6 +175,9 @@ type BreakGlassRequest struct {
 	PriorAttempts []PriorAttempt `json:"prior_attempts"`
 	// Files are context files; the judge re-checks them for secrets.
 	Files []ContextFile `json:"files,omitempty"`
+	// ExcludedFiles lists files the requester's own guard withheld (outside
+	// its root, credential-like); the judge audits them.
+	ExcludedFiles []ExcludedFile `json:"excluded_files,omitempty"`
 	// BuildLog is build or test output (optional).
 	BuildLog string `json:"build_log,omitempty"`
 	// Constraints are the project's operating rules, AGENTS.md style

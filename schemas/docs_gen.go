@@ -68,6 +68,7 @@ var docComments = map[string]string{
 	"BreakGlassRequest.BudgetUSD":       "BudgetUSD caps this call's actual cost; 0 means the judge's default (1.00).",
 	"BreakGlassRequest.BuildLog":        "BuildLog is build or test output (optional).",
 	"BreakGlassRequest.Constraints":     "Constraints are the project's operating rules, AGENTS.md style (optional).",
+	"BreakGlassRequest.ExcludedFiles":   "ExcludedFiles lists files the requester's own guard withheld (outside its root, credential-like); the judge audits them.",
 	"BreakGlassRequest.Files":           "Files are context files; the judge re-checks them for secrets.",
 	"BreakGlassRequest.ParentRequestID": "ParentRequestID is set on a request made from inside a panel; the judge refuses those (panels never open panels).",
 	"BreakGlassRequest.Plugins":         "Plugins takes the OpenRouter fusion shape: at most one plugin, id \"fusion\", naming the panel and judge models.",
