@@ -59,9 +59,9 @@ type Service struct {
 
 	startOnce sync.Once
 	stopOnce  sync.Once
-	stopFetch chan struct{}       // closed by Stop: no more fetching
-	cancel    context.CancelFunc  // cancels handlers after SoftStop
-	loopDone  chan struct{}       // closed when the fetch loop and every handler ended
+	stopFetch chan struct{}      // closed by Stop: no more fetching
+	cancel    context.CancelFunc // cancels handlers after SoftStop
+	loopDone  chan struct{}      // closed when the fetch loop and every handler ended
 	handlers  sync.WaitGroup
 }
 
@@ -276,7 +276,7 @@ func (sv *Service) handle(ctx context.Context, req *schemas.BreakGlassRequest) e
 		Header:    schemas.NewHeader(schemas.KindBreakGlassResponse),
 		RequestID: req.RequestID, Tenant: req.Tenant, Session: req.Session,
 		Alternatives: []string{}, Risks: []string{},
-		Solution:  schemas.Solution{FilesToChange: []string{}, CodeSnippets: map[string]string{}},
+		Solution:      schemas.Solution{FilesToChange: []string{}, CodeSnippets: map[string]string{}},
 		PanelAnalysis: emptyAnalysis(),
 	}}
 	c.audit = schemas.BreakGlassAudit{RequestID: req.RequestID, Tenant: req.Tenant, Session: req.Session,
