@@ -33,7 +33,7 @@ var secretPatterns = []*regexp.Regexp{
 	regexp.MustCompile(`\b[rs]k_live_[A-Za-z0-9]{16,}`),
 	regexp.MustCompile(`\bhf_[A-Za-z0-9]{30,}`),
 	// key = value assignments of secret-named variables.
-	regexp.MustCompile(`(?i)\b[A-Z0-9_]*(api[_-]?key|secret|token|passw(or)?d|private[_-]?key)[A-Z0-9_]*\s*[:=]\s*["']?[^\s"']{8,}`),
+	regexp.MustCompile(`(?i)\b[A-Z0-9_]*(api[_-]?key|secret|token|passw(or)?d|private[_-]?key)[A-Z0-9_]*\s*[:=]\s*["']?[^\s"',;]{12,}`),
 }
 
 // credentialNames match file names that hold credentials, whatever they
