@@ -158,14 +158,17 @@ func Deny(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, id, by,
 	if err != nil {
 		return err
 	}
-	if _, err := topo.Answers.Put(ctx, id, data); err != nil {
-		return fmt.Errorf("judge: store denial: %w", err)
-	}
-	return appendAudit(ctx, js, ns, &schemas.BreakGlassAudit{
+	if err := appendAudit(ctx, js, ns, &schemas.BreakGlassAudit{
 		RequestID: id, Tenant: a.Tenant, Session: a.Session, Requester: a.Request.Requester,
 		Outcome: schemas.BreakGlassDenied, Reason: why, Problem: a.Request.Problem,
 		ProblemType: resp.ProblemType, EstimateUSD: a.EstimateUSD, Approver: by,
-	})
+	}); err != nil {
+		return err
+	}
+	if _, err := topo.Answers.Put(ctx, id, data); err != nil {
+		return fmt.Errorf("judge: store denial: %w", err)
+	}
+	return nil
 }
 
 // Pending lists the requests waiting for approval.

@@ -446,14 +446,10 @@ func emptyAnalysis() schemas.PanelAnalysis {
 func (sv *Service) finish(ctx context.Context, c *call, outcome, reason string) error {
 	r := c.resp
 	r.Outcome, r.Reason = outcome, Redact(reason)
-	if outcome == schemas.BreakGlassAnswered && r.Reason == "" {
-		r.Reason = ""
-	}
 	r.Approver = c.approver
 	r.AnsweredAt = time.Now().UTC()
-	if err := sv.putAnswer(ctx, r); err != nil {
-		return err
-	}
+	// The audit record first: once the answer is visible, so is its
+	// record (a redelivery's duplicate record is dropped by its msg id).
 	rec := c.audit
 	rec.Outcome, rec.Reason = outcome, r.Reason
 	rec.ProblemType, rec.Panel, rec.JudgeModel = r.ProblemType, r.Panel, r.JudgeModel
@@ -461,6 +457,9 @@ func (sv *Service) finish(ctx context.Context, c *call, outcome, reason string) 
 	rec.Confidence, rec.Diagnosis = r.Solution.Confidence, r.Diagnosis
 	rec.Approver, rec.FailedMembers, rec.ExcludedFiles = c.approver, r.FailedMembers, r.ExcludedFiles
 	if err := appendAudit(ctx, sv.js, sv.topo.NS, &rec); err != nil {
+		return err
+	}
+	if err := sv.putAnswer(ctx, r); err != nil {
 		return err
 	}
 	sv.log.Info("judge: request done", "request", r.RequestID, "outcome", outcome, "reason", r.Reason,

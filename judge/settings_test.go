@@ -56,11 +56,11 @@ member_timeout: 45s
 	}
 
 	for _, bad := range []string{
-		"panel: {}",                        // unknown key
-		"panels: {poetry: [a]}",            // unknown type
-		"panels: {code_bug: []}",           // empty panel
-		"session_usd: -1",                  // negative money
-		"member_timeout: soon",             // not a duration
+		"panel: {}",              // unknown key
+		"panels: {poetry: [a]}",  // unknown type
+		"panels: {code_bug: []}", // empty panel
+		"session_usd: -1",        // negative money
+		"member_timeout: soon",   // not a duration
 		"models: {a: {price: {input_usd_per_mtok: -2}}}",
 	} {
 		if _, err := judge.ParseSettings([]byte(bad)); !errors.Is(err, judge.ErrConfig) {
