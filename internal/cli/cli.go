@@ -1,6 +1,7 @@
 // Package cli is the `maker` command line: one binary whose subcommands run
-// each role of the fleet (coordinator, voter, simllm), submit jobs, plan
-// runs, and run a whole fleet in one process (run, bench).
+// each role of the fleet (coordinator, voter, judge, simllm), submit jobs,
+// ask for break glass (breakglass, mcp), plan runs, and run a whole fleet in
+// one process (run, bench).
 package cli
 
 import (
@@ -63,6 +64,7 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		runCmd(e), planCmd(e), simllmCmd(e), coordinatorCmd(e), voterCmd(e), submitCmd(e), benchCmd(e),
+		judgeCmd(e), breakglassCmd(e), mcpCmd(e),
 	)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
