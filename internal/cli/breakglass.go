@@ -295,4 +295,3 @@ func printAnswer(w io.Writer, r *schemas.BreakGlassResponse) {
 		fmt.Fprintf(w, "WITHHELD  %s: %s\n", x.Path, x.Reason)
 	}
 }
-
