@@ -97,3 +97,22 @@ func TestGate(t *testing.T) {
 		}
 	}
 }
+
+// The documented example settings file parses and means what it says.
+func TestExampleSettingsFile(t *testing.T) {
+	t.Parallel()
+	s, err := judge.LoadSettings("../docs/judge.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ApprovalUSD != 2 || s.SessionInvocations != 3 || s.SessionUSD != 5 || s.Models["local/qwen3"].APIModel != "qwen3-32b" ||
+		s.Models["anthropic/claude-opus"].APIKeyEnv != "OPENROUTER_API_KEY" || s.Passthrough != nil {
+		t.Errorf("settings %+v", s)
+	}
+	def := judge.DefaultSettings()
+	for _, typ := range schemas.ProblemTypes() {
+		if strings.Join(s.Panel(typ), ",") != strings.Join(def.Panel(typ), ",") || s.Threshold(typ) != def.Threshold(typ) {
+			t.Errorf("%s: the example differs from the defaults it documents", typ)
+		}
+	}
+}

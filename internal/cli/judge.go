@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"text/tabwriter"
@@ -122,18 +123,12 @@ func judgeDecideCmd(e *env, approve bool) *cobra.Command {
 			if by == "" {
 				return usagef("--by is required (who decides; default $USER)")
 			}
-			js, closeNC, err := connectJS(natsURL, "maker-judge-admin")
-			if err != nil {
-				return err
-			}
-			defer closeNC()
-			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
-			defer cancel()
-			if approve {
-				err = judge.Approve(ctx, js, bus.DefaultNamespace, args[0], by)
-			} else {
-				err = judge.Deny(ctx, js, bus.DefaultNamespace, args[0], by, reason)
-			}
+			err := withJudgeAdmin(cmd, natsURL, func(ctx context.Context, js jetstream.JetStream) error {
+				if approve {
+					return judge.Approve(ctx, js, bus.DefaultNamespace, args[0], by)
+				}
+				return judge.Deny(ctx, js, bus.DefaultNamespace, args[0], by, reason)
+			})
 			if errors.Is(err, judge.ErrNotPending) {
 				return usageError{err}
 			}
@@ -166,27 +161,17 @@ func judgePendingCmd(e *env) *cobra.Command {
 		Short: "List break-glass requests waiting for approval",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			js, closeNC, err := connectJS(natsURL, "maker-judge-admin")
-			if err != nil {
+			var list []schemas.BreakGlassApproval
+			if err := withJudgeAdmin(cmd, natsURL, func(ctx context.Context, js jetstream.JetStream) (err error) {
+				list, err = judge.Pending(ctx, js, bus.DefaultNamespace)
+				return err
+			}); err != nil {
 				return err
 			}
-			defer closeNC()
-			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
-			defer cancel()
-			list, err := judge.Pending(ctx, js, bus.DefaultNamespace)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return json.NewEncoder(e.stdout).Encode(nonNilSlice(list))
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "REQUEST\tTENANT\tSESSION\tESTIMATE\tSINCE\tPROBLEM")
-			for _, a := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t$%.2f\t%s\t%s\n", a.RequestID, a.Tenant, a.Session, a.EstimateUSD,
+			return printTable(e.stdout, asJSON, list, "REQUEST\tTENANT\tSESSION\tESTIMATE\tSINCE\tPROBLEM", func(a schemas.BreakGlassApproval) string {
+				return fmt.Sprintf("%s\t%s\t%s\t$%.2f\t%s\t%s", a.RequestID, a.Tenant, a.Session, a.EstimateUSD,
 					a.RequestedAt.Format(time.RFC3339), oneLine(judge.Redact(a.Request.Problem), 60))
-			}
-			return tw.Flush()
+			})
 		},
 	}
 	natsFlag(cmd, &natsURL)
@@ -214,30 +199,21 @@ func judgeAuditCmd(e *env) *cobra.Command {
 					return usagef("--session %q: 1-64 characters of A-Z, a-z, 0-9, '_' and '-'", session)
 				}
 			}
-			js, closeNC, err := connectJS(natsURL, "maker-judge-admin")
-			if err != nil {
+			var recs []schemas.BreakGlassAudit
+			if err := withJudgeAdmin(cmd, natsURL, func(ctx context.Context, js jetstream.JetStream) error {
+				if _, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{}); err != nil {
+					return err
+				}
+				var err error
+				recs, err = judge.ListAudit(ctx, js, bus.DefaultNamespace, tenant, session)
+				return err
+			}); err != nil {
 				return err
 			}
-			defer closeNC()
-			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
-			defer cancel()
-			if _, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{}); err != nil {
-				return err
-			}
-			recs, err := judge.ListAudit(ctx, js, bus.DefaultNamespace, tenant, session)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return json.NewEncoder(e.stdout).Encode(nonNilSlice(recs))
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AT\tREQUEST\tSESSION\tOUTCOME\tTYPE\tESTIMATE\tACTUAL\tAPPROVER\tREASON / PROBLEM")
-			for _, r := range recs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t$%.2f\t$%.2f\t%s\t%s\n", r.At.Format(time.RFC3339), r.RequestID, r.Session,
+			return printTable(e.stdout, asJSON, recs, "AT\tREQUEST\tSESSION\tOUTCOME\tTYPE\tESTIMATE\tACTUAL\tAPPROVER\tREASON / PROBLEM", func(r schemas.BreakGlassAudit) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t$%.2f\t$%.2f\t%s\t%s", r.At.Format(time.RFC3339), r.RequestID, r.Session,
 					r.Outcome, dash(r.ProblemType), r.EstimateUSD, r.ActualUSD, dash(r.Approver), oneLine(firstOf(r.Reason, r.Problem), 70))
-			}
-			return tw.Flush()
+			})
 		},
 	}
 	natsFlag(cmd, &natsURL)
@@ -248,11 +224,34 @@ func judgeAuditCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-func nonNilSlice[T any](s []T) []T {
-	if s == nil {
-		return []T{}
+// withJudgeAdmin runs fn for a short admin command: its own connection
+// and a 60s deadline.
+func withJudgeAdmin(cmd *cobra.Command, natsURL string, fn func(context.Context, jetstream.JetStream) error) error {
+	js, closeNC, err := connectJS(natsURL, "maker-judge-admin")
+	if err != nil {
+		return err
 	}
-	return s
+	defer closeNC()
+	ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
+	defer cancel()
+	return fn(ctx, js)
+}
+
+// printTable prints items as a JSON array, or as a table under header
+// with one row (tab-separated) each.
+func printTable[T any](w io.Writer, asJSON bool, items []T, header string, row func(T) string) error {
+	if asJSON {
+		if items == nil {
+			items = []T{}
+		}
+		return json.NewEncoder(w).Encode(items)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		fmt.Fprintln(tw, row(it))
+	}
+	return tw.Flush()
 }
 
 func dash(s string) string {
