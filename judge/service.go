@@ -86,9 +86,8 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 	if cfg.Concurrency < 1 || cfg.SoftStop < 0 {
 		return nil, fmt.Errorf("%w: concurrency %d, soft stop %s", ErrConfig, cfg.Concurrency, cfg.SoftStop)
 	}
-	s := cfg.Settings
-	s.fill()
-	if err := s.validate(); err != nil {
+	s, err := cfg.Settings.WithDefaults()
+	if err != nil {
 		return nil, err
 	}
 	topo, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{Namespace: cfg.Namespace, Storage: cfg.Storage})

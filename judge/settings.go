@@ -160,6 +160,15 @@ func DefaultSettings() Settings {
 	return s
 }
 
+// WithDefaults returns s with its zero fields at their defaults, validated.
+func (s Settings) WithDefaults() (Settings, error) {
+	s.fill()
+	if err := s.validate(); err != nil {
+		return Settings{}, err
+	}
+	return s, nil
+}
+
 // fill sets zero fields to their defaults.
 func (s *Settings) fill() {
 	panels := DefaultPanels()
@@ -293,11 +302,7 @@ func ParseSettings(data []byte) (Settings, error) {
 	if err := dec.Decode(&s); err != nil && !errors.Is(err, io.EOF) { // empty: the defaults
 		return Settings{}, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	s.fill()
-	if err := s.validate(); err != nil {
-		return Settings{}, err
-	}
-	return s, nil
+	return s.WithDefaults()
 }
 
 // LoadSettings reads the settings file at path; "" means DefaultSettings.
