@@ -3,7 +3,6 @@ package judge
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,8 +19,8 @@ const maxAuditText = 2000
 // drops.
 func appendAudit(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, rec *schemas.BreakGlassAudit) error {
 	rec.Header = schemas.NewHeader(schemas.KindBreakGlassAudit)
-	rec.Problem = cut(Redact(rec.Problem), maxAuditText)
-	rec.Diagnosis = cut(Redact(rec.Diagnosis), maxAuditText)
+	rec.Problem = clip(Redact(rec.Problem), maxAuditText)
+	rec.Diagnosis = clip(Redact(rec.Diagnosis), maxAuditText)
 	rec.Reason = Redact(rec.Reason)
 	if rec.At.IsZero() {
 		rec.At = time.Now().UTC()
@@ -76,11 +75,4 @@ func ListAudit(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, te
 		left -= n
 	}
 	return out, nil
-}
-
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") // drop a rune cut in half
 }

@@ -49,6 +49,9 @@ func Ask(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, req *sch
 	if err != nil {
 		return nil, err
 	}
+	if len(data) > schemas.MaxMessageBytes {
+		return nil, fmt.Errorf("%w: the request is %d bytes, over the %d-byte message limit: send fewer or smaller files", schemas.ErrInvalid, len(data), schemas.MaxMessageBytes)
+	}
 	topo, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{Namespace: ns})
 	if err != nil {
 		return nil, err

@@ -184,7 +184,8 @@ func Assemble(req *schemas.BreakGlassRequest, typ string, history []schemas.Brea
 		Nonce:    newNonce(),
 	}
 	var files []schemas.ContextFile
-	budget := s.MaxContextBytes - len(req.BuildLog) - len(req.Constraints)
+	buildLog := tailBytes(Redact(req.BuildLog), s.MaxContextBytes/2)
+	budget := s.MaxContextBytes - len(buildLog) - min(len(req.Constraints), s.MaxFileBytes)
 	for _, f := range req.Files {
 		if reason := screenFile(f.Path, f.Content, s.MaxFileBytes); reason != "" {
 			a.Excluded = append(a.Excluded, schemas.ExcludedFile{Path: f.Path, Reason: reason})
@@ -197,7 +198,6 @@ func Assemble(req *schemas.BreakGlassRequest, typ string, history []schemas.Brea
 		budget -= len(f.Content)
 		files = append(files, f)
 	}
-	buildLog := tailBytes(Redact(req.BuildLog), s.MaxContextBytes/2)
 	for {
 		a.System = panelSystemPrompt(a.Nonce)
 		a.User = panelUserPrompt(req, typ, a.Problem, files, buildLog, history, a.Nonce)

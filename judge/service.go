@@ -204,7 +204,7 @@ func (sv *Service) process(ctx context.Context, msg jetstream.Msg) {
 	var req schemas.BreakGlassRequest
 	if err := schemas.Decode(msg.Data(), &req); err != nil {
 		sv.log.Warn("judge: unreadable request", "err", Redact(err.Error()))
-		_ = msg.TermWithReason(cut(err.Error(), 200))
+		_ = msg.TermWithReason(clip(err.Error(), 200))
 		return
 	}
 	// Keep the message while the panel works.

@@ -108,8 +108,12 @@ func buildRequest(in bgInput) (*schemas.BreakGlassRequest, []string, error) {
 		}
 		req.Constraints = strings.TrimSpace(strings.Join([]string{req.Constraints, c}, "\n\n"))
 	}
-	if err := req.Validate(); err != nil {
+	data, err := schemas.Encode(req)
+	if err != nil {
 		return nil, nil, err
+	}
+	if len(data) > schemas.MaxMessageBytes {
+		return nil, nil, fmt.Errorf("the request is %d bytes, over the %d-byte message limit: send fewer or smaller files", len(data), schemas.MaxMessageBytes)
 	}
 	return req, warnings, nil
 }
