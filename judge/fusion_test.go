@@ -82,3 +82,19 @@ func TestPassthrough(t *testing.T) {
 		t.Errorf("cost %+v", resp.Cost)
 	}
 }
+
+// FromFusion never panics, and a request it accepts names the fusion
+// plugin and a problem.
+func FuzzFromFusion(f *testing.F) {
+	f.Add([]byte(fusionBody))
+	f.Add([]byte(`{"plugins": [{"id": "fusion"}], "messages": [{"role": "user", "content": "x"}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req := judgetest.Request("fz", "s", "x")
+		if err := judge.FromFusion(body, req); err != nil {
+			return
+		}
+		if len(req.Plugins) != 1 || req.Plugins[0].ID != "fusion" || strings.TrimSpace(req.Problem) == "" {
+			t.Fatalf("accepted %s as %+v", body, req)
+		}
+	})
+}

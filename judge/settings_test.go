@@ -116,3 +116,26 @@ func TestExampleSettingsFile(t *testing.T) {
 		}
 	}
 }
+
+// Any settings file either fails with ErrConfig or gives valid settings
+// with every limit set.
+func FuzzParseSettings(f *testing.F) {
+	f.Add([]byte("panels: {code_bug: [a, b]}\nsession_usd: 2\nmember_timeout: 30s\n"))
+	f.Add([]byte(`{"thresholds": {"lean_proof": 0.1}, "models": {"m": {"price": {"input_usd_per_mtok": 1}}}}`))
+	f.Add([]byte("passthrough: {model: x}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := judge.ParseSettings(data)
+		if err != nil {
+			if !errors.Is(err, judge.ErrConfig) {
+				t.Fatalf("error %v is not ErrConfig", err)
+			}
+			return
+		}
+		if s.SessionInvocations < 1 || !(s.SessionUSD > 0) || s.MemberTimeout <= 0 || s.JudgeModel == "" || len(s.Panels) < 5 {
+			t.Fatalf("accepted settings %+v", s)
+		}
+		if _, err := s.WithDefaults(); err != nil {
+			t.Fatalf("accepted settings do not validate again: %v", err)
+		}
+	})
+}

@@ -42,6 +42,11 @@ type bgInput struct {
 	FusionBody  []byte // an OpenRouter fusion-shaped request, instead of Problem
 }
 
+// parentEnv, when set, marks every request as made from inside the panel
+// of that request id, which the judge refuses (panels never open panels):
+// an agent serving as a panel member runs its tools with it set.
+const parentEnv = "MAKER_BREAKGLASS_PARENT"
+
 // buildRequest turns in into a request, reading context under in.Root.
 // Withheld files are listed in the request (the judge audits them) and
 // returned as warnings. Errors are the caller's input errors.
@@ -62,6 +67,8 @@ func buildRequest(in bgInput) (*schemas.BreakGlassRequest, []string, error) {
 		ProblemType: in.ProblemType,
 		BudgetUSD:   in.BudgetUSD,
 		SubmittedAt: time.Now().UTC(),
+		// The recursion guard: see parentEnv.
+		ParentRequestID: os.Getenv(parentEnv),
 	}
 	if req.RequestID == "" {
 		req.RequestID = judge.NewRequestID("bg")
