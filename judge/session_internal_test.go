@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
@@ -22,15 +21,7 @@ func TestReserveConcurrent(t *testing.T) {
 	url := testutil.StartNATS(t).URL
 	var kvs []jetstream.KeyValue
 	for range 2 {
-		nc, err := nats.Connect(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, js := testutil.Connect(t, url)
 		topo, err := bus.EnsureJudge(context.Background(), js, bus.JudgeConfig{})
 		if err != nil {
 			t.Fatal(err)

@@ -73,15 +73,7 @@ func Start(tb testing.TB, cfg simllm.Config) *Env {
 		_ = sim.Close(ctx)
 	})
 	e.Sim = sim
-	nc, err := nats.Connect(e.NATS.URL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(nc.Close)
-	e.NC = nc
-	if e.JS, err = jetstream.New(nc); err != nil {
-		tb.Fatal(err)
-	}
+	e.NC, e.JS = testutil.Connect(tb, e.NATS.URL)
 	return e
 }
 
@@ -111,15 +103,7 @@ func TestSettings() judge.Settings {
 // from the simulated model.
 func (e *Env) StartJudge(s judge.Settings) *judge.Service {
 	e.TB.Helper()
-	nc, err := nats.Connect(e.NATS.URL)
-	if err != nil {
-		e.TB.Fatal(err)
-	}
-	e.TB.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		e.TB.Fatal(err)
-	}
+	_, js := testutil.Connect(e.TB, e.NATS.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
 	sv, err := judge.New(ctx, js, judge.Config{Settings: s, BaseURL: e.Sim.URL(), Concurrency: 4, SoftStop: 5 * time.Second})
