@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,12 +15,11 @@ import (
 	"github.com/makerfleet/makerfleet/internal/testutil"
 )
 
-// The judge's command-line contract, with real processes: maker judge
-// with nothing but --nats and --llm-base-url (every default panel member
-// and the judge served by the simulated model), and maker breakglass.
-func TestJudgeCLI(t *testing.T) {
-	t.Parallel()
-	natsURL := testutil.StartNATS(t).URL
+// startJudgeEnv starts NATS, the simulated model (in this process) and a
+// `maker judge` process with extra flags.
+func startJudgeEnv(t *testing.T, extra ...string) (natsURL string) {
+	t.Helper()
+	natsURL = testutil.StartNATS(t).URL
 	sim, err := simllm.Start(context.Background(), "127.0.0.1:0", simllm.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -28,12 +29,68 @@ func TestJudgeCLI(t *testing.T) {
 		defer cancel()
 		_ = sim.Close(ctx)
 	})
-	j := startProc(t, "judge", "judge", "--nats", natsURL, "--llm-base-url", sim.URL())
+	j := startProc(t, "judge", append([]string{"judge", "--nats", natsURL, "--llm-base-url", sim.URL()}, extra...)...)
 	t.Cleanup(func() {
 		j.signal(syscall.SIGTERM)
 		j.wait(30 * time.Second)
 	})
-	tried := []string{"--tried", "local_model=qwen3 blamed the network", "--tried", "frontier_model=one frontier model: retry loop, no change", "--tried", "tools=go test -race: nothing"}
+	return natsURL
+}
+
+var triedFlags = []string{"--tried", "local_model=qwen3 blamed the network", "--tried", "frontier_model=one frontier model: retry loop, no change", "--tried", "tools=go test -race: nothing"}
+
+// A call over the approval threshold waits for `maker judge approve`, with
+// a judge configured by --config.
+func TestJudgeCLIApproval(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "judge.yaml")
+	// Outputs priced so that one architecture call is estimated between
+	// $2.00 (approval) and $3.00 (3 × the $1.00 threshold).
+	if err := os.WriteFile(cfg, []byte("panels: {architecture: [m1, m2, m3]}\njudge_model: j\ndefault_price: {input_usd_per_mtok: 1, output_usd_per_mtok: 250}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	natsURL := startJudgeEnv(t, "--config", cfg)
+	bg := startProc(t, "breakglass", append([]string{"breakglass", "--nats", natsURL, "break glass: how should we split the monolith's module boundaries?",
+		"--type", "architecture", "--budget", "3", "--id", "held-e2e", "--session", "e2e-approve", "--json"}, triedFlags...)...)
+	waitFor(t, 60*time.Second, "the hold", func() bool { return strings.Contains(bg.stderr(), "maker judge approve held-e2e") }, bg)
+
+	res := runMaker(t, 30*time.Second, "judge", "pending", "--nats", natsURL, "--json")
+	if res.code != cli.ExitOK || !strings.Contains(res.stdout, `"request_id":"held-e2e"`) {
+		t.Fatalf("pending: exit %d, %s %s", res.code, res.stdout, res.stderr)
+	}
+	if res := runMaker(t, 30*time.Second, "judge", "approve", "held-e2e", "--nats", natsURL, "--by", "alice"); res.code != cli.ExitOK || res.stdout != "approved held-e2e\n" {
+		t.Fatalf("approve: exit %d, %q %q", res.code, res.stdout, res.stderr)
+	}
+	if code := bg.wait(90 * time.Second); code != cli.ExitOK {
+		t.Fatalf("breakglass exit %d: %s", code, bg.stderr())
+	}
+	var answer struct {
+		Outcome, Approver string
+		Cost              struct {
+			EstimateUSD float64 `json:"estimate_usd"`
+		}
+	}
+	if err := json.Unmarshal([]byte(bg.stdout()), &answer); err != nil {
+		t.Fatal(err)
+	}
+	if answer.Outcome != "answered" || answer.Approver != "alice" || answer.Cost.EstimateUSD <= 2 || answer.Cost.EstimateUSD > 3 {
+		t.Errorf("answer %+v", answer)
+	}
+	res = runMaker(t, 30*time.Second, "judge", "audit", "--nats", natsURL, "--session", "e2e-approve")
+	for _, want := range []string{"held", "approved", "answered", "alice"} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("audit table lacks %q:\n%s", want, res.stdout)
+		}
+	}
+}
+
+// The judge's command-line contract, with real processes: maker judge
+// with nothing but --nats and --llm-base-url (every default panel member
+// and the judge served by the simulated model), and maker breakglass.
+func TestJudgeCLI(t *testing.T) {
+	t.Parallel()
+	natsURL := startJudgeEnv(t)
+	tried := triedFlags
 	ask := func(args ...string) result {
 		t.Helper()
 		return runMaker(t, 90*time.Second, append(append([]string{"breakglass", "--nats", natsURL}, args...), tried...)...)
