@@ -59,6 +59,27 @@ func (m *models) endpoint(name string) Endpoint {
 	return ep
 }
 
+// reachable checks that every configured panel member and the judge (or
+// the pass-through endpoint) has a base URL.
+func (m *models) reachable() error {
+	if pt := m.s.Passthrough; pt != nil {
+		if pt.BaseURL == "" && m.baseURL == "" {
+			return fmt.Errorf("%w: the passthrough endpoint has no base_url and the judge has no default (--llm-base-url)", ErrConfig)
+		}
+		return nil
+	}
+	names := []string{m.s.JudgeModel}
+	for _, p := range m.s.Panels {
+		names = append(names, p...)
+	}
+	for _, name := range names {
+		if m.endpoint(name).BaseURL == "" {
+			return fmt.Errorf("%w: model %s has no base_url and the judge has no default (--llm-base-url)", ErrConfig, name)
+		}
+	}
+	return nil
+}
+
 func (m *models) client(name string) (Completer, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

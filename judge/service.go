@@ -90,14 +90,17 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 	if err != nil {
 		return nil, err
 	}
+	ms := &models{s: &s, baseURL: cfg.BaseURL, apiKey: cfg.APIKey, getenv: cfg.Getenv, newC: cfg.NewCompleter,
+		clients: make(map[string]Completer)}
+	if err := ms.reachable(); err != nil {
+		return nil, err
+	}
 	topo, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{Namespace: cfg.Namespace, Storage: cfg.Storage})
 	if err != nil {
 		return nil, err
 	}
 	return &Service{
-		js: js, cfg: cfg, s: &s, topo: topo, log: cfg.Logger,
-		models: &models{s: &s, baseURL: cfg.BaseURL, apiKey: cfg.APIKey, getenv: cfg.Getenv, newC: cfg.NewCompleter,
-			clients: make(map[string]Completer)},
+		js: js, cfg: cfg, s: &s, topo: topo, log: cfg.Logger, models: ms,
 		stopFetch: make(chan struct{}),
 		loopDone:  make(chan struct{}),
 	}, nil

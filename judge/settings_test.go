@@ -1,6 +1,7 @@
 package judge_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -138,4 +139,21 @@ func FuzzParseSettings(f *testing.F) {
 			t.Fatalf("accepted settings do not validate again: %v", err)
 		}
 	})
+}
+
+// A judge refuses to start when a configured model has nowhere to live.
+func TestNewNeedsEndpoints(t *testing.T) {
+	t.Parallel()
+	s := judge.Settings{Models: map[string]judge.ModelSettings{}}
+	for _, typ := range schemas.ProblemTypes() {
+		s.Models[typ+"-model"] = judge.ModelSettings{BaseURL: "http://127.0.0.1:1/v1"}
+	}
+	_, err := judge.New(context.Background(), nil, judge.Config{Settings: s})
+	if !errors.Is(err, judge.ErrConfig) || !strings.Contains(err.Error(), "has no base_url") {
+		t.Errorf("New without endpoints: %v", err)
+	}
+	s.Passthrough = &judge.Passthrough{}
+	if _, err := judge.New(context.Background(), nil, judge.Config{Settings: s}); !errors.Is(err, judge.ErrConfig) || !strings.Contains(err.Error(), "passthrough") {
+		t.Errorf("New with a passthrough without endpoint: %v", err)
+	}
 }
