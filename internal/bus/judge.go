@@ -48,15 +48,16 @@ func (ns Namespace) JudgeAuditFilter(tenant, session string) string {
 	return ns.JudgeAuditSubject(tenant, session)
 }
 
-func (ns Namespace) bucket(kind string) string {
-	return strings.ReplaceAll(ns.String(), "-", "_") + "_" + kind
+// judgeBucket names the judge's bucket of kind: <ns>_judge_<kind>.
+func (ns Namespace) judgeBucket(kind string) string {
+	return strings.ReplaceAll(ns.String(), "-", "_") + "_judge_" + kind
 }
 
 // JudgeAnswersBucket, JudgeSessionsBucket and JudgeApprovalsBucket name
 // the judge's KV buckets.
-func (ns Namespace) JudgeAnswersBucket() string   { return ns.bucket("judge_answers") }
-func (ns Namespace) JudgeSessionsBucket() string  { return ns.bucket("judge_sessions") }
-func (ns Namespace) JudgeApprovalsBucket() string { return ns.bucket("judge_approvals") }
+func (ns Namespace) JudgeAnswersBucket() string   { return ns.judgeBucket("answers") }
+func (ns Namespace) JudgeSessionsBucket() string  { return ns.judgeBucket("sessions") }
+func (ns Namespace) JudgeApprovalsBucket() string { return ns.judgeBucket("approvals") }
 
 // JudgeSessionKey is a session's key in the sessions bucket.
 func JudgeSessionKey(tenant, session string) string { return tenant + "." + session }
