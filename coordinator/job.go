@@ -21,6 +21,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/journal"
 	"github.com/makerfleet/makerfleet/internal/lease"
 	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -62,6 +63,12 @@ type jobRun struct {
 	lastWork   schemas.StepWork // report figures at the last journal entry
 	crashPoint string
 	crashStep  int64
+
+	// escalation of the open step: the rung sampling now ("" for the
+	// job's own model), the rungs below it, and this rung's sample cap
+	rung  string
+	prior []schemas.RungTally
+	capN  int
 
 	// open step
 	step       int64
@@ -107,6 +114,7 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, l *lease.L
 		token:    l.Token,
 	}
 	r.prev.step, r.prev.seen = -1, make(map[int]bool)
+	r.capN = spec.MaxSamplesPerStep
 	r.control.Store(schemas.ControlRun)
 	if c.cfg.CrashAt != "" {
 		r.crashPoint, r.crashStep, _ = ParseCrashAt(c.cfg.CrashAt)
@@ -200,7 +208,7 @@ func (r *jobRun) resume(ctx context.Context) error {
 		}
 	}
 	for _, e := range res.Entries {
-		if e.Type != schemas.EntryDecision {
+		if e.Type != schemas.EntryDecision && e.Type != schemas.EntryArbiter {
 			continue
 		}
 		if err := r.apply(&e.JournalEntry, true); err != nil {
@@ -248,6 +256,7 @@ func (r *jobRun) restore(c *schemas.Checkpoint) error {
 	rep.DuplicateResults, rep.Resampled, rep.MalformedMessages = p.DuplicateResults, p.Resampled, p.MalformedMessages
 	rep.MaxSamplesInStep, rep.MaxSamplesStep = p.MaxSamplesInStep, p.MaxSamplesStep
 	rep.PromptTokens, rep.CompletionTokens = p.PromptTokens, p.CompletionTokens
+	rep.Escalations, rep.ArbiterDecisions, rep.ArbiterSteps = p.Escalations, p.ArbiterDecisions, p.ArbiterSteps
 	rep.StartedAt = p.StartedAt
 	r.start = p.StartedAt
 	r.step = c.Step
@@ -440,6 +449,7 @@ func progressOf(rep *schemas.JobReport) schemas.Progress {
 		DuplicateResults: rep.DuplicateResults, Resampled: rep.Resampled, MalformedMessages: rep.MalformedMessages,
 		MaxSamplesInStep: rep.MaxSamplesInStep, MaxSamplesStep: rep.MaxSamplesStep,
 		PromptTokens: rep.PromptTokens, CompletionTokens: rep.CompletionTokens, StartedAt: rep.StartedAt,
+		Escalations: rep.Escalations, ArbiterDecisions: rep.ArbiterDecisions, ArbiterSteps: rep.ArbiterSteps,
 	}
 }
 
@@ -640,7 +650,7 @@ func (r *jobRun) countLate(res schemas.SampleResult) {
 func (r *jobRun) topUp(ctx context.Context) error {
 	uncounted := r.dispatched - r.counters.Next
 	need := r.spec.K - r.counters.Lead - uncounted
-	if room := r.spec.MaxSamplesPerStep - r.dispatched; need > room {
+	if room := r.capN - r.dispatched; need > room {
 		need = room
 	}
 	for i := 0; i < need; i++ {
@@ -652,8 +662,8 @@ func (r *jobRun) topUp(ctx context.Context) error {
 		}
 		r.dispatched++
 	}
-	if r.dispatched >= r.spec.MaxSamplesPerStep && r.counters.Next >= r.dispatched {
-		return r.noConsensus(ctx)
+	if r.dispatched >= r.capN && r.counters.Next >= r.dispatched {
+		return r.escalate(ctx)
 	}
 	return nil
 }
@@ -680,6 +690,9 @@ func (r *jobRun) publish(ctx context.Context, index, attempt int) error {
 		Seed:            SampleSeed(r.spec.Seed, r.step, index),
 		MaxOutputTokens: r.spec.MaxOutputTokens,
 		IssuedAt:        time.Now().UTC(),
+	}
+	if r.rung == judge.RungStrongerModel {
+		req.Model = r.spec.Escalation.StrongerModel
 	}
 	data, err := json.Marshal(&req)
 	if err != nil {
@@ -791,25 +804,35 @@ func (r *jobRun) decide(ctx context.Context, d *store.Decision) error {
 			e.RedFlags[why]++
 		}
 	}
+	if r.rung != "" {
+		e.Rung, e.Prior = r.rung, r.prior
+	}
+	return r.commit(ctx, &e, d.Counted)
+}
+
+// commit journals e, the open step's decision, applies it and moves on to
+// the next step. counted is how many of the rung's samples (by index) it
+// counted.
+func (r *jobRun) commit(ctx context.Context, e *schemas.JournalEntry, counted int) error {
 	work := workOf(&r.rep)
 	e.Work = subWork(work, r.lastWork)
 	// Stored while the next step samples: the next decision (or a
 	// checkpoint, or the end) waits for it, so the journal never runs
 	// ahead of itself, and a lost append stops the job before anything of
 	// the next step is journaled.
-	if err := r.jr.Start(ctx, &e); err != nil {
+	if err := r.jr.Start(ctx, e); err != nil {
 		if errors.Is(err, journal.ErrFenced) {
 			return fmt.Errorf("%w: %v", errLeaseLost, err)
 		}
 		return err
 	}
 	r.lastWork = work
-	r.prev.step, r.prev.epoch, r.prev.counted = r.step, r.epoch, d.Counted
+	r.prev.step, r.prev.epoch, r.prev.counted = r.step, r.epoch, counted
 	clear(r.prev.seen)
 	for idx := range r.seen {
 		r.prev.seen[idx] = true
 	}
-	if err := r.apply(&e, false); err != nil {
+	if err := r.apply(e, false); err != nil {
 		return err
 	}
 	if r.crashPoint == CrashAfterJournal && r.step-1 == r.crashStep {
@@ -867,6 +890,23 @@ func (r *jobRun) apply(e *schemas.JournalEntry, replay bool) error {
 	for why, n := range e.RedFlags {
 		rep.RedFlags[why] += int64(n)
 	}
+	for _, p := range e.Prior {
+		rep.Samples += int64(p.Counted)
+		rep.Votes += int64(p.Valid)
+		rep.RedFlagged += int64(p.RedFlagged)
+		for why, n := range p.RedFlags {
+			rep.RedFlags[why] += int64(n)
+		}
+	}
+	switch {
+	case e.Type == schemas.EntryArbiter:
+		rep.ArbiterDecisions++
+		if len(rep.ArbiterSteps) < maxErrorSteps {
+			rep.ArbiterSteps = append(rep.ArbiterSteps, r.step)
+		}
+	case e.Rung == judge.RungStrongerModel:
+		rep.Escalations++
+	}
 	if e.Counted > rep.MaxSamplesInStep {
 		rep.MaxSamplesInStep = e.Counted
 		rep.MaxSamplesStep = r.step
@@ -887,6 +927,7 @@ func (r *jobRun) apply(e *schemas.JournalEntry, replay bool) error {
 	}
 	r.state = next
 	r.step++
+	r.rung, r.prior, r.capN = "", nil, r.spec.MaxSamplesPerStep
 	r.resetStep()
 	return nil
 }
@@ -921,6 +962,14 @@ func (r *jobRun) noConsensus(ctx context.Context) error {
 	for _, why := range r.seen {
 		if why != "" {
 			r.rep.RedFlags[why]++
+		}
+	}
+	for _, p := range r.prior { // rungs below this one (an escalated step)
+		r.rep.Samples += int64(p.Counted)
+		r.rep.Votes += int64(p.Valid)
+		r.rep.RedFlagged += int64(p.RedFlagged)
+		for why, n := range p.RedFlags {
+			r.rep.RedFlags[why] += int64(n)
 		}
 	}
 	if r.counters.Next > r.rep.MaxSamplesInStep {

@@ -132,7 +132,25 @@ const (
 	// EntryTakeover: a coordinator took the job under a new lease token.
 	// Written before it decides anything, it fences older owners out.
 	EntryTakeover = "takeover"
+	// EntryArbiter: a step the judge's panel settled after voting reached
+	// no consensus (Arbiter holds its decision; no votes decided it).
+	EntryArbiter = "arbiter"
 )
+
+// RungTally is what one rung of an escalated step drew before the next
+// rung took over.
+type RungTally struct {
+	// Rung is "own_model" or "stronger_model".
+	Rung string `json:"rung"`
+	// Counted, Valid and RedFlagged are the rung's counted samples.
+	Counted    int `json:"counted"`
+	Valid      int `json:"valid"`
+	RedFlagged int `json:"red_flagged"`
+	// RedFlags breaks RedFlagged down by reason.
+	RedFlags map[string]int `json:"red_flags,omitempty"`
+	// Tally lists the rung's candidates, most votes first.
+	Tally []TallyEntry `json:"tally,omitempty"`
+}
 
 // JournalEntry is one record of a job's decision journal, a JetStream
 // subject appended with an expected last sequence, so two owners can never
@@ -142,8 +160,8 @@ type JournalEntry struct {
 	// Tenant and JobID name the job.
 	Tenant string `json:"tenant"`
 	JobID  string `json:"job_id"`
-	// Type is decision or takeover.
-	Type string `json:"type" jsonschema:"enum=decision,enum=takeover"`
+	// Type is decision, takeover or arbiter.
+	Type string `json:"type" jsonschema:"enum=decision,enum=takeover,enum=arbiter"`
 	// Token is the writer's lease token; Owner names it.
 	Token int64  `json:"token"`
 	Owner string `json:"owner"`
@@ -164,6 +182,13 @@ type JournalEntry struct {
 	RedFlags map[string]int `json:"red_flags,omitempty"`
 	// Tally lists every candidate, most votes first.
 	Tally []TallyEntry `json:"tally,omitempty"`
+	// Rung is who decided: "" (the job's own model), stronger_model, or
+	// panel (an arbiter entry).
+	Rung string `json:"rung,omitempty" jsonschema:"enum=,enum=stronger_model,enum=panel"`
+	// Prior holds the rungs below the deciding one, for an escalated step.
+	Prior []RungTally `json:"prior,omitempty"`
+	// Arbiter is the judge's decision (arbiter entries).
+	Arbiter *ArbiterDecision `json:"arbiter,omitempty"`
 	// Work done since the previous entry, so a resumed report adds up:
 	// token usage and the samples that took no part in a step.
 	Work StepWork `json:"work"`
@@ -209,8 +234,21 @@ func (e *JournalEntry) Validate() error {
 		count{"work.malformed_messages", w.MalformedMessages}); err != nil {
 		return err
 	}
+	for _, p := range e.Prior {
+		if p.Counted != p.Valid+p.RedFlagged || p.Valid < 0 || p.RedFlagged < 0 {
+			return invalid(k, "prior rung %s: counted (%d) must be valid (%d) plus red_flagged (%d)", p.Rung, p.Counted, p.Valid, p.RedFlagged)
+		}
+	}
 	switch e.Type {
 	case EntryTakeover:
+		return nil
+	case EntryArbiter:
+		if e.VoteKey == "" || e.Arbiter == nil || e.Arbiter.Outcome != ArbiterDecided || e.Arbiter.VoteKey != e.VoteKey {
+			return invalid(k, "an arbiter entry needs the judge's decided vote_key")
+		}
+		if e.Counted != e.Valid+e.RedFlagged || e.Valid < 0 || e.RedFlagged < 0 {
+			return invalid(k, "counted (%d) must be valid (%d) plus red_flagged (%d)", e.Counted, e.Valid, e.RedFlagged)
+		}
 		return nil
 	case EntryDecision:
 	default:
@@ -329,6 +367,10 @@ type Progress struct {
 	// Token usage so far.
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
+	// Escalations, ArbiterDecisions and ArbiterSteps as in the report.
+	Escalations      int64   `json:"escalations,omitempty"`
+	ArbiterDecisions int64   `json:"arbiter_decisions,omitempty"`
+	ArbiterSteps     []int64 `json:"arbiter_steps,omitempty"`
 	// StartedAt is when the job first started.
 	StartedAt time.Time `json:"started_at"`
 }

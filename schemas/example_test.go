@@ -67,4 +67,9 @@ func ExampleAll() {
 	// journal_entry https://makerfleet.dev/schemas/v1/journal_entry.schema.json
 	// checkpoint https://makerfleet.dev/schemas/v1/checkpoint.schema.json
 	// dead_letter https://makerfleet.dev/schemas/v1/dead_letter.schema.json
+	// break_glass_request https://makerfleet.dev/schemas/v1/break_glass_request.schema.json
+	// break_glass_response https://makerfleet.dev/schemas/v1/break_glass_response.schema.json
+	// break_glass_audit https://makerfleet.dev/schemas/v1/break_glass_audit.schema.json
+	// break_glass_approval https://makerfleet.dev/schemas/v1/break_glass_approval.schema.json
+	// arbiter_decision https://makerfleet.dev/schemas/v1/arbiter_decision.schema.json
 }

@@ -17,6 +17,17 @@ func FuzzDecodeSampleResult(f *testing.F)  { fuzzDecode(f, schemas.KindSampleRes
 func FuzzDecodeStepDecided(f *testing.F)   { fuzzDecode(f, schemas.KindStepDecided) }
 func FuzzDecodeJobStatus(f *testing.F)     { fuzzDecode(f, schemas.KindJobStatus) }
 func FuzzDecodeJobReport(f *testing.F)     { fuzzDecode(f, schemas.KindJobReport) }
+func FuzzDecodeBreakGlassRequest(f *testing.F) {
+	fuzzDecode(f, schemas.KindBreakGlassRequest)
+}
+func FuzzDecodeBreakGlassResponse(f *testing.F) {
+	fuzzDecode(f, schemas.KindBreakGlassResponse)
+}
+func FuzzDecodeBreakGlassAudit(f *testing.F) { fuzzDecode(f, schemas.KindBreakGlassAudit) }
+func FuzzDecodeBreakGlassApproval(f *testing.F) {
+	fuzzDecode(f, schemas.KindBreakGlassApproval)
+}
+func FuzzDecodeArbiterDecision(f *testing.F) { fuzzDecode(f, schemas.KindArbiterDecision) }
 
 // seedEdits turn a golden message into more seeds, each by a list of
 // old, new replacements: optional fields absent or null, other outcomes and
@@ -50,6 +61,25 @@ var seedEdits = map[string][][]string{
 	schemas.KindJobStatus: {
 		{`"coordinator": "coordinator-0",`, ``},
 		{`"state": "running",`, `"state": "queued",`},
+	},
+	schemas.KindBreakGlassRequest: {
+		{`"problem_type": "lean_proof",`, ``, `"budget_usd": 1,`, ``},
+		{`"plugins": [
+    {"id": "fusion", "model": "anthropic/claude-opus-4.8", "analysis_models": ["anthropic/claude-opus", "deepseek/deepseek-v4", "google/gemini-3.1-pro"]}
+  ],`, `"arbitration": {"job_id": "j1", "step": 3, "task": "hanoi", "state": "{\"pegs\":[[1],[],[]]}", "k": 3, "samples": 100, "candidates": [{"vote_key": "a", "votes": 40}, {"vote_key": "b", "votes": 39}]}, "parent_request_id": "bg-0",`},
+	},
+	schemas.KindBreakGlassResponse: {
+		{`"outcome": "answered",`, `"outcome": "degraded", "reason": "judge output invalid twice",`},
+		{`"outcome": "answered",`, `"outcome": "refused", "reason": "no \"break glass:\" trigger",`},
+	},
+	schemas.KindBreakGlassAudit: {
+		{`"outcome": "answered",`, `"outcome": "approved",`, `"confidence": 0.85,`, ``},
+	},
+	schemas.KindBreakGlassApproval: {
+		{`"state": "approved",`, `"state": "pending",`, `"decided_by": "bob",`, ``, `"decided_at": "2025-11-29T21:05:00Z"`, `"decided_at": "0001-01-01T00:00:00Z"`},
+	},
+	schemas.KindArbiterDecision: {
+		{`"outcome": "decided",`, `"outcome": "needs_human",`, `"vote_key": "{\"move\":[1,0,1],\"next_state\":[[10,9,8,7,6,5,4,3,2],[1],[]]}",`, ``},
 	},
 	schemas.KindJobReport: {
 		{`"state": "solved",

@@ -71,6 +71,14 @@ func TestInvalid(t *testing.T) {
 		{"job_status.negative_count", schemas.ErrInvalid, "samples must be >= 0, got -1", "rejects"},
 		{"job_report.solved_mismatch", schemas.ErrInvalid, "solved must be true exactly when state is solved", "rejects"},
 		{"job_report.no_consensus_without_step", schemas.ErrInvalid, "a no_consensus report names the step", "rejects"},
+		{"break_glass_request.bad_problem_type", schemas.ErrInvalid, `problem_type "poetry" is not one of`, "rejects"},
+		{"break_glass_request.negative_budget", schemas.ErrInvalid, "budget_usd must be a finite number >= 0, got -1", "rejects"},
+		{"break_glass_request.two_plugins", schemas.ErrInvalid, "plugins holds 2 entries", "accepts"},
+		{"break_glass_response.confidence_over_one", schemas.ErrInvalid, "solution.confidence must be between 0 and 1, got 1.5", "rejects"},
+		{"break_glass_response.refused_without_reason", schemas.ErrInvalid, "a refused outcome needs a reason", "accepts"},
+		{"break_glass_audit.unknown_outcome", schemas.ErrInvalid, `unknown outcome "maybe"`, "rejects"},
+		{"break_glass_approval.request_mismatch", schemas.ErrInvalid, "must match the held request's", "accepts"},
+		{"arbiter_decision.decided_without_vote_key", schemas.ErrInvalid, "a decided arbiter decision needs a vote_key", "rejects"},
 	}
 	listed := make(map[string]bool)
 	for _, tt := range tests {

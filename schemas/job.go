@@ -69,6 +69,11 @@ type JobSpec struct {
 	ValidFraction float64 `json:"valid_fraction,omitempty"`
 	// Pricing turns token usage into a cost in the report (optional).
 	Pricing *Pricing `json:"pricing,omitempty"`
+	// Escalation is what a step that spends MaxSamplesPerStep without a
+	// decision does next (optional; without it the job ends no_consensus):
+	// a stronger model votes, then, if Panel is set, the judge's panel
+	// arbitrates.
+	Escalation *EscalationPolicy `json:"escalation,omitempty"`
 	// SubmittedAt is when the job was submitted.
 	SubmittedAt time.Time `json:"submitted_at"`
 }
@@ -153,6 +158,20 @@ func (s *JobSpec) Validate() error {
 	// 0 is "omitted", as the omitempty tag writes it; ApplyDefaults makes it 1.
 	if s.ValidFraction != 0 && !(s.ValidFraction > 0 && s.ValidFraction <= 1) {
 		return invalid(k, "valid_fraction must be in (0, 1], got %v", s.ValidFraction)
+	}
+	if e := s.Escalation; e != nil {
+		if len(e.StrongerModel) > maxModelName {
+			return invalid(k, "escalation.stronger_model longer than %d bytes", maxModelName)
+		}
+		if e.StrongerSamples < 0 || e.StrongerSamples > MaxSamplesLimit || (e.StrongerModel != "" && e.StrongerSamples != 0 && e.StrongerSamples < s.K) {
+			return invalid(k, "escalation.stronger_samples must be between k (%d) and %d, got %d", s.K, MaxSamplesLimit, e.StrongerSamples)
+		}
+		if !inRange(e.MinConfidence, 0, 1) {
+			return invalid(k, "escalation.min_confidence must be in [0, 1], got %v", e.MinConfidence)
+		}
+		if e.StrongerModel == "" && !e.Panel {
+			return invalid(k, "escalation names no stronger_model and no panel: leave it out instead")
+		}
 	}
 	if p := s.Pricing; p != nil {
 		if !inRange(p.InputUSDPerMTok, 0, maxPriceUSDPerMTok) {
@@ -333,6 +352,12 @@ type JobReport struct {
 	CostUSD          float64 `json:"cost_usd"`
 	// NoConsensus is set when State is no_consensus.
 	NoConsensus *NoConsensus `json:"no_consensus,omitempty"`
+	// Escalations counts steps the job's stronger model decided after its
+	// own model reached no consensus; ArbiterDecisions those the judge's
+	// panel settled (its choice, not votes), ArbiterSteps the first of them.
+	Escalations      int64   `json:"escalations"`
+	ArbiterDecisions int64   `json:"arbiter_decisions"`
+	ArbiterSteps     []int64 `json:"arbiter_steps,omitempty"`
 	// StartedAt and FinishedAt bound the run.
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
@@ -380,7 +405,8 @@ func (r *JobReport) Validate() error {
 		count{"duplicate_results", r.DuplicateResults}, count{"resampled", r.Resampled},
 		count{"malformed_messages", r.MalformedMessages}, count{"max_samples_in_step", int64(r.MaxSamplesInStep)},
 		count{"max_samples_step", r.MaxSamplesStep}, count{"prompt_tokens", r.PromptTokens},
-		count{"completion_tokens", r.CompletionTokens},
+		count{"completion_tokens", r.CompletionTokens}, count{"escalations", r.Escalations},
+		count{"arbiter_decisions", r.ArbiterDecisions},
 	); err != nil {
 		return err
 	}

@@ -158,6 +158,10 @@ var identifierRules = map[string]func(*jsonschema.Schema){
 	"tenant": pattern(tenantRE.String()),
 	"job_id": pattern(jobIDRE.String()),
 	"task":   pattern(taskRE.String()),
+	// Break-glass requests are named like jobs.
+	"request_id":        pattern(jobIDRE.String()),
+	"session":           pattern(jobIDRE.String()),
+	"parent_request_id": pattern(jobIDRE.String()),
 	"sample_id": pattern("^" + bare(tenantRE.String()) + "/" + bare(jobIDRE.String()) +
 		strings.Repeat("/"+countRE, 4) + "$"),
 }
@@ -188,6 +192,15 @@ var fieldRules = map[string]func(*jsonschema.Schema){
 	"StepDecided.samples":             atLeast(1),
 	"JobReport.k":                     between(1, MaxK),
 	"JobReport.p_estimate":            between(0, 1),
+	"BreakGlassRequest.problem":       minLength(1),
+	"BreakGlassRequest.budget_usd":    between(0, maxBudgetUSD),
+	"Solution.confidence":             between(0, 1),
+	"BreakGlassAudit.confidence":      between(0, 1),
+	"ArbiterDecision.confidence":      between(0, 1),
+	"ArbiterDecision.threshold":       between(0, 1),
+	"FusionPlugin.id":                 func(p *jsonschema.Schema) { p.Const = "fusion" },
+	"ArbitrationStep.candidates":      func(p *jsonschema.Schema) { one := uint64(1); p.MinItems = &one },
+	"ContextFile.path":                minLength(1),
 }
 
 // conditions return a kind's allOf: the rules that hang on another field.
@@ -200,6 +213,12 @@ var conditions = map[string]func() []*jsonschema.Schema{
 				object([]string{"red_flag"}, "red_flag", minLen1(), "vote_key", constant(""))),
 			when("outcome", &jsonschema.Schema{Enum: []any{OutcomeSkipped, OutcomeCancelled}},
 				object(nil, "vote_key", constant(""), "red_flag", constant(""))),
+		}
+	},
+	KindArbiterDecision: func() []*jsonschema.Schema {
+		return []*jsonschema.Schema{
+			when("outcome", constant(ArbiterDecided), object([]string{"vote_key"}, "vote_key", minLen1())),
+			when("outcome", constant(ArbiterNeedsHuman), object(nil, "vote_key", constant(""))),
 		}
 	},
 	KindJobReport: func() []*jsonschema.Schema {

@@ -24,6 +24,11 @@ func All() []MessageType {
 		{KindJournalEntry, func() Message { return new(JournalEntry) }},
 		{KindCheckpoint, func() Message { return new(Checkpoint) }},
 		{KindDeadLetter, func() Message { return new(DeadLetter) }},
+		{KindBreakGlassRequest, func() Message { return new(BreakGlassRequest) }},
+		{KindBreakGlassResponse, func() Message { return new(BreakGlassResponse) }},
+		{KindBreakGlassAudit, func() Message { return new(BreakGlassAudit) }},
+		{KindBreakGlassApproval, func() Message { return new(BreakGlassApproval) }},
+		{KindArbiterDecision, func() Message { return new(ArbiterDecision) }},
 	}
 }
 
@@ -40,4 +45,9 @@ var (
 	_ Message = (*JournalEntry)(nil)
 	_ Message = (*Checkpoint)(nil)
 	_ Message = (*DeadLetter)(nil)
+	_ Message = (*BreakGlassRequest)(nil)
+	_ Message = (*BreakGlassResponse)(nil)
+	_ Message = (*BreakGlassAudit)(nil)
+	_ Message = (*BreakGlassApproval)(nil)
+	_ Message = (*ArbiterDecision)(nil)
 )

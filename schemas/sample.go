@@ -40,6 +40,9 @@ type SampleRequest struct {
 	Seed int64 `json:"seed"`
 	// MaxOutputTokens is the red-flag limit on the reply's length.
 	MaxOutputTokens int `json:"max_output_tokens"`
+	// Model, when set, is the model to ask instead of the voter's own: an
+	// escalated step's stronger model.
+	Model string `json:"model,omitempty"`
 	// IssuedAt is when the coordinator published the request.
 	IssuedAt time.Time `json:"issued_at"`
 }
@@ -74,8 +77,14 @@ func (r *SampleRequest) Validate() error {
 	if r.MaxOutputTokens < 1 {
 		return invalid(k, "max_output_tokens must be >= 1, got %d", r.MaxOutputTokens)
 	}
+	if len(r.Model) > maxModelName {
+		return invalid(k, "model name longer than %d bytes", maxModelName)
+	}
 	return nil
 }
+
+// maxModelName bounds a model name on the wire.
+const maxModelName = 200
 
 // checkPosition checks the counts before the id they build, so a negative
 // index is reported as such rather than as an id mismatch.

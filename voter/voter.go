@@ -359,7 +359,7 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg, keepAlive time.Du
 	seed := req.Seed
 	v.modelCalls.Add(1)
 	resp, err := v.model.Complete(callCtx, llm.Request{
-		Messages: messages, Temperature: req.Temperature, MaxTokens: req.MaxOutputTokens, Seed: &seed, N: 1,
+		Messages: messages, Temperature: req.Temperature, MaxTokens: req.MaxOutputTokens, Seed: &seed, N: 1, Model: req.Model,
 	})
 	if err != nil {
 		switch {

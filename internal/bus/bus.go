@@ -225,22 +225,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology,
 	if cfg.Replicas < 1 || cfg.SampleMaxDeliver < 1 || cfg.SampleAckWait < time.Second || cfg.JobAckWait < time.Second || cfg.StartupWait < 0 {
 		return nil, fmt.Errorf("bus: invalid config %+v", cfg)
 	}
-	deadline := time.Now().Add(cfg.StartupWait)
-	backoff := 100 * time.Millisecond
-	for {
-		actx, cancel := context.WithTimeout(ctx, ensureAttemptTimeout)
-		topo, err := ensureOnce(actx, js, cfg)
-		cancel()
-		if err == nil || !Transient(err) || ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
-			return topo, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
-	}
+	return retryTransient(ctx, cfg.StartupWait, func(actx context.Context) (*Topology, error) {
+		return ensureOnce(actx, js, cfg)
+	})
 }
 
 // ensureAttemptTimeout bounds one pass of Ensure's requests.

@@ -1,6 +1,7 @@
 // Package cli is the `maker` command line: one binary whose subcommands run
-// each role of the fleet (coordinator, voter, simllm), submit jobs, plan
-// runs, and run a whole fleet in one process (run, bench).
+// each role of the fleet (coordinator, voter, judge, simllm), submit jobs,
+// ask for break glass (breakglass, mcp), plan runs, and run a whole fleet in
+// one process (run, bench).
 package cli
 
 import (
@@ -64,6 +65,7 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 	root.AddCommand(
 		runCmd(e), planCmd(e), simllmCmd(e), coordinatorCmd(e), voterCmd(e), submitCmd(e), benchCmd(e),
 		jobsCmd(e), statusCmd(e), resultCmd(e), pauseCmd(e), resumeCmd(e), cancelCmd(e), dlqCmd(e),
+		judgeCmd(e), breakglassCmd(e), mcpCmd(e),
 	)
 	err := root.ExecuteContext(ctx)
 	if err == nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
 	"github.com/makerfleet/makerfleet/voter"
 )
@@ -101,7 +102,7 @@ over-long answers, 429s with Retry-After, 500s and latency. GET /sim/stats count
 
 func coordinatorCmd(e *env) *cobra.Command {
 	var (
-		natsURL, redisURL, id, crashAt string
+		natsURL, redisURL, id, crashAt     string
 		maxJobs, checkpointEvery, replicas int
 		leaseTTL                           time.Duration
 	)
@@ -229,6 +230,7 @@ func submitCmd(e *env) *cobra.Command {
 		asJSON  bool
 		quiet   bool
 		timeout time.Duration
+		esc     schemas.EscalationPolicy
 	)
 	cmd := &cobra.Command{
 		Use:     "submit",
@@ -239,6 +241,15 @@ func submitCmd(e *env) *cobra.Command {
 			spec, _, err := jf.spec(cmd, 0.95, "--p", 1)
 			if err != nil {
 				return err
+			}
+			if esc.StrongerModel != "" || esc.Panel {
+				e := esc
+				spec.Escalation = &e
+				if err := spec.Validate(); err != nil {
+					return usageError{err}
+				}
+			} else if cmd.Flags().Changed("stronger-samples") || cmd.Flags().Changed("min-confidence") {
+				return usagef("--stronger-samples and --min-confidence need --stronger-model or --panel")
 			}
 			ctx := cmd.Context()
 			if timeout > 0 {
@@ -296,5 +307,9 @@ func submitCmd(e *env) *cobra.Command {
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress")
 	fl.DurationVar(&timeout, "timeout", 0, "give up waiting after this long (default: no limit)")
+	fl.StringVar(&esc.StrongerModel, "stronger-model", "", "escalation: a step that spends --max-samples without a decision is voted on again by this model")
+	fl.IntVar(&esc.StrongerSamples, "stronger-samples", schemas.DefaultStrongerSamples, "escalation: the stronger model's sample cap per step")
+	fl.BoolVar(&esc.Panel, "panel", false, "escalation: then let the judge's break-glass panel arbitrate (needs a running `maker judge`)")
+	fl.Float64Var(&esc.MinConfidence, "min-confidence", schemas.DefaultMinConfidence, "escalation: the least judge confidence that decides a step; below it the job pauses for a person")
 	return cmd
 }

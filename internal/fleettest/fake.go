@@ -22,10 +22,12 @@ type Call struct {
 	Known bool
 	// Seq counts earlier calls for the same place (re-samples, redeliveries).
 	Seq int
-	// Temperature, MaxTokens and Seed as requested.
+	// Temperature, MaxTokens, Seed and Model ("" for the voter's own) as
+	// requested.
 	Temperature float64
 	MaxTokens   int
 	Seed        int64
+	Model       string
 	// State is read back from the prompt; Truth is the strategy's answer
 	// from it (TruthErr if there is none, e.g. after a wrong decision).
 	State    hanoi.State
@@ -80,7 +82,7 @@ func (f *FakeModel) Notify(ch chan Call) { f.started = ch }
 func (f *FakeModel) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
 	f.inflight.Add(1)
 	defer f.inflight.Add(-1)
-	c := Call{Temperature: req.Temperature, MaxTokens: req.MaxTokens, Pos: Pos{Step: -1, Index: -1}}
+	c := Call{Temperature: req.Temperature, MaxTokens: req.MaxTokens, Model: req.Model, Pos: Pos{Step: -1, Index: -1}}
 	if req.Seed != nil {
 		c.Seed = *req.Seed
 		if p, ok := f.seeds[c.Seed]; ok {

@@ -27,6 +27,9 @@ type Request struct {
 	// N is the number of choices; default 1. Some servers ignore n > 1 and
 	// return one choice: check len(Response.Choices).
 	N int
+	// Model overrides the client's model for this call ("" keeps it): an
+	// escalated step asks a stronger model on the same server.
+	Model string
 }
 
 // Choice is one returned completion.
@@ -165,8 +168,12 @@ func (c *Client) chatRequest(req Request) (openai.ChatCompletionRequest, error) 
 		v := int(s)
 		seed = &v
 	}
+	model := c.cfg.Model
+	if req.Model != "" {
+		model = req.Model
+	}
 	return openai.ChatCompletionRequest{
-		Model:    c.cfg.Model,
+		Model:    model,
 		Messages: msgs,
 		//lint:ignore SA1019 max_tokens is what llama.cpp, vLLM and older servers accept.
 		MaxTokens: req.MaxTokens,

@@ -17,6 +17,7 @@ const (
 	outMalformed
 	outOverlong
 	outUnrecognized
+	outBreakGlass // an answer to a break-glass prompt (breakglass.go)
 )
 
 // choice is one generated completion.

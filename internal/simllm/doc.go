@@ -20,7 +20,10 @@
 // prompt by "Towers of Hanoi with N disks", the cycle "0 -> 1 -> 2 -> 0" or
 // "0 -> 2 -> 1 -> 0", "Previous move: none" or "Previous move: move = [d, f, t]"
 // and "Current state: [[...], [...], [...]]". It follows the cycle the prompt
-// states, even a wrong one. Anything else gets a polite prose reply with no
+// states, even a wrong one. It also answers the break-glass panel and judge
+// prompts of package judge with the JSON they ask for (see breakglass.go,
+// which also lists the model-name suffixes that make a panel member fail,
+// stall or answer badly). Anything else gets a polite prose reply with no
 // answer lines (counted unrecognized).
 //
 // # Answers

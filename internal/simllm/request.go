@@ -30,6 +30,7 @@ type chatRequest struct {
 	texts          []string // message contents
 	msgHash        uint64   // hash of roles and contents
 	promptTokens   int
+	breakGlass     *bgPrompt // set by chat for a break-glass prompt
 }
 
 type chatMessage struct {

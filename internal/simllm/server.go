@@ -23,7 +23,8 @@ const modelCreated = 1735689600 // 2025-01-01T00:00:00Z
 // Stats counts what the server did. All counters concern
 // POST /v1/chat/completions; Requests = Completions + RateLimited +
 // ServerErrors + BadRequests + Unauthorized + Canceled, and
-// Choices = Correct + Wrong + Malformed + Overlong + Unrecognized.
+// Choices = Correct + Wrong + Malformed + Overlong + Unrecognized +
+// BreakGlass.
 type Stats struct {
 	Requests         int64 `json:"requests"`
 	Completions      int64 `json:"completions"` // model calls that produced choices
@@ -33,6 +34,7 @@ type Stats struct {
 	Malformed        int64 `json:"malformed"`
 	Overlong         int64 `json:"overlong"` // includes replies cut at max_tokens
 	Unrecognized     int64 `json:"unrecognized"`
+	BreakGlass       int64 `json:"break_glass"` // answers to break-glass panel and judge prompts
 	RateLimited      int64 `json:"rate_limited"`
 	ServerErrors     int64 `json:"server_errors"`
 	BadRequests      int64 `json:"bad_requests"` // 400, 405 and 413
@@ -46,6 +48,7 @@ type Stats struct {
 type counters struct {
 	requests, completions, choices                       atomic.Int64
 	correct, wrong, malformed, overlong, unrecognized    atomic.Int64
+	breakGlass                                           atomic.Int64
 	rateLimited, serverErrors, badRequests, unauthorized atomic.Int64
 	canceled, promptTokens, completionTokens, logErrors  atomic.Int64
 }
@@ -106,7 +109,7 @@ func (s *Server) Stats() Stats {
 	return Stats{
 		Requests: c.requests.Load(), Completions: c.completions.Load(), Choices: c.choices.Load(),
 		Correct: c.correct.Load(), Wrong: c.wrong.Load(), Malformed: c.malformed.Load(),
-		Overlong: c.overlong.Load(), Unrecognized: c.unrecognized.Load(),
+		Overlong: c.overlong.Load(), Unrecognized: c.unrecognized.Load(), BreakGlass: c.breakGlass.Load(),
 		RateLimited: c.rateLimited.Load(), ServerErrors: c.serverErrors.Load(),
 		BadRequests: c.badRequests.Load(), Unauthorized: c.unauthorized.Load(),
 		Canceled: c.canceled.Load(), PromptTokens: c.promptTokens.Load(),
@@ -265,6 +268,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.writeRateLimit(w)
 		return
 	}
+	if bg, ok := readBreakGlass(req, body); ok {
+		if s.breakGlassFault(w, r, bg) {
+			return
+		}
+		req.breakGlass = bg
+	}
 	if d := s.cfg.Latency + jitter; d > 0 {
 		t := time.NewTimer(d)
 		select {
@@ -346,7 +355,12 @@ func (s *Server) complete(req *chatRequest, body []byte, id [24]byte, out []byte
 		}
 		k := mix(base, idx)
 		rng := rand.New(rand.NewPCG(k, mix(k, 0x9e37)))
-		c := generate(rng, st, pEff, s.cfg.OverlongRate, s.cfg.MalformedRate, req.limit)
+		var c choice
+		if req.breakGlass != nil {
+			c = breakGlassChoice(breakGlassReply(req.breakGlass), req.limit)
+		} else {
+			c = generate(rng, st, pEff, s.cfg.OverlongRate, s.cfg.MalformedRate, req.limit)
+		}
 		s.count(c.outcome)
 		completionTokens += c.tokens
 		if i > 0 {
@@ -387,6 +401,8 @@ func (s *Server) count(o outcome) {
 		s.st.malformed.Add(1)
 	case outOverlong:
 		s.st.overlong.Add(1)
+	case outBreakGlass:
+		s.st.breakGlass.Add(1)
 	default:
 		s.st.unrecognized.Add(1)
 	}

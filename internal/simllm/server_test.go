@@ -670,7 +670,7 @@ func TestStatsInvariants(t *testing.T) {
 	if st.Requests != 200 || st.Requests != st.Completions+st.RateLimited+st.ServerErrors+st.BadRequests+st.Unauthorized+st.Canceled {
 		t.Errorf("requests do not add up: %+v", st)
 	}
-	if st.Choices != st.Correct+st.Wrong+st.Malformed+st.Overlong+st.Unrecognized {
+	if st.Choices != st.Correct+st.Wrong+st.Malformed+st.Overlong+st.Unrecognized+st.BreakGlass {
 		t.Errorf("choices do not add up: %+v", st)
 	}
 	for name, v := range map[string]int64{"rate_limited": st.RateLimited, "server_errors": st.ServerErrors, "bad_requests": st.BadRequests,

@@ -1,0 +1,151 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// arbitrationWait bounds how long a step waits for the judge (an answer
+// held for a person's approval included); past it the job pauses for a
+// person, as when the judge is not confident enough.
+const arbitrationWait = 15 * time.Minute
+
+// escalate is where a rung that spent its samples without a decision goes
+// next, by the job's policy (judge.NextRung): the stronger model votes on
+// the step afresh, under a new epoch; then, if the policy opts in, the
+// judge's panel arbitrates among the candidates; else the job ends
+// no_consensus.
+func (r *jobRun) escalate(ctx context.Context) error {
+	var pol schemas.EscalationPolicy
+	if r.spec.Escalation != nil {
+		pol = r.spec.Escalation.WithDefaults()
+	}
+	next := judge.NextRung(pol, r.rung == judge.RungStrongerModel)
+	if next == judge.RungNoConsensus {
+		return r.noConsensus(ctx)
+	}
+	tally, _, err := r.c.store.CloseStep(ctx, r.ref, r.step, r.epoch)
+	if err != nil {
+		return err
+	}
+	rt := schemas.RungTally{
+		Rung: "own_model", Counted: r.counters.Next, Valid: r.counters.Valid, RedFlagged: r.counters.RedFlagged, Tally: tally,
+	}
+	if r.rung != "" {
+		rt.Rung = r.rung
+	}
+	for idx, why := range r.seen {
+		if why != "" && idx < r.counters.Next {
+			if rt.RedFlags == nil {
+				rt.RedFlags = map[string]int{}
+			}
+			rt.RedFlags[why]++
+		}
+	}
+	// Answers recorded past the counted ones were drawn for nothing.
+	r.rep.LateSamples += int64(max(0, len(r.seen)-r.counters.Next))
+	r.prior = append(r.prior, rt)
+	if next == judge.RungStrongerModel {
+		r.rung, r.capN = judge.RungStrongerModel, pol.StrongerSamples
+		r.log.Warn("no consensus: the stronger model votes on the step", "step", r.step, "model", pol.StrongerModel,
+			"samples", rt.Counted, "tally", tally)
+		return r.reopen(ctx, "escalated to the stronger model "+pol.StrongerModel)
+	}
+	return r.arbitrate(ctx, pol)
+}
+
+// arbitrate asks the judge's panel to settle the step among the candidates
+// the rungs below found. Its choice is journaled as an arbiter entry (not
+// votes); a refusal, a degraded or unconfident answer, or no answer in
+// time pauses the job for a person.
+func (r *jobRun) arbitrate(ctx context.Context, pol schemas.EscalationPolicy) error {
+	votes := map[string]int{}
+	samples := 0
+	var notes judge.ArbitrationNotes
+	for _, p := range r.prior {
+		samples += p.Counted
+		for _, t := range p.Tally {
+			votes[t.VoteKey] += t.Votes
+		}
+		line := fmt.Sprintf("%d samples, no lead of %d; tally %s", p.Counted, r.spec.K, tallyText(p.Tally))
+		if p.Rung == judge.RungStrongerModel {
+			notes.StrongerModel = pol.StrongerModel + ": " + line
+		} else {
+			notes.LocalModel = "the job's model: " + line
+		}
+	}
+	if notes.StrongerModel == "" {
+		notes.StrongerModel = "no stronger model is configured for this job"
+	}
+	cands := make([]schemas.TallyEntry, 0, len(votes))
+	for k, n := range votes {
+		cands = append(cands, schemas.TallyEntry{VoteKey: k, Votes: n})
+	}
+	slices.SortFunc(cands, func(a, b schemas.TallyEntry) int {
+		if a.Votes != b.Votes {
+			return b.Votes - a.Votes
+		}
+		return strings.Compare(a.VoteKey, b.VoteKey)
+	})
+	step := schemas.ArbitrationStep{
+		JobID: r.spec.JobID, Step: r.step, Task: r.spec.Task, State: string(r.state),
+		K: r.spec.K, Samples: samples, Candidates: cands,
+	}
+	r.log.Warn("no consensus: asking the judge's panel to arbitrate", "step", r.step, "candidates", len(cands))
+	r.publishStatus(ctx, schemas.StateRunning)
+	actx, cancel := context.WithTimeout(ctx, arbitrationWait)
+	d, err := judge.Arbitrate(actx, r.c.js, r.topo.NS, r.spec.Tenant, step, pol, notes)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return r.needsHuman(ctx, fmt.Sprintf("no arbitration within %s: %v", arbitrationWait, err))
+	}
+	if d.Outcome != schemas.ArbiterDecided {
+		return r.needsHuman(ctx, d.Reason)
+	}
+	if _, err := r.inst.Next(r.state, task.Vote{Key: d.VoteKey}); err != nil {
+		return r.needsHuman(ctx, fmt.Sprintf("the judge's choice %q is not a move the task can take: %v", d.VoteKey, err))
+	}
+	r.log.Warn("arbiter decision", "step", r.step, "vote_key", d.VoteKey, "confidence", d.Confidence, "judge", d.JudgeModel)
+	e := schemas.JournalEntry{
+		Header: schemas.NewHeader(schemas.KindJournalEntry), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
+		Type: schemas.EntryArbiter, Token: r.token, Owner: r.c.cfg.ID, Step: r.step, Epoch: r.epoch,
+		VoteKey: d.VoteKey, Rung: judge.RungPanel, Prior: r.prior, Arbiter: d, At: time.Now().UTC(),
+	}
+	return r.commit(ctx, &e, 0)
+}
+
+// needsHuman pauses the job at the open step for a person, saying why.
+// Resuming runs the step's ladder again.
+func (r *jobRun) needsHuman(ctx context.Context, why string) error {
+	r.log.Error("the step needs a person: pausing the job", "step", r.step, "why", why)
+	if _, err := jobs.Control(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.ControlPause); err != nil && !errors.Is(err, jobs.ErrFinished) {
+		return err
+	}
+	r.control.Store(schemas.ControlPause)
+	// The rungs start over on resume: forget this attempt's.
+	r.rung, r.prior, r.capN = "", nil, r.spec.MaxSamplesPerStep
+	return r.obeyControl(ctx)
+}
+
+func tallyText(t []schemas.TallyEntry) string {
+	parts := make([]string, 0, len(t))
+	for _, e := range t {
+		parts = append(parts, fmt.Sprintf("%s×%d", e.VoteKey, e.Votes))
+	}
+	if len(parts) == 0 {
+		return "(no valid votes)"
+	}
+	return strings.Join(parts, ", ")
+}

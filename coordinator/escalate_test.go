@@ -1,0 +1,160 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/makerfleet/makerfleet/coordinator"
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/fleettest"
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/journal"
+	"github.com/makerfleet/makerfleet/internal/judgetest"
+	"github.com/makerfleet/makerfleet/internal/llm"
+	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/voter"
+)
+
+// splitAt makes the job's own model split its votes at step hard (right,
+// wrong, right, wrong, wrong: no lead of 2 within 5 samples) and answer
+// every other call right; the model named strong is always right.
+func splitAt(hard int64) fleettest.Script {
+	return func(_ context.Context, c fleettest.Call) (llm.Response, error) {
+		if c.Model == "" && c.Known && c.Step == hard && c.Index%2 == 1 || c.Model == "" && c.Known && c.Step == hard && c.Index == 4 {
+			return fleettest.Say(fleettest.SameMoveWrongState(c)), nil
+		}
+		return fleettest.Right(c), nil
+	}
+}
+
+// TestEscalationLadder: a step whose own model reaches no consensus climbs
+// the job's ladder. With a stronger model, that model's votes decide the
+// step (a decision by votes, counted as an escalation); with only the
+// panel, the judge arbitrates among the candidates and its choice is
+// journaled as an arbiter decision, not votes. Either way the job ends
+// with the true solution.
+func TestEscalationLadder(t *testing.T) {
+	t.Parallel()
+	const disks, k, jobSeed, hard = 3, 2, 47, 3
+	cases := []struct {
+		name     string
+		policy   schemas.EscalationPolicy
+		panel    []string
+		escal    int64
+		arbiters int64
+	}{
+		{name: "stronger model decides", policy: schemas.EscalationPolicy{StrongerModel: "strong", StrongerSamples: 6}, escal: 1},
+		// Two members side with the minority candidate (the right one):
+		// the panel's majority, not the tally, decides.
+		{name: "panel arbitrates", policy: schemas.EscalationPolicy{Panel: true}, panel: []string{"m1@dissent", "m2@dissent", "m3"}, arbiters: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := fleettest.New(t)
+			if tc.panel != nil {
+				s := judgetest.TestSettings()
+				for typ := range s.Panels {
+					s.Panels[typ] = tc.panel
+				}
+				startJudge(t, env, s)
+			}
+			env.StartCoordinator(coordinator.Config{})
+			seeds := fleettest.SeedTable(jobSeed, 1<<disks-1, 64)
+			env.StartVoter(fleettest.NewFakeModel(seeds, splitAt(hard)), voter.Config{Concurrency: 4})
+			spec := fleettest.HanoiSpec(disks, k, jobSeed)
+			spec.MaxSamplesPerStep = 5
+			pol := tc.policy
+			spec.Escalation = &pol
+
+			rep := env.Run(&spec)
+			checkSolved(t, rep, disks)
+			if rep.Escalations != tc.escal || rep.ArbiterDecisions != tc.arbiters {
+				t.Errorf("escalations %d, arbiter decisions %d; want %d, %d", rep.Escalations, rep.ArbiterDecisions, tc.escal, tc.arbiters)
+			}
+			if tc.arbiters > 0 && (len(rep.ArbiterSteps) != 1 || rep.ArbiterSteps[0] != hard) {
+				t.Errorf("arbiter steps %v, want [%d]", rep.ArbiterSteps, hard)
+			}
+			// The own model's 5 samples at the hard step are in the report.
+			if rep.Votes+rep.RedFlagged != rep.Samples || rep.Samples < (int64(1<<disks-1)-tc.arbiters)*k+5 {
+				t.Errorf("samples %d (votes %d, red-flagged %d): the hard step's samples are not all accounted", rep.Samples, rep.Votes, rep.RedFlagged)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var kinds []string
+			err := journal.ReadAll(ctx, env.JS, bus.DefaultNamespace, spec.Tenant, spec.JobID, func(e journal.Entry) error {
+				if e.Step == hard && e.Type != schemas.EntryTakeover {
+					kinds = append(kinds, e.Type+"/"+e.Rung)
+					if len(e.Prior) == 0 || e.Prior[0].Rung != "own_model" || e.Prior[0].Counted != 5 {
+						t.Errorf("hard step's entry has prior rungs %+v, want the own model's 5 samples", e.Prior)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := schemas.EntryDecision + "/" + judge.RungStrongerModel
+			if tc.arbiters > 0 {
+				want = schemas.EntryArbiter + "/" + judge.RungPanel
+			}
+			if len(kinds) != 1 || kinds[0] != want {
+				t.Errorf("journal entries of the hard step %v, want [%s]", kinds, want)
+			}
+		})
+	}
+}
+
+// TestEscalationNeedsHuman: when the judge is not confident enough, the
+// step is not decided: the job pauses at it for a person, with no report.
+func TestEscalationNeedsHuman(t *testing.T) {
+	t.Parallel()
+	const disks, k, jobSeed, hard = 3, 2, 47, 3
+	env := fleettest.New(t)
+	s := judgetest.TestSettings()
+	s.JudgeModel = "judge@lowconf"
+	startJudge(t, env, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	env.StartCoordinator(coordinator.Config{})
+	seeds := fleettest.SeedTable(jobSeed, 1<<disks-1, 64)
+	env.StartVoter(fleettest.NewFakeModel(seeds, splitAt(hard)), voter.Config{Concurrency: 4})
+	spec := fleettest.HanoiSpec(disks, k, jobSeed)
+	spec.MaxSamplesPerStep = 5
+	spec.Escalation = &schemas.EscalationPolicy{Panel: true}
+	env.Submit(&spec)
+
+	var st schemas.JobStatus
+	fleettest.Eventually(t, 20*time.Second, func() bool {
+		st, err = jobs.Status(ctx, env.Topo, spec.Tenant, spec.JobID)
+		return err == nil && st.State == schemas.StatePaused
+	}, "the job did not pause for a person: %+v %v", st, err)
+	if st.Steps != hard {
+		t.Errorf("paused at step %d, want the undecided step %d", st.Steps, hard)
+	}
+	if _, err := jobs.Result(ctx, env.Topo, spec.Tenant, spec.JobID); !errors.Is(err, jobs.ErrNotFinished) {
+		t.Errorf("result of the paused job: %v, want ErrNotFinished", err)
+	}
+}
+
+// startJudge runs a judge replica with settings s on env's server, its
+// models served by a simulated model of its own.
+func startJudge(t *testing.T, env *fleettest.Env, s judge.Settings) {
+	t.Helper()
+	sim := fleettest.StartSim(t, simllm.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sv, err := judge.New(ctx, env.JS, judge.Config{Settings: s, BaseURL: sim.URL(), Concurrency: 2, SoftStop: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sv.Stop)
+}

@@ -1,0 +1,217 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The judge role's topology in the default namespace "maker":
+//
+//	stream MAKER_JUDGE        maker.v1.judge.<tenant>                  break-glass requests; work queue;
+//	                                                                   durable "judges" shared by all judges
+//	stream MAKER_JUDGE_AUDIT  maker.v1.judge_audit.<tenant>.<session>  audit records; kept (limits policy)
+//	KV maker_judge_answers    <request id>                             responses (held, then final)
+//	KV maker_judge_sessions   <tenant>.<session>                       per-session invocations and spend
+//	KV maker_judge_approvals  <request id>                             requests held for a person
+
+// ConsumerJudges is the durable every judge pulls requests from.
+const ConsumerJudges = "judges"
+
+// JudgeStream names the namespace's break-glass request stream.
+func (ns Namespace) JudgeStream() string { return ns.stream("JUDGE") }
+
+// JudgeAuditStream names the namespace's audit stream.
+func (ns Namespace) JudgeAuditStream() string { return ns.stream("JUDGE_AUDIT") }
+
+// JudgeSubject is where break-glass requests of tenant go.
+func (ns Namespace) JudgeSubject(tenant string) string { return ns.subject("judge") + tenant }
+
+// JudgeAuditSubject is where the audit records of one session go.
+func (ns Namespace) JudgeAuditSubject(tenant, session string) string {
+	return ns.subject("judge_audit") + tenant + "." + session
+}
+
+// JudgeAuditFilter matches the audit records of tenant and session; an
+// empty tenant or session matches every one.
+func (ns Namespace) JudgeAuditFilter(tenant, session string) string {
+	if tenant == "" {
+		tenant = "*"
+	}
+	if session == "" {
+		session = "*"
+	}
+	return ns.JudgeAuditSubject(tenant, session)
+}
+
+// judgeBucket names the judge's bucket of kind: <ns>_judge_<kind>.
+func (ns Namespace) judgeBucket(kind string) string {
+	return strings.ReplaceAll(ns.String(), "-", "_") + "_judge_" + kind
+}
+
+// JudgeAnswersBucket, JudgeSessionsBucket and JudgeApprovalsBucket name
+// the judge's KV buckets.
+func (ns Namespace) JudgeAnswersBucket() string   { return ns.judgeBucket("answers") }
+func (ns Namespace) JudgeSessionsBucket() string  { return ns.judgeBucket("sessions") }
+func (ns Namespace) JudgeApprovalsBucket() string { return ns.judgeBucket("approvals") }
+
+// JudgeSessionKey is a session's key in the sessions bucket.
+func JudgeSessionKey(tenant, session string) string { return tenant + "." + session }
+
+// JudgeConfig sets the judge topology's durability and timing. Zero fields
+// take the documented defaults.
+type JudgeConfig struct {
+	// Namespace of the fleet; "" is DefaultNamespace.
+	Namespace Namespace
+	// Storage of every stream and bucket: jetstream.FileStorage (default)
+	// or jetstream.MemoryStorage.
+	Storage jetstream.StorageType
+	// Replicas in a clustered server. Default 1.
+	Replicas int
+	// AckWait is how long a judge may hold a request without signalling
+	// progress before another takes it. Default 60s.
+	AckWait time.Duration
+	// MaxDeliver bounds deliveries of one request. Default 3.
+	MaxDeliver int
+	// AnswerTTL is how long answers, sessions and approvals are kept.
+	// Default 30 days.
+	AnswerTTL time.Duration
+	// MaxMsgSize bounds every request. Default 1 MiB.
+	MaxMsgSize int32
+	// StartupWait bounds how long EnsureJudge retries while the server does
+	// not answer. Default 60s.
+	StartupWait time.Duration
+}
+
+func (c *JudgeConfig) defaults() {
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 60 * time.Second
+	}
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = 3
+	}
+	if c.AnswerTTL == 0 {
+		c.AnswerTTL = 30 * 24 * time.Hour
+	}
+	if c.MaxMsgSize == 0 {
+		c.MaxMsgSize = 1 << 20
+	}
+	if c.StartupWait == 0 {
+		c.StartupWait = 60 * time.Second
+	}
+}
+
+// JudgeTopology holds handles on the judge's stream and buckets.
+type JudgeTopology struct {
+	NS        Namespace
+	JS        jetstream.JetStream
+	Config    JudgeConfig
+	Answers   jetstream.KeyValue
+	Sessions  jetstream.KeyValue
+	Approvals jetstream.KeyValue
+}
+
+// EnsureJudge creates the judge's streams, consumer and buckets that are
+// missing, leaving existing ones as they are. Judges, break-glass clients
+// and the judge's admin commands all call it; like Ensure it retries while
+// the server does not answer, for up to cfg.StartupWait.
+func EnsureJudge(ctx context.Context, js jetstream.JetStream, cfg JudgeConfig) (*JudgeTopology, error) {
+	cfg.defaults()
+	if err := cfg.Namespace.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Replicas < 1 || cfg.MaxDeliver < 1 || cfg.AckWait < time.Second || cfg.AnswerTTL < time.Minute || cfg.StartupWait < 0 {
+		return nil, fmt.Errorf("bus: invalid judge config %+v", cfg)
+	}
+	return retryTransient(ctx, cfg.StartupWait, func(actx context.Context) (*JudgeTopology, error) {
+		return ensureJudgeOnce(actx, js, cfg)
+	})
+}
+
+func ensureJudgeOnce(ctx context.Context, js jetstream.JetStream, cfg JudgeConfig) (*JudgeTopology, error) {
+	ns := cfg.Namespace
+	streams := []jetstream.StreamConfig{
+		{
+			Name:        ns.JudgeStream(),
+			Description: "makerfleet break-glass requests",
+			Subjects:    []string{ns.subject("judge") + "*"},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     cfg.Storage,
+			Replicas:    cfg.Replicas,
+			MaxMsgSize:  cfg.MaxMsgSize,
+			MaxAge:      cfg.AnswerTTL,
+			Duplicates:  10 * time.Minute,
+		},
+		{
+			Name:        ns.JudgeAuditStream(),
+			Description: "makerfleet break-glass audit trail",
+			Subjects:    []string{ns.subject("judge_audit") + "*.*"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     cfg.Storage,
+			Replicas:    cfg.Replicas,
+			MaxMsgSize:  cfg.MaxMsgSize,
+			Duplicates:  10 * time.Minute,
+		},
+	}
+	for _, sc := range streams {
+		if _, err := ensureStream(ctx, js, sc); err != nil {
+			return nil, err
+		}
+	}
+	if err := ensureConsumer(ctx, js, ns.JudgeStream(), jetstream.ConsumerConfig{
+		Durable:       ConsumerJudges,
+		Description:   "every judge pulls break-glass requests from here",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxDeliver:    cfg.MaxDeliver,
+		MaxAckPending: 1000,
+		FilterSubject: ns.subject("judge") + "*",
+	}); err != nil {
+		return nil, err
+	}
+	topo := &JudgeTopology{NS: ns, JS: js, Config: cfg}
+	buckets := []struct {
+		dst  *jetstream.KeyValue
+		name string
+		desc string
+	}{
+		{&topo.Answers, ns.JudgeAnswersBucket(), "makerfleet break-glass answers"},
+		{&topo.Sessions, ns.JudgeSessionsBucket(), "makerfleet break-glass session limits"},
+		{&topo.Approvals, ns.JudgeApprovalsBucket(), "makerfleet break-glass approvals"},
+	}
+	for _, b := range buckets {
+		kv, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
+			Bucket: b.name, Description: b.desc, History: 1, TTL: cfg.AnswerTTL,
+			MaxValueSize: cfg.MaxMsgSize + 64<<10, Storage: cfg.Storage, Replicas: cfg.Replicas,
+		})
+		if err != nil {
+			return nil, err
+		}
+		*b.dst = kv
+	}
+	return topo, nil
+}
+
+// TeardownJudge deletes everything EnsureJudge created in ns. Missing ones
+// are skipped.
+func TeardownJudge(ctx context.Context, js jetstream.JetStream, ns Namespace) error {
+	var errs []error
+	for _, name := range []string{ns.JudgeStream(), ns.JudgeAuditStream()} {
+		if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			errs = append(errs, err)
+		}
+	}
+	for _, name := range []string{ns.JudgeAnswersBucket(), ns.JudgeSessionsBucket(), ns.JudgeApprovalsBucket()} {
+		if err := js.DeleteKeyValue(ctx, name); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,308 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// Caps on what the requester reads for context; the judge caps again.
+const (
+	maxContextFileBytes = 64 << 10
+	maxLogBytes         = 128 << 10
+)
+
+// bgInput is what a person (maker breakglass) or an agent (the MCP tool)
+// gives for a break-glass request.
+type bgInput struct {
+	Problem     string
+	ProblemType string
+	Files       []string
+	LogPath     string
+	Constraints string // path; "" reads AGENTS.md from the root when present
+	BudgetUSD   float64
+	Tried       map[string]string
+	Session     string
+	Tenant      string
+	ID          string
+	Requester   string
+	Root        string
+	FusionBody  []byte // an OpenRouter fusion-shaped request, instead of Problem
+}
+
+// parentEnv, when set, marks every request as made from inside the panel
+// of that request id, which the judge refuses (panels never open panels):
+// an agent serving as a panel member runs its tools with it set.
+const parentEnv = "MAKER_BREAKGLASS_PARENT"
+
+// buildRequest turns in into a request, reading context under in.Root.
+// Withheld files are listed in the request (the judge audits them) and
+// returned as warnings. Errors are the caller's input errors.
+func buildRequest(in bgInput) (*schemas.BreakGlassRequest, []string, error) {
+	if in.ProblemType != "" && !schemas.ValidProblemType(in.ProblemType) {
+		return nil, nil, fmt.Errorf("problem type %q is not one of %s", in.ProblemType, strings.Join(schemas.ProblemTypes(), ", "))
+	}
+	if math.IsNaN(in.BudgetUSD) || math.IsInf(in.BudgetUSD, 0) || in.BudgetUSD < 0 {
+		return nil, nil, fmt.Errorf("budget must be a number >= 0, got %v", in.BudgetUSD)
+	}
+	req := &schemas.BreakGlassRequest{
+		Header:      schemas.NewHeader(schemas.KindBreakGlassRequest),
+		RequestID:   in.ID,
+		Tenant:      in.Tenant,
+		Session:     in.Session,
+		Requester:   in.Requester,
+		Problem:     in.Problem,
+		ProblemType: in.ProblemType,
+		BudgetUSD:   in.BudgetUSD,
+		SubmittedAt: time.Now().UTC(),
+		// The recursion guard: see parentEnv.
+		ParentRequestID: os.Getenv(parentEnv),
+	}
+	if req.RequestID == "" {
+		req.RequestID = judge.NewRequestID("bg")
+	}
+	for _, kind := range schemas.RequiredAttempts() {
+		if note := strings.TrimSpace(in.Tried[kind]); note != "" {
+			req.PriorAttempts = append(req.PriorAttempts, schemas.PriorAttempt{Kind: kind, Note: note})
+		}
+	}
+	for kind := range in.Tried {
+		if !contains(schemas.RequiredAttempts(), kind) {
+			return nil, nil, fmt.Errorf("prior attempt %q is not one of %s", kind, strings.Join(schemas.RequiredAttempts(), ", "))
+		}
+	}
+	if in.FusionBody != nil {
+		if err := judge.FromFusion(in.FusionBody, req); err != nil {
+			return nil, nil, err
+		}
+	}
+	files, excluded, err := judge.ReadFiles(in.Root, in.Files, maxContextFileBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Files, req.ExcludedFiles = files, excluded
+	var warnings []string
+	for _, x := range excluded {
+		warnings = append(warnings, fmt.Sprintf("withheld %s: %s", x.Path, x.Reason))
+	}
+	if in.LogPath != "" {
+		if req.BuildLog, err = judge.ReadText(in.Root, in.LogPath, maxLogBytes); err != nil {
+			return nil, nil, err
+		}
+	}
+	constraints := in.Constraints
+	if constraints == "" {
+		if _, err := os.Stat(filepath.Join(rootOrDot(in.Root), "AGENTS.md")); err == nil {
+			constraints = "AGENTS.md"
+		}
+	}
+	if constraints != "" {
+		c, err := judge.ReadText(in.Root, constraints, maxContextFileBytes)
+		if err != nil {
+			return nil, nil, err
+		}
+		req.Constraints = strings.TrimSpace(strings.Join([]string{req.Constraints, c}, "\n\n"))
+	}
+	data, err := schemas.Encode(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(data) > schemas.MaxMessageBytes {
+		return nil, nil, fmt.Errorf("the request is %d bytes, over the %d-byte message limit: send fewer or smaller files", len(data), schemas.MaxMessageBytes)
+	}
+	return req, warnings, nil
+}
+
+func rootOrDot(root string) string {
+	if root == "" {
+		return "."
+	}
+	return root
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// parseTried reads --tried KIND=NOTE values.
+func parseTried(vals []string) (map[string]string, error) {
+	out := make(map[string]string)
+	for _, v := range vals {
+		kind, note, ok := strings.Cut(v, "=")
+		kind = strings.TrimSpace(kind)
+		if !ok || strings.TrimSpace(note) == "" {
+			return nil, fmt.Errorf("--tried %q: want KIND=NOTE, KIND one of %s", v, strings.Join(schemas.RequiredAttempts(), ", "))
+		}
+		if !contains(schemas.RequiredAttempts(), kind) {
+			return nil, fmt.Errorf("--tried %q: KIND must be one of %s", v, strings.Join(schemas.RequiredAttempts(), ", "))
+		}
+		out[kind] = note
+	}
+	return out, nil
+}
+
+func breakglassCmd(e *env) *cobra.Command {
+	var (
+		natsURL, fusionPath string
+		in                  bgInput
+		tried               []string
+		asJSON              bool
+		timeout             time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   `breakglass "break glass: <problem>"`,
+		Short: "Ask the judge's panel about a problem that resisted everything else, and wait for the answer",
+		Long: `breakglass sends one break-glass request to the judges and prints their answer.
+
+The problem must start with "break glass:", and --tried must record what already failed on
+it: a local model, a single frontier model and the existing tools (one --tried of each).
+Files (--file) are read only from --root (default: the current directory); credential-like
+files (.env, *.pem, *.key, *.creds, files holding API or private keys) are withheld and the
+attempt is audited. AGENTS.md in --root, when present, is sent as the project's constraints.
+
+A request estimated over the approval threshold waits until a person runs
+"maker judge approve ID". A refused, denied or failed request exits 1 with the reason on
+stderr.`,
+		Example: `  maker breakglass "break glass: nil pointer panic in the voter after a NATS reconnect" \
+    --tried local_model="qwen3: blamed the network" --tried frontier_model="gpt-5.5: suggested a retry, no change" \
+    --tried tools="go test -race: no race reported" --file voter/pull.go --log build.log --json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 1 && fusionPath != "":
+				return usagef("give the problem or --fusion-request, not both")
+			case len(args) == 1:
+				in.Problem = args[0]
+			case fusionPath != "":
+				body, err := readInput(fusionPath)
+				if err != nil {
+					return usagef("--fusion-request: %v", err)
+				}
+				in.FusionBody = body
+			default:
+				return usagef(`give the problem as one argument: "break glass: <problem>"`)
+			}
+			var err error
+			if in.Tried, err = parseTried(tried); err != nil {
+				return usageError{err}
+			}
+			if !cmd.Flags().Changed("budget") {
+				in.BudgetUSD = 0
+			}
+			req, warnings, err := buildRequest(in)
+			if err != nil {
+				return usageError{err}
+			}
+			for _, w := range warnings {
+				fmt.Fprintln(e.stderr, "maker: "+w)
+			}
+			js, closeNC, err := connectJS(natsURL, "maker-breakglass")
+			if err != nil {
+				return err
+			}
+			defer closeNC()
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			resp, err := judge.Ask(ctx, js, bus.DefaultNamespace, req, judge.OnHeld(func(r *schemas.BreakGlassResponse) {
+				fmt.Fprintf(e.stderr, "maker: %s: %s; waiting (up to --timeout %s)\n", r.RequestID, r.Reason, timeout)
+			}))
+			if resp == nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(e.stdout)
+				enc.SetIndent("", "  ")
+				if perr := enc.Encode(resp); perr != nil {
+					return perr
+				}
+			} else if err == nil {
+				printAnswer(e.stdout, resp)
+			}
+			if err != nil {
+				return fmt.Errorf("%s %s: %s", resp.RequestID, resp.Outcome, resp.Reason)
+			}
+			if resp.Outcome == schemas.BreakGlassDegraded {
+				fmt.Fprintf(e.stderr, "maker: %s degraded: %s\n", resp.RequestID, resp.Reason)
+			}
+			return nil
+		},
+	}
+	natsFlag(cmd, &natsURL)
+	fl := cmd.Flags()
+	fl.StringArrayVar(&tried, "tried", nil, "what already failed, KIND=NOTE, KIND one of local_model, frontier_model, tools (give all three)")
+	fl.StringVar(&in.ProblemType, "type", "", "problem type: lean_proof, code_bug, architecture, math_novel, infra_debug (default: detected)")
+	fl.StringArrayVar(&in.Files, "file", nil, "context file under --root (repeatable)")
+	fl.StringVar(&in.LogPath, "log", "", "build or test log under --root (its last 128 KiB are sent)")
+	fl.StringVar(&in.Constraints, "constraints", "", "constraints file under --root (default AGENTS.md when present)")
+	fl.StringVar(&in.Root, "root", envOr("MAKER_JUDGE_ROOT", "."), "the only directory files are read from [$MAKER_JUDGE_ROOT]")
+	fl.Float64Var(&in.BudgetUSD, "budget", 1.00, "most this call may cost, USD (default: the judge's, 1.00)")
+	fl.StringVar(&in.Session, "session", envOr("MAKER_SESSION", "default"), "session, for the per-session limits [$MAKER_SESSION]")
+	fl.StringVar(&in.Tenant, "tenant", schemas.DefaultTenant, "tenant")
+	fl.StringVar(&in.ID, "id", "", "request id (default: generated); asking again with an id returns its stored answer")
+	fl.StringVar(&in.Requester, "requester", os.Getenv("USER"), "who asks, for the audit trail (default $USER)")
+	fl.StringVar(&fusionPath, "fusion-request", "", "read an OpenRouter fusion-shaped request (model, plugins, messages) from FILE ('-' for stdin) instead of the problem argument")
+	fl.BoolVar(&asJSON, "json", false, "print the whole response as JSON")
+	fl.DurationVar(&timeout, "timeout", 15*time.Minute, "how long to wait for the answer (including a person's approval)")
+	return cmd
+}
+
+func readInput(path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(io.LimitReader(os.Stdin, schemas.MaxMessageBytes))
+	}
+	return os.ReadFile(path)
+}
+
+// printAnswer writes a response for people.
+func printAnswer(w io.Writer, r *schemas.BreakGlassResponse) {
+	fmt.Fprintf(w, "%s (%s, %s, %s)\n\n", strings.ToUpper(r.Outcome), r.RequestID, r.ProblemType, r.Mode)
+	fmt.Fprintf(w, "DIAGNOSIS\n  %s\n\n", r.Diagnosis)
+	fmt.Fprintf(w, "SOLUTION (confidence %.2f)\n  %s\n", r.Solution.Confidence, r.Solution.Approach)
+	for _, f := range r.Solution.FilesToChange {
+		fmt.Fprintf(w, "  - change %s\n", f)
+	}
+	for path, code := range r.Solution.CodeSnippets {
+		fmt.Fprintf(w, "  --- %s\n%s\n", path, code)
+	}
+	list := func(title string, items []string) {
+		if len(items) == 0 {
+			return
+		}
+		fmt.Fprintf(w, "\n%s\n", title)
+		for i, s := range items {
+			fmt.Fprintf(w, "  %d. %s\n", i+1, s)
+		}
+	}
+	list("ALTERNATIVES", r.Alternatives)
+	list("RISKS", r.Risks)
+	list("PANEL CONSENSUS", r.PanelAnalysis.Consensus)
+	list("CONTRADICTIONS", r.PanelAnalysis.Contradictions)
+	list("PARTIAL COVERAGE", r.PanelAnalysis.PartialCoverage)
+	list("UNIQUE INSIGHTS", r.PanelAnalysis.UniqueInsights)
+	list("BLIND SPOTS", r.PanelAnalysis.BlindSpots)
+	fmt.Fprintf(w, "\nCOST  $%.4f actual, $%.4f estimated, budget $%.2f; panel %s, judge %s\n",
+		r.Cost.ActualUSD, r.Cost.EstimateUSD, r.Cost.BudgetUSD, strings.Join(r.Panel, ", "), r.JudgeModel)
+	if len(r.FailedMembers) > 0 {
+		fmt.Fprintf(w, "FAILED MEMBERS  %s\n", strings.Join(r.FailedMembers, ", "))
+	}
+	for _, x := range r.ExcludedFiles {
+		fmt.Fprintf(w, "WITHHELD  %s: %s\n", x.Path, x.Reason)
+	}
+}

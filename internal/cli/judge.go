@@ -1,0 +1,283 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// judgeCmd runs a judge replica; its subcommands are the judge's admin
+// commands (approve, deny, pending, audit).
+func judgeCmd(e *env) *cobra.Command {
+	var (
+		natsURL, baseURL, apiKey, configPath string
+		concurrency                          int
+		drain                                time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "judge",
+		Short: "Run a judge: answers break-glass requests with a multi-model panel and a judge model",
+		Long: `judge takes break-glass requests from NATS (stream MAKER_JUDGE, subject maker.v1.judge.<tenant>),
+runs the trigger, prior-attempt, cost and session gates, calls the problem type's panel in
+parallel, has the judge model synthesise one structured answer and stores it (KV bucket
+maker_judge_answers) for the asker. Every invocation is audited (stream MAKER_JUDGE_AUDIT).
+
+Without --config every panel member and the judge live at --llm-base-url; a config file
+(YAML or JSON, see docs/judge.md) sets panels, per-model endpoints and keys, prices and limits.`,
+		Example: `  maker judge --nats nats://127.0.0.1:4222 --llm-base-url http://127.0.0.1:8080/v1
+  maker judge --nats nats://127.0.0.1:4222 --llm-base-url http://127.0.0.1:8080/v1 --config judge.yaml
+  maker judge approve bg-20251129T200000-1a2b3c --by alice`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			settings, err := judge.LoadSettings(configPath)
+			if err != nil {
+				return usageError{err}
+			}
+			if baseURL == "" && configPath == "" {
+				return usagef("--llm-base-url is required (or a --config whose models name their base_url)")
+			}
+			if concurrency < 1 {
+				return usagef("--concurrency must be >= 1, got %d", concurrency)
+			}
+			if apiKey == "" {
+				apiKey = apiKeyFromEnv()
+			}
+			log := e.logger(slog.LevelInfo)
+			nc, err := bus.Connect(natsURL, "maker-judge")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			sv, err := judge.New(ctx, js, judge.Config{Settings: settings, BaseURL: baseURL, APIKey: apiKey,
+				Concurrency: concurrency, SoftStop: drain, Logger: log})
+			if errors.Is(err, judge.ErrConfig) {
+				return usageError{err}
+			}
+			if err != nil {
+				return err
+			}
+			if err := sv.Start(context.WithoutCancel(ctx)); err != nil {
+				return err
+			}
+			log.Info("judge started", "llm_base_url", baseURL, "config", configPath, "concurrency", concurrency)
+			<-ctx.Done()
+			log.Info("judge stopping")
+			sv.Stop()
+			return nil
+		},
+	}
+	natsFlag(cmd, &natsURL)
+	fl := cmd.Flags()
+	fl.StringVar(&baseURL, "llm-base-url", envOr("MAKER_LLM_BASE_URL", ""), "default OpenAI-compatible base URL for every model without its own [$MAKER_LLM_BASE_URL]")
+	fl.StringVar(&apiKey, "api-key", "", "key for --llm-base-url (default $MAKER_LLM_API_KEY or $OPENAI_API_KEY)")
+	fl.StringVar(&configPath, "config", envOr("MAKER_JUDGE_CONFIG", ""), "settings file: panels, models, prices, limits (YAML or JSON) [$MAKER_JUDGE_CONFIG]")
+	fl.IntVar(&concurrency, "concurrency", 4, "requests this judge handles at once")
+	fl.DurationVar(&drain, "drain-timeout", 30*time.Second, "on SIGTERM, time to finish requests in hand before handing them back")
+	cmd.AddCommand(judgeDecideCmd(e, true), judgeDecideCmd(e, false), judgePendingCmd(e), judgeAuditCmd(e))
+	return cmd
+}
+
+// connectJS connects to NATS for a short admin command.
+func connectJS(natsURL, name string) (jetstream.JetStream, func(), error) {
+	nc, err := bus.Connect(natsURL, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return js, nc.Close, nil
+}
+
+func judgeDecideCmd(e *env, approve bool) *cobra.Command {
+	var natsURL, by, reason string
+	use, short := "deny ID", "Deny a break-glass request held for approval"
+	if approve {
+		use, short = "approve ID", "Approve a break-glass request held for approval (its estimate is over the approval threshold)"
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if by == "" {
+				return usagef("--by is required (who decides; default $USER)")
+			}
+			err := withJudgeAdmin(cmd, natsURL, func(ctx context.Context, js jetstream.JetStream) error {
+				if approve {
+					return judge.Approve(ctx, js, bus.DefaultNamespace, args[0], by)
+				}
+				return judge.Deny(ctx, js, bus.DefaultNamespace, args[0], by, reason)
+			})
+			if errors.Is(err, judge.ErrNotPending) {
+				return usageError{err}
+			}
+			if err != nil {
+				return err
+			}
+			verb := "denied"
+			if approve {
+				verb = "approved"
+			}
+			fmt.Fprintf(e.stdout, "%s %s\n", verb, args[0])
+			return nil
+		},
+	}
+	natsFlag(cmd, &natsURL)
+	cmd.Flags().StringVar(&by, "by", os.Getenv("USER"), "who decides, recorded in the audit trail (default $USER)")
+	if !approve {
+		cmd.Flags().StringVar(&reason, "reason", "", "why, told to the asker")
+	}
+	return cmd
+}
+
+func judgePendingCmd(e *env) *cobra.Command {
+	var (
+		natsURL string
+		asJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "pending",
+		Short: "List break-glass requests waiting for approval",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var list []schemas.BreakGlassApproval
+			if err := withJudgeAdmin(cmd, natsURL, func(ctx context.Context, js jetstream.JetStream) (err error) {
+				list, err = judge.Pending(ctx, js, bus.DefaultNamespace)
+				return err
+			}); err != nil {
+				return err
+			}
+			return printTable(e.stdout, asJSON, list, "REQUEST\tTENANT\tSESSION\tESTIMATE\tSINCE\tPROBLEM", func(a schemas.BreakGlassApproval) string {
+				return fmt.Sprintf("%s\t%s\t%s\t$%.2f\t%s\t%s", a.RequestID, a.Tenant, a.Session, a.EstimateUSD,
+					a.RequestedAt.Format(time.RFC3339), oneLine(judge.Redact(a.Request.Problem), 60))
+			})
+		},
+	}
+	natsFlag(cmd, &natsURL)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func judgeAuditCmd(e *env) *cobra.Command {
+	var (
+		natsURL, session, tenant string
+		asJSON                   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "List the break-glass audit trail (every invocation, refusal, hold, approval and answer)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tenant != "" {
+				if err := schemas.ValidTenant(tenant); err != nil {
+					return usageError{err}
+				}
+			}
+			if session != "" {
+				if err := schemas.ValidJobID(session); err != nil {
+					return usagef("--session %q: 1-64 characters of A-Z, a-z, 0-9, '_' and '-'", session)
+				}
+			}
+			var recs []schemas.BreakGlassAudit
+			if err := withJudgeAdmin(cmd, natsURL, func(ctx context.Context, js jetstream.JetStream) error {
+				if _, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{}); err != nil {
+					return err
+				}
+				var err error
+				recs, err = judge.ListAudit(ctx, js, bus.DefaultNamespace, tenant, session)
+				return err
+			}); err != nil {
+				return err
+			}
+			return printTable(e.stdout, asJSON, recs, "AT\tREQUEST\tSESSION\tOUTCOME\tTYPE\tESTIMATE\tACTUAL\tAPPROVER\tREASON / PROBLEM", func(r schemas.BreakGlassAudit) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t$%.2f\t$%.2f\t%s\t%s", r.At.Format(time.RFC3339), r.RequestID, r.Session,
+					r.Outcome, dash(r.ProblemType), r.EstimateUSD, r.ActualUSD, dash(r.Approver), oneLine(firstOf(r.Reason, r.Problem), 70))
+			})
+		},
+	}
+	natsFlag(cmd, &natsURL)
+	fl := cmd.Flags()
+	fl.StringVar(&session, "session", "", "only this session")
+	fl.StringVar(&tenant, "tenant", "", "only this tenant")
+	fl.BoolVar(&asJSON, "json", false, "print JSON (an array of break_glass_audit records)")
+	return cmd
+}
+
+// withJudgeAdmin runs fn for a short admin command: its own connection
+// and a 60s deadline.
+func withJudgeAdmin(cmd *cobra.Command, natsURL string, fn func(context.Context, jetstream.JetStream) error) error {
+	js, closeNC, err := connectJS(natsURL, "maker-judge-admin")
+	if err != nil {
+		return err
+	}
+	defer closeNC()
+	ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
+	defer cancel()
+	return fn(ctx, js)
+}
+
+// printTable prints items as a JSON array, or as a table under header
+// with one row (tab-separated) each.
+func printTable[T any](w io.Writer, asJSON bool, items []T, header string, row func(T) string) error {
+	if asJSON {
+		if items == nil {
+			items = []T{}
+		}
+		return json.NewEncoder(w).Encode(items)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		fmt.Fprintln(tw, row(it))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func firstOf(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// oneLine flattens s to one line of at most n runes.
+func oneLine(s string, n int) string {
+	r := []rune(s)
+	for i, c := range r {
+		if c == '\n' || c == '\r' || c == '\t' {
+			r[i] = ' '
+		}
+	}
+	if len(r) > n {
+		r = append(r[:n-1], '…')
+	}
+	return string(r)
+}

@@ -1,0 +1,78 @@
+package judge
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// maxAuditText bounds the problem and diagnosis kept in an audit record.
+const maxAuditText = 2000
+
+// appendAudit publishes one audit record; the message id (request id and
+// outcome) makes a redelivered request's record a duplicate the stream
+// drops.
+func appendAudit(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, rec *schemas.BreakGlassAudit) error {
+	rec.Header = schemas.NewHeader(schemas.KindBreakGlassAudit)
+	rec.Problem = clip(Redact(rec.Problem), maxAuditText)
+	rec.Diagnosis = clip(Redact(rec.Diagnosis), maxAuditText)
+	rec.Reason = Redact(rec.Reason)
+	if rec.At.IsZero() {
+		rec.At = time.Now().UTC()
+	}
+	data, err := schemas.Encode(rec)
+	if err != nil {
+		return fmt.Errorf("judge: audit record: %w", err)
+	}
+	if _, err := js.Publish(ctx, ns.JudgeAuditSubject(rec.Tenant, rec.Session), data,
+		jetstream.WithMsgID(rec.RequestID+"."+rec.Outcome)); err != nil {
+		return fmt.Errorf("judge: append audit: %w", err)
+	}
+	return nil
+}
+
+// ListAudit returns the audit records of tenant and session in the order
+// they were written; an empty tenant or session means all.
+func ListAudit(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, tenant, session string) ([]schemas.BreakGlassAudit, error) {
+	cons, err := js.OrderedConsumer(ctx, ns.JudgeAuditStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{ns.JudgeAuditFilter(tenant, session)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("judge: read audit: %w", err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("judge: read audit: %w", err)
+	}
+	left := int(info.NumPending)
+	out := make([]schemas.BreakGlassAudit, 0, left)
+	for left > 0 {
+		batch, err := cons.Fetch(min(left, 256), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("judge: read audit: %w", err)
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			var rec schemas.BreakGlassAudit
+			if err := schemas.Decode(msg.Data(), &rec); err != nil {
+				continue // unreadable records are skipped, not fatal
+			}
+			out = append(out, rec)
+		}
+		if err := batch.Error(); err != nil {
+			return nil, fmt.Errorf("judge: read audit: %w", err)
+		}
+		if n == 0 {
+			break
+		}
+		left -= n
+	}
+	return out, nil
+}

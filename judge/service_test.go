@@ -1,0 +1,380 @@
+package judge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/judgetest"
+	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+func TestAnswered(t *testing.T) {
+	t.Parallel()
+	env := judgetest.Start(t, simllm.Config{})
+	env.StartJudge(judgetest.TestSettings())
+	req := judgetest.Request("ok-1", "s1", "break glass: nil pointer panic in the voter after a reconnect")
+	resp, err := env.Ask(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Outcome != schemas.BreakGlassAnswered || resp.ProblemType != schemas.ProblemCodeBug || resp.TypeSource != judge.SourceDetected {
+		t.Fatalf("outcome %s type %s (%s): %s", resp.Outcome, resp.ProblemType, resp.TypeSource, resp.Reason)
+	}
+	if !strings.Contains(resp.Diagnosis, "nil pointer panic") || resp.Solution.Confidence != 0.9 || len(resp.Alternatives) == 0 || len(resp.Risks) == 0 {
+		t.Errorf("answer %+v", resp)
+	}
+	if got := resp.PanelAnalysis.UniqueInsights; len(got) != 3 {
+		t.Errorf("unique insights %v: want one per member", got)
+	}
+	c := resp.Cost
+	if c.ActualUSD <= 0 || c.ActualUSD > c.EstimateUSD || c.EstimateUSD > c.BudgetUSD || c.BudgetUSD != 1 || c.PromptTokens == 0 {
+		t.Errorf("cost %+v: want 0 < actual <= estimate <= budget 1", c)
+	}
+	if len(resp.Members) != 4 || resp.Members[3].Role != judge.RoleJudge || len(resp.FailedMembers) != 0 {
+		t.Errorf("members %+v", resp.Members)
+	}
+	recs := env.Audit("s1")
+	if got := judgetest.Outcomes(recs); !slices.Equal(got, []string{"ok-1:answered"}) {
+		t.Fatalf("audit %v", got)
+	}
+	if r := recs[0]; r.EstimateUSD != c.EstimateUSD || r.ActualUSD != c.ActualUSD || r.ProblemType != schemas.ProblemCodeBug || len(r.Panel) != 3 || r.Requester != "test" {
+		t.Errorf("audit record %+v", r)
+	}
+
+	// Asking again with the same id returns the stored answer; the panel
+	// is not called again.
+	before := env.Sim.Stats().Requests
+	again, err := env.Ask(judgetest.Request("ok-1", "s1", "break glass: nil pointer panic in the voter after a reconnect"))
+	if err != nil || again.AnsweredAt != resp.AnsweredAt {
+		t.Errorf("second ask: %v, %v", again, err)
+	}
+	if after := env.Sim.Stats().Requests; after != before {
+		t.Errorf("the panel was called again: %d requests, then %d", before, after)
+	}
+
+	// The second call of the session sees the first in its prompt.
+	if _, err := env.Ask(judgetest.Request("ok-2", "s1", "break glass: the panic is back")); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(env.Requests.String(), "EARLIER BREAK-GLASS CALLS IN THIS SESSION") {
+		t.Error("the audit trail's earlier call is not in the second prompt")
+	}
+}
+
+func TestRefused(t *testing.T) {
+	t.Parallel()
+	env := judgetest.Start(t, simllm.Config{})
+	env.StartJudge(judgetest.TestSettings())
+	noTrigger := judgetest.Request("r-trigger", "s-ref", "x")
+	noTrigger.Problem = "please help: the parser is broken"
+	noAttempts := judgetest.Request("r-attempts", "s-ref", "the parser is broken")
+	noAttempts.PriorAttempts = noAttempts.PriorAttempts[:1]
+	recursive := judgetest.Request("r-recursive", "s-ref", "the parser is broken")
+	recursive.ParentRequestID = "ok-1"
+	tests := []struct {
+		req    *schemas.BreakGlassRequest
+		reason string
+	}{
+		{noTrigger, `must start with "break glass:"`},
+		{noAttempts, "not recorded: frontier_model, tools"},
+		{recursive, "recursion guard"},
+	}
+	for _, tt := range tests {
+		resp, err := env.Ask(tt.req)
+		if !errors.Is(err, judge.ErrRefused) || resp == nil || resp.Outcome != schemas.BreakGlassRefused || !strings.Contains(resp.Reason, tt.reason) {
+			t.Errorf("%s: %v, %+v; want refused with %q", tt.req.RequestID, err, resp, tt.reason)
+		}
+	}
+	if n := env.Sim.Stats().Requests; n != 0 {
+		t.Errorf("refused requests reached the model %d times", n)
+	}
+	if got := judgetest.Outcomes(env.Audit("s-ref")); len(got) != 3 {
+		t.Errorf("audit %v: every refusal is audited", got)
+	}
+}
+
+func TestPanelFailures(t *testing.T) {
+	t.Parallel()
+	env := judgetest.Start(t, simllm.Config{})
+	s := judgetest.TestSettings()
+	s.MemberTimeout = 5 * time.Second // the slow member's deadline
+	s.Panels[schemas.ProblemCodeBug] = []string{"m1", "m2@fail", "m3@slow"}
+	s.Panels[schemas.ProblemInfraDebug] = []string{"m1@fail", "m2@fail"}
+	env.StartJudge(s)
+
+	resp, err := env.Ask(judgetest.Request("partial", "s-pf", "a crash in the parser"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Outcome != schemas.BreakGlassAnswered || !slices.Equal(resp.FailedMembers, []string{"m2@fail", "m3@slow"}) {
+		t.Fatalf("outcome %s, failed %v", resp.Outcome, resp.FailedMembers)
+	}
+	if !strings.Contains(resp.Reason, "2 of 3 panel members failed") {
+		t.Errorf("reason %q", resp.Reason)
+	}
+	if slow := resp.Members[2]; slow.OK || !strings.Contains(slow.Error, "deadline") {
+		t.Errorf("slow member %+v", slow)
+	}
+
+	resp, err = env.Ask(judgetest.Request("total", "s-pf", "kubernetes dns fails"))
+	if !errors.Is(err, judge.ErrFailed) || resp.Outcome != schemas.BreakGlassFailed || !strings.Contains(resp.Reason, "every panel member failed") {
+		t.Fatalf("total failure: %v, %+v", err, resp)
+	}
+	if got := judgetest.Outcomes(env.Audit("s-pf")); !slices.Equal(got, []string{"partial:answered", "total:failed"}) {
+		t.Errorf("audit %v", got)
+	}
+}
+
+func TestJudgeInvalidTwice(t *testing.T) {
+	t.Parallel()
+	env := judgetest.Start(t, simllm.Config{})
+	s := judgetest.TestSettings()
+	s.JudgeModel = "judge@badjson"
+	env.StartJudge(s)
+	resp, err := env.Ask(judgetest.Request("degraded", "s-bad", "a crash in the parser"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Outcome != schemas.BreakGlassDegraded || !strings.Contains(resp.Reason, "judge attempt 2") || resp.Solution.Confidence != 0 {
+		t.Fatalf("outcome %s, reason %q", resp.Outcome, resp.Reason)
+	}
+	var judges, raw int
+	for _, m := range resp.Members {
+		if m.Role == judge.RoleJudge {
+			judges++
+		} else if strings.Contains(m.Response, "simulated diagnosis") {
+			raw++
+		}
+	}
+	if judges != 2 || raw != 3 {
+		t.Errorf("%d judge calls (want 2: one retry), %d raw panel answers (want 3)", judges, raw)
+	}
+	// The retry told the judge what was wrong.
+	if !strings.Contains(env.Requests.String(), "That answer was not valid") {
+		t.Error("the retry does not carry the validation error")
+	}
+}
+
+// costly returns settings where one call of the test panel is estimated at
+// about usd: every token is priced so that the outputs' worst case alone
+// is usd (prompts are free).
+func costly(usd float64) judge.Settings {
+	s := judgetest.TestSettings()
+	outTokens := float64(3*s.MemberMaxTokens + s.JudgeMaxTokens)
+	s.DefaultPrice = &judge.Price{OutputUSDPerMTok: usd / outTokens * 1e6}
+	return s
+}
+
+func TestCostGate(t *testing.T) {
+	t.Parallel()
+	env := judgetest.Start(t, simllm.Config{})
+	env.StartJudge(costly(2.5))
+	ctx, cancel := context.WithTimeout(context.Background(), judgetest.Timeout)
+	defer cancel()
+
+	// code_bug: $2.50 is over 3 × $0.30.
+	resp, err := env.Ask(judgetest.Request("too-dear", "s-cost", "a crash in the parser"))
+	if !errors.Is(err, judge.ErrRefused) || !strings.Contains(resp.Reason, "escalate to a human") {
+		t.Fatalf("refuse: %v %+v", err, resp)
+	}
+	// architecture: under 3 × $1.00 but over the default budget.
+	req := judgetest.Request("over-budget", "s-cost", "redesign the module boundaries")
+	if resp, err := env.Ask(req); !errors.Is(err, judge.ErrRefused) || !strings.Contains(resp.Reason, "budget $1.00") {
+		t.Fatalf("budget: %v %+v", err, resp)
+	}
+
+	// With a $3 budget it is held until a person approves.
+	held := make(chan *schemas.BreakGlassResponse, 1)
+	done := make(chan error, 1)
+	var answer *schemas.BreakGlassResponse
+	req = judgetest.Request("held-1", "s-cost", "redesign the module boundaries")
+	req.BudgetUSD = 3
+	go func() {
+		r, err := env.Ask(req, judge.OnHeld(func(r *schemas.BreakGlassResponse) { held <- r }))
+		answer = r
+		done <- err
+	}()
+	select {
+	case h := <-held:
+		if !strings.Contains(h.Reason, "maker judge approve held-1") {
+			t.Errorf("held reason %q", h.Reason)
+		}
+	case err := <-done:
+		t.Fatalf("answered without approval: %v", err)
+	case <-ctx.Done():
+		t.Fatal("never held")
+	}
+	if n := env.Sim.Stats().Requests; n != 0 {
+		t.Fatalf("the model was called %d times before approval", n)
+	}
+	pending, err := judge.Pending(ctx, env.JS, bus.DefaultNamespace)
+	if err != nil || len(pending) != 1 || pending[0].RequestID != "held-1" {
+		t.Fatalf("pending %v, %v", pending, err)
+	}
+	if err := judge.Approve(ctx, env.JS, bus.DefaultNamespace, "held-1", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if err := judge.Approve(ctx, env.JS, bus.DefaultNamespace, "held-1", "eve"); !errors.Is(err, judge.ErrNotPending) {
+		t.Errorf("second approval: %v, want ErrNotPending", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if answer.Outcome != schemas.BreakGlassAnswered || answer.Approver != "bob" {
+		t.Errorf("approved answer: %s by %q", answer.Outcome, answer.Approver)
+	}
+
+	// Denied: the asker gets ErrDenied with the reason.
+	req = judgetest.Request("held-2", "s-cost", "redesign the module boundaries")
+	req.BudgetUSD = 3
+	go func() {
+		_, err := env.Ask(req, judge.OnHeld(func(r *schemas.BreakGlassResponse) { held <- r }))
+		done <- err
+	}()
+	<-held
+	if err := judge.Deny(ctx, env.JS, bus.DefaultNamespace, "held-2", "bob", "too expensive today"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, judge.ErrDenied) || !strings.Contains(err.Error(), "too expensive today") {
+		t.Errorf("denied: %v", err)
+	}
+	if err := judge.Deny(ctx, env.JS, bus.DefaultNamespace, "nope", "bob", ""); !errors.Is(err, judge.ErrNotPending) {
+		t.Errorf("deny unknown: %v", err)
+	}
+
+	want := []string{"too-dear:refused", "over-budget:refused", "held-1:held", "held-1:approved", "held-1:answered", "held-2:held", "held-2:denied"}
+	recs := env.Audit("s-cost")
+	if got := judgetest.Outcomes(recs); !slices.Equal(got, want) {
+		t.Errorf("audit %v, want %v", got, want)
+	}
+	for _, r := range recs {
+		if (r.Outcome == schemas.BreakGlassAnswered || r.Outcome == schemas.BreakGlassDenied) && r.Approver != "bob" {
+			t.Errorf("%s: approver %q", r.Outcome, r.Approver)
+		}
+	}
+}
+
+// askAll sends n requests of one session at once and returns their
+// responses by outcome.
+func askAll(t *testing.T, env *judgetest.Env, session string, n int) map[string][]*schemas.BreakGlassResponse {
+	t.Helper()
+	var mu sync.Mutex
+	out := make(map[string][]*schemas.BreakGlassResponse)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			resp, err := env.Ask(judgetest.Request(fmt.Sprintf("%s-%d", session, i), session, "a crash in the parser"))
+			if resp == nil {
+				t.Errorf("ask %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			out[resp.Outcome] = append(out[resp.Outcome], resp)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// Six calls at once in one session, over two judge replicas: exactly three
+// run, the others are refused by the session limit.
+func TestSessionLimitConcurrent(t *testing.T) {
+	t.Parallel()
+	env := judgetest.Start(t, simllm.Config{})
+	env.StartJudge(judgetest.TestSettings())
+	env.StartJudge(judgetest.TestSettings())
+	got := askAll(t, env, "s-lim", 6)
+	if len(got[schemas.BreakGlassAnswered]) != 3 || len(got[schemas.BreakGlassRefused]) != 3 {
+		t.Fatalf("answered %d, refused %d; want 3 and 3", len(got[schemas.BreakGlassAnswered]), len(got[schemas.BreakGlassRefused]))
+	}
+	for _, r := range got[schemas.BreakGlassRefused] {
+		if !strings.Contains(r.Reason, "session limit: 3 of 3") {
+			t.Errorf("reason %q", r.Reason)
+		}
+	}
+	// Another session is not affected.
+	if _, err := env.Ask(judgetest.Request("other-1", "s-other", "a crash")); err != nil {
+		t.Error(err)
+	}
+}
+
+// Calls estimated at $1.80 each, priced by their prompts (a 24 KiB
+// context file), so each settles at about 70% of its estimate: with room
+// for ten calls but $5 a session, at most three fit however the six
+// calls interleave over two replicas (a fourth would need 3 × ~$1.30
+// settled plus $1.80 reserved), and never more than $5 is spent.
+func TestSessionCapConcurrent(t *testing.T) {
+	t.Parallel()
+	env := judgetest.Start(t, simllm.Config{})
+	s := judgetest.TestSettings()
+	s.SessionInvocations = 10
+	s.DefaultBudgetUSD = 2
+	s.Thresholds = map[string]float64{schemas.ProblemCodeBug: 1}
+	s.MemberMaxTokens, s.JudgeMaxTokens = 300, 600
+	file := schemas.ContextFile{Path: "big.go", Content: strings.Repeat("// a line of context to price the prompt\n", 600)}
+	request := func(id string) *schemas.BreakGlassRequest {
+		r := judgetest.Request(id, "s-cap", "a crash in the parser")
+		r.Files = []schemas.ContextFile{file}
+		return r
+	}
+	// Price input tokens (only) so that one call is estimated at $1.80.
+	filled, err := s.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	filled.DefaultPrice = &judge.Price{InputUSDPerMTok: 1}
+	probe := request("probe")
+	typ, _ := judge.Classify(probe)
+	perDollar := filled.Estimate(judge.Assemble(probe, typ, nil, &filled), probe, typ, filled.Panel(typ), filled.JudgeModel)
+	s.DefaultPrice = &judge.Price{InputUSDPerMTok: 1.8 / perDollar}
+	env.StartJudge(s)
+	env.StartJudge(s)
+
+	var mu sync.Mutex
+	var answered, refused []*schemas.BreakGlassResponse
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			resp, err := env.Ask(request(fmt.Sprintf("cap-%d", i)))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil && resp.Outcome == schemas.BreakGlassAnswered:
+				answered = append(answered, resp)
+			case errors.Is(err, judge.ErrRefused):
+				refused = append(refused, resp)
+			default:
+				t.Errorf("ask %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(answered) < 2 || len(answered) > 3 || len(answered)+len(refused) != 6 {
+		t.Fatalf("answered %d, refused %d; want 2 or 3 answered, the rest refused", len(answered), len(refused))
+	}
+	var spent float64
+	for _, r := range answered {
+		spent += r.Cost.ActualUSD
+		if r.Cost.EstimateUSD < 1.75 || r.Cost.ActualUSD < 1.0 || r.Cost.ActualUSD > r.Cost.EstimateUSD {
+			t.Errorf("cost %+v: want an estimate near $1.80 and an actual above $1", r.Cost)
+		}
+	}
+	if spent > 5 {
+		t.Errorf("the session spent $%.2f, over its $5 cap", spent)
+	}
+	for _, r := range refused {
+		if !strings.Contains(r.Reason, "session cap") || !strings.Contains(r.Reason, "$5.00") {
+			t.Errorf("reason %q", r.Reason)
+		}
+	}
+}

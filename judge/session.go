@@ -1,0 +1,79 @@
+package judge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// sessionState is a session's value in the sessions bucket, read and
+// written only by judges. Calls maps each request id to the dollars it
+// holds: its estimate while it runs, its actual cost once settled. A
+// redelivered request finds its own entry and is not counted twice.
+type sessionState struct {
+	Calls map[string]float64 `json:"calls"`
+}
+
+func (st sessionState) spent() float64 {
+	var sum float64
+	for _, v := range st.Calls {
+		sum += v
+	}
+	return sum
+}
+
+// reserve counts request id against the session's limits, holding its
+// estimate, atomically (compare-and-set on the key). It returns a reason
+// when a limit refuses the call.
+func reserve(ctx context.Context, kv jetstream.KeyValue, key, id string, estimate float64, s *Settings) (reason string, err error) {
+	err = casUpdate(ctx, kv, key, func(cur []byte) ([]byte, error) {
+		reason = ""
+		st, err := decodeSession(cur)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := st.Calls[id]; ok {
+			return nil, errAbort // a redelivery: already counted
+		}
+		if n := len(st.Calls); n >= s.SessionInvocations {
+			reason = fmt.Sprintf("session limit: %d of %d break-glass calls already made in this session", n, s.SessionInvocations)
+			return nil, errAbort
+		}
+		if spent := st.spent(); spent+estimate > s.SessionUSD+1e-9 {
+			reason = fmt.Sprintf("session cap: $%.2f spent or reserved plus this call's estimate $%.2f is over the session's $%.2f", spent, estimate, s.SessionUSD)
+			return nil, errAbort
+		}
+		st.Calls[id] = estimate
+		return json.Marshal(st)
+	})
+	return reason, err
+}
+
+// settle replaces request id's reservation with its actual cost.
+func settle(ctx context.Context, kv jetstream.KeyValue, key, id string, actual float64) error {
+	return casUpdate(ctx, kv, key, func(cur []byte) ([]byte, error) {
+		st, err := decodeSession(cur)
+		if err != nil {
+			return nil, err
+		}
+		st.Calls[id] = actual
+		return json.Marshal(st)
+	})
+}
+
+func decodeSession(cur []byte) (sessionState, error) {
+	st := sessionState{}
+	if cur != nil {
+		if err := json.Unmarshal(cur, &st); err != nil {
+			return st, fmt.Errorf("judge: session value: %w", err)
+		}
+	}
+	st.Calls = maps.Clone(st.Calls)
+	if st.Calls == nil {
+		st.Calls = make(map[string]float64)
+	}
+	return st, nil
+}
