@@ -98,21 +98,32 @@ func ListDeadLetters(ctx context.Context, js jetstream.JetStream, ns Namespace, 
 		if err != nil {
 			return nil, fmt.Errorf("bus: dlq: %w", err)
 		}
-		n := 0
+		n, last := 0, false
+		var merr error
+		// Every message is taken from the batch: the fetch's goroutine
+		// ends only once it has handed them all over.
 		for m := range batch.Messages() {
 			n++
+			if last || merr != nil {
+				continue
+			}
 			md, err := m.Metadata()
 			if err != nil {
-				return nil, fmt.Errorf("bus: dlq: %w", err)
+				merr = fmt.Errorf("bus: dlq: %w", err)
+				continue
 			}
 			var dl schemas.DeadLetter
 			if err := schemas.Decode(m.Data(), &dl); err != nil {
 				dl = schemas.DeadLetter{Reason: "unreadable dead letter: " + err.Error(), Data: m.Data()}
 			}
 			out = append(out, StoredDeadLetter{DLQSeq: md.Sequence.Stream, DeadLetter: dl})
-			if md.NumPending == 0 {
-				return out, nil
-			}
+			last = md.NumPending == 0
+		}
+		if merr != nil {
+			return nil, merr
+		}
+		if last {
+			return out, nil
 		}
 		if n > 0 {
 			idle = 0

@@ -131,22 +131,34 @@ func (j *Journal) read(ctx context.Context, from, to uint64, fn func(Entry) erro
 			return fmt.Errorf("journal: read: %w", err)
 		}
 		n := 0
+		var ferr error
+		done := false
+		// Every message is taken from the batch, even past `to` or an
+		// error: the fetch's goroutine ends only once it has handed them
+		// all over.
 		for m := range batch.Messages() {
 			n++
+			if done || ferr != nil {
+				continue
+			}
 			md, err := m.Metadata()
 			if err != nil {
-				return fmt.Errorf("journal: read: %w", err)
+				ferr = fmt.Errorf("journal: read: %w", err)
+				continue
 			}
 			var e schemas.JournalEntry
 			if err := schemas.Decode(m.Data(), &e); err != nil {
-				return fmt.Errorf("%w: entry at %d: %w", ErrCorrupt, md.Sequence.Stream, err)
+				ferr = fmt.Errorf("%w: entry at %d: %w", ErrCorrupt, md.Sequence.Stream, err)
+				continue
 			}
 			if err := fn(Entry{Seq: md.Sequence.Stream, JournalEntry: e}); err != nil {
-				return err
+				ferr = err
+				continue
 			}
-			if md.Sequence.Stream >= to {
-				return nil
-			}
+			done = md.Sequence.Stream >= to
+		}
+		if ferr != nil || done {
+			return ferr
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("journal: read: %w", err)
