@@ -361,7 +361,7 @@ func (c *Coordinator) schedule(ctx context.Context, topo *bus.Topology, poke <-c
 			go func() {
 				defer wg.Done()
 				defer c.setRunning(key, false)
-				c.own(ctx, topo, l, rec.Spec)
+				c.own(ctx, topo, l, rec)
 			}()
 		}
 	}
@@ -391,8 +391,11 @@ func (c *Coordinator) setRunning(key string, on bool) {
 
 // own runs a job this coordinator holds the lease of, renewing the lease
 // meanwhile, and settles the lease and registry by how the run ended.
-func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Lease, spec schemas.JobSpec) {
-	log := c.log.With("tenant", spec.Tenant, "job", spec.JobID, "token", l.Token)
+func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Lease, rec schemas.JobRecord) {
+	spec := rec.Spec
+	// The renewer owns l from here on: take what the job needs by value.
+	token, expires := l.Token, l.ExpiresAt
+	log := c.log.With("tenant", spec.Tenant, "job", spec.JobID, "token", token)
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var hb sync.WaitGroup
@@ -401,8 +404,8 @@ func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Leas
 		defer hb.Done()
 		c.renew(jobCtx, cancel, l, log)
 	}()
-	log.Info("running job", "lease_expires", l.ExpiresAt)
-	rep, err := c.runJobSafely(jobCtx, topo, l, spec)
+	log.Info("running job", "lease_expires", expires)
+	rep, err := c.runJobSafely(jobCtx, topo, token, rec)
 	cancel(nil)
 	hb.Wait()
 	ref := store.JobRef{Tenant: spec.Tenant, JobID: spec.JobID}
@@ -431,6 +434,10 @@ func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Leas
 	case ctx.Err() != nil:
 		log.Info("job handed back at shutdown", "steps", rep.Steps)
 		_ = c.leases.Release(sctx, l, 0)
+	case c.leases.Renew(sctx, l) != nil:
+		// Not ours any more (or not provably): a failure seen by a
+		// coordinator that lost the job is not the job's.
+		log.Warn("job stopped with an error after its lease was lost; leaving it to its owner", "err", err)
 	default:
 		// Failures are counted in Redis: a job handed back at shutdown has
 		// not failed. Without Redis nothing can be counted, and the job is
@@ -488,13 +495,13 @@ func (c *Coordinator) renew(ctx context.Context, stop context.CancelCauseFunc, l
 
 // runJobSafely runs the job, turning a panic (a task's bug, say) into an
 // error, so one job cannot take down the others on this coordinator.
-func (c *Coordinator) runJobSafely(ctx context.Context, topo *bus.Topology, l *lease.Lease, spec schemas.JobSpec) (rep schemas.JobReport, err error) {
+func (c *Coordinator) runJobSafely(ctx context.Context, topo *bus.Topology, token int64, rec schemas.JobRecord) (rep schemas.JobReport, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("coordinator: panic running job: %v", p)
 		}
 	}()
-	rep, err = c.runJob(ctx, topo, l, spec)
+	rep, err = c.runJob(ctx, topo, token, rec)
 	if cause := context.Cause(ctx); err != nil && errors.Is(cause, errLeaseLost) {
 		err = cause
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
@@ -34,6 +35,9 @@ func (r *jobRun) escalate(ctx context.Context) error {
 		return r.noConsensus(ctx)
 	}
 	tally, _, err := r.c.store.CloseStep(ctx, r.ref, r.step, r.epoch)
+	if errors.Is(err, store.ErrNoStep) {
+		return r.reopen(ctx, "the step's tally is gone from Redis")
+	}
 	if err != nil {
 		return err
 	}
@@ -130,12 +134,20 @@ func (r *jobRun) arbitrate(ctx context.Context, pol schemas.EscalationPolicy) er
 // Resuming runs the step's ladder again.
 func (r *jobRun) needsHuman(ctx context.Context, why string) error {
 	r.log.Error("the step needs a person: pausing the job", "step", r.step, "why", why)
+	// The rungs start over on resume: forget this attempt's (their
+	// samples are in the checkpoint's figures).
+	for _, p := range r.prior {
+		r.rep.LateSamples += int64(p.Counted)
+	}
+	r.rung, r.prior, r.capN = "", nil, r.spec.MaxSamplesPerStep
+	// Fenced first: an owner that lost the job must not pause it.
+	if err := r.checkpoint(ctx); err != nil {
+		return err
+	}
 	if _, err := jobs.Control(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.ControlPause); err != nil && !errors.Is(err, jobs.ErrFinished) {
 		return err
 	}
 	r.control.Store(schemas.ControlPause)
-	// The rungs start over on resume: forget this attempt's.
-	r.rung, r.prior, r.capN = "", nil, r.spec.MaxSamplesPerStep
 	return r.obeyControl(ctx)
 }
 

@@ -19,7 +19,6 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/journal"
-	"github.com/makerfleet/makerfleet/internal/lease"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -56,7 +55,8 @@ type jobRun struct {
 
 	// ownership: the lease, the journal appended under it, the control
 	// (run, pause, cancel) last seen in the registry
-	token      int64 // the lease token (the lease itself is the renewer's)
+	token      int64                 // the lease token (the lease itself is the renewer's)
+	ended      *schemas.JournalEntry // the journal's end entry, found on resume
 	jr         *journal.Journal
 	control    atomic.Value // string
 	sinceCkpt  int
@@ -98,11 +98,12 @@ type jobRun struct {
 // is returned and stored), is paused (errPaused) or the lease is lost
 // (errLeaseLost). A spec the task registry refuses gets a failed report and
 // an error wrapping ErrInvalidJob.
-func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, l *lease.Lease, spec schemas.JobSpec) (schemas.JobReport, error) {
+func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int64, rec schemas.JobRecord) (schemas.JobReport, error) {
+	spec := rec.Spec
 	r := &jobRun{
 		c:        c,
 		topo:     topo,
-		log:      c.log.With("tenant", spec.Tenant, "job", spec.JobID, "token", l.Token),
+		log:      c.log.With("tenant", spec.Tenant, "job", spec.JobID, "token", token),
 		spec:     spec,
 		ref:      store.JobRef{Tenant: spec.Tenant, JobID: spec.JobID},
 		sampleSj: topo.NS.SampleSubject(spec.Tenant, spec.JobID),
@@ -111,11 +112,13 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, l *lease.L
 		start:    time.Now(),
 		pending:  make(map[int]*pending),
 		seen:     make(map[int]string),
-		token:    l.Token,
+		token:    token,
 	}
 	r.prev.step, r.prev.seen = -1, make(map[int]bool)
 	r.capN = spec.MaxSamplesPerStep
-	r.control.Store(schemas.ControlRun)
+	// As the registry said when the job was taken; the watch keeps it
+	// current from here.
+	r.control.Store(rec.Control)
 	if c.cfg.CrashAt != "" {
 		r.crashPoint, r.crashStep, _ = ParseCrashAt(c.cfg.CrashAt)
 	}
@@ -146,10 +149,30 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, l *lease.L
 		return r.rep, err
 	}
 	if err := r.run(ctx); err != nil {
+		if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
+			// Stopped (SIGTERM): leave a resume point with the open
+			// step's figures, so a new owner loses nothing of ours.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if cerr := r.checkpoint(sctx); cerr != nil {
+				r.log.Warn("checkpoint at shutdown", "err", cerr)
+			}
+			cancel()
+		}
 		return r.rep, err
 	}
-	if err := r.flush(ctx); err != nil {
-		return r.rep, err
+	// The end is journaled, fenced like a decision, before anything that
+	// makes it visible: an owner that lost the job cannot end it.
+	if r.ended == nil {
+		if _, err := r.jr.Append(ctx, &schemas.JournalEntry{
+			Header: schemas.NewHeader(schemas.KindJournalEntry), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
+			Type: schemas.EntryEnd, Token: r.token, Owner: r.c.cfg.ID, Step: r.step, State: r.rep.State,
+			Reason: r.rep.Reason, NoConsensus: r.rep.NoConsensus, Work: subWork(workOf(&r.rep), r.lastWork), At: time.Now().UTC(),
+		}); err != nil {
+			if errors.Is(err, journal.ErrFenced) {
+				return r.rep, fmt.Errorf("%w: %v", errLeaseLost, err)
+			}
+			return r.rep, err
+		}
 	}
 	// Settle the bookkeeping before the report makes the end visible (a
 	// waiting client may stop everything as soon as it sees it).
@@ -208,11 +231,17 @@ func (r *jobRun) resume(ctx context.Context) error {
 		}
 	}
 	for _, e := range res.Entries {
-		if e.Type != schemas.EntryDecision && e.Type != schemas.EntryArbiter {
-			continue
-		}
-		if err := r.apply(&e.JournalEntry, true); err != nil {
-			return fmt.Errorf("%w: entry at %d: %w", journal.ErrCorrupt, e.Seq, err)
+		switch e.Type {
+		case schemas.EntryDecision, schemas.EntryArbiter:
+			if err := r.apply(&e.JournalEntry, true); err != nil {
+				return fmt.Errorf("%w: entry at %d: %w", journal.ErrCorrupt, e.Seq, err)
+			}
+			r.sinceCkpt++
+		case schemas.EntryEnd:
+			// Ended, but its owner stopped before the report was out.
+			end := e.JournalEntry
+			r.ended = &end
+			addWork(&r.rep, e.Work)
 		}
 	}
 	r.lastWork = workOf(&r.rep)
@@ -300,6 +329,11 @@ func (r *jobRun) clearOldOwners(ctx context.Context) error {
 
 func (r *jobRun) run(ctx context.Context) error {
 	js := r.c.js
+	if e := r.ended; e != nil {
+		r.rep.NoConsensus = e.NoConsensus
+		r.finish(ctx, e.State, e.Reason)
+		return nil
+	}
 	if r.finishedAt() {
 		return r.end(ctx)
 	}
@@ -463,6 +497,18 @@ func workOf(rep *schemas.JobReport) schemas.StepWork {
 	}
 }
 
+// addWork adds a journal entry's work to the report.
+func addWork(rep *schemas.JobReport, w schemas.StepWork) {
+	rep.PromptTokens += w.PromptTokens
+	rep.CompletionTokens += w.CompletionTokens
+	rep.SkippedSamples += w.Skipped
+	rep.CancelledSamples += w.Cancelled
+	rep.LateSamples += w.Late
+	rep.DuplicateResults += w.Duplicates
+	rep.Resampled += w.Resampled
+	rep.MalformedMessages += w.MalformedMessages
+}
+
 func subWork(a, b schemas.StepWork) schemas.StepWork {
 	return schemas.StepWork{
 		PromptTokens: a.PromptTokens - b.PromptTokens, CompletionTokens: a.CompletionTokens - b.CompletionTokens,
@@ -497,7 +543,7 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 			continue
 		}
 		if res.Step != r.step || res.Epoch != r.epoch {
-			r.countLate(res)
+			r.countLate(res, false)
 			_ = m.Ack()
 			continue
 		}
@@ -521,7 +567,7 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 		}
 		if res.Outcome == schemas.OutcomeSkipped || res.Outcome == schemas.OutcomeCancelled {
 			// A voter thought this step decided (an old event); ask again.
-			r.countLate(res)
+			r.countLate(res, true)
 			r.answered++
 			_ = m.Ack()
 			if p, ok := r.pending[res.Index]; ok && p.attempt == res.Attempt {
@@ -567,7 +613,7 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 		if r.done || it.res.Step != r.step || it.res.Epoch != r.epoch {
 			// An earlier sample of this batch decided the step (or ended
 			// the job): this one came too late to count.
-			r.countLate(it.res)
+			r.countLate(it.res, true)
 			_ = it.m.Ack()
 			continue
 		}
@@ -588,7 +634,7 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 			// step under a new epoch rather than wait for votes that never
 			// count.
 			_ = it.m.Ack()
-			r.countLate(it.res)
+			r.countLate(it.res, true)
 			if err := r.reopen(ctx, fmt.Sprintf("Redis has step %d epoch %d open", out.Counters.Step, out.Counters.Epoch)); err != nil {
 				return err
 			}
@@ -627,13 +673,19 @@ func (r *jobRun) recordedAnswer(res schemas.SampleResult) {
 // its kind of waste. A second delivery of an answer the last decided step
 // already counted (it was handed back when Redis did not answer, and
 // Redis had in fact recorded it) is not accounted again.
-func (r *jobRun) countLate(res schemas.SampleResult) {
+func (r *jobRun) countLate(res schemas.SampleResult, tokensCounted bool) {
 	if p := &r.prev; res.Step == p.step && res.Epoch == p.epoch && (res.Index < p.counted || p.seen[res.Index]) &&
 		(res.Outcome == schemas.OutcomeVote || res.Outcome == schemas.OutcomeRedFlag) {
+		if tokensCounted { // not a model call of ours: take its tokens back out
+			r.rep.PromptTokens -= int64(res.PromptTokens)
+			r.rep.CompletionTokens -= int64(res.CompletionTokens)
+		}
 		return
 	}
-	r.rep.PromptTokens += int64(res.PromptTokens)
-	r.rep.CompletionTokens += int64(res.CompletionTokens)
+	if !tokensCounted {
+		r.rep.PromptTokens += int64(res.PromptTokens)
+		r.rep.CompletionTokens += int64(res.CompletionTokens)
+	}
 	switch res.Outcome {
 	case schemas.OutcomeSkipped:
 		r.rep.SkippedSamples++
@@ -912,15 +964,7 @@ func (r *jobRun) apply(e *schemas.JournalEntry, replay bool) error {
 		rep.MaxSamplesStep = r.step
 	}
 	if replay {
-		w := e.Work
-		rep.PromptTokens += w.PromptTokens
-		rep.CompletionTokens += w.CompletionTokens
-		rep.SkippedSamples += w.Skipped
-		rep.CancelledSamples += w.Cancelled
-		rep.LateSamples += w.Late
-		rep.DuplicateResults += w.Duplicates
-		rep.Resampled += w.Resampled
-		rep.MalformedMessages += w.MalformedMessages
+		addWork(rep, e.Work)
 	} else if e.Counted > 3*r.spec.K+10 {
 		r.log.Warn("heavy-tailed step: many samples before consensus (correlated errors?)",
 			"step", r.step, "samples", e.Counted, "tally", len(e.Tally))
@@ -953,6 +997,9 @@ func (r *jobRun) end(ctx context.Context) error {
 // noConsensus ends the job at a step that spent its sample cap.
 func (r *jobRun) noConsensus(ctx context.Context) error {
 	tally, _, err := r.c.store.CloseStep(ctx, r.ref, r.step, r.epoch)
+	if errors.Is(err, store.ErrNoStep) {
+		return r.reopen(ctx, "the step's tally is gone from Redis")
+	}
 	if err != nil {
 		return err
 	}

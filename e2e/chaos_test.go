@@ -331,6 +331,12 @@ func (f *chaosFleet) oracle(jobID string, disks int, rep schemas.JobReport) {
 	var next, takeovers int64
 	var lastToken int64
 	err := journal.ReadAll(ctx, f.js, bus.DefaultNamespace, schemas.DefaultTenant, jobID, func(e journal.Entry) error {
+		if e.Type == schemas.EntryEnd {
+			if e.State != rep.State || e.Step != total {
+				return fmt.Errorf("end entry at %d: state %s at step %d, want %s at %d", e.Seq, e.State, e.Step, rep.State, total)
+			}
+			return nil
+		}
 		if e.Type == schemas.EntryTakeover {
 			takeovers++
 			if e.Token <= lastToken {

@@ -135,6 +135,9 @@ const (
 	// EntryArbiter: a step the judge's panel settled after voting reached
 	// no consensus (Arbiter holds its decision; no votes decided it).
 	EntryArbiter = "arbiter"
+	// EntryEnd: the job ended (State, Reason); written, fenced, before
+	// the report, so only the job's owner can end it.
+	EntryEnd = "end"
 )
 
 // RungTally is what one rung of an escalated step drew before the next
@@ -160,8 +163,8 @@ type JournalEntry struct {
 	// Tenant and JobID name the job.
 	Tenant string `json:"tenant"`
 	JobID  string `json:"job_id"`
-	// Type is decision, takeover or arbiter.
-	Type string `json:"type" jsonschema:"enum=decision,enum=takeover,enum=arbiter"`
+	// Type is decision, takeover, arbiter or end.
+	Type string `json:"type" jsonschema:"enum=decision,enum=takeover,enum=arbiter,enum=end"`
 	// Token is the writer's lease token; Owner names it.
 	Token int64  `json:"token"`
 	Owner string `json:"owner"`
@@ -189,6 +192,10 @@ type JournalEntry struct {
 	Prior []RungTally `json:"prior,omitempty"`
 	// Arbiter is the judge's decision (arbiter entries).
 	Arbiter *ArbiterDecision `json:"arbiter,omitempty"`
+	// State, Reason and NoConsensus are the job's end (end entries).
+	State       string       `json:"state,omitempty" jsonschema:"enum=,enum=solved,enum=unsolved,enum=no_consensus,enum=failed,enum=cancelled"`
+	Reason      string       `json:"reason,omitempty"`
+	NoConsensus *NoConsensus `json:"no_consensus,omitempty"`
 	// Work done since the previous entry, so a resumed report adds up:
 	// token usage and the samples that took no part in a step.
 	Work StepWork `json:"work"`
@@ -241,6 +248,11 @@ func (e *JournalEntry) Validate() error {
 	}
 	switch e.Type {
 	case EntryTakeover:
+		return nil
+	case EntryEnd:
+		if !Terminal(e.State) {
+			return invalid(k, "an end entry needs a final state, got %q", e.State)
+		}
 		return nil
 	case EntryArbiter:
 		if e.VoteKey == "" || e.Arbiter == nil || e.Arbiter.Outcome != ArbiterDecided || e.Arbiter.VoteKey != e.VoteKey {

@@ -163,8 +163,8 @@ func (s *JobSpec) Validate() error {
 		if len(e.StrongerModel) > maxModelName {
 			return invalid(k, "escalation.stronger_model longer than %d bytes", maxModelName)
 		}
-		if e.StrongerSamples < 0 || e.StrongerSamples > MaxSamplesLimit || (e.StrongerModel != "" && e.StrongerSamples != 0 && e.StrongerSamples < s.K) {
-			return invalid(k, "escalation.stronger_samples must be between k (%d) and %d, got %d", s.K, MaxSamplesLimit, e.StrongerSamples)
+		if n := e.WithDefaults().StrongerSamples; e.StrongerSamples < 0 || n > MaxSamplesLimit || (e.StrongerModel != "" && n < s.K) {
+			return invalid(k, "escalation.stronger_samples must be between k (%d) and %d, got %d", s.K, MaxSamplesLimit, n)
 		}
 		if !inRange(e.MinConfidence, 0, 1) {
 			return invalid(k, "escalation.min_confidence must be in [0, 1], got %v", e.MinConfidence)

@@ -47,6 +47,7 @@ type Journal struct {
 	subject string
 	ckptSj  string
 	lastSeq uint64 // last sequence on subject, as this writer knows it
+	ckpts   int    // checkpoints this writer wrote
 
 	// the append in flight (Start), if any
 	inflight jetstream.PubAckFuture
@@ -278,7 +279,11 @@ func (j *Journal) Checkpoint(ctx context.Context, c *schemas.Checkpoint) error {
 	if err := j.Flush(ctx); err != nil {
 		return err
 	}
-	id := c.Tenant + "/" + c.JobID + "/c/" + strconv.FormatUint(c.JournalSeq, 10) + "/" + strconv.FormatInt(c.Token, 10)
+	// A counter in the id: two checkpoints at one journal position (a
+	// periodic one, then a pause) differ, and the duplicate window must
+	// not drop the second.
+	j.ckpts++
+	id := c.Tenant + "/" + c.JobID + "/c/" + strconv.FormatUint(c.JournalSeq, 10) + "/" + strconv.FormatInt(c.Token, 10) + "/" + strconv.Itoa(j.ckpts)
 	// Fenced on the entries, like an append: once a new owner's takeover
 	// entry is in, an old owner's checkpoint is refused.
 	_, err := j.publish(ctx, j.ckptSj, c, id, j.lastSeq)
