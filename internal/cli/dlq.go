@@ -68,8 +68,8 @@ func dlqCmd(e *env) *cobra.Command {
 		Use:   "replay [SEQ...]",
 		Short: "Publish dead letters to their original subjects again (and remove them from the DLQ)",
 		Long: `Replays dead letters by their DLQ sequence (see maker dlq list), or with --all every
-one that --tenant/--job select. A replayed sample request whose step is decided meanwhile
-is skipped by the voters without calling the model.`,
+one that --tenant/--job select. A replayed sample request is answered like any other; if
+its step was decided meanwhile, its coordinator counts the answer as a late sample.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFilter(tenant, job); err != nil {
 				return err
