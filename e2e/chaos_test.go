@@ -277,7 +277,7 @@ func (f *chaosFleet) startVoter(extra ...string) *proc {
 
 // submit starts `maker submit --wait` for a job of disks.
 func (f *chaosFleet) submit(jobID string, disks int) *proc {
-	return startProc(f.t, "submit-"+jobID, submitArgs(f.nats.url, disks, 3, 7, "--job-id", jobID, "--sample-timeout", "1500ms", "--timeout", "600s")...)
+	return startProc(f.t, "submit-"+jobID, submitArgs(f.nats.url, disks, 3, 7, "--job-id", jobID, "--sample-timeout", "1500ms", "--timeout", "90m")...)
 }
 
 // waitSteps waits until the job decided at least n steps.
@@ -306,7 +306,7 @@ func (f *chaosFleet) owner(jobID string) *proc {
 // finish waits for the submit and checks the oracle.
 func (f *chaosFleet) finish(sub *proc, jobID string, disks int) schemas.JobReport {
 	f.t.Helper()
-	if code := sub.wait(600 * time.Second); code != 0 {
+	if code := sub.wait(90 * time.Minute); code != 0 {
 		f.t.Fatalf("submit exited %d: %s", code, sub.stderr())
 	}
 	rep := parseReport(f.t, sub.stdout())
