@@ -140,6 +140,10 @@ const (
 	RedFlagParse = "parse"
 	// RedFlagEmpty: the response had no choice or no content.
 	RedFlagEmpty = "empty"
+	// RedFlagRefused: the model refused the request for good (a 4xx such
+	// as an unknown model or a bad key): no answer will come for it, so it
+	// counts as a discarded sample and the step draws another.
+	RedFlagRefused = "refused"
 )
 
 // SampleResult is a voter's answer to a SampleRequest.
@@ -159,7 +163,7 @@ type SampleResult struct {
 	// VoteKey is the canonical parsed answer (outcome vote only).
 	VoteKey string `json:"vote_key,omitempty"`
 	// RedFlag is the red-flag reason (outcome red_flag only).
-	RedFlag string `json:"red_flag,omitempty" jsonschema:"enum=,enum=length,enum=too_long,enum=parse,enum=empty"`
+	RedFlag string `json:"red_flag,omitempty" jsonschema:"enum=,enum=length,enum=too_long,enum=parse,enum=empty,enum=refused"`
 	// Detail explains a red flag, briefly.
 	Detail string `json:"detail,omitempty"`
 	// FinishReason is the model's finish_reason.
@@ -203,7 +207,7 @@ func (r *SampleResult) Validate() error {
 		}
 	case OutcomeRedFlag:
 		switch r.RedFlag {
-		case RedFlagLength, RedFlagTooLong, RedFlagParse, RedFlagEmpty:
+		case RedFlagLength, RedFlagTooLong, RedFlagParse, RedFlagEmpty, RedFlagRefused:
 		default:
 			return invalid(k, "unknown red_flag %q", r.RedFlag)
 		}

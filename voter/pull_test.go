@@ -145,11 +145,11 @@ func TestNeverHoldsMoreThanConcurrency(t *testing.T) {
 }
 
 // TestPermanentModelErrorTerminated: a model error wrapping
-// llm.ErrPermanent (a request the model will never take) drops the request
-// with the reason (Term, not Nak: it is not redelivered, the coordinator
-// re-samples it after its timeout), counts a model error, and pauses the
-// worker ModelErrorDelay before it takes the next request.
-func TestPermanentModelErrorTerminated(t *testing.T) {
+// llm.ErrPermanent (a request the model will never take) answers the
+// request as a red-flagged sample with the reason (acked, not redelivered:
+// the step draws another sample in its place), counts a model error, and
+// pauses the worker ModelErrorDelay before it takes the next request.
+func TestPermanentModelErrorRedFlagged(t *testing.T) {
 	t.Parallel()
 	const tenant, job, refused, fine = "acme", "refused", 1, 2
 	const pause = 300 * time.Millisecond
@@ -166,14 +166,23 @@ func TestPermanentModelErrorTerminated(t *testing.T) {
 	// One worker, so the pause shows as the gap before the next call.
 	v := env.StartVoter(model, voter.Config{Concurrency: 1, ModelErrorDelay: pause})
 
-	fleettest.Eventually(t, 20*time.Second, func() bool { return len(results.All()) == 1 && len(terms()) == 1 },
-		"%d results, %d terminations; want the fine request answered and the refused one terminated", len(results.All()), len(terms()))
-	if r := results.All()[0]; r.Step != fine || r.Outcome != schemas.OutcomeVote {
-		t.Errorf("result %+v, want a vote for step %d only", r, fine)
+	fleettest.Eventually(t, 20*time.Second, func() bool { return len(results.All()) == 2 },
+		"%d results; want both requests answered", len(results.All()))
+	if len(terms()) != 0 {
+		t.Errorf("%d terminations, want none: a refused request is answered", len(terms()))
 	}
-	a := terms()[0]
-	if !strings.HasPrefix(a.Reason, "model: ") || !strings.Contains(a.Reason, `model "gpt-nope" does not exist`) || a.Deliveries != 1 {
-		t.Errorf("terminated with reason %q after %d deliveries, want the model's error after the first", a.Reason, a.Deliveries)
+	for _, r := range results.All() {
+		switch r.Step {
+		case refused:
+			if r.Outcome != schemas.OutcomeRedFlag || r.RedFlag != schemas.RedFlagRefused ||
+				!strings.HasPrefix(r.Detail, "model: ") || !strings.Contains(r.Detail, `model "gpt-nope" does not exist`) {
+				t.Errorf("refused request answered %+v, want red flag refused with the model's error", r)
+			}
+		case fine:
+			if r.Outcome != schemas.OutcomeVote {
+				t.Errorf("fine request answered %+v, want a vote", r)
+			}
+		}
 	}
 	fleettest.Eventually(t, 10*time.Second, func() bool {
 		info := votersInfo(t, env)
@@ -189,8 +198,8 @@ func TestPermanentModelErrorTerminated(t *testing.T) {
 	if gap := recs[1].Start.Sub(recs[0].End); gap < pause {
 		t.Errorf("the worker took the next request %s after the permanent error, want a pause of ModelErrorDelay = %s", gap, pause)
 	}
-	if st := v.Stats(); st.ModelErrors != 1 || st.Requests != 2 || st.Votes != 1 || st.HandedBack != 0 {
-		t.Errorf("voter stats %+v, want 1 model error, 2 requests, 1 vote", st)
+	if st := v.Stats(); st.ModelErrors != 1 || st.Requests != 2 || st.Votes != 1 || st.RedFlags != 1 || st.HandedBack != 0 {
+		t.Errorf("voter stats %+v, want 1 model error, 2 requests, 1 vote, 1 red flag", st)
 	}
 }
 

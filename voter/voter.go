@@ -370,14 +370,19 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg, keepAlive time.Du
 			v.cancelled.Add(1)
 			v.reply(ctx, msg, &req, schemas.SampleResult{Outcome: schemas.OutcomeCancelled, LatencyMS: ms(resp.Latency)})
 		case errors.Is(err, llm.ErrPermanent):
-			// Retrying this request cannot help (bad request, bad key):
-			// drop it with the reason. The coordinator re-samples the index
-			// after its timeout, maybe on a voter that is configured right.
-			// This worker pauses, so a misconfigured voter does not burn
-			// through the queue.
+			// Retrying this request cannot help (bad request, unknown
+			// model, bad key): answer it as a red-flagged sample, with the
+			// reason. The step draws another sample in its place (perhaps
+			// on a voter configured right), and a step no model will answer
+			// reaches its sample cap and escalates or ends, rather than
+			// waiting forever. This worker pauses, so a misconfigured voter
+			// does not burn through the queue.
 			v.modelErrors.Add(1)
-			v.log.Error("model refused the request; dropping it", "err", err, "sample", req.SampleID)
-			v.terminate(ctx, msg, "model: "+truncate(err.Error(), 200))
+			v.redFlags.Add(1)
+			v.log.Error("model refused the request; answering it as a red flag", "err", err, "sample", req.SampleID)
+			v.reply(ctx, msg, &req, schemas.SampleResult{
+				Outcome: schemas.OutcomeRedFlag, RedFlag: schemas.RedFlagRefused, Detail: "model: " + truncate(err.Error(), 200),
+			})
 			select {
 			case <-time.After(v.cfg.ModelErrorDelay):
 			case <-ctx.Done():

@@ -291,7 +291,7 @@ func redFlagBreakdown(m map[string]int64) string {
 		return ""
 	}
 	parts := make([]string, 0, len(m))
-	for _, why := range []string{schemas.RedFlagParse, schemas.RedFlagLength, schemas.RedFlagTooLong, schemas.RedFlagEmpty} {
+	for _, why := range []string{schemas.RedFlagParse, schemas.RedFlagLength, schemas.RedFlagTooLong, schemas.RedFlagEmpty, schemas.RedFlagRefused} {
 		if n := m[why]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", why, n))
 		}
