@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/journal"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -160,4 +161,44 @@ func tallyText(t []schemas.TallyEntry) string {
 		return "(no valid votes)"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// personDecision journals a person's answer (maker decide) for the step the
+// job resumes at, as an arbiter decision (rung "person"), instead of
+// sampling the step. An answer the task cannot take pauses the job again,
+// saying why.
+func (r *jobRun) personDecision(ctx context.Context) error {
+	rec, _, err := jobs.Get(ctx, r.topo, r.spec.Tenant, r.spec.JobID)
+	if err != nil {
+		return err
+	}
+	d := rec.Decision
+	if d == nil || d.Step != r.step {
+		return nil
+	}
+	if _, err := r.inst.Next(r.state, task.Vote{Key: d.VoteKey}); err != nil {
+		// Paused again: the next `maker decide` replaces the answer.
+		return r.needsHuman(ctx, fmt.Sprintf("%s's answer %q for step %d is not a move the task can take: %v", d.By, d.VoteKey, d.Step, err))
+	}
+	r.log.Warn("a person decided the step", "step", r.step, "vote_key", d.VoteKey, "by", d.By)
+	e := schemas.JournalEntry{
+		Header: schemas.NewHeader(schemas.KindJournalEntry), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
+		Type: schemas.EntryArbiter, Token: r.token, Owner: r.c.cfg.ID, Step: r.step, Epoch: r.epoch,
+		VoteKey: d.VoteKey, Rung: "person", At: time.Now().UTC(),
+		Arbiter: &schemas.ArbiterDecision{
+			Header: schemas.NewHeader(schemas.KindArbiterDecision), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
+			Step: r.step, RequestID: fmt.Sprintf("person-%d", r.step), Outcome: schemas.ArbiterDecided,
+			VoteKey: d.VoteKey, Confidence: 1, Reason: "decided by " + d.By, JudgeModel: "person:" + d.By, DecidedAt: d.At,
+		},
+	}
+	work := workOf(&r.rep)
+	e.Work = subWork(work, r.lastWork)
+	if _, err := r.jr.Append(ctx, &e); err != nil {
+		if errors.Is(err, journal.ErrFenced) {
+			return fmt.Errorf("%w: %v", errLeaseLost, err)
+		}
+		return err
+	}
+	r.lastWork = work
+	return r.apply(&e, false)
 }

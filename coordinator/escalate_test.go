@@ -140,6 +140,41 @@ func TestEscalationNeedsHuman(t *testing.T) {
 	if _, err := jobs.Result(ctx, env.Topo, spec.Tenant, spec.JobID); !errors.Is(err, jobs.ErrNotFinished) {
 		t.Errorf("result of the paused job: %v, want ErrNotFinished", err)
 	}
+
+	// A person answers with something the task cannot take: paused again.
+	if _, err := jobs.Decide(ctx, env.Topo, spec.Tenant, spec.JobID, schemas.PersonDecision{Step: hard, VoteKey: "not a move", By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	fleettest.Eventually(t, 20*time.Second, func() bool {
+		rec, _, err := jobs.Get(ctx, env.Topo, spec.Tenant, spec.JobID)
+		st, _ = jobs.Status(ctx, env.Topo, spec.Tenant, spec.JobID)
+		return err == nil && rec.Control == schemas.ControlPause && st.State == schemas.StatePaused && st.Steps == hard
+	}, "an unusable answer did not pause the job again: %+v", st)
+
+	// Then with the right move: the job runs on from it and solves.
+	keys, _ := fleettest.Golden(disks)
+	if _, err := jobs.Decide(ctx, env.Topo, spec.Tenant, spec.JobID, schemas.PersonDecision{Step: hard, VoteKey: keys[hard], By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	rep := env.Wait(spec)
+	// Not checkSolved: the person's step has no votes, so votes per step
+	// may fall below k.
+	if !rep.Solved || rep.Errors != 0 || rep.Steps != 1<<disks-1 || rep.TraceSHA256 != fleettest.GoldenTrace(disks) {
+		t.Errorf("state %s, errors %d, steps %d, trace %s: want solved with the true solution", rep.State, rep.Errors, rep.Steps, rep.TraceSHA256)
+	}
+	if rep.ArbiterDecisions != 1 || len(rep.ArbiterSteps) != 1 || rep.ArbiterSteps[0] != hard {
+		t.Errorf("arbiter decisions %d at %v, want the person's at step %d", rep.ArbiterDecisions, rep.ArbiterSteps, hard)
+	}
+	var rung string
+	err = journal.ReadAll(ctx, env.JS, bus.DefaultNamespace, spec.Tenant, spec.JobID, func(e journal.Entry) error {
+		if e.Step == hard && e.Type == schemas.EntryArbiter {
+			rung = e.Rung + " " + e.Arbiter.JudgeModel
+		}
+		return nil
+	})
+	if err != nil || rung != "person person:alice" {
+		t.Errorf("journal entry of step %d: %q, %v; want the person's", hard, rung, err)
+	}
 }
 
 // startJudge runs a judge replica with settings s on env's server, its

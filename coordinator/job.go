@@ -340,6 +340,12 @@ func (r *jobRun) run(ctx context.Context) error {
 	if err := r.obeyControl(ctx); err != nil || r.done {
 		return err
 	}
+	if err := r.personDecision(ctx); err != nil {
+		return err
+	}
+	if r.finishedAt() {
+		return r.end(ctx)
+	}
 	if _, _, err := r.c.store.OpenStep(ctx, r.ref, r.step, r.epoch); err != nil {
 		if errors.Is(err, store.ErrStaleOpen) {
 			return fmt.Errorf("%w: %v", errLeaseLost, err)
@@ -886,6 +892,12 @@ func (r *jobRun) commit(ctx context.Context, e *schemas.JournalEntry, counted in
 	}
 	if err := r.apply(e, false); err != nil {
 		return err
+	}
+	if e.Type == schemas.EntryArbiter {
+		// No vote closed the step, so no script opened the next one.
+		if _, _, err := r.c.store.OpenStep(ctx, r.ref, r.step, r.epoch); err != nil {
+			return err
+		}
 	}
 	if r.crashPoint == CrashAfterJournal && r.step-1 == r.crashStep {
 		if err := r.jr.Flush(ctx); err != nil {

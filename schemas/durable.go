@@ -32,8 +32,22 @@ type JobRecord struct {
 	// State is the last state the job was left in: queued, running,
 	// paused, or a final state.
 	State string `json:"state" jsonschema:"enum=queued,enum=running,enum=paused,enum=solved,enum=unsolved,enum=no_consensus,enum=failed,enum=cancelled"`
+	// Decision is a person's answer for a step the fleet could not settle
+	// (`maker decide`); the job's owner journals it when it reaches that
+	// step.
+	Decision *PersonDecision `json:"decision,omitempty"`
 	// UpdatedAt is when the record last changed.
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// PersonDecision is a person's answer for one step.
+type PersonDecision struct {
+	// Step is the step; VoteKey its answer, as the task's canonical key.
+	Step    int64  `json:"step"`
+	VoteKey string `json:"vote_key"`
+	// By names the person; At is when they decided.
+	By string    `json:"by"`
+	At time.Time `json:"at"`
 }
 
 // MessageKind implements Message.
@@ -64,6 +78,9 @@ func (r *JobRecord) Validate() error {
 	}
 	if !knownState(r.State) {
 		return invalid(k, "unknown state %q", r.State)
+	}
+	if d := r.Decision; d != nil && (d.Step < 0 || d.VoteKey == "" || d.By == "") {
+		return invalid(k, "a person's decision needs a step >= 0, a vote_key and who made it")
 	}
 	return nil
 }
@@ -187,7 +204,7 @@ type JournalEntry struct {
 	Tally []TallyEntry `json:"tally,omitempty"`
 	// Rung is who decided: "" (the job's own model), stronger_model, or
 	// panel (an arbiter entry).
-	Rung string `json:"rung,omitempty" jsonschema:"enum=,enum=stronger_model,enum=panel"`
+	Rung string `json:"rung,omitempty" jsonschema:"enum=,enum=stronger_model,enum=panel,enum=person"`
 	// Prior holds the rungs below the deciding one, for an escalated step.
 	Prior []RungTally `json:"prior,omitempty"`
 	// Arbiter is the judge's decision (arbiter entries).

@@ -64,7 +64,7 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		runCmd(e), planCmd(e), simllmCmd(e), coordinatorCmd(e), voterCmd(e), submitCmd(e), benchCmd(e),
-		jobsCmd(e), statusCmd(e), resultCmd(e), pauseCmd(e), resumeCmd(e), cancelCmd(e), dlqCmd(e),
+		jobsCmd(e), statusCmd(e), resultCmd(e), pauseCmd(e), resumeCmd(e), cancelCmd(e), decideCmd(e), dlqCmd(e),
 		judgeCmd(e), breakglassCmd(e), mcpCmd(e),
 	)
 	err := root.ExecuteContext(ctx)

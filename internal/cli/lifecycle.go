@@ -225,3 +225,37 @@ func jobsCmd(e *env) *cobra.Command {
 	cmd.AddCommand(list)
 	return cmd
 }
+
+func decideCmd(e *env) *cobra.Command {
+	var (
+		step     int64
+		key, by  string
+		stepSet  bool
+		decision = func(ctx context.Context, f *fleetConn, tenant, job string, asJSON bool) error {
+			rec, err := jobs.Decide(ctx, f.topo, tenant, job, schemas.PersonDecision{Step: step, VoteKey: key, By: by})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(e.stdout, rec.Decision)
+			}
+			fmt.Fprintf(e.stdout, "%s/%s: step %d will be decided as %q by %s, and the job runs on\n", tenant, job, step, key, by)
+			return nil
+		}
+	)
+	cmd := jobCommand(e, "decide", "Decide a step the fleet could not settle (the job paused for a person), and run on", func(ctx context.Context, f *fleetConn, tenant, job string, asJSON bool) error {
+		if !stepSet || key == "" {
+			return usagef("--step and --vote are required")
+		}
+		return decision(ctx, f, tenant, job, asJSON)
+	})
+	cmd.Long = `Records a person's answer for one step: the vote key, in the task's canonical form (see
+the step's tally in maker status / the journal). The job's coordinator journals it as an
+arbiter decision when it reaches that step, instead of sampling it, and the job runs on.
+An answer the task cannot take pauses the job again.`
+	cmd.Flags().Int64Var(&step, "step", 0, "the step to decide")
+	cmd.Flags().StringVar(&key, "vote", "", "the step's answer, as the task's vote key")
+	cmd.Flags().StringVar(&by, "by", envOr("USER", "someone"), "who decides (recorded in the journal)")
+	cmd.PreRun = func(c *cobra.Command, _ []string) { stepSet = c.Flags().Changed("step") }
+	return cmd
+}

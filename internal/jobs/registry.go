@@ -155,6 +155,27 @@ func Control(ctx context.Context, topo *bus.Topology, tenant, job, control strin
 	})
 }
 
+// Decide records a person's answer for step of tenant/job and asks the job
+// to run: its owner journals the answer (as an arbiter decision) when it
+// reaches that step, instead of sampling it. For a step the fleet could not
+// settle, where the job paused for a person.
+func Decide(ctx context.Context, topo *bus.Topology, tenant, job string, d schemas.PersonDecision) (schemas.JobRecord, error) {
+	if d.Step < 0 || d.VoteKey == "" || d.By == "" {
+		return schemas.JobRecord{}, fmt.Errorf("%w: a decision needs a step >= 0, a vote key and who decides", ErrInvalid)
+	}
+	return update(ctx, topo, tenant, job, func(r *schemas.JobRecord) error {
+		if r.Finished {
+			return fmt.Errorf("%w: %s/%s ended %s", ErrFinished, tenant, job, r.State)
+		}
+		if r.Control == schemas.ControlCancel {
+			return fmt.Errorf("%w: %s/%s is being cancelled", ErrFinished, tenant, job)
+		}
+		d.At = time.Now().UTC()
+		r.Decision, r.Control = &d, schemas.ControlRun
+		return nil
+	})
+}
+
 // List returns every registered job of tenant ("" for all tenants), oldest
 // submission first.
 func List(ctx context.Context, topo *bus.Topology, tenant string) ([]schemas.JobRecord, error) {
