@@ -352,7 +352,7 @@ func (c *Coordinator) schedule(ctx context.Context, topo *bus.Topology, poke <-c
 						open[key] = cur
 					}
 				}
-				_ = c.leases.Release(ctx, l, 0)
+				c.release(ctx, l, 0, c.log)
 				continue
 			}
 			rec = cur
@@ -423,17 +423,19 @@ func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Leas
 		if err := jobs.MarkFinished(sctx, topo, spec.Tenant, spec.JobID, rep.State); err != nil {
 			log.Error("mark the job finished", "err", err)
 		}
-		_ = c.leases.Release(sctx, l, 0)
+		c.release(sctx, l, 0, log)
 	case errors.Is(err, errPaused):
 		log.Info("job paused", "steps", rep.Steps)
-		_ = c.leases.Release(sctx, l, 0)
+		c.release(sctx, l, 0, log)
 	case errors.Is(err, ErrInvalidJob):
 		log.Error("job refused", "err", err)
-		_ = jobs.MarkFinished(sctx, topo, spec.Tenant, spec.JobID, schemas.StateFailed)
-		_ = c.leases.Release(sctx, l, 0)
+		if err := jobs.MarkFinished(sctx, topo, spec.Tenant, spec.JobID, schemas.StateFailed); err != nil {
+			log.Error("mark the job finished", "err", err)
+		}
+		c.release(sctx, l, 0, log)
 	case ctx.Err() != nil:
 		log.Info("job handed back at shutdown", "steps", rep.Steps)
-		_ = c.leases.Release(sctx, l, 0)
+		c.release(sctx, l, 0, log)
 	case c.leases.Renew(sctx, l) != nil:
 		// Not ours any more (or not provably): a failure seen by a
 		// coordinator that lost the job is not the job's.
@@ -445,17 +447,29 @@ func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Leas
 		n, cerr := c.store.AddFailure(sctx, ref)
 		if cerr == nil && n >= int64(c.cfg.MaxJobAttempts) {
 			log.Error("job failed on every attempt; giving up", "attempts", n, "err", err)
-			_ = c.store.ClearFailures(sctx, ref)
-			_ = jobs.MarkFinished(sctx, topo, spec.Tenant, spec.JobID, schemas.StateFailed)
+			if err := c.store.ClearFailures(sctx, ref); err != nil {
+				log.Warn("clear failure count", "err", err)
+			}
+			if err := jobs.MarkFinished(sctx, topo, spec.Tenant, spec.JobID, schemas.StateFailed); err != nil {
+				log.Error("mark the job finished", "err", err)
+			}
 			c.failJob(sctx, topo, spec, fmt.Sprintf("failed %d times; last error: %v", n, err))
-			_ = c.leases.Release(sctx, l, 0)
+			c.release(sctx, l, 0, log)
 			return
 		}
 		delay := min(c.cfg.JobRetryDelay<<min(max(n-1, 0), 6), 5*time.Minute)
 		log.Error("job failed; will be retried", "err", err, "attempt", n, "retry_in", delay)
 		// Hold the lease through the delay, so no coordinator retries
 		// sooner.
-		_ = c.leases.Release(sctx, l, delay)
+		c.release(sctx, l, delay, log)
+	}
+}
+
+// release ends l after the given delay. A release that fails only costs
+// time: the lease then lapses after its TTL.
+func (c *Coordinator) release(ctx context.Context, l *lease.Lease, after time.Duration, log *slog.Logger) {
+	if err := c.leases.Release(ctx, l, after); err != nil {
+		log.Warn("release lease; it lapses after its TTL instead", "err", err)
 	}
 }
 

@@ -4,13 +4,22 @@
 //
 // Consumes (names of the default namespace; see bus.Namespace):
 //   - job specs (schemas.JobSpec) from stream MAKER_JOBS through the durable
-//     consumer "coordinators", shared by every coordinator replica;
+//     consumer "coordinators", shared by every coordinator replica; each is
+//     moved into the job registry (KV maker_jobs) and acked;
+//   - the registry itself (a KV watch): every coordinator takes the lease
+//     (KV maker_leases, internal/lease) of unfinished jobs without a live
+//     owner and runs them, resuming from the job's journal;
 //   - sample results (schemas.SampleResult) of each running job from stream
-//     MAKER_RESULTS, through a durable consumer per job.
+//     MAKER_RESULTS, through a durable consumer per job and lease generation;
+//   - the server's max-deliveries advisories for the voters' consumer, to
+//     move poison requests to the dead-letter stream (MAKER_DLQ).
 //
 // Produces:
 //   - sample requests (schemas.SampleRequest) on maker.v1.sample.<tenant>.<job>
 //     (stream MAKER_SAMPLES), with Nats-Msg-Id = the sample id;
+//   - journal entries (schemas.JournalEntry: takeovers, decisions, arbiter
+//     decisions, the end) and checkpoints in stream MAKER_JOURNAL, fenced by
+//     the expected last subject sequence (internal/journal);
 //   - step-decided events (schemas.StepDecided) on core subject
 //     maker.v1.decided.<tenant>.<job>, which voters use to skip and cancel
 //     samples of decided steps;
@@ -31,7 +40,10 @@
 // sample timeout is re-published under a new sample id (same index, next
 // attempt, each attempt waiting twice as long as the last, up to 16
 // timeouts); the tally keeps whichever answer arrives first. A step that
-// reaches the sample cap undecided ends the job as no_consensus, with the
-// step's tally in the report. A job that fails otherwise is retried with
-// backoff and gets a failed report after Config.MaxJobAttempts failures.
+// reaches the sample cap undecided climbs the job's escalation ladder
+// (escalate.go: a stronger model, then the judge's panel, then a person),
+// or without one ends the job as no_consensus, with the step's tally in the
+// report. A job that fails otherwise is retried with backoff and gets a
+// failed report after Config.MaxJobAttempts failures. Guarantees under
+// failures: docs/durability.md.
 package coordinator

@@ -371,7 +371,9 @@ func (r *jobRun) run(ctx context.Context) error {
 	defer iter.Stop()
 
 	r.publishStatus(ctx, schemas.StateRunning)
-	_ = jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StateRunning)
+	if err := jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StateRunning); err != nil {
+		r.log.Warn("mark the job running in the registry", "err", err)
+	}
 	if err := r.topUp(ctx); err != nil {
 		return err
 	}

@@ -587,17 +587,19 @@ func TestChaosNATSRestart(t *testing.T) {
 	f.finish(sub, "nats-restart", chaosDisks)
 }
 
-// TestChaosDuplicatedResults re-publishes 5% of the results: half byte for
-// byte under a new message id, half with another vote key and no id.
-func TestChaosDuplicatedResults(t *testing.T) {
-	f := newChaosFleet(t, chaosOpts{})
+// duplicateResults re-publishes share of the fleet's results until the
+// test ends, each under a new message id (so the stream keeps it); with
+// alter, half of them instead carry another vote key and no id. It returns
+// the count of messages injected.
+func (f *chaosFleet) duplicateResults(share float64, alter bool) *atomic.Int64 {
+	f.t.Helper()
 	var injected atomic.Int64
-	sub0, err := f.nc.Subscribe(bus.DefaultNamespace.String()+".v1.result.>", func(m *nats.Msg) {
-		if rand.Float64() >= 0.05 {
+	sub, err := f.nc.Subscribe(bus.DefaultNamespace.String()+".v1.result.>", func(m *nats.Msg) {
+		if rand.Float64() >= share {
 			return
 		}
 		out := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}}
-		if rand.IntN(2) == 0 {
+		if alter && rand.IntN(2) == 0 {
 			var res map[string]any
 			if json.Unmarshal(m.Data, &res) == nil && res["outcome"] == "vote" {
 				res["vote_key"] = "0:0->1|[[],[],[]]" // altered: a key no step can take
@@ -611,9 +613,17 @@ func TestChaosDuplicatedResults(t *testing.T) {
 		}
 	})
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
-	defer func() { _ = sub0.Unsubscribe() }()
+	f.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return &injected
+}
+
+// TestChaosDuplicatedResults re-publishes 5% of the results: half byte for
+// byte under a new message id, half with another vote key and no id.
+func TestChaosDuplicatedResults(t *testing.T) {
+	f := newChaosFleet(t, chaosOpts{})
+	injected := f.duplicateResults(0.05, true)
 	sub := f.submit("duplicates", chaosDisks)
 	rep := f.finish(sub, "duplicates", chaosDisks)
 	if injected.Load() == 0 {
@@ -686,21 +696,7 @@ func TestChaosMarathon(t *testing.T) {
 		disks = n
 	}
 	f := newChaosFleet(t, chaosOpts{})
-	// Duplicates throughout.
-	var injected atomic.Int64
-	dup, err := f.nc.Subscribe(bus.DefaultNamespace.String()+".v1.result.>", func(m *nats.Msg) {
-		if rand.Float64() < 0.05 {
-			out := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}}
-			out.Header.Set(jetstream.MsgIDHeader, "dup-"+strconv.FormatInt(rand.Int64(), 36))
-			if f.nc.PublishMsg(out) == nil {
-				injected.Add(1)
-			}
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = dup.Unsubscribe() }()
+	injected := f.duplicateResults(0.05, false) // throughout
 	rdb := redis.NewClient(&redis.Options{Addr: f.redis.addr()})
 	defer rdb.Close()
 

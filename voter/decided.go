@@ -38,9 +38,9 @@ func newTracker() *tracker {
 func jobKey(tenant, job string) string { return tenant + "/" + job }
 
 // covers reports whether a decision at m makes (step, epoch) useless: the
-// same epoch and not a later step. Other epochs are left alone: epochs come
-// from coordinators' clocks, and a newer run of a job must never be skipped
-// because an older run's epoch looked larger.
+// same epoch and not a later step. Other epochs are left alone: an event of
+// an older owner (a zombie's) must never make a newer owner's requests look
+// decided, and a re-opened step's new epoch starts clean.
 func (m mark) covers(step, epoch int64) bool {
 	return epoch == m.epoch && step <= m.step
 }

@@ -139,22 +139,6 @@ func (m *Manager) Release(ctx context.Context, l *Lease, after time.Duration) er
 	return err
 }
 
-// Read returns the current lease on tenant/job, if any.
-func Read(ctx context.Context, kv jetstream.KeyValue, tenant, job string) (*schemas.Lease, error) {
-	e, err := kv.Get(ctx, bus.JobKey(tenant, job))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lease: get: %w", err)
-	}
-	var l schemas.Lease
-	if err := schemas.Decode(e.Value(), &l); err != nil {
-		return nil, fmt.Errorf("lease: %w", err)
-	}
-	return &l, nil
-}
-
 func (m *Manager) put(ctx context.Context, key string, l *schemas.Lease, rev uint64, create bool) (uint64, error) {
 	data, err := schemas.Encode(l)
 	if err != nil {
