@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/jobs"
-	"github.com/makerfleet/makerfleet/internal/journal"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -27,10 +26,7 @@ const arbitrationWait = 15 * time.Minute
 // judge's panel arbitrates among the candidates; else the job ends
 // no_consensus.
 func (r *jobRun) escalate(ctx context.Context) error {
-	var pol schemas.EscalationPolicy
-	if r.spec.Escalation != nil {
-		pol = r.spec.Escalation.WithDefaults()
-	}
+	pol := r.policy()
 	next := judge.NextRung(pol, r.rung == judge.RungStrongerModel)
 	if next == judge.RungNoConsensus {
 		return r.noConsensus(ctx)
@@ -43,7 +39,7 @@ func (r *jobRun) escalate(ctx context.Context) error {
 		return err
 	}
 	rt := schemas.RungTally{
-		Rung: "own_model", Counted: r.counters.Next, Valid: r.counters.Valid, RedFlagged: r.counters.RedFlagged, Tally: tally,
+		Rung: schemas.RungOwnModel, Counted: r.counters.Next, Valid: r.counters.Valid, RedFlagged: r.counters.RedFlagged, Tally: tally,
 	}
 	if r.rung != "" {
 		rt.Rung = r.rung
@@ -58,14 +54,43 @@ func (r *jobRun) escalate(ctx context.Context) error {
 	}
 	// Answers recorded past the counted ones were drawn for nothing.
 	r.rep.LateSamples += int64(max(0, len(r.seen)-r.counters.Next))
-	r.prior = append(r.prior, rt)
+	// Journaled (fenced) before the next rung starts: a new owner resumes
+	// the step at that rung, with these tallies, instead of paying for
+	// the rungs below again.
+	prior := append(slices.Clone(r.prior), rt)
+	e := schemas.JournalEntry{
+		Header: schemas.NewHeader(schemas.KindJournalEntry), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
+		Type: schemas.EntryEscalation, Token: r.token, Owner: r.c.cfg.ID, Step: r.step, Epoch: r.epoch,
+		Rung: next, Prior: prior, At: time.Now().UTC(),
+	}
+	if err := r.appendNow(ctx, &e); err != nil {
+		return err
+	}
+	r.sinceCkpt++
+	r.climb(next, prior)
 	if next == judge.RungStrongerModel {
-		r.rung, r.capN = judge.RungStrongerModel, pol.StrongerSamples
 		r.log.Warn("no consensus: the stronger model votes on the step", "step", r.step, "model", pol.StrongerModel,
 			"samples", rt.Counted, "tally", tally)
 		return r.reopen(ctx, "escalated to the stronger model "+pol.StrongerModel)
 	}
 	return r.arbitrate(ctx, pol)
+}
+
+// policy is the job's escalation policy with its defaults.
+func (r *jobRun) policy() schemas.EscalationPolicy {
+	if r.spec.Escalation == nil {
+		return schemas.EscalationPolicy{}
+	}
+	return r.spec.Escalation.WithDefaults()
+}
+
+// climb puts the open step on rung ("": the job's own model), above the
+// rungs in prior, with that rung's sample cap.
+func (r *jobRun) climb(rung string, prior []schemas.RungTally) {
+	r.rung, r.prior, r.capN = rung, prior, r.spec.MaxSamplesPerStep
+	if rung == judge.RungStrongerModel {
+		r.capN = r.policy().StrongerSamples
+	}
 }
 
 // arbitrate asks the judge's panel to settle the step among the candidates
@@ -109,11 +134,17 @@ func (r *jobRun) arbitrate(ctx context.Context, pol schemas.EscalationPolicy) er
 	r.publishStatus(ctx, schemas.StateRunning)
 	actx, cancel := context.WithTimeout(ctx, arbitrationWait)
 	d, err := judge.Arbitrate(actx, r.c.js, r.topo.NS, r.spec.Tenant, step, pol, notes)
+	timedOut := errors.Is(actx.Err(), context.DeadlineExceeded)
 	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case !timedOut:
+		// The bus failed, not the judge: the job is retried, and resumes
+		// the arbitration (the climb is journaled) without a person.
+		return fmt.Errorf("coordinator: arbitration of step %d: %w", r.step, err)
+	default:
 		return r.needsHuman(ctx, fmt.Sprintf("no arbitration within %s: %v", arbitrationWait, err))
 	}
 	if d.Outcome != schemas.ArbiterDecided {
@@ -140,8 +171,10 @@ func (r *jobRun) needsHuman(ctx context.Context, why string) error {
 	for _, p := range r.prior {
 		r.rep.LateSamples += int64(p.Counted)
 	}
-	r.rung, r.prior, r.capN = "", nil, r.spec.MaxSamplesPerStep
-	// Fenced first: an owner that lost the job must not pause it.
+	r.climb("", nil)
+	// Fenced first: an owner that lost the job must not pause it. The
+	// checkpoint, with the step back on its first rung, is the resume
+	// point: the escalation entries before it are not read again.
 	if err := r.checkpoint(ctx); err != nil {
 		return err
 	}
@@ -184,21 +217,15 @@ func (r *jobRun) personDecision(ctx context.Context) error {
 	e := schemas.JournalEntry{
 		Header: schemas.NewHeader(schemas.KindJournalEntry), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
 		Type: schemas.EntryArbiter, Token: r.token, Owner: r.c.cfg.ID, Step: r.step, Epoch: r.epoch,
-		VoteKey: d.VoteKey, Rung: "person", At: time.Now().UTC(),
+		VoteKey: d.VoteKey, Rung: schemas.RungPerson, At: time.Now().UTC(),
 		Arbiter: &schemas.ArbiterDecision{
 			Header: schemas.NewHeader(schemas.KindArbiterDecision), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
 			Step: r.step, RequestID: fmt.Sprintf("person-%d", r.step), Outcome: schemas.ArbiterDecided,
 			VoteKey: d.VoteKey, Confidence: 1, Reason: "decided by " + d.By, JudgeModel: "person:" + d.By, DecidedAt: d.At,
 		},
 	}
-	work := workOf(&r.rep)
-	e.Work = subWork(work, r.lastWork)
-	if _, err := r.jr.Append(ctx, &e); err != nil {
-		if errors.Is(err, journal.ErrFenced) {
-			return fmt.Errorf("%w: %v", errLeaseLost, err)
-		}
+	if err := r.appendNow(ctx, &e); err != nil {
 		return err
 	}
-	r.lastWork = work
 	return r.apply(&e, false)
 }

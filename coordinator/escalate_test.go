@@ -3,6 +3,8 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,11 +59,7 @@ func TestEscalationLadder(t *testing.T) {
 			t.Parallel()
 			env := fleettest.New(t)
 			if tc.panel != nil {
-				s := judgetest.TestSettings()
-				for typ := range s.Panels {
-					s.Panels[typ] = tc.panel
-				}
-				startJudge(t, env, s)
+				startJudge(t, env, panelOf(tc.panel))
 			}
 			env.StartCoordinator(coordinator.Config{})
 			seeds := fleettest.SeedTable(jobSeed, 1<<disks-1, 64)
@@ -98,12 +96,13 @@ func TestEscalationLadder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := schemas.EntryDecision + "/" + judge.RungStrongerModel
+			rung, decided := judge.RungStrongerModel, schemas.EntryDecision
 			if tc.arbiters > 0 {
-				want = schemas.EntryArbiter + "/" + judge.RungPanel
+				rung, decided = judge.RungPanel, schemas.EntryArbiter
 			}
-			if len(kinds) != 1 || kinds[0] != want {
-				t.Errorf("journal entries of the hard step %v, want [%s]", kinds, want)
+			want := []string{schemas.EntryEscalation + "/" + rung, decided + "/" + rung}
+			if !slices.Equal(kinds, want) {
+				t.Errorf("journal entries of the hard step %v, want %v", kinds, want)
 			}
 		})
 	}
@@ -177,6 +176,15 @@ func TestEscalationNeedsHuman(t *testing.T) {
 	}
 }
 
+// panelOf is the test judge's settings with members on every panel.
+func panelOf(members []string) judge.Settings {
+	s := judgetest.TestSettings()
+	for typ := range s.Panels {
+		s.Panels[typ] = members
+	}
+	return s
+}
+
 // startJudge runs a judge replica with settings s on env's server, its
 // models served by a simulated model of its own.
 func startJudge(t *testing.T, env *fleettest.Env, s judge.Settings) {
@@ -192,4 +200,156 @@ func startJudge(t *testing.T, env *fleettest.Env, s judge.Settings) {
 		t.Fatal(err)
 	}
 	t.Cleanup(sv.Stop)
+}
+
+// TestEscalationResumesAtItsRung: a step's climb up the ladder is
+// journaled, so a coordinator that dies (or hands the job back) while the
+// stronger model votes, or while the panel arbitrates, leaves the step on
+// that rung: the new owner goes on from there, with the rungs below's
+// tallies, and never pays the job's own model for the step again. A
+// resumed arbitration reads the panel's answer to the step's one request.
+func TestEscalationResumesAtItsRung(t *testing.T) {
+	t.Parallel()
+	const disks, k, jobSeed, hard = 3, 2, 47, 3
+	cases := []struct {
+		name   string
+		policy schemas.EscalationPolicy
+		kill   bool // else a graceful stop, which checkpoints the rung
+	}{
+		{"stronger model, owner killed", schemas.EscalationPolicy{StrongerModel: "strong", StrongerSamples: 6}, true},
+		{"stronger model, owner stopped", schemas.EscalationPolicy{StrongerModel: "strong", StrongerSamples: 6}, false},
+		{"panel, owner killed", schemas.EscalationPolicy{Panel: true}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := fleettest.New(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			release := make(chan struct{})
+			split := splitAt(hard)
+			model := fleettest.NewFakeModel(fleettest.SeedTable(jobSeed, 1<<disks-1, 64), func(ctx context.Context, c fleettest.Call) (llm.Response, error) {
+				if c.Model == "strong" && c.Step == hard {
+					if err := waitFor(ctx, release); err != nil {
+						return llm.Response{}, err
+					}
+				}
+				return split(ctx, c)
+			})
+			cfg := coordinator.Config{LeaseTTL: time.Second, ScanInterval: 100 * time.Millisecond}
+			c1cfg := cfg
+			c1cfg.ID = "coordinator-1"
+			c1 := env.StartCoordinator(c1cfg)
+			env.StartVoter(model, voter.Config{Concurrency: 4})
+			spec := fleettest.HanoiSpec(disks, k, jobSeed)
+			spec.MaxSamplesPerStep = 5
+			pol := tc.policy
+			spec.Escalation = &pol
+			env.Submit(&spec)
+
+			// Wait until the step is on its upper rung.
+			want := judge.RungStrongerModel
+			if pol.StrongerModel == "" {
+				want = judge.RungPanel
+			}
+			fleettest.Eventually(t, 30*time.Second, func() bool {
+				climbed := false
+				_ = journal.ReadAll(ctx, env.JS, bus.DefaultNamespace, spec.Tenant, spec.JobID, func(e journal.Entry) error {
+					climbed = climbed || e.Type == schemas.EntryEscalation && e.Step == hard && e.Rung == want
+					return nil
+				})
+				if !climbed || want != judge.RungStrongerModel {
+					return climbed
+				}
+				return model.InFlight() > 0 // the stronger model is voting
+			}, "the hard step never reached the %s rung", want)
+			if tc.kill {
+				c1.Kill()
+			} else if err := c1.Stop(); err != nil {
+				t.Fatalf("coordinator 1: %v", err)
+			}
+			close(release)
+			c2cfg := cfg
+			c2cfg.ID = "coordinator-2"
+			env.StartCoordinator(c2cfg)
+			if want == judge.RungPanel {
+				startJudge(t, env, panelOf([]string{"m1@dissent", "m2@dissent", "m3"}))
+			}
+
+			rep := env.Wait(spec)
+			if !rep.Solved || rep.Errors != 0 || rep.TraceSHA256 != fleettest.GoldenTrace(disks) {
+				t.Fatalf("state %s, errors %d, trace %s: want solved with the true solution", rep.State, rep.Errors, rep.TraceSHA256)
+			}
+			own := 0
+			for _, r := range model.Records() {
+				if r.Known && r.Step == hard && r.Model == "" {
+					own++
+				}
+			}
+			if own != 5 {
+				t.Errorf("the job's own model answered the hard step %d times, want its 5 samples once", own)
+			}
+			var kinds []string
+			err := journal.ReadAll(ctx, env.JS, bus.DefaultNamespace, spec.Tenant, spec.JobID, func(e journal.Entry) error {
+				if e.Step != hard || e.Type == schemas.EntryTakeover {
+					return nil
+				}
+				kinds = append(kinds, e.Type+"/"+e.Rung+"/"+e.Owner)
+				if len(e.Prior) == 0 || e.Prior[0].Rung != schemas.RungOwnModel || e.Prior[0].Counted != 5 {
+					t.Errorf("%s entry of the hard step has prior rungs %+v, want the own model's 5 samples", e.Type, e.Prior)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			decided := schemas.EntryDecision + "/" + want + "/coordinator-2"
+			if want == judge.RungPanel {
+				decided = schemas.EntryArbiter + "/" + want + "/coordinator-2"
+			}
+			if len(kinds) != 2 || kinds[0] != schemas.EntryEscalation+"/"+want+"/coordinator-1" || kinds[1] != decided {
+				t.Errorf("journal entries of the hard step %v, want the climb by coordinator-1, then %s", kinds, decided)
+			}
+		})
+	}
+}
+
+// TestEscalationNoConsensusReport: a step neither the job's own model nor
+// the stronger one can settle, with no panel, ends the job no_consensus;
+// the report names the last rung and keeps the tallies of the rungs below,
+// and counts every rung's samples.
+func TestEscalationNoConsensusReport(t *testing.T) {
+	t.Parallel()
+	const disks, k, jobSeed, hard = 3, 2, 47, 3
+	env := fleettest.New(t)
+	env.StartCoordinator(coordinator.Config{})
+	model := fleettest.NewFakeModel(fleettest.SeedTable(jobSeed, 1<<disks-1, 64), func(_ context.Context, c fleettest.Call) (llm.Response, error) {
+		// Every model splits at the hard step: right, wrong, right, wrong...
+		if c.Known && c.Step == hard && (c.Index%2 == 1 || c.Model == "" && c.Index == 4) {
+			return fleettest.Say(fleettest.SameMoveWrongState(c)), nil
+		}
+		return fleettest.Right(c), nil
+	})
+	env.StartVoter(model, voter.Config{Concurrency: 4})
+	spec := fleettest.HanoiSpec(disks, k, jobSeed)
+	spec.MaxSamplesPerStep = 5
+	spec.Escalation = &schemas.EscalationPolicy{StrongerModel: "strong", StrongerSamples: 4}
+
+	rep := env.Run(&spec)
+	nc := rep.NoConsensus
+	if rep.State != schemas.StateNoConsensus || nc == nil {
+		t.Fatalf("state %s, no_consensus %+v; want no_consensus", rep.State, nc)
+	}
+	if nc.Step != hard || nc.Rung != schemas.RungStrongerModel || nc.Samples != 4 || len(nc.Tally) != 2 {
+		t.Errorf("no_consensus %+v, want the stronger model's 4 split samples at step %d", nc, hard)
+	}
+	if len(nc.Prior) != 1 || nc.Prior[0].Rung != schemas.RungOwnModel || nc.Prior[0].Counted != 5 {
+		t.Errorf("no_consensus prior %+v, want the own model's 5 samples", nc.Prior)
+	}
+	if want := "step 3 drew 9 samples on 2 rungs"; !strings.Contains(rep.Reason, want) {
+		t.Errorf("reason %q, want it to say %q", rep.Reason, want)
+	}
+	if rep.Samples != int64(hard*k+9) || rep.Votes+rep.RedFlagged != rep.Samples {
+		t.Errorf("samples %d (votes %d, red-flagged %d), want %d: every rung's samples counted", rep.Samples, rep.Votes, rep.RedFlagged, hard*k+9)
+	}
 }

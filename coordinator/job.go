@@ -163,14 +163,11 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int6
 	// The end is journaled, fenced like a decision, before anything that
 	// makes it visible: an owner that lost the job cannot end it.
 	if r.ended == nil {
-		if _, err := r.jr.Append(ctx, &schemas.JournalEntry{
+		if err := r.appendNow(ctx, &schemas.JournalEntry{
 			Header: schemas.NewHeader(schemas.KindJournalEntry), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
 			Type: schemas.EntryEnd, Token: r.token, Owner: r.c.cfg.ID, Step: r.step, State: r.rep.State,
-			Reason: r.rep.Reason, NoConsensus: r.rep.NoConsensus, Work: subWork(workOf(&r.rep), r.lastWork), At: time.Now().UTC(),
+			Reason: r.rep.Reason, NoConsensus: r.rep.NoConsensus, At: time.Now().UTC(),
 		}); err != nil {
-			if errors.Is(err, journal.ErrFenced) {
-				return r.rep, fmt.Errorf("%w: %v", errLeaseLost, err)
-			}
 			return r.rep, err
 		}
 	}
@@ -237,6 +234,14 @@ func (r *jobRun) resume(ctx context.Context) error {
 				return fmt.Errorf("%w: entry at %d: %w", journal.ErrCorrupt, e.Seq, err)
 			}
 			r.sinceCkpt++
+		case schemas.EntryEscalation:
+			// The step climbed its ladder: resume it on that rung.
+			if e.Step != r.step {
+				return fmt.Errorf("%w: entry at %d: escalation of step %d where step %d was expected", journal.ErrCorrupt, e.Seq, e.Step, r.step)
+			}
+			r.climb(e.Rung, e.Prior)
+			addWork(&r.rep, e.Work)
+			r.sinceCkpt++
 		case schemas.EntryEnd:
 			// Ended, but its owner stopped before the report was out.
 			end := e.JournalEntry
@@ -289,6 +294,7 @@ func (r *jobRun) restore(c *schemas.Checkpoint) error {
 	rep.StartedAt = p.StartedAt
 	r.start = p.StartedAt
 	r.step = c.Step
+	r.climb(c.Rung, c.Prior)
 	return nil
 }
 
@@ -374,7 +380,13 @@ func (r *jobRun) run(ctx context.Context) error {
 	if err := jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StateRunning); err != nil {
 		r.log.Warn("mark the job running in the registry", "err", err)
 	}
-	if err := r.topUp(ctx); err != nil {
+	if r.rung == judge.RungPanel {
+		// Taken over while the panel arbitrated: ask again. The request
+		// id is the step's, so a stored answer is read, not paid for twice.
+		if err := r.arbitrate(ctx, r.policy()); err != nil {
+			return err
+		}
+	} else if err := r.topUp(ctx); err != nil {
 		return err
 	}
 	// The loop reads the iterator itself (no goroutine in between: one
@@ -459,7 +471,7 @@ func (r *jobRun) checkpoint(ctx context.Context) error {
 	c := schemas.Checkpoint{
 		Header: schemas.NewHeader(schemas.KindCheckpoint), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
 		Token: r.token, JournalSeq: r.jr.LastSeq(), Step: r.step, State: json.RawMessage(r.state),
-		Trace: tr, Progress: progressOf(&r.rep), At: time.Now().UTC(),
+		Trace: tr, Progress: progressOf(&r.rep), Rung: r.rung, Prior: r.prior, At: time.Now().UTC(),
 	}
 	if err := r.jr.Checkpoint(ctx, &c); err != nil {
 		if errors.Is(err, journal.ErrFenced) {
@@ -468,6 +480,21 @@ func (r *jobRun) checkpoint(ctx context.Context) error {
 		return err
 	}
 	r.sinceCkpt = 0
+	return nil
+}
+
+// appendNow journals e, with the work done since the last entry, and waits
+// until it is stored. A fenced append means the lease is lost.
+func (r *jobRun) appendNow(ctx context.Context, e *schemas.JournalEntry) error {
+	work := workOf(&r.rep)
+	e.Work = subWork(work, r.lastWork)
+	if _, err := r.jr.Append(ctx, e); err != nil {
+		if errors.Is(err, journal.ErrFenced) {
+			return fmt.Errorf("%w: %v", errLeaseLost, err)
+		}
+		return err
+	}
+	r.lastWork = work
 	return nil
 }
 
@@ -985,7 +1012,7 @@ func (r *jobRun) apply(e *schemas.JournalEntry, replay bool) error {
 	}
 	r.state = next
 	r.step++
-	r.rung, r.prior, r.capN = "", nil, r.spec.MaxSamplesPerStep
+	r.climb("", nil)
 	r.resetStep()
 	return nil
 }
@@ -1037,10 +1064,20 @@ func (r *jobRun) noConsensus(ctx context.Context) error {
 		r.rep.MaxSamplesInStep = r.counters.Next
 		r.rep.MaxSamplesStep = r.step
 	}
-	r.rep.NoConsensus = &schemas.NoConsensus{Step: r.step, Samples: r.counters.Next, Tally: tally}
-	r.log.Warn("no consensus within the sample cap", "step", r.step, "samples", r.counters.Next, "tally", tally)
-	r.finish(ctx, schemas.StateNoConsensus, fmt.Sprintf(
-		"step %d drew %d samples (the cap) without a candidate leading by k=%d", r.step, r.counters.Next, r.spec.K))
+	nc := &schemas.NoConsensus{Step: r.step, Samples: r.counters.Next, Tally: tally, Rung: schemas.RungOwnModel, Prior: r.prior}
+	reason := fmt.Sprintf("step %d drew %d samples (the cap) without a candidate leading by k=%d", r.step, r.counters.Next, r.spec.K)
+	if r.rung != "" {
+		nc.Rung = r.rung
+		n := r.counters.Next
+		for _, p := range r.prior {
+			n += p.Counted
+		}
+		reason = fmt.Sprintf("step %d drew %d samples on %d rungs (the stronger model's cap last) without a candidate leading by k=%d",
+			r.step, n, len(r.prior)+1, r.spec.K)
+	}
+	r.rep.NoConsensus = nc
+	r.log.Warn("no consensus within the sample cap", "step", r.step, "rung", nc.Rung, "samples", r.counters.Next, "tally", tally)
+	r.finish(ctx, schemas.StateNoConsensus, reason)
 	return nil
 }
 

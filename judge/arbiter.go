@@ -26,9 +26,9 @@ import (
 // Rungs of the escalation ladder.
 const (
 	// RungStrongerModel: let Policy.StrongerModel vote on the step.
-	RungStrongerModel = "stronger_model"
+	RungStrongerModel = schemas.RungStrongerModel
 	// RungPanel: ask the judge to arbitrate (Arbitrate).
-	RungPanel = "panel"
+	RungPanel = schemas.RungPanel
 	// RungNoConsensus: nothing left; the job ends no_consensus as before.
 	RungNoConsensus = "no_consensus"
 )

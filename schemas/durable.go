@@ -155,7 +155,35 @@ const (
 	// EntryEnd: the job ended (State, Reason); written, fenced, before
 	// the report, so only the job's owner can end it.
 	EntryEnd = "end"
+	// EntryEscalation: the open step climbed to the next rung (Rung, the
+	// stronger model or the panel) after the rungs in Prior spent their
+	// samples. A new owner resumes the step at that rung, not at the
+	// bottom of the ladder.
+	EntryEscalation = "escalation"
 )
+
+// Rungs of a step's escalation ladder, as journal entries, checkpoints and
+// reports name them.
+const (
+	// RungOwnModel: the job's own model voting (the bottom rung).
+	RungOwnModel = "own_model"
+	// RungStrongerModel: the job's stronger model voting on the step.
+	RungStrongerModel = "stronger_model"
+	// RungPanel: the judge's panel arbitrating among the candidates.
+	RungPanel = "panel"
+	// RungPerson: a person's answer (maker decide).
+	RungPerson = "person"
+)
+
+// validPrior checks the tallies of an escalated step's lower rungs.
+func validPrior(k string, prior []RungTally) error {
+	for _, p := range prior {
+		if p.Counted != p.Valid+p.RedFlagged || p.Valid < 0 || p.RedFlagged < 0 {
+			return invalid(k, "prior rung %s: counted (%d) must be valid (%d) plus red_flagged (%d)", p.Rung, p.Counted, p.Valid, p.RedFlagged)
+		}
+	}
+	return nil
+}
 
 // RungTally is what one rung of an escalated step drew before the next
 // rung took over.
@@ -180,13 +208,13 @@ type JournalEntry struct {
 	// Tenant and JobID name the job.
 	Tenant string `json:"tenant"`
 	JobID  string `json:"job_id"`
-	// Type is decision, takeover, arbiter or end.
-	Type string `json:"type" jsonschema:"enum=decision,enum=takeover,enum=arbiter,enum=end"`
+	// Type is decision, takeover, arbiter, escalation or end.
+	Type string `json:"type" jsonschema:"enum=decision,enum=takeover,enum=arbiter,enum=escalation,enum=end"`
 	// Token is the writer's lease token; Owner names it.
 	Token int64  `json:"token"`
 	Owner string `json:"owner"`
-	// Step is the decided step (decision), or the first step the new owner
-	// works on (takeover).
+	// Step is the decided step (decision, arbiter), the escalated step
+	// (escalation), or the first step the new owner works on (takeover).
 	Step int64 `json:"step"`
 	// Epoch is the tally epoch the decision was counted under.
 	Epoch int64 `json:"epoch,omitempty"`
@@ -202,10 +230,12 @@ type JournalEntry struct {
 	RedFlags map[string]int `json:"red_flags,omitempty"`
 	// Tally lists every candidate, most votes first.
 	Tally []TallyEntry `json:"tally,omitempty"`
-	// Rung is who decided: "" (the job's own model), stronger_model, or
-	// panel (an arbiter entry).
+	// Rung is who decided: "" (the job's own model), stronger_model,
+	// panel or person (an arbiter entry); for an escalation entry, the
+	// rung the step climbed to.
 	Rung string `json:"rung,omitempty" jsonschema:"enum=,enum=stronger_model,enum=panel,enum=person"`
-	// Prior holds the rungs below the deciding one, for an escalated step.
+	// Prior holds the rungs below the deciding one (or below the one
+	// climbed to), for an escalated step.
 	Prior []RungTally `json:"prior,omitempty"`
 	// Arbiter is the judge's decision (arbiter entries).
 	Arbiter *ArbiterDecision `json:"arbiter,omitempty"`
@@ -258,10 +288,8 @@ func (e *JournalEntry) Validate() error {
 		count{"work.malformed_messages", w.MalformedMessages}); err != nil {
 		return err
 	}
-	for _, p := range e.Prior {
-		if p.Counted != p.Valid+p.RedFlagged || p.Valid < 0 || p.RedFlagged < 0 {
-			return invalid(k, "prior rung %s: counted (%d) must be valid (%d) plus red_flagged (%d)", p.Rung, p.Counted, p.Valid, p.RedFlagged)
-		}
+	if err := validPrior(k, e.Prior); err != nil {
+		return err
 	}
 	switch e.Type {
 	case EntryTakeover:
@@ -277,6 +305,14 @@ func (e *JournalEntry) Validate() error {
 		}
 		if e.Counted != e.Valid+e.RedFlagged || e.Valid < 0 || e.RedFlagged < 0 {
 			return invalid(k, "counted (%d) must be valid (%d) plus red_flagged (%d)", e.Counted, e.Valid, e.RedFlagged)
+		}
+		return nil
+	case EntryEscalation:
+		if e.Rung != RungStrongerModel && e.Rung != RungPanel {
+			return invalid(k, "an escalation entry climbs to %s or %s, got %q", RungStrongerModel, RungPanel, e.Rung)
+		}
+		if len(e.Prior) == 0 {
+			return invalid(k, "an escalation entry needs the tallies of the rungs below (prior)")
 		}
 		return nil
 	case EntryDecision:
@@ -326,6 +362,10 @@ type Checkpoint struct {
 	Trace []byte `json:"trace"`
 	// Progress holds the report's running figures so far.
 	Progress Progress `json:"progress"`
+	// Rung and Prior are the open step's escalation, as in an escalation
+	// entry: empty while the job's own model samples it.
+	Rung  string      `json:"rung,omitempty" jsonschema:"enum=,enum=stronger_model,enum=panel"`
+	Prior []RungTally `json:"prior,omitempty"`
 	// At is when the checkpoint was written.
 	At time.Time `json:"at"`
 }
@@ -367,7 +407,15 @@ func (c *Checkpoint) Validate() error {
 			return invalid(k, "progress.red_flags[%q] must be >= 0, got %d", name, n)
 		}
 	}
-	return nil
+	switch {
+	case c.Rung == "" && len(c.Prior) > 0:
+		return invalid(k, "prior rungs without the rung above them")
+	case c.Rung != "" && c.Rung != RungStrongerModel && c.Rung != RungPanel:
+		return invalid(k, "the open step's rung is %s or %s, got %q", RungStrongerModel, RungPanel, c.Rung)
+	case c.Rung != "" && len(c.Prior) == 0:
+		return invalid(k, "the open step on rung %s needs the tallies of the rungs below (prior)", c.Rung)
+	}
+	return validPrior(k, c.Prior)
 }
 
 // Progress is a running job's report figures, as a checkpoint keeps them;

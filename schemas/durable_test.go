@@ -108,6 +108,18 @@ func TestValidateDurableRules(t *testing.T) {
 		{"entry/red flag without reason", func(t *testing.T) schemas.Message {
 			return mutate(t, entry, func(e E) { e.RedFlags = map[string]int{"": 1} })
 		}, schemas.ErrInvalid, `red_flags[""] = 1`},
+		{"entry/escalation rung", func(t *testing.T) schemas.Message {
+			return mutate(t, entry, func(e E) { *e = escalationOf(e, schemas.RungPerson) })
+		}, schemas.ErrInvalid, `an escalation entry climbs to stronger_model or panel, got "person"`},
+		{"entry/escalation without rung", func(t *testing.T) schemas.Message {
+			return mutate(t, entry, func(e E) { *e = escalationOf(e, "") })
+		}, schemas.ErrInvalid, `got ""`},
+		{"entry/escalation without prior", func(t *testing.T) schemas.Message {
+			return mutate(t, entry, func(e E) { *e = escalationOf(e, schemas.RungPanel); e.Prior = nil })
+		}, schemas.ErrInvalid, "an escalation entry needs the tallies of the rungs below (prior)"},
+		{"entry/escalation prior counts", func(t *testing.T) schemas.Message {
+			return mutate(t, entry, func(e E) { *e = escalationOf(e, schemas.RungPanel); e.Prior[0].Valid = 9 })
+		}, schemas.ErrInvalid, "prior rung own_model: counted (5) must be valid (9) plus red_flagged (1)"},
 		{"entry/tally", func(t *testing.T) schemas.Message { return mutate(t, entry, func(e E) { e.Tally[0].Votes = -1 }) }, schemas.ErrInvalid, "tally[0].votes must be >= 0, got -1"},
 
 		{"checkpoint/kind", func(t *testing.T) schemas.Message { return mutate(t, ckpt, func(c C) { c.Kind = "journal_entry" }) }, schemas.ErrKind, `want "checkpoint"`},
@@ -131,6 +143,19 @@ func TestValidateDurableRules(t *testing.T) {
 		{"checkpoint/progress errors", func(t *testing.T) schemas.Message {
 			return mutate(t, ckpt, func(c C) { c.Progress.Errors = -1 })
 		}, schemas.ErrInvalid, "progress.errors must be >= 0, got -1"},
+
+		{"checkpoint/rung", func(t *testing.T) schemas.Message {
+			return mutate(t, ckpt, func(c C) { c.Rung, c.Prior = "own_model", testPrior() })
+		}, schemas.ErrInvalid, `the open step's rung is stronger_model or panel, got "own_model"`},
+		{"checkpoint/rung without prior", func(t *testing.T) schemas.Message {
+			return mutate(t, ckpt, func(c C) { c.Rung = schemas.RungStrongerModel })
+		}, schemas.ErrInvalid, "the open step on rung stronger_model needs the tallies of the rungs below (prior)"},
+		{"checkpoint/prior without rung", func(t *testing.T) schemas.Message {
+			return mutate(t, ckpt, func(c C) { c.Prior = testPrior() })
+		}, schemas.ErrInvalid, "prior rungs without the rung above them"},
+		{"checkpoint/prior counts", func(t *testing.T) schemas.Message {
+			return mutate(t, ckpt, func(c C) { c.Rung, c.Prior = schemas.RungPanel, testPrior(); c.Prior[0].RedFlagged = -1 })
+		}, schemas.ErrInvalid, "prior rung own_model: counted (5) must be valid (4) plus red_flagged (-1)"},
 
 		{"dead letter/kind", func(t *testing.T) schemas.Message { return mutate(t, deadLtr, func(d DL) { d.Kind = "" }) }, schemas.ErrKind, `got "", want "dead_letter"`},
 		{"dead letter/version", func(t *testing.T) schemas.Message { return mutate(t, deadLtr, func(d DL) { d.Version = 3 }) }, schemas.ErrVersion, "3"},
@@ -162,6 +187,23 @@ func takeoverOf(e *schemas.JournalEntry) schemas.JournalEntry {
 	}
 }
 
+// escalationOf returns e as an escalation entry climbing to rung above the
+// job's own model.
+func escalationOf(e *schemas.JournalEntry, rung string) schemas.JournalEntry {
+	return schemas.JournalEntry{
+		Header: e.Header, Tenant: e.Tenant, JobID: e.JobID, Type: schemas.EntryEscalation,
+		Token: e.Token, Owner: e.Owner, Step: e.Step, Epoch: e.Epoch, Rung: rung, Prior: testPrior(), Work: e.Work, At: e.At,
+	}
+}
+
+// testPrior is an own model's rung that drew 5 samples without a lead.
+func testPrior() []schemas.RungTally {
+	return []schemas.RungTally{{
+		Rung: schemas.RungOwnModel, Counted: 5, Valid: 4, RedFlagged: 1, RedFlags: map[string]int{"parse": 1},
+		Tally: []schemas.TallyEntry{{VoteKey: "a", Votes: 2}, {VoteKey: "b", Votes: 2}},
+	}}
+}
+
 // The durable kinds' valid variants beyond the golden files: what a
 // coordinator writes in practice must pass Validate, Encode and Decode.
 func TestValidateDurableVariants(t *testing.T) {
@@ -180,6 +222,18 @@ func TestValidateDurableVariants(t *testing.T) {
 		}},
 		{"decision at step 0, epoch 0", func(t *testing.T) schemas.Message {
 			return mutate(t, schemas.KindJournalEntry, func(e *schemas.JournalEntry) { e.Step, e.Epoch = 0, 0 })
+		}},
+		{"escalation to the stronger model", func(t *testing.T) schemas.Message {
+			return mutate(t, schemas.KindJournalEntry, func(e *schemas.JournalEntry) { *e = escalationOf(e, schemas.RungStrongerModel) })
+		}},
+		{"escalation to the panel", func(t *testing.T) schemas.Message {
+			return mutate(t, schemas.KindJournalEntry, func(e *schemas.JournalEntry) {
+				*e = escalationOf(e, schemas.RungPanel)
+				e.Prior = append(e.Prior, schemas.RungTally{Rung: schemas.RungStrongerModel, Counted: 3, Valid: 3})
+			})
+		}},
+		{"checkpoint of a step on the stronger model's rung", func(t *testing.T) schemas.Message {
+			return mutate(t, schemas.KindCheckpoint, func(c *schemas.Checkpoint) { c.Rung, c.Prior = schemas.RungStrongerModel, testPrior() })
 		}},
 		{"lease token 1", func(t *testing.T) schemas.Message {
 			return mutate(t, schemas.KindLease, func(l *schemas.Lease) { l.Token = 1 })

@@ -279,6 +279,10 @@ type NoConsensus struct {
 	Step    int64        `json:"step"`
 	Samples int          `json:"samples"`
 	Tally   []TallyEntry `json:"tally"`
+	// Rung is the ladder rung that drew Samples and Tally (own_model, or
+	// stronger_model for an escalated step); Prior the rungs below it.
+	Rung  string      `json:"rung,omitempty" jsonschema:"enum=,enum=own_model,enum=stronger_model"`
+	Prior []RungTally `json:"prior,omitempty"`
 }
 
 // JobReport is a finished job's report.
@@ -437,6 +441,12 @@ func (r *JobReport) Validate() error {
 			return err
 		}
 		if err := checkTally(k, nc.Tally); err != nil {
+			return err
+		}
+		if nc.Rung != "" && nc.Rung != RungOwnModel && nc.Rung != RungStrongerModel {
+			return invalid(k, "no_consensus.rung is %s or %s, got %q", RungOwnModel, RungStrongerModel, nc.Rung)
+		}
+		if err := validPrior(k, nc.Prior); err != nil {
 			return err
 		}
 	}

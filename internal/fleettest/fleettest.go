@@ -22,6 +22,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,6 +133,7 @@ type Role struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
+	killed atomic.Bool
 }
 
 // Cancel stops the role's Run without waiting.
@@ -156,7 +158,7 @@ func (e *Env) start(name string, run func(context.Context) error) *Role {
 	go func() {
 		defer close(r.done)
 		r.err = run(ctx)
-		if r.err != nil && ctx.Err() == nil {
+		if r.err != nil && ctx.Err() == nil && !r.killed.Load() {
 			select {
 			case e.failed <- fmt.Errorf("%s: %w", name, r.err):
 			default:
@@ -164,7 +166,7 @@ func (e *Env) start(name string, run func(context.Context) error) *Role {
 		}
 	}()
 	e.TB.Cleanup(func() {
-		if err := r.Stop(); err != nil {
+		if err := r.Stop(); err != nil && !r.killed.Load() {
 			e.TB.Errorf("%s stopped with: %v", name, err)
 		}
 	})
@@ -175,6 +177,17 @@ func (e *Env) start(name string, run func(context.Context) error) *Role {
 type Coordinator struct {
 	*coordinator.Coordinator
 	*Role
+	nc *nats.Conn
+}
+
+// Kill stops the coordinator the way kill -9 looks to the rest of the
+// fleet: its NATS connection goes first, so it journals, checkpoints and
+// releases nothing more; its lease lapses after its TTL.
+func (c *Coordinator) Kill() {
+	c.killed.Store(true)
+	c.nc.Close()
+	c.cancel()
+	<-c.done
 }
 
 // StartCoordinator starts a coordinator on its own connection and store.
@@ -193,11 +206,12 @@ func (e *Env) StartCoordinator(cfg coordinator.Config) *Coordinator {
 	if cfg.ID == "" {
 		cfg.ID = "coordinator-test"
 	}
-	c, err := coordinator.New(e.Connect(cfg.ID), e.Store(), cfg)
+	nc := e.Connect(cfg.ID)
+	c, err := coordinator.New(nc, e.Store(), cfg)
 	if err != nil {
 		e.TB.Fatal(err)
 	}
-	return &Coordinator{Coordinator: c, Role: e.start(cfg.ID, c.Run)}
+	return &Coordinator{Coordinator: c, Role: e.start(cfg.ID, c.Run), nc: nc}
 }
 
 // Voter is a running voter.

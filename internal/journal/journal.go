@@ -4,8 +4,8 @@
 // entry, plus checkpoints that let a new owner resume without reading the
 // log from the start.
 //
-// A job has two subjects in the journal stream: the entries (decisions and
-// takeovers, in order) and the checkpoints. A new owner reads the last
+// A job has two subjects in the journal stream: the entries (decisions,
+// takeovers, escalations and the end, in order) and the checkpoints. A new owner reads the last
 // checkpoint, then only the entries after it, then appends a takeover entry
 // under its lease token: from that append on, an older owner's next append
 // fails (its expected sequence is stale), so a step is never decided twice.
@@ -194,7 +194,12 @@ func lastMsg(ctx context.Context, s jetstream.Stream, subject string) (*jetstrea
 func (j *Journal) LastSeq() uint64 { return j.lastSeq }
 
 func entryID(e *schemas.JournalEntry) string {
-	return e.Tenant + "/" + e.JobID + "/" + e.Type + "/" + strconv.FormatInt(e.Step, 10) + "/" + strconv.FormatInt(e.Token, 10)
+	id := e.Tenant + "/" + e.JobID + "/" + e.Type + "/" + strconv.FormatInt(e.Step, 10) + "/" + strconv.FormatInt(e.Token, 10)
+	if e.Type == schemas.EntryEscalation {
+		// One owner may climb a step's ladder more than one rung.
+		id += "/" + e.Rung
+	}
+	return id
 }
 
 // Append adds e after the last entry and waits until it is stored.
