@@ -323,12 +323,14 @@ func (r *jobRun) clearOldOwners(ctx context.Context) error {
 	if err := names.Err(); err != nil {
 		return fmt.Errorf("coordinator: list result consumers: %w", err)
 	}
-	// Results of older generations still stored cannot count any more.
-	// (They are not added to the report: some of them were counted
-	// already, in a decision the old owner journaled before it could ack
-	// them. The answers a crashed owner held are the report's only gap.)
-	for gen := max(r.token-8, 1); gen < r.token; gen++ {
-		_ = s.Purge(ctx, jetstream.WithPurgeSubject(r.topo.NS.ResultSubject(r.spec.Tenant, r.spec.JobID, gen)))
+	// Results of older generations still stored cannot count any more;
+	// this generation has asked for nothing yet, so every stored result of
+	// the job goes. (They are not added to the report: some of them were
+	// counted already, in a decision the old owner journaled before it
+	// could ack them. The answers a crashed owner held are the report's
+	// only gap.)
+	if err := s.Purge(ctx, jetstream.WithPurgeSubject(r.topo.NS.ResultJobWildcard(r.spec.Tenant, r.spec.JobID))); err != nil {
+		r.log.Warn("purge older owners' results; they stay until the stream's max age", "err", err)
 	}
 	return nil
 }
