@@ -18,4 +18,6 @@ var (
 	errLeaseLost = errors.New("coordinator: lease lost")
 	// errPaused: the job was paused at a step boundary.
 	errPaused = errors.New("coordinator: job paused")
+	// errControlled: a wait was cut short by a pause or cancel.
+	errControlled = errors.New("coordinator: paused or cancelled")
 )

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/jobs"
@@ -132,14 +133,23 @@ func (r *jobRun) arbitrate(ctx context.Context, pol schemas.EscalationPolicy) er
 	}
 	r.log.Warn("no consensus: asking the judge's panel to arbitrate", "step", r.step, "candidates", len(cands))
 	r.publishStatus(ctx, schemas.StateRunning)
-	actx, cancel := context.WithTimeout(ctx, arbitrationWait)
-	d, err := judge.Arbitrate(actx, r.c.js, r.topo.NS, r.spec.Tenant, step, pol, notes)
-	timedOut := errors.Is(actx.Err(), context.DeadlineExceeded)
-	cancel()
+	actx, cancel := context.WithCancelCause(ctx)
+	stop := r.cancelOnControl(actx, cancel)
+	tctx, tcancel := context.WithTimeout(actx, arbitrationWait)
+	d, err := judge.Arbitrate(tctx, r.c.js, r.topo.NS, r.spec.Tenant, step, pol, notes)
+	timedOut := errors.Is(tctx.Err(), context.DeadlineExceeded) && actx.Err() == nil
+	tcancel()
+	stop()
+	controlled := errors.Is(context.Cause(actx), errControlled)
+	cancel(nil)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case controlled:
+		// Paused: the checkpoint keeps the step on the panel's rung, and
+		// the resumed job asks again (the stored answer, if any, is read).
+		return r.obeyControl(ctx)
 	case !timedOut:
 		// The bus failed, not the judge: the job is retried, and resumes
 		// the arbitration (the climb is journaled) without a person.
@@ -160,6 +170,35 @@ func (r *jobRun) arbitrate(ctx context.Context, pol schemas.EscalationPolicy) er
 		VoteKey: d.VoteKey, Rung: judge.RungPanel, Prior: r.prior, Arbiter: d, At: time.Now().UTC(),
 	}
 	return r.commit(ctx, &e, 0)
+}
+
+// cancelOnControl cancels ctx with errControlled as soon as the job is
+// asked to pause or cancel, for waits longer than a step (an arbitration
+// may wait for a person's approval). stop ends the watch.
+func (r *jobRun) cancelOnControl(ctx context.Context, cancel context.CancelCauseFunc) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			if c := r.control.Load().(string); c == schemas.ControlPause || c == schemas.ControlCancel {
+				cancel(errControlled)
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-r.controlled:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // needsHuman pauses the job at the open step for a person, saying why.

@@ -353,3 +353,74 @@ func TestEscalationNoConsensusReport(t *testing.T) {
 		t.Errorf("samples %d (votes %d, red-flagged %d), want %d: every rung's samples counted", rep.Samples, rep.Votes, rep.RedFlagged, hard*k+9)
 	}
 }
+
+// TestControlDuringArbitration: an arbitration may wait a long time (the
+// judge holds a costly call for a person's approval), but a pause or a
+// cancel asked meanwhile is obeyed at once. A paused job resumes on the
+// panel's rung and reads the panel's answer; the job's own model is not
+// asked about the step again.
+func TestControlDuringArbitration(t *testing.T) {
+	t.Parallel()
+	const disks, k, jobSeed, hard = 3, 2, 47, 3
+	for _, control := range []string{schemas.ControlCancel, schemas.ControlPause} {
+		t.Run(control, func(t *testing.T) {
+			t.Parallel()
+			env := fleettest.New(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			env.StartCoordinator(coordinator.Config{})
+			model := fleettest.NewFakeModel(fleettest.SeedTable(jobSeed, 1<<disks-1, 64), splitAt(hard))
+			env.StartVoter(model, voter.Config{Concurrency: 4})
+			spec := fleettest.HanoiSpec(disks, k, jobSeed)
+			spec.MaxSamplesPerStep = 5
+			spec.Escalation = &schemas.EscalationPolicy{Panel: true}
+			env.Submit(&spec)
+
+			// No judge runs yet: the arbitration waits.
+			fleettest.Eventually(t, 30*time.Second, func() bool {
+				climbed := false
+				_ = journal.ReadAll(ctx, env.JS, bus.DefaultNamespace, spec.Tenant, spec.JobID, func(e journal.Entry) error {
+					climbed = climbed || e.Type == schemas.EntryEscalation && e.Rung == judge.RungPanel
+					return nil
+				})
+				return climbed
+			}, "the hard step never reached the panel")
+			asked := time.Now()
+			if _, err := jobs.Control(ctx, env.Topo, spec.Tenant, spec.JobID, control); err != nil {
+				t.Fatal(err)
+			}
+			if control == schemas.ControlCancel {
+				rep := env.Wait(spec)
+				if rep.State != schemas.StateCancelled || rep.Steps != hard {
+					t.Errorf("state %s at step %d, want cancelled at the arbitrated step %d", rep.State, rep.Steps, hard)
+				}
+				if d := time.Since(asked); d > 20*time.Second {
+					t.Errorf("cancel obeyed after %v", d)
+				}
+				return
+			}
+			var st schemas.JobStatus
+			fleettest.Eventually(t, 20*time.Second, func() bool {
+				st, _ = jobs.Status(ctx, env.Topo, spec.Tenant, spec.JobID)
+				return st.State == schemas.StatePaused
+			}, "the job did not pause during the arbitration: %+v", st)
+			startJudge(t, env, panelOf([]string{"m1@dissent", "m2@dissent", "m3"}))
+			if _, err := jobs.Control(ctx, env.Topo, spec.Tenant, spec.JobID, schemas.ControlRun); err != nil {
+				t.Fatal(err)
+			}
+			rep := env.Wait(spec)
+			if !rep.Solved || rep.TraceSHA256 != fleettest.GoldenTrace(disks) || rep.ArbiterDecisions != 1 {
+				t.Errorf("state %s, trace %s, arbiter decisions %d: want solved by the panel's answer", rep.State, rep.TraceSHA256, rep.ArbiterDecisions)
+			}
+			own := 0
+			for _, r := range model.Records() {
+				if r.Known && r.Step == hard {
+					own++
+				}
+			}
+			if own != 5 {
+				t.Errorf("the job's own model answered the hard step %d times, want its 5 samples once", own)
+			}
+		})
+	}
+}

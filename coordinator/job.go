@@ -58,7 +58,8 @@ type jobRun struct {
 	token      int64                 // the lease token (the lease itself is the renewer's)
 	ended      *schemas.JournalEntry // the journal's end entry, found on resume
 	jr         *journal.Journal
-	control    atomic.Value // string
+	control    atomic.Value  // string
+	controlled chan struct{} // poked (never blocking) when control changes
 	sinceCkpt  int
 	lastWork   schemas.StepWork // report figures at the last journal entry
 	crashPoint string
@@ -101,18 +102,19 @@ type jobRun struct {
 func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int64, rec schemas.JobRecord) (schemas.JobReport, error) {
 	spec := rec.Spec
 	r := &jobRun{
-		c:        c,
-		topo:     topo,
-		log:      c.log.With("tenant", spec.Tenant, "job", spec.JobID, "token", token),
-		spec:     spec,
-		ref:      store.JobRef{Tenant: spec.Tenant, JobID: spec.JobID},
-		sampleSj: topo.NS.SampleSubject(spec.Tenant, spec.JobID),
-		timeout:  time.Duration(spec.SampleTimeoutMS) * time.Millisecond,
-		trace:    sha256.New(),
-		start:    time.Now(),
-		pending:  make(map[int]*pending),
-		seen:     make(map[int]string),
-		token:    token,
+		c:          c,
+		topo:       topo,
+		log:        c.log.With("tenant", spec.Tenant, "job", spec.JobID, "token", token),
+		spec:       spec,
+		ref:        store.JobRef{Tenant: spec.Tenant, JobID: spec.JobID},
+		sampleSj:   topo.NS.SampleSubject(spec.Tenant, spec.JobID),
+		timeout:    time.Duration(spec.SampleTimeoutMS) * time.Millisecond,
+		trace:      sha256.New(),
+		start:      time.Now(),
+		pending:    make(map[int]*pending),
+		seen:       make(map[int]string),
+		controlled: make(chan struct{}, 1),
+		token:      token,
 	}
 	r.prev.step, r.prev.seen = -1, make(map[int]bool)
 	r.capN = spec.MaxSamplesPerStep
@@ -202,6 +204,10 @@ func (r *jobRun) watchControl(ctx context.Context) (stop func(), err error) {
 			var rec schemas.JobRecord
 			if schemas.Decode(e.Value(), &rec) == nil {
 				r.control.Store(rec.Control)
+				select {
+				case r.controlled <- struct{}{}:
+				default:
+				}
 			}
 		}
 	}()
