@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -63,14 +64,39 @@ func TestEscalationLadder(t *testing.T) {
 			}
 			env.StartCoordinator(coordinator.Config{})
 			seeds := fleettest.SeedTable(jobSeed, 1<<disks-1, 64)
-			env.StartVoter(fleettest.NewFakeModel(seeds, splitAt(hard)), voter.Config{Concurrency: 4})
+			model := fleettest.NewFakeModel(seeds, splitAt(hard))
+			env.StartVoter(model, voter.Config{Concurrency: 4})
 			spec := fleettest.HanoiSpec(disks, k, jobSeed)
 			spec.MaxSamplesPerStep = 5
 			pol := tc.policy
 			spec.Escalation = &pol
+			ownPrice := &schemas.Pricing{InputUSDPerMTok: 1, OutputUSDPerMTok: 2}
+			spec.Pricing = ownPrice
+			if pol.StrongerModel != "" {
+				pol.StrongerPricing = &schemas.Pricing{InputUSDPerMTok: 10, OutputUSDPerMTok: 40}
+			}
 
 			rep := env.Run(&spec)
 			checkSolved(t, rep, disks)
+			// The stronger model's tokens are priced as its own, the
+			// panel's calls at what the judge reported.
+			var strongerCalls int64
+			for _, r := range model.Records() {
+				if r.Model == "strong" {
+					strongerCalls++
+				}
+			}
+			if rep.StrongerPromptTokens != 120*strongerCalls || (strongerCalls > 0) != (rep.StrongerCompletionTokens > 0) {
+				t.Errorf("stronger tokens %d/%d for %d calls of 120 prompt tokens", rep.StrongerPromptTokens, rep.StrongerCompletionTokens, strongerCalls)
+			}
+			if (tc.arbiters > 0) != (rep.ArbiterCostUSD > 0) {
+				t.Errorf("arbiter cost %v with %d arbiter decisions", rep.ArbiterCostUSD, tc.arbiters)
+			}
+			wantCost := ownPrice.Cost(rep.PromptTokens-rep.StrongerPromptTokens, rep.CompletionTokens-rep.StrongerCompletionTokens) +
+				pol.StrongerPricing.Cost(rep.StrongerPromptTokens, rep.StrongerCompletionTokens) + rep.ArbiterCostUSD
+			if math.Abs(rep.CostUSD-wantCost) > 1e-12 || rep.CostUSD <= ownPrice.Cost(rep.PromptTokens, rep.CompletionTokens) {
+				t.Errorf("cost %v, want %v: the stronger model or the panel priced at the job's price", rep.CostUSD, wantCost)
+			}
 			if rep.Escalations != tc.escal || rep.ArbiterDecisions != tc.arbiters {
 				t.Errorf("escalations %d, arbiter decisions %d; want %d, %d", rep.Escalations, rep.ArbiterDecisions, tc.escal, tc.arbiters)
 			}

@@ -70,6 +70,9 @@ type jobRun struct {
 	rung  string
 	prior []schemas.RungTally
 	capN  int
+	// (step, epoch) pairs sampled by the stronger model, so its answers'
+	// tokens, late ones included, are priced as its own
+	strongerAt map[[2]int64]bool
 
 	// open step
 	step       int64
@@ -114,6 +117,7 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int6
 		pending:    make(map[int]*pending),
 		seen:       make(map[int]string),
 		controlled: make(chan struct{}, 1),
+		strongerAt: make(map[[2]int64]bool),
 		token:      token,
 	}
 	r.prev.step, r.prev.seen = -1, make(map[int]bool)
@@ -296,6 +300,8 @@ func (r *jobRun) restore(c *schemas.Checkpoint) error {
 	rep.DuplicateResults, rep.Resampled, rep.MalformedMessages = p.DuplicateResults, p.Resampled, p.MalformedMessages
 	rep.MaxSamplesInStep, rep.MaxSamplesStep = p.MaxSamplesInStep, p.MaxSamplesStep
 	rep.PromptTokens, rep.CompletionTokens = p.PromptTokens, p.CompletionTokens
+	rep.StrongerPromptTokens, rep.StrongerCompletionTokens = p.StrongerPromptTokens, p.StrongerCompletionTokens
+	rep.ArbiterCostUSD = p.ArbiterCostUSD
 	rep.Escalations, rep.ArbiterDecisions, rep.ArbiterSteps = p.Escalations, p.ArbiterDecisions, p.ArbiterSteps
 	rep.StartedAt = p.StartedAt
 	r.start = p.StartedAt
@@ -366,6 +372,7 @@ func (r *jobRun) run(ctx context.Context) error {
 		}
 		return err
 	}
+	r.markRung()
 	cons, err := js.CreateOrUpdateConsumer(ctx, r.topo.NS.ResultsStream(), jetstream.ConsumerConfig{
 		Durable:           bus.ResultConsumer(r.spec.Tenant, r.spec.JobID, r.token),
 		Description:       "results of one job, read by the coordinator holding its lease",
@@ -526,7 +533,9 @@ func progressOf(rep *schemas.JobReport) schemas.Progress {
 		DuplicateResults: rep.DuplicateResults, Resampled: rep.Resampled, MalformedMessages: rep.MalformedMessages,
 		MaxSamplesInStep: rep.MaxSamplesInStep, MaxSamplesStep: rep.MaxSamplesStep,
 		PromptTokens: rep.PromptTokens, CompletionTokens: rep.CompletionTokens, StartedAt: rep.StartedAt,
-		Escalations: rep.Escalations, ArbiterDecisions: rep.ArbiterDecisions, ArbiterSteps: rep.ArbiterSteps,
+		StrongerPromptTokens: rep.StrongerPromptTokens, StrongerCompletionTokens: rep.StrongerCompletionTokens,
+		ArbiterCostUSD: rep.ArbiterCostUSD,
+		Escalations:    rep.Escalations, ArbiterDecisions: rep.ArbiterDecisions, ArbiterSteps: rep.ArbiterSteps,
 	}
 }
 
@@ -535,6 +544,7 @@ func progressOf(rep *schemas.JobReport) schemas.Progress {
 func workOf(rep *schemas.JobReport) schemas.StepWork {
 	return schemas.StepWork{
 		PromptTokens: rep.PromptTokens, CompletionTokens: rep.CompletionTokens,
+		StrongerPromptTokens: rep.StrongerPromptTokens, StrongerCompletionTokens: rep.StrongerCompletionTokens,
 		Skipped: rep.SkippedSamples, Cancelled: rep.CancelledSamples, Late: rep.LateSamples,
 		Duplicates: rep.DuplicateResults, Resampled: rep.Resampled, MalformedMessages: rep.MalformedMessages,
 	}
@@ -544,6 +554,8 @@ func workOf(rep *schemas.JobReport) schemas.StepWork {
 func addWork(rep *schemas.JobReport, w schemas.StepWork) {
 	rep.PromptTokens += w.PromptTokens
 	rep.CompletionTokens += w.CompletionTokens
+	rep.StrongerPromptTokens += w.StrongerPromptTokens
+	rep.StrongerCompletionTokens += w.StrongerCompletionTokens
 	rep.SkippedSamples += w.Skipped
 	rep.CancelledSamples += w.Cancelled
 	rep.LateSamples += w.Late
@@ -555,7 +567,9 @@ func addWork(rep *schemas.JobReport, w schemas.StepWork) {
 func subWork(a, b schemas.StepWork) schemas.StepWork {
 	return schemas.StepWork{
 		PromptTokens: a.PromptTokens - b.PromptTokens, CompletionTokens: a.CompletionTokens - b.CompletionTokens,
-		Skipped: a.Skipped - b.Skipped, Cancelled: a.Cancelled - b.Cancelled, Late: a.Late - b.Late,
+		StrongerPromptTokens:     a.StrongerPromptTokens - b.StrongerPromptTokens,
+		StrongerCompletionTokens: a.StrongerCompletionTokens - b.StrongerCompletionTokens,
+		Skipped:                  a.Skipped - b.Skipped, Cancelled: a.Cancelled - b.Cancelled, Late: a.Late - b.Late,
 		Duplicates: a.Duplicates - b.Duplicates, Resampled: a.Resampled - b.Resampled,
 		MalformedMessages: a.MalformedMessages - b.MalformedMessages,
 	}
@@ -590,8 +604,7 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 			_ = m.Ack()
 			continue
 		}
-		r.rep.PromptTokens += int64(res.PromptTokens)
-		r.rep.CompletionTokens += int64(res.CompletionTokens)
+		r.addTokens(&res, 1)
 		if res.Index >= r.dispatched {
 			r.rep.MalformedMessages++
 			r.log.Warn("dropping result for an index never published", "step", res.Step, "index", res.Index)
@@ -720,14 +733,12 @@ func (r *jobRun) countLate(res schemas.SampleResult, tokensCounted bool) {
 	if p := &r.prev; res.Step == p.step && res.Epoch == p.epoch && (res.Index < p.counted || p.seen[res.Index]) &&
 		(res.Outcome == schemas.OutcomeVote || res.Outcome == schemas.OutcomeRedFlag) {
 		if tokensCounted { // not a model call of ours: take its tokens back out
-			r.rep.PromptTokens -= int64(res.PromptTokens)
-			r.rep.CompletionTokens -= int64(res.CompletionTokens)
+			r.addTokens(&res, -1)
 		}
 		return
 	}
 	if !tokensCounted {
-		r.rep.PromptTokens += int64(res.PromptTokens)
-		r.rep.CompletionTokens += int64(res.CompletionTokens)
+		r.addTokens(&res, 1)
 	}
 	switch res.Outcome {
 	case schemas.OutcomeSkipped:
@@ -850,8 +861,28 @@ func (r *jobRun) reopen(ctx context.Context, why string) error {
 		}
 		return err
 	}
+	r.markRung()
 	r.resetStep()
 	return r.topUp(ctx)
+}
+
+// markRung notes that the open step's epoch samples the stronger model,
+// when it does.
+func (r *jobRun) markRung() {
+	if r.rung == schemas.RungStrongerModel {
+		r.strongerAt[[2]int64{r.step, r.epoch}] = true
+	}
+}
+
+// addTokens adds (sign 1) or takes back (sign -1) an answer's tokens.
+func (r *jobRun) addTokens(res *schemas.SampleResult, sign int64) {
+	p, c := sign*int64(res.PromptTokens), sign*int64(res.CompletionTokens)
+	r.rep.PromptTokens += p
+	r.rep.CompletionTokens += c
+	if r.strongerAt[[2]int64{res.Step, res.Epoch}] {
+		r.rep.StrongerPromptTokens += p
+		r.rep.StrongerCompletionTokens += c
+	}
 }
 
 func (r *jobRun) resetStep() {
@@ -1002,6 +1033,9 @@ func (r *jobRun) apply(e *schemas.JournalEntry, replay bool) error {
 	switch {
 	case e.Type == schemas.EntryArbiter:
 		rep.ArbiterDecisions++
+		if e.Arbiter != nil {
+			rep.ArbiterCostUSD += e.Arbiter.CostUSD
+		}
 		if len(rep.ArbiterSteps) < maxErrorSteps {
 			rep.ArbiterSteps = append(rep.ArbiterSteps, r.step)
 		}
@@ -1021,6 +1055,11 @@ func (r *jobRun) apply(e *schemas.JournalEntry, replay bool) error {
 	r.state = next
 	r.step++
 	r.climb("", nil)
+	for at := range r.strongerAt {
+		if at[0] < r.step-1 { // answers this late are rare: priced as the job's model
+			delete(r.strongerAt, at)
+		}
+	}
 	r.resetStep()
 	return nil
 }
@@ -1111,9 +1150,12 @@ func (r *jobRun) finish(ctx context.Context, state, reason string) {
 		rep.TraceSHA256 = fmt.Sprintf("%x", r.trace.Sum(nil))
 	}
 	fillTheory(rep, r.spec)
-	if p := r.spec.Pricing; p != nil {
-		rep.CostUSD = (float64(rep.PromptTokens)*p.InputUSDPerMTok + float64(rep.CompletionTokens)*p.OutputUSDPerMTok) / 1e6
+	strongerPrice := r.spec.Pricing
+	if e := r.spec.Escalation; e != nil && e.StrongerPricing != nil {
+		strongerPrice = e.StrongerPricing
 	}
+	rep.CostUSD = r.spec.Pricing.Cost(rep.PromptTokens-rep.StrongerPromptTokens, rep.CompletionTokens-rep.StrongerCompletionTokens) +
+		strongerPrice.Cost(rep.StrongerPromptTokens, rep.StrongerCompletionTokens) + rep.ArbiterCostUSD
 	r.publishStatus(ctx, state)
 }
 

@@ -53,6 +53,12 @@ func TestBadInputIsRefused(t *testing.T) {
 		{"submit unknown flag", []string{"submit", "--k", "3", "--bogus"}, "unknown flag: --bogus"},
 		{"submit bad flag value", []string{"submit", "--k", "three"}, `invalid argument "three"`},
 		{"submit positional arg", []string{"submit", "--k", "3", "extra"}, `unknown command "extra"`},
+		{"submit stronger price without a ladder", []string{"submit", "--k", "3", "--stronger-input-price", "3"}, "need --stronger-model or --panel"},
+		{"submit stronger samples without a ladder", []string{"submit", "--k", "3", "--stronger-samples", "5"}, "need --stronger-model or --panel"},
+		{"submit stronger samples below k", []string{"submit", "--k", "3", "--stronger-model", "m", "--stronger-samples", "2"}, "escalation.stronger_samples must be between k (3)"},
+		{"submit stronger negative price", []string{"submit", "--k", "3", "--stronger-model", "m", "--stronger-output-price", "-1"}, "escalation.stronger_pricing.output_usd_per_mtok must be between 0"},
+		{"submit stronger price, panel only", []string{"submit", "--k", "3", "--panel", "--stronger-input-price", "2"}, "escalation.stronger_pricing prices no stronger_model"},
+		{"submit min-confidence over 1", []string{"submit", "--k", "3", "--panel", "--min-confidence", "1.5"}, "escalation.min_confidence must be in [0, 1]"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

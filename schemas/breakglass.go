@@ -672,6 +672,9 @@ type EscalationPolicy struct {
 	StrongerModel string `json:"stronger_model,omitempty"`
 	// StrongerSamples caps the stronger model's samples. Default 10.
 	StrongerSamples int `json:"stronger_samples,omitempty"`
+	// StrongerPricing prices the stronger model's tokens in the report
+	// (optional; without it they are priced at the job's pricing).
+	StrongerPricing *Pricing `json:"stronger_pricing,omitempty"`
 	// Panel opts the job in to the break-glass panel as the last rung.
 	Panel bool `json:"panel,omitempty"`
 	// MinConfidence is the least judge confidence that decides the step;

@@ -252,14 +252,17 @@ type JournalEntry struct {
 
 // StepWork is the report's running figures that are not in a decision.
 type StepWork struct {
-	PromptTokens      int64 `json:"prompt_tokens,omitempty"`
-	CompletionTokens  int64 `json:"completion_tokens,omitempty"`
-	Skipped           int64 `json:"skipped,omitempty"`
-	Cancelled         int64 `json:"cancelled,omitempty"`
-	Late              int64 `json:"late,omitempty"`
-	Duplicates        int64 `json:"duplicates,omitempty"`
-	Resampled         int64 `json:"resampled,omitempty"`
-	MalformedMessages int64 `json:"malformed_messages,omitempty"`
+	PromptTokens     int64 `json:"prompt_tokens,omitempty"`
+	CompletionTokens int64 `json:"completion_tokens,omitempty"`
+	// The part of the tokens the stronger model used.
+	StrongerPromptTokens     int64 `json:"stronger_prompt_tokens,omitempty"`
+	StrongerCompletionTokens int64 `json:"stronger_completion_tokens,omitempty"`
+	Skipped                  int64 `json:"skipped,omitempty"`
+	Cancelled                int64 `json:"cancelled,omitempty"`
+	Late                     int64 `json:"late,omitempty"`
+	Duplicates               int64 `json:"duplicates,omitempty"`
+	Resampled                int64 `json:"resampled,omitempty"`
+	MalformedMessages        int64 `json:"malformed_messages,omitempty"`
 }
 
 // MessageKind implements Message.
@@ -283,6 +286,7 @@ func (e *JournalEntry) Validate() error {
 	w := e.Work
 	if err := nonNegative(k, count{"step", e.Step}, count{"epoch", e.Epoch},
 		count{"work.prompt_tokens", w.PromptTokens}, count{"work.completion_tokens", w.CompletionTokens},
+		count{"work.stronger_prompt_tokens", w.StrongerPromptTokens}, count{"work.stronger_completion_tokens", w.StrongerCompletionTokens},
 		count{"work.skipped", w.Skipped}, count{"work.cancelled", w.Cancelled}, count{"work.late", w.Late},
 		count{"work.duplicates", w.Duplicates}, count{"work.resampled", w.Resampled},
 		count{"work.malformed_messages", w.MalformedMessages}); err != nil {
@@ -399,7 +403,12 @@ func (c *Checkpoint) Validate() error {
 		count{"progress.late_samples", p.LateSamples}, count{"progress.duplicate_results", p.DuplicateResults},
 		count{"progress.resampled", p.Resampled}, count{"progress.malformed_messages", p.MalformedMessages},
 		count{"progress.max_samples_in_step", int64(p.MaxSamplesInStep)}, count{"progress.max_samples_step", p.MaxSamplesStep},
-		count{"progress.prompt_tokens", p.PromptTokens}, count{"progress.completion_tokens", p.CompletionTokens}); err != nil {
+		count{"progress.prompt_tokens", p.PromptTokens}, count{"progress.completion_tokens", p.CompletionTokens},
+		count{"progress.stronger_prompt_tokens", p.StrongerPromptTokens},
+		count{"progress.stronger_completion_tokens", p.StrongerCompletionTokens}); err != nil {
+		return err
+	}
+	if err := nonNegativeFigures(k, figure{"progress.arbiter_cost_usd", p.ArbiterCostUSD}); err != nil {
 		return err
 	}
 	for name, n := range p.RedFlags {
@@ -441,9 +450,13 @@ type Progress struct {
 	// that step.
 	MaxSamplesInStep int   `json:"max_samples_in_step"`
 	MaxSamplesStep   int64 `json:"max_samples_step"`
-	// Token usage so far.
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
+	// Token usage so far, the stronger model's part, and the arbiter's
+	// cost, as in the report.
+	PromptTokens             int64   `json:"prompt_tokens"`
+	CompletionTokens         int64   `json:"completion_tokens"`
+	StrongerPromptTokens     int64   `json:"stronger_prompt_tokens,omitempty"`
+	StrongerCompletionTokens int64   `json:"stronger_completion_tokens,omitempty"`
+	ArbiterCostUSD           float64 `json:"arbiter_cost_usd,omitempty"`
 	// Escalations, ArbiterDecisions and ArbiterSteps as in the report.
 	Escalations      int64   `json:"escalations,omitempty"`
 	ArbiterDecisions int64   `json:"arbiter_decisions,omitempty"`

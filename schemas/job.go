@@ -172,16 +172,36 @@ func (s *JobSpec) Validate() error {
 		if e.StrongerModel == "" && !e.Panel {
 			return invalid(k, "escalation names no stronger_model and no panel: leave it out instead")
 		}
+		if err := e.StrongerPricing.check(k, "escalation.stronger_pricing"); err != nil {
+			return err
+		}
+		if e.StrongerPricing != nil && e.StrongerModel == "" {
+			return invalid(k, "escalation.stronger_pricing prices no stronger_model")
+		}
 	}
-	if p := s.Pricing; p != nil {
-		if !inRange(p.InputUSDPerMTok, 0, maxPriceUSDPerMTok) {
-			return invalid(k, "pricing.input_usd_per_mtok must be between 0 and %g, got %v", maxPriceUSDPerMTok, p.InputUSDPerMTok)
-		}
-		if !inRange(p.OutputUSDPerMTok, 0, maxPriceUSDPerMTok) {
-			return invalid(k, "pricing.output_usd_per_mtok must be between 0 and %g, got %v", maxPriceUSDPerMTok, p.OutputUSDPerMTok)
-		}
+	return s.Pricing.check(k, "pricing")
+}
+
+// check validates a price (nil: none) named field in a message of kind k.
+func (p *Pricing) check(k, field string) error {
+	if p == nil {
+		return nil
+	}
+	if !inRange(p.InputUSDPerMTok, 0, maxPriceUSDPerMTok) {
+		return invalid(k, "%s.input_usd_per_mtok must be between 0 and %g, got %v", field, maxPriceUSDPerMTok, p.InputUSDPerMTok)
+	}
+	if !inRange(p.OutputUSDPerMTok, 0, maxPriceUSDPerMTok) {
+		return invalid(k, "%s.output_usd_per_mtok must be between 0 and %g, got %v", field, maxPriceUSDPerMTok, p.OutputUSDPerMTok)
 	}
 	return nil
+}
+
+// Cost is the price of the given token counts in US dollars (0 for nil).
+func (p *Pricing) Cost(prompt, completion int64) float64 {
+	if p == nil {
+		return 0
+	}
+	return (float64(prompt)*p.InputUSDPerMTok + float64(completion)*p.OutputUSDPerMTok) / 1e6
 }
 
 func inRange(v, lo, hi float64) bool {
@@ -349,11 +369,21 @@ type JobReport struct {
 	// TraceSHA256 is the sha256 of the decided vote keys in step order, one
 	// per line ("\n"-terminated).
 	TraceSHA256 string `json:"trace_sha256"`
-	// Token usage, PromptTokens and CompletionTokens, and, when the job has
-	// pricing, its cost CostUSD.
-	PromptTokens     int64   `json:"prompt_tokens"`
-	CompletionTokens int64   `json:"completion_tokens"`
-	CostUSD          float64 `json:"cost_usd"`
+	// Token usage, PromptTokens and CompletionTokens, every model's;
+	// StrongerPromptTokens and StrongerCompletionTokens the part the
+	// escalation's stronger model used.
+	PromptTokens             int64 `json:"prompt_tokens"`
+	CompletionTokens         int64 `json:"completion_tokens"`
+	StrongerPromptTokens     int64 `json:"stronger_prompt_tokens,omitempty"`
+	StrongerCompletionTokens int64 `json:"stronger_completion_tokens,omitempty"`
+	// ArbiterCostUSD is what the judge's panel calls that decided steps
+	// cost, as the judge reported it.
+	ArbiterCostUSD float64 `json:"arbiter_cost_usd,omitempty"`
+	// CostUSD is the job's cost: its own model's tokens at the job's
+	// pricing, the stronger model's at the escalation's stronger_pricing
+	// (else the job's), plus ArbiterCostUSD. Tokens without a price count
+	// nothing.
+	CostUSD float64 `json:"cost_usd"`
 	// NoConsensus is set when State is no_consensus.
 	NoConsensus *NoConsensus `json:"no_consensus,omitempty"`
 	// Escalations counts steps the job's stronger model decided after its
@@ -410,9 +440,14 @@ func (r *JobReport) Validate() error {
 		count{"malformed_messages", r.MalformedMessages}, count{"max_samples_in_step", int64(r.MaxSamplesInStep)},
 		count{"max_samples_step", r.MaxSamplesStep}, count{"prompt_tokens", r.PromptTokens},
 		count{"completion_tokens", r.CompletionTokens}, count{"escalations", r.Escalations},
-		count{"arbiter_decisions", r.ArbiterDecisions},
+		count{"arbiter_decisions", r.ArbiterDecisions}, count{"stronger_prompt_tokens", r.StrongerPromptTokens},
+		count{"stronger_completion_tokens", r.StrongerCompletionTokens},
 	); err != nil {
 		return err
+	}
+	if r.StrongerPromptTokens > r.PromptTokens || r.StrongerCompletionTokens > r.CompletionTokens {
+		return invalid(k, "the stronger model's tokens (%d, %d) are part of prompt_tokens (%d) and completion_tokens (%d)",
+			r.StrongerPromptTokens, r.StrongerCompletionTokens, r.PromptTokens, r.CompletionTokens)
 	}
 	for i, s := range r.ErrorSteps {
 		if s < 0 {
@@ -429,7 +464,7 @@ func (r *JobReport) Validate() error {
 		figure{"samples_per_step", r.SamplesPerStep}, figure{"votes_per_step", r.VotesPerStep},
 		figure{"expected_samples_per_step", r.ExpectedSamplesPerStep},
 		figure{"expected_votes_per_step", r.ExpectedVotesPerStep},
-		figure{"p_estimate", r.PEstimate}, figure{"cost_usd", r.CostUSD},
+		figure{"p_estimate", r.PEstimate}, figure{"cost_usd", r.CostUSD}, figure{"arbiter_cost_usd", r.ArbiterCostUSD},
 	); err != nil {
 		return err
 	}

@@ -110,6 +110,16 @@ func TestValidateRules(t *testing.T) {
 		{"spec/output price", func(t *testing.T) schemas.Message {
 			return mutate(t, spec, func(s S) { s.Pricing.OutputUSDPerMTok = 2e6 })
 		}, schemas.ErrInvalid, "pricing.output_usd_per_mtok must be between 0 and 1e+06, got 2e+06"},
+		{"spec/stronger price", func(t *testing.T) schemas.Message {
+			return mutate(t, spec, func(s S) {
+				s.Escalation = &schemas.EscalationPolicy{StrongerModel: "big", StrongerPricing: &schemas.Pricing{InputUSDPerMTok: math.NaN()}}
+			})
+		}, schemas.ErrInvalid, "escalation.stronger_pricing.input_usd_per_mtok must be between 0 and 1e+06, got NaN"},
+		{"spec/stronger price without the model", func(t *testing.T) schemas.Message {
+			return mutate(t, spec, func(s S) {
+				s.Escalation = &schemas.EscalationPolicy{Panel: true, StrongerPricing: &schemas.Pricing{InputUSDPerMTok: 3}}
+			})
+		}, schemas.ErrInvalid, "escalation.stronger_pricing prices no stronger_model"},
 
 		{"request/kind", func(t *testing.T) schemas.Message { return mutate(t, req, func(r Rq) { r.Kind = "sample_result" }) }, schemas.ErrKind, "want \"sample_request\""},
 		{"request/tenant", func(t *testing.T) schemas.Message { return mutate(t, req, func(r Rq) { r.Tenant = "ACME" }) }, schemas.ErrInvalid, `tenant "ACME"`},
@@ -184,6 +194,10 @@ func TestValidateRules(t *testing.T) {
 		{"status/state", func(t *testing.T) schemas.Message { return mutate(t, status, func(s St) { s.State = "halted" }) }, schemas.ErrInvalid, `unknown state "halted"`},
 		{"status/steps", func(t *testing.T) schemas.Message { return mutate(t, status, func(s St) { s.Steps = -1 }) }, schemas.ErrInvalid, "steps must be >= 0, got -1"},
 
+		{"report/stronger tokens over the total", func(t *testing.T) schemas.Message {
+			return mutate(t, report, func(r R) { r.StrongerPromptTokens = r.PromptTokens + 1 })
+		}, schemas.ErrInvalid, "the stronger model's tokens"},
+		{"report/arbiter cost", func(t *testing.T) schemas.Message { return mutate(t, report, func(r R) { r.ArbiterCostUSD = -1 }) }, schemas.ErrInvalid, "arbiter_cost_usd"},
 		{"report/kind", func(t *testing.T) schemas.Message { return mutate(t, report, func(r R) { r.Kind = "job_spec" }) }, schemas.ErrKind, `want "job_report"`},
 		{"report/tenant", func(t *testing.T) schemas.Message { return mutate(t, report, func(r R) { r.Tenant = "x/y" }) }, schemas.ErrInvalid, `tenant "x/y"`},
 		{"report/job id", func(t *testing.T) schemas.Message { return mutate(t, report, func(r R) { r.JobID = "" }) }, schemas.ErrInvalid, `job id ""`},

@@ -231,6 +231,8 @@ func submitCmd(e *env) *cobra.Command {
 		quiet   bool
 		timeout time.Duration
 		esc     schemas.EscalationPolicy
+		// strongerPrice: a price not given is the job's
+		strongerPrice schemas.Pricing
 	)
 	cmd := &cobra.Command{
 		Use:     "submit",
@@ -244,12 +246,24 @@ func submitCmd(e *env) *cobra.Command {
 			}
 			if esc.StrongerModel != "" || esc.Panel {
 				e := esc
+				in, out := cmd.Flags().Changed("stronger-input-price"), cmd.Flags().Changed("stronger-output-price")
+				if in || out {
+					p := strongerPrice
+					if !in {
+						p.InputUSDPerMTok = jf.inputPrice
+					}
+					if !out {
+						p.OutputUSDPerMTok = jf.outputPrice
+					}
+					e.StrongerPricing = &p
+				}
 				spec.Escalation = &e
 				if err := spec.Validate(); err != nil {
 					return usageError{err}
 				}
-			} else if cmd.Flags().Changed("stronger-samples") || cmd.Flags().Changed("min-confidence") {
-				return usagef("--stronger-samples and --min-confidence need --stronger-model or --panel")
+			} else if cmd.Flags().Changed("stronger-samples") || cmd.Flags().Changed("min-confidence") ||
+				cmd.Flags().Changed("stronger-input-price") || cmd.Flags().Changed("stronger-output-price") {
+				return usagef("--stronger-samples, --stronger-*-price and --min-confidence need --stronger-model or --panel")
 			}
 			ctx := cmd.Context()
 			if timeout > 0 {
@@ -309,6 +323,8 @@ func submitCmd(e *env) *cobra.Command {
 	fl.DurationVar(&timeout, "timeout", 0, "give up waiting after this long (default: no limit)")
 	fl.StringVar(&esc.StrongerModel, "stronger-model", "", "escalation: a step that spends --max-samples without a decision is voted on again by this model")
 	fl.IntVar(&esc.StrongerSamples, "stronger-samples", schemas.DefaultStrongerSamples, "escalation: the stronger model's sample cap per step")
+	fl.Float64Var(&strongerPrice.InputUSDPerMTok, "stronger-input-price", 0, "escalation: the stronger model's price, USD per million input tokens (default: --input-price)")
+	fl.Float64Var(&strongerPrice.OutputUSDPerMTok, "stronger-output-price", 0, "escalation: the stronger model's price, USD per million output tokens (default: --output-price)")
 	fl.BoolVar(&esc.Panel, "panel", false, "escalation: then let the judge's break-glass panel arbitrate (needs a running `maker judge`)")
 	fl.Float64Var(&esc.MinConfidence, "min-confidence", schemas.DefaultMinConfidence, "escalation: the least judge confidence that decides a step; below it the job pauses for a person")
 	return cmd
