@@ -69,6 +69,7 @@ func (r *jobRun) escalate(ctx context.Context) error {
 	}
 	r.sinceCkpt++
 	r.climb(next, prior)
+	r.publishStatus(ctx, schemas.StateRunning)
 	if next == judge.RungStrongerModel {
 		r.log.Warn("no consensus: the stronger model votes on the step", "step", r.step, "model", pol.StrongerModel,
 			"samples", rt.Counted, "tally", tally)
@@ -132,7 +133,6 @@ func (r *jobRun) arbitrate(ctx context.Context, pol schemas.EscalationPolicy) er
 		K: r.spec.K, Samples: samples, Candidates: cands,
 	}
 	r.log.Warn("no consensus: asking the judge's panel to arbitrate", "step", r.step, "candidates", len(cands))
-	r.publishStatus(ctx, schemas.StateRunning)
 	actx, cancel := context.WithCancelCause(ctx)
 	stop := r.cancelOnControl(actx, cancel)
 	tctx, tcancel := context.WithTimeout(actx, arbitrationWait)

@@ -411,6 +411,10 @@ func TestControlDuringArbitration(t *testing.T) {
 				})
 				return climbed
 			}, "the hard step never reached the panel")
+			fleettest.Eventually(t, 10*time.Second, func() bool {
+				st, err := jobs.Status(ctx, env.Topo, spec.Tenant, spec.JobID)
+				return err == nil && st.Rung == judge.RungPanel && st.State == schemas.StateRunning
+			}, "the status does not say the panel has the step")
 			asked := time.Now()
 			if _, err := jobs.Control(ctx, env.Topo, spec.Tenant, spec.JobID, control); err != nil {
 				t.Fatal(err)

@@ -1191,7 +1191,7 @@ func (r *jobRun) publishStatus(ctx context.Context, state string) {
 		Tenant: r.spec.Tenant, JobID: r.spec.JobID, State: state, Progress: min(max(progress, 0), 1),
 		Steps: r.rep.Steps, TotalSteps: r.rep.TotalSteps, Samples: r.rep.Samples,
 		Votes: r.rep.Votes, RedFlagged: r.rep.RedFlagged, Errors: r.rep.Errors,
-		Coordinator: r.c.cfg.ID, UpdatedAt: time.Now().UTC(),
+		Coordinator: r.c.cfg.ID, Rung: r.rung, UpdatedAt: time.Now().UTC(),
 	}
 	data, err := json.Marshal(&st)
 	if err != nil {

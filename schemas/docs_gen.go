@@ -221,6 +221,7 @@ var docComments = map[string]string{
 	"JobStatus.JobID":                    "Tenant and JobID name the job.",
 	"JobStatus.Progress":                 "Progress is the share of the task done, in [0, 1]: the task's own measure of the current state when it has one, else Steps/TotalSteps.",
 	"JobStatus.RedFlagged":               "Samples, Votes, RedFlagged and Errors so far, counted as in the job report.",
+	"JobStatus.Rung":                     "Rung is set while the open step is escalated: the stronger model votes on it, or the judge's panel arbitrates it.",
 	"JobStatus.Samples":                  "Samples, Votes, RedFlagged and Errors so far, counted as in the job report.",
 	"JobStatus.State":                    "State is queued, running, paused, solved, unsolved, no_consensus, failed or cancelled.",
 	"JobStatus.Steps":                    "Steps decided so far, out of TotalSteps at most.",

@@ -260,6 +260,9 @@ type JobStatus struct {
 	Errors     int64 `json:"errors"`
 	// Coordinator names the process running the job.
 	Coordinator string `json:"coordinator,omitempty"`
+	// Rung is set while the open step is escalated: the stronger model
+	// votes on it, or the judge's panel arbitrates it.
+	Rung string `json:"rung,omitempty" jsonschema:"enum=,enum=stronger_model,enum=panel"`
 	// Control is set while a pause or cancel is asked and not yet obeyed
 	// (at the next step boundary).
 	Control string `json:"control,omitempty" jsonschema:"enum=,enum=pause,enum=cancel"`
@@ -286,6 +289,9 @@ func (s *JobStatus) Validate() error {
 	}
 	if !inRange(s.Progress, 0, 1) {
 		return invalid(KindJobStatus, "progress %v outside [0, 1]", s.Progress)
+	}
+	if s.Rung != "" && s.Rung != RungStrongerModel && s.Rung != RungPanel {
+		return invalid(KindJobStatus, "rung is %s or %s, got %q", RungStrongerModel, RungPanel, s.Rung)
 	}
 	return nonNegative(KindJobStatus,
 		count{"steps", s.Steps}, count{"total_steps", s.TotalSteps}, count{"samples", s.Samples},

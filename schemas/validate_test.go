@@ -186,6 +186,7 @@ func TestValidateRules(t *testing.T) {
 		{"decided/samples", func(t *testing.T) schemas.Message { return mutate(t, dec, func(d D) { d.Samples = 4 }) }, schemas.ErrInvalid, "samples (4) must cover the winner's votes (4) plus red_flagged (1)"},
 		{"decided/tally", func(t *testing.T) schemas.Message { return mutate(t, dec, func(d D) { d.Tally[1].Votes = -1 }) }, schemas.ErrInvalid, "tally[1].votes must be >= 0, got -1"},
 
+		{"status/rung", func(t *testing.T) schemas.Message { return mutate(t, status, func(s St) { s.Rung = "own_model" }) }, schemas.ErrInvalid, `rung is stronger_model or panel, got "own_model"`},
 		{"status/kind", func(t *testing.T) schemas.Message { return mutate(t, status, func(s St) { s.Kind = "job_report" }) }, schemas.ErrKind, `want "job_status"`},
 		{"status/tenant", func(t *testing.T) schemas.Message {
 			return mutate(t, status, func(s St) { s.Tenant = strings.Repeat("a", 33) })

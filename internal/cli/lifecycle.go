@@ -127,6 +127,12 @@ func statusCmd(e *env) *cobra.Command {
 			fmt.Fprintf(e.stdout, " (%s asked)", st.Control)
 		}
 		fmt.Fprintf(e.stdout, ", step %d of %d (%.1f%%), %d samples, %d errors", st.Steps, st.TotalSteps, 100*st.Progress, st.Samples, st.Errors)
+		switch st.Rung {
+		case schemas.RungStrongerModel:
+			fmt.Fprintf(e.stdout, ", step %d escalated to the stronger model", st.Steps)
+		case schemas.RungPanel:
+			fmt.Fprintf(e.stdout, ", step %d with the judge's panel", st.Steps)
+		}
 		if st.Coordinator != "" {
 			fmt.Fprintf(e.stdout, ", on %s", st.Coordinator)
 		}
