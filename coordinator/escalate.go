@@ -39,22 +39,7 @@ func (r *jobRun) escalate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rt := schemas.RungTally{
-		Rung: schemas.RungOwnModel, Counted: r.counters.Next, Valid: r.counters.Valid, RedFlagged: r.counters.RedFlagged, Tally: tally,
-	}
-	if r.rung != "" {
-		rt.Rung = r.rung
-	}
-	for idx, why := range r.seen {
-		if why != "" && idx < r.counters.Next {
-			if rt.RedFlags == nil {
-				rt.RedFlags = map[string]int{}
-			}
-			rt.RedFlags[why]++
-		}
-	}
-	// Answers recorded past the counted ones were drawn for nothing.
-	r.rep.LateSamples += int64(max(0, len(r.seen)-r.counters.Next))
+	rt := r.rungTally(tally)
 	// Journaled (fenced) before the next rung starts: a new owner resumes
 	// the step at that rung, with these tallies, instead of paying for
 	// the rungs below again.
@@ -76,6 +61,28 @@ func (r *jobRun) escalate(ctx context.Context) error {
 		return r.reopen(ctx, "escalated to the stronger model "+pol.StrongerModel)
 	}
 	return r.arbitrate(ctx, pol)
+}
+
+// rungTally is what the open step's rung counted (tally is its closed
+// tally). Answers recorded past the counted ones were drawn for nothing:
+// they go to the report's late samples.
+func (r *jobRun) rungTally(tally []schemas.TallyEntry) schemas.RungTally {
+	rt := schemas.RungTally{
+		Rung: schemas.RungOwnModel, Counted: r.counters.Next, Valid: r.counters.Valid, RedFlagged: r.counters.RedFlagged, Tally: tally,
+	}
+	if r.rung != "" {
+		rt.Rung = r.rung
+	}
+	for idx, why := range r.seen {
+		if why != "" && idx < r.counters.Next {
+			if rt.RedFlags == nil {
+				rt.RedFlags = map[string]int{}
+			}
+			rt.RedFlags[why]++
+		}
+	}
+	r.rep.LateSamples += int64(max(0, len(r.seen)-r.counters.Next))
+	return rt
 }
 
 // policy is the job's escalation policy with its defaults.
@@ -128,13 +135,16 @@ func (r *jobRun) arbitrate(ctx context.Context, pol schemas.EscalationPolicy) er
 		}
 		return strings.Compare(a.VoteKey, b.VoteKey)
 	})
+	if len(cands) == 0 {
+		return r.needsHuman(ctx, "no rung found a valid candidate (every sample was red-flagged): nothing to arbitrate among")
+	}
 	step := schemas.ArbitrationStep{
 		JobID: r.spec.JobID, Step: r.step, Task: r.spec.Task, State: string(r.state),
 		K: r.spec.K, Samples: samples, Candidates: cands,
 	}
 	r.log.Warn("no consensus: asking the judge's panel to arbitrate", "step", r.step, "candidates", len(cands))
 	actx, cancel := context.WithCancelCause(ctx)
-	stop := r.cancelOnControl(actx, cancel)
+	stop := r.cancelOnControl(actx, cancel, r.step)
 	tctx, tcancel := context.WithTimeout(actx, arbitrationWait)
 	d, err := judge.Arbitrate(tctx, r.c.js, r.topo.NS, r.spec.Tenant, step, pol, notes)
 	timedOut := errors.Is(tctx.Err(), context.DeadlineExceeded) && actx.Err() == nil
@@ -147,9 +157,10 @@ func (r *jobRun) arbitrate(ctx context.Context, pol schemas.EscalationPolicy) er
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case controlled:
-		// Paused: the checkpoint keeps the step on the panel's rung, and
-		// the resumed job asks again (the stored answer, if any, is read).
-		return r.obeyControl(ctx)
+		return r.interrupted(ctx, pol)
+	case errors.Is(err, schemas.ErrInvalid):
+		// The judge would refuse what we would send: a person decides.
+		return r.needsHuman(ctx, fmt.Sprintf("the step cannot be put to the judge: %v", err))
 	case !timedOut:
 		// The bus failed, not the judge: the job is retried, and resumes
 		// the arbitration (the climb is journaled) without a person.
@@ -172,17 +183,41 @@ func (r *jobRun) arbitrate(ctx context.Context, pol schemas.EscalationPolicy) er
 	return r.commit(ctx, &e, 0)
 }
 
+// interrupted goes on after an arbitration was cut short by a pause, a
+// cancel or a person's answer for the step. A paused job's checkpoint
+// keeps the step on the panel's rung, and the resumed job asks again (the
+// stored answer, if any, is read); a job resumed before the pause was
+// acted on asks again at once.
+func (r *jobRun) interrupted(ctx context.Context, pol schemas.EscalationPolicy) error {
+	if err := r.obeyControl(ctx); err != nil || r.done {
+		return err
+	}
+	step := r.step
+	if err := r.personDecision(ctx); err != nil {
+		return err
+	}
+	if r.step == step {
+		return r.arbitrate(ctx, pol)
+	}
+	// A person decided the step; no script opened the next one.
+	if _, _, err := r.c.store.OpenStep(ctx, r.ref, r.step, r.epoch); err != nil {
+		return err
+	}
+	return r.moveOn(ctx)
+}
+
 // cancelOnControl cancels ctx with errControlled as soon as the job is
-// asked to pause or cancel, for waits longer than a step (an arbitration
-// may wait for a person's approval). stop ends the watch.
-func (r *jobRun) cancelOnControl(ctx context.Context, cancel context.CancelCauseFunc) (stop func()) {
+// asked to pause or cancel, or a person answers step, for waits longer
+// than a step (an arbitration may wait for a person's approval). stop ends
+// the watch.
+func (r *jobRun) cancelOnControl(ctx context.Context, cancel context.CancelCauseFunc, step int64) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for {
-			if c := r.control.Load().(string); c == schemas.ControlPause || c == schemas.ControlCancel {
+			if c := r.control.Load().(string); c == schemas.ControlPause || c == schemas.ControlCancel || r.personAt.Load() == step {
 				cancel(errControlled)
 				return
 			}
@@ -201,16 +236,22 @@ func (r *jobRun) cancelOnControl(ctx context.Context, cancel context.CancelCause
 	}
 }
 
+// abandonLadder leaves the open step's escalation: the samples its rungs
+// drew count as late samples, and the step is back on its first rung.
+func (r *jobRun) abandonLadder() {
+	for _, p := range r.prior {
+		r.rep.LateSamples += int64(p.Counted)
+	}
+	r.climb("", nil)
+}
+
 // needsHuman pauses the job at the open step for a person, saying why.
 // Resuming runs the step's ladder again.
 func (r *jobRun) needsHuman(ctx context.Context, why string) error {
 	r.log.Error("the step needs a person: pausing the job", "step", r.step, "why", why)
 	// The rungs start over on resume: forget this attempt's (their
 	// samples are in the checkpoint's figures).
-	for _, p := range r.prior {
-		r.rep.LateSamples += int64(p.Counted)
-	}
-	r.climb("", nil)
+	r.abandonLadder()
 	// Fenced first: an owner that lost the job must not pause it. The
 	// checkpoint, with the step back on its first rung, is the resume
 	// point: the escalation entries before it are not read again.
@@ -256,7 +297,7 @@ func (r *jobRun) personDecision(ctx context.Context) error {
 	e := schemas.JournalEntry{
 		Header: schemas.NewHeader(schemas.KindJournalEntry), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
 		Type: schemas.EntryArbiter, Token: r.token, Owner: r.c.cfg.ID, Step: r.step, Epoch: r.epoch,
-		VoteKey: d.VoteKey, Rung: schemas.RungPerson, At: time.Now().UTC(),
+		VoteKey: d.VoteKey, Rung: schemas.RungPerson, Prior: r.prior, At: time.Now().UTC(),
 		Arbiter: &schemas.ArbiterDecision{
 			Header: schemas.NewHeader(schemas.KindArbiterDecision), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
 			Step: r.step, RequestID: fmt.Sprintf("person-%d", r.step), Outcome: schemas.ArbiterDecided,

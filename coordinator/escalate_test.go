@@ -154,11 +154,11 @@ func TestEscalationNeedsHuman(t *testing.T) {
 	spec.Escalation = &schemas.EscalationPolicy{Panel: true}
 	env.Submit(&spec)
 
-	var st schemas.JobStatus
-	fleettest.Eventually(t, 20*time.Second, func() bool {
-		st, err = jobs.Status(ctx, env.Topo, spec.Tenant, spec.JobID)
-		return err == nil && st.State == schemas.StatePaused
-	}, "the job did not pause for a person: %+v %v", st, err)
+	(&person{t: t, ctx: ctx, env: env, spec: spec, disks: disks}).waitPaused()
+	st, err := jobs.Status(ctx, env.Topo, spec.Tenant, spec.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if st.Steps != hard {
 		t.Errorf("paused at step %d, want the undecided step %d", st.Steps, hard)
 	}
@@ -381,15 +381,44 @@ func TestEscalationNoConsensusReport(t *testing.T) {
 }
 
 // TestControlDuringArbitration: an arbitration may wait a long time (the
-// judge holds a costly call for a person's approval), but a pause or a
-// cancel asked meanwhile is obeyed at once. A paused job resumes on the
-// panel's rung and reads the panel's answer; the job's own model is not
-// asked about the step again.
+// judge holds a costly call for a person's approval), but what a person
+// asks meanwhile is acted on at once: a cancel ends the job (the samples
+// the step drew count as late); a pause stops it on the panel's rung, and
+// the resumed job reads the panel's answer; a pause taken back at once
+// goes on waiting; a person's answer for the step decides it, paused or
+// not. The job's own model is never asked about the step again, and the
+// step's samples stay in the report.
 func TestControlDuringArbitration(t *testing.T) {
 	t.Parallel()
-	const disks, k, jobSeed, hard = 3, 2, 47, 3
-	for _, control := range []string{schemas.ControlCancel, schemas.ControlPause} {
-		t.Run(control, func(t *testing.T) {
+	const disks, k, jobSeed, hard, ownSamples = 3, 2, 47, 3, 5
+	steps := int64(1)<<disks - 1
+	cases := []struct {
+		name string
+		// act runs once the step waits for the panel.
+		act func(p *person)
+		// state the job ends in; arbiter the rung of the hard step's
+		// arbiter entry ("" for none).
+		state, arbiter string
+	}{
+		{"cancel", func(p *person) { p.control(schemas.ControlCancel) }, schemas.StateCancelled, ""},
+		{"pause, then resume", func(p *person) {
+			p.control(schemas.ControlPause)
+			p.waitPaused()
+			p.control(schemas.ControlRun)
+		}, schemas.StateSolved, judge.RungPanel},
+		{"pause taken back at once", func(p *person) {
+			p.control(schemas.ControlPause)
+			p.control(schemas.ControlRun)
+		}, schemas.StateSolved, judge.RungPanel},
+		{"a person answers", func(p *person) { p.decide(hard) }, schemas.StateSolved, schemas.RungPerson},
+		{"pause, then a person answers", func(p *person) {
+			p.control(schemas.ControlPause)
+			p.waitPaused()
+			p.decide(hard)
+		}, schemas.StateSolved, schemas.RungPerson},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			env := fleettest.New(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -398,49 +427,38 @@ func TestControlDuringArbitration(t *testing.T) {
 			model := fleettest.NewFakeModel(fleettest.SeedTable(jobSeed, 1<<disks-1, 64), splitAt(hard))
 			env.StartVoter(model, voter.Config{Concurrency: 4})
 			spec := fleettest.HanoiSpec(disks, k, jobSeed)
-			spec.MaxSamplesPerStep = 5
+			spec.MaxSamplesPerStep = ownSamples
 			spec.Escalation = &schemas.EscalationPolicy{Panel: true}
 			env.Submit(&spec)
 
 			// No judge runs yet: the arbitration waits.
 			fleettest.Eventually(t, 30*time.Second, func() bool {
-				climbed := false
-				_ = journal.ReadAll(ctx, env.JS, bus.DefaultNamespace, spec.Tenant, spec.JobID, func(e journal.Entry) error {
-					climbed = climbed || e.Type == schemas.EntryEscalation && e.Rung == judge.RungPanel
-					return nil
-				})
-				return climbed
-			}, "the hard step never reached the panel")
-			fleettest.Eventually(t, 10*time.Second, func() bool {
 				st, err := jobs.Status(ctx, env.Topo, spec.Tenant, spec.JobID)
 				return err == nil && st.Rung == judge.RungPanel && st.State == schemas.StateRunning
-			}, "the status does not say the panel has the step")
+			}, "the status never said the panel has the step")
 			asked := time.Now()
-			if _, err := jobs.Control(ctx, env.Topo, spec.Tenant, spec.JobID, control); err != nil {
-				t.Fatal(err)
+			tc.act(&person{t: t, ctx: ctx, env: env, spec: spec, disks: disks})
+			if tc.arbiter == judge.RungPanel {
+				startJudge(t, env, panelOf([]string{"m1@dissent", "m2@dissent", "m3"}))
 			}
-			if control == schemas.ControlCancel {
-				rep := env.Wait(spec)
-				if rep.State != schemas.StateCancelled || rep.Steps != hard {
+			rep := env.Wait(spec)
+			if d := time.Since(asked); d > 30*time.Second {
+				t.Errorf("acted on after %v", d)
+			}
+			if tc.state == schemas.StateCancelled {
+				if rep.State != tc.state || rep.Steps != hard {
 					t.Errorf("state %s at step %d, want cancelled at the arbitrated step %d", rep.State, rep.Steps, hard)
 				}
-				if d := time.Since(asked); d > 20*time.Second {
-					t.Errorf("cancel obeyed after %v", d)
+				if rep.Samples != hard*k || rep.LateSamples < ownSamples {
+					t.Errorf("samples %d, late %d: want %d counted and the step's %d late", rep.Samples, rep.LateSamples, hard*k, ownSamples)
 				}
 				return
 			}
-			var st schemas.JobStatus
-			fleettest.Eventually(t, 20*time.Second, func() bool {
-				st, _ = jobs.Status(ctx, env.Topo, spec.Tenant, spec.JobID)
-				return st.State == schemas.StatePaused
-			}, "the job did not pause during the arbitration: %+v", st)
-			startJudge(t, env, panelOf([]string{"m1@dissent", "m2@dissent", "m3"}))
-			if _, err := jobs.Control(ctx, env.Topo, spec.Tenant, spec.JobID, schemas.ControlRun); err != nil {
-				t.Fatal(err)
-			}
-			rep := env.Wait(spec)
 			if !rep.Solved || rep.TraceSHA256 != fleettest.GoldenTrace(disks) || rep.ArbiterDecisions != 1 {
-				t.Errorf("state %s, trace %s, arbiter decisions %d: want solved by the panel's answer", rep.State, rep.TraceSHA256, rep.ArbiterDecisions)
+				t.Errorf("state %s, trace %s, arbiter decisions %d: want solved, the step arbitrated", rep.State, rep.TraceSHA256, rep.ArbiterDecisions)
+			}
+			if want := (steps-1)*k + ownSamples; rep.Samples != want || rep.Votes+rep.RedFlagged != rep.Samples {
+				t.Errorf("samples %d (votes %d, red-flagged %d), want %d: the arbitrated step's samples counted once", rep.Samples, rep.Votes, rep.RedFlagged, want)
 			}
 			own := 0
 			for _, r := range model.Records() {
@@ -448,9 +466,84 @@ func TestControlDuringArbitration(t *testing.T) {
 					own++
 				}
 			}
-			if own != 5 {
-				t.Errorf("the job's own model answered the hard step %d times, want its 5 samples once", own)
+			if own != ownSamples {
+				t.Errorf("the job's own model answered the hard step %d times, want its %d samples once", own, ownSamples)
+			}
+			var rung string
+			err := journal.ReadAll(ctx, env.JS, bus.DefaultNamespace, spec.Tenant, spec.JobID, func(e journal.Entry) error {
+				if e.Step == hard && e.Type == schemas.EntryArbiter {
+					rung = e.Rung
+				}
+				return nil
+			})
+			if err != nil || rung != tc.arbiter {
+				t.Errorf("the hard step's arbiter entry has rung %q (%v), want %q", rung, err, tc.arbiter)
 			}
 		})
+	}
+}
+
+// person acts on a running Hanoi job as maker pause, resume, cancel and
+// decide do.
+type person struct {
+	t     *testing.T
+	ctx   context.Context
+	env   *fleettest.Env
+	spec  schemas.JobSpec
+	disks int
+}
+
+func (p *person) control(c string) {
+	p.t.Helper()
+	if _, err := jobs.Control(p.ctx, p.env.Topo, p.spec.Tenant, p.spec.JobID, c); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// decide answers step with the true move.
+func (p *person) decide(step int64) {
+	p.t.Helper()
+	keys, _ := fleettest.Golden(p.disks)
+	if _, err := jobs.Decide(p.ctx, p.env.Topo, p.spec.Tenant, p.spec.JobID, schemas.PersonDecision{Step: step, VoteKey: keys[step], By: "alice"}); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *person) waitPaused() {
+	p.t.Helper()
+	var st schemas.JobStatus
+	fleettest.Eventually(p.t, 20*time.Second, func() bool {
+		st, _ = jobs.Status(p.ctx, p.env.Topo, p.spec.Tenant, p.spec.JobID)
+		return st.State == schemas.StatePaused
+	}, "the job did not pause: %+v", st)
+}
+
+// TestArbitrationWithoutCandidates: a step whose every sample was
+// red-flagged has no candidate for the panel to choose from; the job
+// pauses for a person rather than failing.
+func TestArbitrationWithoutCandidates(t *testing.T) {
+	t.Parallel()
+	const disks, k, jobSeed, hard = 3, 2, 47, 3
+	env := fleettest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	startJudge(t, env, judgetest.TestSettings())
+	env.StartCoordinator(coordinator.Config{})
+	model := fleettest.NewFakeModel(fleettest.SeedTable(jobSeed, 1<<disks-1, 64), func(_ context.Context, c fleettest.Call) (llm.Response, error) {
+		if c.Known && c.Step == hard {
+			return fleettest.Garbage(), nil
+		}
+		return fleettest.Right(c), nil
+	})
+	env.StartVoter(model, voter.Config{Concurrency: 4})
+	spec := fleettest.HanoiSpec(disks, k, jobSeed)
+	spec.MaxSamplesPerStep = 5
+	spec.Escalation = &schemas.EscalationPolicy{Panel: true}
+	env.Submit(&spec)
+	(&person{t: t, ctx: ctx, env: env, spec: spec, disks: disks}).waitPaused()
+	st, _ := jobs.Status(ctx, env.Topo, spec.Tenant, spec.JobID)
+	rec, _, err := jobs.Get(ctx, env.Topo, spec.Tenant, spec.JobID)
+	if err != nil || rec.Finished || st.Steps != hard {
+		t.Errorf("record %+v (%v), status %+v: want the job paused at step %d, not finished", rec, err, st, hard)
 	}
 }

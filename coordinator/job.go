@@ -60,6 +60,7 @@ type jobRun struct {
 	jr         *journal.Journal
 	control    atomic.Value  // string
 	controlled chan struct{} // poked (never blocking) when control changes
+	personAt   atomic.Int64  // the step a person's answer waits for (-1: none)
 	sinceCkpt  int
 	lastWork   schemas.StepWork // report figures at the last journal entry
 	crashPoint string
@@ -92,10 +93,12 @@ type jobRun struct {
 		seen        map[int]bool
 	}
 
-	rep   schemas.JobReport
-	trace hash.Hash
-	start time.Time
-	done  bool
+	rep schemas.JobReport
+	// the undecided step's samples, for the end entry of a no_consensus job
+	endFigures *schemas.JournalEntry
+	trace      hash.Hash
+	start      time.Time
+	done       bool
 }
 
 // runJob runs spec, resuming from its journal, until it ends (the report
@@ -125,6 +128,7 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int6
 	// As the registry said when the job was taken; the watch keeps it
 	// current from here.
 	r.control.Store(rec.Control)
+	r.notePerson(rec)
 	if c.cfg.CrashAt != "" {
 		r.crashPoint, r.crashStep, _ = ParseCrashAt(c.cfg.CrashAt)
 	}
@@ -169,11 +173,15 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int6
 	// The end is journaled, fenced like a decision, before anything that
 	// makes it visible: an owner that lost the job cannot end it.
 	if r.ended == nil {
-		if err := r.appendNow(ctx, &schemas.JournalEntry{
+		e := schemas.JournalEntry{
 			Header: schemas.NewHeader(schemas.KindJournalEntry), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
 			Type: schemas.EntryEnd, Token: r.token, Owner: r.c.cfg.ID, Step: r.step, State: r.rep.State,
 			Reason: r.rep.Reason, NoConsensus: r.rep.NoConsensus, At: time.Now().UTC(),
-		}); err != nil {
+		}
+		if f := r.endFigures; f != nil { // the undecided step's samples
+			e.Counted, e.Valid, e.RedFlagged, e.RedFlags, e.Prior = f.Counted, f.Valid, f.RedFlagged, f.RedFlags, f.Prior
+		}
+		if err := r.appendNow(ctx, &e); err != nil {
 			return r.rep, err
 		}
 	}
@@ -208,6 +216,7 @@ func (r *jobRun) watchControl(ctx context.Context) (stop func(), err error) {
 			var rec schemas.JobRecord
 			if schemas.Decode(e.Value(), &rec) == nil {
 				r.control.Store(rec.Control)
+				r.notePerson(rec)
 				select {
 				case r.controlled <- struct{}{}:
 				default:
@@ -219,6 +228,15 @@ func (r *jobRun) watchControl(ctx context.Context) (stop func(), err error) {
 		_ = w.Stop()
 		<-done
 	}, nil
+}
+
+// notePerson notes the step a person's answer in rec is for.
+func (r *jobRun) notePerson(rec schemas.JobRecord) {
+	if rec.Decision != nil {
+		r.personAt.Store(rec.Decision.Step)
+	} else {
+		r.personAt.Store(-1)
+	}
 }
 
 // resume rebuilds the job's position from its journal: the last
@@ -256,6 +274,7 @@ func (r *jobRun) resume(ctx context.Context) error {
 			// Ended, but its owner stopped before the report was out.
 			end := e.JournalEntry
 			r.ended = &end
+			countSamples(&r.rep, &end)
 			addWork(&r.rep, e.Work)
 		}
 	}
@@ -468,6 +487,7 @@ func (r *jobRun) obeyControl(ctx context.Context) error {
 		}
 		return errPaused
 	case schemas.ControlCancel:
+		r.abandonLadder()
 		r.finish(ctx, schemas.StateCancelled, fmt.Sprintf("cancelled at step %d", r.step))
 	}
 	return nil
@@ -495,22 +515,31 @@ func (r *jobRun) checkpoint(ctx context.Context) error {
 		return err
 	}
 	r.sinceCkpt = 0
+	// Entries after a checkpoint carry work since the checkpoint.
+	r.lastWork = workOf(&r.rep)
 	return nil
 }
 
 // appendNow journals e, with the work done since the last entry, and waits
 // until it is stored. A fenced append means the lease is lost.
 func (r *jobRun) appendNow(ctx context.Context, e *schemas.JournalEntry) error {
-	work := workOf(&r.rep)
-	e.Work = subWork(work, r.lastWork)
+	e.Work = r.nextWork()
 	if _, err := r.jr.Append(ctx, e); err != nil {
 		if errors.Is(err, journal.ErrFenced) {
 			return fmt.Errorf("%w: %v", errLeaseLost, err)
 		}
 		return err
 	}
-	r.lastWork = work
+	r.lastWork = mapWork(r.lastWork, e.Work, plus)
 	return nil
+}
+
+// nextWork is the work the next journal entry carries: what was done since
+// the last entry. A figure that went down since (tokens of an answer taken
+// back as a duplicate after they were journaled) stays pending, to be set
+// off against later work: an entry never carries a negative figure.
+func (r *jobRun) nextWork() schemas.StepWork {
+	return mapWork(workOf(&r.rep), r.lastWork, func(x, y int64) int64 { return max(x-y, 0) })
 }
 
 // flush waits until every decision is journaled.
@@ -564,16 +593,19 @@ func addWork(rep *schemas.JobReport, w schemas.StepWork) {
 	rep.MalformedMessages += w.MalformedMessages
 }
 
-func subWork(a, b schemas.StepWork) schemas.StepWork {
+// mapWork combines a and b figure by figure with f.
+func mapWork(a, b schemas.StepWork, f func(x, y int64) int64) schemas.StepWork {
 	return schemas.StepWork{
-		PromptTokens: a.PromptTokens - b.PromptTokens, CompletionTokens: a.CompletionTokens - b.CompletionTokens,
-		StrongerPromptTokens:     a.StrongerPromptTokens - b.StrongerPromptTokens,
-		StrongerCompletionTokens: a.StrongerCompletionTokens - b.StrongerCompletionTokens,
-		Skipped:                  a.Skipped - b.Skipped, Cancelled: a.Cancelled - b.Cancelled, Late: a.Late - b.Late,
-		Duplicates: a.Duplicates - b.Duplicates, Resampled: a.Resampled - b.Resampled,
-		MalformedMessages: a.MalformedMessages - b.MalformedMessages,
+		PromptTokens: f(a.PromptTokens, b.PromptTokens), CompletionTokens: f(a.CompletionTokens, b.CompletionTokens),
+		StrongerPromptTokens:     f(a.StrongerPromptTokens, b.StrongerPromptTokens),
+		StrongerCompletionTokens: f(a.StrongerCompletionTokens, b.StrongerCompletionTokens),
+		Skipped:                  f(a.Skipped, b.Skipped), Cancelled: f(a.Cancelled, b.Cancelled), Late: f(a.Late, b.Late),
+		Duplicates: f(a.Duplicates, b.Duplicates), Resampled: f(a.Resampled, b.Resampled),
+		MalformedMessages: f(a.MalformedMessages, b.MalformedMessages),
 	}
 }
+
+func plus(x, y int64) int64 { return x + y }
 
 // maxBatch bounds the results handled, and recorded in one Redis round
 // trip, at once.
@@ -657,8 +689,7 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 		// Not settled: the results come back after the delay and are
 		// recorded (and accounted) then; recording is idempotent.
 		for _, it := range items {
-			r.rep.PromptTokens -= int64(it.res.PromptTokens)
-			r.rep.CompletionTokens -= int64(it.res.CompletionTokens)
+			r.addTokens(&it.res, -1)
 			_ = it.m.NakWithDelay(250 * time.Millisecond)
 		}
 		r.log.Warn("record samples", "err", err)
@@ -940,8 +971,7 @@ func (r *jobRun) decide(ctx context.Context, d *store.Decision) error {
 // the next step. counted is how many of the rung's samples (by index) it
 // counted.
 func (r *jobRun) commit(ctx context.Context, e *schemas.JournalEntry, counted int) error {
-	work := workOf(&r.rep)
-	e.Work = subWork(work, r.lastWork)
+	e.Work = r.nextWork()
 	// Stored while the next step samples: the next decision (or a
 	// checkpoint, or the end) waits for it, so the journal never runs
 	// ahead of itself, and a lost append stops the job before anything of
@@ -952,7 +982,7 @@ func (r *jobRun) commit(ctx context.Context, e *schemas.JournalEntry, counted in
 		}
 		return err
 	}
-	r.lastWork = work
+	r.lastWork = mapWork(r.lastWork, e.Work, plus)
 	r.prev.step, r.prev.epoch, r.prev.counted = r.step, r.epoch, counted
 	clear(r.prev.seen)
 	for idx := range r.seen {
@@ -974,6 +1004,14 @@ func (r *jobRun) commit(ctx context.Context, e *schemas.JournalEntry, counted in
 		r.step-- // crash reports the step just journaled
 		r.crash(CrashAfterJournal)
 	}
+	// record_sample.lua already opened the next step.
+	return r.moveOn(ctx)
+}
+
+// moveOn goes on from a decision applied, with the next step open in
+// Redis: the job ends after its last step; else a checkpoint when one is
+// due, a pause or cancel asked for, and the next step's first wave.
+func (r *jobRun) moveOn(ctx context.Context) error {
 	if r.finishedAt() {
 		return r.end(ctx)
 	}
@@ -985,8 +1023,30 @@ func (r *jobRun) commit(ctx context.Context, e *schemas.JournalEntry, counted in
 	if err := r.obeyControl(ctx); err != nil || r.done {
 		return err
 	}
-	// record_sample.lua already opened the next step.
 	return r.topUp(ctx)
+}
+
+// countSamples adds the samples an entry counted, its rung's and the rungs
+// below's, to rep.
+func countSamples(rep *schemas.JobReport, e *schemas.JournalEntry) {
+	rep.Samples += int64(e.Counted)
+	rep.Votes += int64(e.Valid)
+	rep.RedFlagged += int64(e.RedFlagged)
+	for why, n := range e.RedFlags {
+		rep.RedFlags[why] += int64(n)
+	}
+	for _, p := range e.Prior {
+		rep.Samples += int64(p.Counted)
+		rep.Votes += int64(p.Valid)
+		rep.RedFlagged += int64(p.RedFlagged)
+		for why, n := range p.RedFlags {
+			rep.RedFlags[why] += int64(n)
+		}
+	}
+	if e.Counted > rep.MaxSamplesInStep {
+		rep.MaxSamplesInStep = e.Counted
+		rep.MaxSamplesStep = e.Step
+	}
 }
 
 // apply folds a journaled decision into the run: the verifier's check, the
@@ -1016,20 +1076,7 @@ func (r *jobRun) apply(e *schemas.JournalEntry, replay bool) error {
 	r.trace.Write([]byte{'\n'})
 	rep := &r.rep
 	rep.Steps++
-	rep.Samples += int64(e.Counted)
-	rep.Votes += int64(e.Valid)
-	rep.RedFlagged += int64(e.RedFlagged)
-	for why, n := range e.RedFlags {
-		rep.RedFlags[why] += int64(n)
-	}
-	for _, p := range e.Prior {
-		rep.Samples += int64(p.Counted)
-		rep.Votes += int64(p.Valid)
-		rep.RedFlagged += int64(p.RedFlagged)
-		for why, n := range p.RedFlags {
-			rep.RedFlags[why] += int64(n)
-		}
-	}
+	countSamples(rep, e)
 	switch {
 	case e.Type == schemas.EntryArbiter:
 		rep.ArbiterDecisions++
@@ -1041,10 +1088,6 @@ func (r *jobRun) apply(e *schemas.JournalEntry, replay bool) error {
 		}
 	case e.Rung == judge.RungStrongerModel:
 		rep.Escalations++
-	}
-	if e.Counted > rep.MaxSamplesInStep {
-		rep.MaxSamplesInStep = e.Counted
-		rep.MaxSamplesStep = r.step
 	}
 	if replay {
 		addWork(rep, e.Work)
@@ -1091,26 +1134,13 @@ func (r *jobRun) noConsensus(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.rep.Samples += int64(r.counters.Next)
-	r.rep.Votes += int64(r.counters.Valid)
-	r.rep.RedFlagged += int64(r.counters.RedFlagged)
-	for _, why := range r.seen {
-		if why != "" {
-			r.rep.RedFlags[why]++
-		}
+	// The step's samples, this rung's and the rungs below's, go into the
+	// report and, with the end, into the journal.
+	rt := r.rungTally(tally)
+	r.endFigures = &schemas.JournalEntry{
+		Step: r.step, Counted: rt.Counted, Valid: rt.Valid, RedFlagged: rt.RedFlagged, RedFlags: rt.RedFlags, Prior: r.prior,
 	}
-	for _, p := range r.prior { // rungs below this one (an escalated step)
-		r.rep.Samples += int64(p.Counted)
-		r.rep.Votes += int64(p.Valid)
-		r.rep.RedFlagged += int64(p.RedFlagged)
-		for why, n := range p.RedFlags {
-			r.rep.RedFlags[why] += int64(n)
-		}
-	}
-	if r.counters.Next > r.rep.MaxSamplesInStep {
-		r.rep.MaxSamplesInStep = r.counters.Next
-		r.rep.MaxSamplesStep = r.step
-	}
+	countSamples(&r.rep, r.endFigures)
 	nc := &schemas.NoConsensus{Step: r.step, Samples: r.counters.Next, Tally: tally, Rung: schemas.RungOwnModel, Prior: r.prior}
 	reason := fmt.Sprintf("step %d drew %d samples (the cap) without a candidate leading by k=%d", r.step, r.counters.Next, r.spec.K)
 	if r.rung != "" {
@@ -1191,7 +1221,10 @@ func (r *jobRun) publishStatus(ctx context.Context, state string) {
 		Tenant: r.spec.Tenant, JobID: r.spec.JobID, State: state, Progress: min(max(progress, 0), 1),
 		Steps: r.rep.Steps, TotalSteps: r.rep.TotalSteps, Samples: r.rep.Samples,
 		Votes: r.rep.Votes, RedFlagged: r.rep.RedFlagged, Errors: r.rep.Errors,
-		Coordinator: r.c.cfg.ID, Rung: r.rung, UpdatedAt: time.Now().UTC(),
+		Coordinator: r.c.cfg.ID, UpdatedAt: time.Now().UTC(),
+	}
+	if !schemas.Terminal(state) {
+		st.Rung = r.rung
 	}
 	data, err := json.Marshal(&st)
 	if err != nil {

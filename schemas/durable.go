@@ -177,9 +177,15 @@ const (
 
 // validPrior checks the tallies of an escalated step's lower rungs.
 func validPrior(k string, prior []RungTally) error {
-	for _, p := range prior {
+	for i, p := range prior {
+		if p.Rung != RungOwnModel && p.Rung != RungStrongerModel {
+			return invalid(k, "prior rung %d is %s or %s, got %q", i, RungOwnModel, RungStrongerModel, p.Rung)
+		}
 		if p.Counted != p.Valid+p.RedFlagged || p.Valid < 0 || p.RedFlagged < 0 {
 			return invalid(k, "prior rung %s: counted (%d) must be valid (%d) plus red_flagged (%d)", p.Rung, p.Counted, p.Valid, p.RedFlagged)
+		}
+		if err := checkTally(k, p.Tally); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -302,6 +308,9 @@ func (e *JournalEntry) Validate() error {
 		if !Terminal(e.State) {
 			return invalid(k, "an end entry needs a final state, got %q", e.State)
 		}
+		if e.Counted != e.Valid+e.RedFlagged || e.Valid < 0 || e.RedFlagged < 0 {
+			return invalid(k, "counted (%d) must be valid (%d) plus red_flagged (%d)", e.Counted, e.Valid, e.RedFlagged)
+		}
 		return nil
 	case EntryArbiter:
 		if e.VoteKey == "" || e.Arbiter == nil || e.Arbiter.Outcome != ArbiterDecided || e.Arbiter.VoteKey != e.VoteKey {
@@ -410,6 +419,10 @@ func (c *Checkpoint) Validate() error {
 	}
 	if err := nonNegativeFigures(k, figure{"progress.arbiter_cost_usd", p.ArbiterCostUSD}); err != nil {
 		return err
+	}
+	if p.StrongerPromptTokens > p.PromptTokens || p.StrongerCompletionTokens > p.CompletionTokens {
+		return invalid(k, "the stronger model's tokens (%d, %d) are part of progress.prompt_tokens (%d) and progress.completion_tokens (%d)",
+			p.StrongerPromptTokens, p.StrongerCompletionTokens, p.PromptTokens, p.CompletionTokens)
 	}
 	for name, n := range p.RedFlags {
 		if n < 0 {

@@ -120,6 +120,18 @@ func TestValidateDurableRules(t *testing.T) {
 		{"entry/escalation prior counts", func(t *testing.T) schemas.Message {
 			return mutate(t, entry, func(e E) { *e = escalationOf(e, schemas.RungPanel); e.Prior[0].Valid = 9 })
 		}, schemas.ErrInvalid, "prior rung own_model: counted (5) must be valid (9) plus red_flagged (1)"},
+		{"entry/escalation prior rung", func(t *testing.T) schemas.Message {
+			return mutate(t, entry, func(e E) { *e = escalationOf(e, schemas.RungPanel); e.Prior[0].Rung = "panel" })
+		}, schemas.ErrInvalid, `prior rung 0 is own_model or stronger_model, got "panel"`},
+		{"entry/escalation prior tally", func(t *testing.T) schemas.Message {
+			return mutate(t, entry, func(e E) { *e = escalationOf(e, schemas.RungPanel); e.Prior[0].Tally[1].Votes = -2 })
+		}, schemas.ErrInvalid, "tally[1].votes must be >= 0, got -2"},
+		{"entry/end counts", func(t *testing.T) schemas.Message {
+			return mutate(t, entry, func(e E) {
+				*e = takeoverOf(e)
+				e.Type, e.State, e.Counted, e.Valid = schemas.EntryEnd, schemas.StateNoConsensus, 5, 4
+			})
+		}, schemas.ErrInvalid, "counted (5) must be valid (4) plus red_flagged (0)"},
 		{"entry/tally", func(t *testing.T) schemas.Message { return mutate(t, entry, func(e E) { e.Tally[0].Votes = -1 }) }, schemas.ErrInvalid, "tally[0].votes must be >= 0, got -1"},
 
 		{"checkpoint/kind", func(t *testing.T) schemas.Message { return mutate(t, ckpt, func(c C) { c.Kind = "journal_entry" }) }, schemas.ErrKind, `want "checkpoint"`},
@@ -144,6 +156,9 @@ func TestValidateDurableRules(t *testing.T) {
 			return mutate(t, ckpt, func(c C) { c.Progress.Errors = -1 })
 		}, schemas.ErrInvalid, "progress.errors must be >= 0, got -1"},
 
+		{"checkpoint/stronger tokens", func(t *testing.T) schemas.Message {
+			return mutate(t, ckpt, func(c C) { c.Progress.StrongerCompletionTokens = c.Progress.CompletionTokens + 1 })
+		}, schemas.ErrInvalid, "the stronger model's tokens"},
 		{"checkpoint/rung", func(t *testing.T) schemas.Message {
 			return mutate(t, ckpt, func(c C) { c.Rung, c.Prior = "own_model", testPrior() })
 		}, schemas.ErrInvalid, `the open step's rung is stronger_model or panel, got "own_model"`},

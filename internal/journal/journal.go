@@ -4,8 +4,9 @@
 // entry, plus checkpoints that let a new owner resume without reading the
 // log from the start.
 //
-// A job has two subjects in the journal stream: the entries (decisions,
-// takeovers, escalations and the end, in order) and the checkpoints. A new owner reads the last
+// A job has two subjects in the journal stream: the entries (decisions by
+// votes or by an arbiter, takeovers, escalations and the end, in order)
+// and the checkpoints. A new owner reads the last
 // checkpoint, then only the entries after it, then appends a takeover entry
 // under its lease token: from that append on, an older owner's next append
 // fails (its expected sequence is stale), so a step is never decided twice.
