@@ -246,15 +246,12 @@ func (r *jobRun) abandonLadder() {
 }
 
 // needsHuman pauses the job at the open step for a person, saying why.
-// Resuming runs the step's ladder again.
+// The step stays on its rung: a plain resume asks the panel again (its
+// stored answer, or the one a person approved meanwhile) rather than
+// paying for the rungs below once more.
 func (r *jobRun) needsHuman(ctx context.Context, why string) error {
 	r.log.Error("the step needs a person: pausing the job", "step", r.step, "why", why)
-	// The rungs start over on resume: forget this attempt's (their
-	// samples are in the checkpoint's figures).
-	r.abandonLadder()
-	// Fenced first: an owner that lost the job must not pause it. The
-	// checkpoint, with the step back on its first rung, is the resume
-	// point: the escalation entries before it are not read again.
+	// Fenced first: an owner that lost the job must not pause it.
 	if err := r.checkpoint(ctx); err != nil {
 		return err
 	}

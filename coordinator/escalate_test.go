@@ -148,7 +148,8 @@ func TestEscalationNeedsHuman(t *testing.T) {
 	var err error
 	env.StartCoordinator(coordinator.Config{})
 	seeds := fleettest.SeedTable(jobSeed, 1<<disks-1, 64)
-	env.StartVoter(fleettest.NewFakeModel(seeds, splitAt(hard)), voter.Config{Concurrency: 4})
+	model := fleettest.NewFakeModel(seeds, splitAt(hard))
+	env.StartVoter(model, voter.Config{Concurrency: 4})
 	spec := fleettest.HanoiSpec(disks, k, jobSeed)
 	spec.MaxSamplesPerStep = 5
 	spec.Escalation = &schemas.EscalationPolicy{Panel: true}
@@ -164,6 +165,25 @@ func TestEscalationNeedsHuman(t *testing.T) {
 	}
 	if _, err := jobs.Result(ctx, env.Topo, spec.Tenant, spec.JobID); !errors.Is(err, jobs.ErrNotFinished) {
 		t.Errorf("result of the paused job: %v, want ErrNotFinished", err)
+	}
+
+	// A plain resume asks the panel again, without paying for the rungs
+	// below: its stored answer is as unsure as before, so the job pauses
+	// again at the same step.
+	p := &person{t: t, ctx: ctx, env: env, spec: spec, disks: disks}
+	p.control(schemas.ControlRun)
+	fleettest.Eventually(t, 20*time.Second, func() bool {
+		rec, _, err := jobs.Get(ctx, env.Topo, spec.Tenant, spec.JobID)
+		return err == nil && rec.Control == schemas.ControlPause && rec.State == schemas.StatePaused
+	}, "the resumed job did not pause again")
+	own := 0
+	for _, r := range model.Records() {
+		if r.Known && r.Step == hard {
+			own++
+		}
+	}
+	if own != 5 {
+		t.Errorf("the job's own model answered the hard step %d times, want its 5 samples once", own)
 	}
 
 	// A person answers with something the task cannot take: paused again.
