@@ -236,11 +236,23 @@ const ensureAttemptTimeout = 10 * time.Second
 // Transient reports whether err means the server did not answer in time
 // or not at all (yet), so the same request may succeed later.
 func Transient(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
-		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount)
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return true
+	}
+	// A server still bringing JetStream up may fail to create a stream's
+	// store, or say it is not available yet.
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jsErrStreamStoreFailed || apiErr.ErrorCode == jsErrNotAvailable)
 }
+
+// JetStream error codes nats.go has no name for.
+const (
+	jsErrStreamStoreFailed jetstream.ErrorCode = 10049 // error creating store for stream
+	jsErrNotAvailable      jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
+)
 
 func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {
 	ns := cfg.Namespace

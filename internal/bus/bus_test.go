@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -356,6 +357,9 @@ func TestTransient(t *testing.T) {
 		{nats.ErrTimeout, true},
 		{nats.ErrNoResponders, true},
 		{jetstream.ErrJetStreamNotEnabled, true},
+		{fmt.Errorf("bus: create stream X: %w", &jetstream.APIError{Code: 500, ErrorCode: 10049, Description: "error creating store for stream"}), true},
+		{&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
+		{&jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use with a different configuration"}, false},
 		{errors.New("bus: invalid config"), false},
 		{jetstream.ErrStreamNotFound, false},
 		{context.Canceled, false},
