@@ -271,19 +271,41 @@ func printReport(w io.Writer, rep schemas.JobReport, asJSON bool) error {
 		rep.WastedSamples, rep.SkippedSamples, rep.CancelledSamples, rep.LateSamples, rep.DuplicateResults, rep.Resampled)
 	fmt.Fprintf(w, "  hardest step     %d samples (step %d)\n", rep.MaxSamplesInStep, rep.MaxSamplesStep)
 	fmt.Fprintf(w, "  tokens           %d in, %d out", rep.PromptTokens, rep.CompletionTokens)
+	if rep.StrongerPromptTokens+rep.StrongerCompletionTokens > 0 {
+		fmt.Fprintf(w, " (stronger model %d in, %d out)", rep.StrongerPromptTokens, rep.StrongerCompletionTokens)
+	}
 	if rep.CostUSD > 0 {
 		fmt.Fprintf(w, "   cost $%.4f", rep.CostUSD)
+		if rep.ArbiterCostUSD > 0 {
+			fmt.Fprintf(w, " (panel $%.4f)", rep.ArbiterCostUSD)
+		}
 	}
 	fmt.Fprintln(w)
+	if rep.Escalations+rep.ArbiterDecisions > 0 {
+		fmt.Fprintf(w, "  escalated        %d steps decided by the stronger model, %d by an arbiter (steps %v)\n",
+			rep.Escalations, rep.ArbiterDecisions, rep.ArbiterSteps)
+	}
 	fmt.Fprintf(w, "  wall             %.2fs   %.0f steps/s\n", rep.WallSeconds, rep.StepsPerSecond)
 	if nc := rep.NoConsensus; nc != nil {
-		fmt.Fprintf(w, "  no consensus     step %d after %d samples; tally:\n", nc.Step, nc.Samples)
-		for _, t := range nc.Tally {
-			fmt.Fprintf(w, "    %4d  %s\n", t.Votes, t.VoteKey)
+		for _, p := range nc.Prior {
+			fmt.Fprintf(w, "  no consensus     step %d, %s: %d samples; tally:\n", nc.Step, p.Rung, p.Counted)
+			printTally(w, p.Tally)
 		}
+		rung := ""
+		if nc.Rung != "" {
+			rung = ", " + nc.Rung
+		}
+		fmt.Fprintf(w, "  no consensus     step %d%s: %d samples; tally:\n", nc.Step, rung, nc.Samples)
+		printTally(w, nc.Tally)
 	}
 	fmt.Fprintf(w, "  trace sha256     %s\n", rep.TraceSHA256)
 	return nil
+}
+
+func printTally(w io.Writer, tally []schemas.TallyEntry) {
+	for _, t := range tally {
+		fmt.Fprintf(w, "    %4d  %s\n", t.Votes, t.VoteKey)
+	}
 }
 
 func redFlagBreakdown(m map[string]int64) string {

@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// TestPrintReportEscalation: the text report says what the ladder did: the
+// stronger model's share of the tokens, the panel's cost, the steps it
+// settled, and for a step no rung settled, every rung's tally.
+func TestPrintReportEscalation(t *testing.T) {
+	rep := schemas.JobReport{
+		Tenant: "default", JobID: "j1", Task: "hanoi", Params: []byte(`{"disks":3}`), K: 2,
+		State: schemas.StateNoConsensus, Steps: 3, TotalSteps: 7,
+		PromptTokens: 1200, CompletionTokens: 300, StrongerPromptTokens: 480, StrongerCompletionTokens: 100,
+		CostUSD: 0.25, ArbiterCostUSD: 0.2, Escalations: 1, ArbiterDecisions: 1, ArbiterSteps: []int64{1},
+		NoConsensus: &schemas.NoConsensus{
+			Step: 3, Samples: 4, Rung: schemas.RungStrongerModel,
+			Tally: []schemas.TallyEntry{{VoteKey: "b", Votes: 2}, {VoteKey: "a", Votes: 2}},
+			Prior: []schemas.RungTally{{Rung: schemas.RungOwnModel, Counted: 5, Valid: 5, Tally: []schemas.TallyEntry{{VoteKey: "a", Votes: 3}, {VoteKey: "b", Votes: 2}}}},
+		},
+	}
+	var b bytes.Buffer
+	if err := printReport(&b, rep, false); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"tokens           1200 in, 300 out (stronger model 480 in, 100 out)   cost $0.2500 (panel $0.2000)",
+		"escalated        1 steps decided by the stronger model, 1 by an arbiter (steps [1])",
+		"no consensus     step 3, own_model: 5 samples; tally:\n       3  a\n       2  b\n",
+		"no consensus     step 3, stronger_model: 4 samples; tally:\n       2  b\n       2  a\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
