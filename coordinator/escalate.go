@@ -200,7 +200,7 @@ func (r *jobRun) interrupted(ctx context.Context, pol schemas.EscalationPolicy) 
 		return r.arbitrate(ctx, pol)
 	}
 	// A person decided the step; no script opened the next one.
-	if _, _, err := r.c.store.OpenStep(ctx, r.ref, r.step, r.epoch); err != nil {
+	if err := r.openStep(ctx); err != nil {
 		return err
 	}
 	return r.moveOn(ctx)
@@ -255,11 +255,17 @@ func (r *jobRun) needsHuman(ctx context.Context, why string) error {
 	if err := r.checkpoint(ctx); err != nil {
 		return err
 	}
-	if _, err := jobs.Control(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.ControlPause); err != nil && !errors.Is(err, jobs.ErrFinished) {
-		return err
+	if _, err := jobs.Control(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.ControlPause); err != nil {
+		if !errors.Is(err, jobs.ErrFinished) {
+			return err
+		}
+		// Being cancelled: the cancel wins.
+		r.control.Store(schemas.ControlCancel)
+		return r.obeyControl(ctx)
 	}
-	r.control.Store(schemas.ControlPause)
-	return r.obeyControl(ctx)
+	// Paused here and now, not through r.control: the registry watch may
+	// still deliver an older record saying run.
+	return r.pause(ctx)
 }
 
 func tallyText(t []schemas.TallyEntry) string {

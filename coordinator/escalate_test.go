@@ -143,7 +143,7 @@ func TestEscalationNeedsHuman(t *testing.T) {
 	s := judgetest.TestSettings()
 	s.JudgeModel = "judge@lowconf"
 	startJudge(t, env, s)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var err error
 	env.StartCoordinator(coordinator.Config{})
@@ -545,7 +545,7 @@ func TestArbitrationWithoutCandidates(t *testing.T) {
 	t.Parallel()
 	const disks, k, jobSeed, hard = 3, 2, 47, 3
 	env := fleettest.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	startJudge(t, env, judgetest.TestSettings())
 	env.StartCoordinator(coordinator.Config{})

@@ -385,13 +385,9 @@ func (r *jobRun) run(ctx context.Context) error {
 	if r.finishedAt() {
 		return r.end(ctx)
 	}
-	if _, _, err := r.c.store.OpenStep(ctx, r.ref, r.step, r.epoch); err != nil {
-		if errors.Is(err, store.ErrStaleOpen) {
-			return fmt.Errorf("%w: %v", errLeaseLost, err)
-		}
+	if err := r.openStep(ctx); err != nil {
 		return err
 	}
-	r.markRung()
 	cons, err := js.CreateOrUpdateConsumer(ctx, r.topo.NS.ResultsStream(), jetstream.ConsumerConfig{
 		Durable:           bus.ResultConsumer(r.spec.Tenant, r.spec.JobID, r.token),
 		Description:       "results of one job, read by the coordinator holding its lease",
@@ -481,15 +477,34 @@ func (r *jobRun) obeyControl(ctx context.Context) error {
 		if err := r.checkpoint(ctx); err != nil {
 			return err
 		}
-		r.publishStatus(ctx, schemas.StatePaused)
-		if err := jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StatePaused); err != nil {
-			return err
-		}
-		return errPaused
+		return r.pause(ctx)
 	case schemas.ControlCancel:
 		r.abandonLadder()
 		r.finish(ctx, schemas.StateCancelled, fmt.Sprintf("cancelled at step %d", r.step))
 	}
+	return nil
+}
+
+// pause stops the job, checkpointed, as paused: the lease is released and
+// the job waits for maker resume (or decide).
+func (r *jobRun) pause(ctx context.Context) error {
+	r.publishStatus(ctx, schemas.StatePaused)
+	if err := jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StatePaused); err != nil {
+		return err
+	}
+	return errPaused
+}
+
+// openStep opens the step in Redis under the current epoch. Another
+// owner's newer epoch there means the job is lost.
+func (r *jobRun) openStep(ctx context.Context) error {
+	if _, _, err := r.c.store.OpenStep(ctx, r.ref, r.step, r.epoch); err != nil {
+		if errors.Is(err, store.ErrStaleOpen) {
+			return fmt.Errorf("%w: %v", errLeaseLost, err)
+		}
+		return err
+	}
+	r.markRung()
 	return nil
 }
 
@@ -636,8 +651,8 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 			_ = m.Ack()
 			continue
 		}
-		r.addTokens(&res, 1)
 		if res.Index >= r.dispatched {
+			r.addTokens(&res, 1)
 			r.rep.MalformedMessages++
 			r.log.Warn("dropping result for an index never published", "step", res.Step, "index", res.Index)
 			_ = m.TermWithReason("index never published")
@@ -647,6 +662,7 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 			// A voter's key is counted only if the task could move on from
 			// it: a rogue or broken voter cannot win a step with garbage.
 			if _, err := r.inst.Next(r.state, task.Vote{Key: res.VoteKey}); err != nil {
+				r.addTokens(&res, 1)
 				r.rep.MalformedMessages++
 				r.log.Warn("dropping a vote the task cannot read", "voter", res.VoterID, "step", res.Step, "index", res.Index, "err", err)
 				_ = m.TermWithReason("vote key the task cannot read")
@@ -655,7 +671,7 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 		}
 		if res.Outcome == schemas.OutcomeSkipped || res.Outcome == schemas.OutcomeCancelled {
 			// A voter thought this step decided (an old event); ask again.
-			r.countLate(res, true)
+			r.countLate(res, false)
 			r.answered++
 			_ = m.Ack()
 			if p, ok := r.pending[res.Index]; ok && p.attempt == res.Attempt {
@@ -677,9 +693,13 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 		return nil
 	}
 
+	// Each answer's tokens are counted as it is settled below, so an
+	// answer settled after a decision (a copy of one it counted) is
+	// accounted on the right side of that decision's journal entry.
 	outs, err := r.c.store.RecordMany(ctx, r.ref, samples, r.spec.K)
 	if errors.Is(err, store.ErrNoStep) {
 		for _, it := range items {
+			r.addTokens(&it.res, 1)
 			r.answered++
 			_ = it.m.Ack()
 		}
@@ -689,7 +709,6 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 		// Not settled: the results come back after the delay and are
 		// recorded (and accounted) then; recording is idempotent.
 		for _, it := range items {
-			r.addTokens(&it.res, -1)
 			_ = it.m.NakWithDelay(250 * time.Millisecond)
 		}
 		r.log.Warn("record samples", "err", err)
@@ -700,10 +719,11 @@ func (r *jobRun) handleBatch(ctx context.Context, batch []jetstream.Msg) error {
 		if r.done || it.res.Step != r.step || it.res.Epoch != r.epoch {
 			// An earlier sample of this batch decided the step (or ended
 			// the job): this one came too late to count.
-			r.countLate(it.res, true)
+			r.countLate(it.res, false)
 			_ = it.m.Ack()
 			continue
 		}
+		r.addTokens(&it.res, 1)
 		r.answered++
 		switch out.Outcome {
 		case store.Duplicate:
@@ -885,14 +905,9 @@ func (r *jobRun) reopen(ctx context.Context, why string) error {
 	}
 	r.epoch++
 	r.log.Warn("re-sampling the open step under a new epoch", "step", r.step, "epoch", r.epoch, "why", why)
-	if _, _, err := r.c.store.OpenStep(ctx, r.ref, r.step, r.epoch); err != nil {
-		if errors.Is(err, store.ErrStaleOpen) {
-			// A newer owner's epoch is open: we are fenced out.
-			return fmt.Errorf("%w: %v", errLeaseLost, err)
-		}
+	if err := r.openStep(ctx); err != nil {
 		return err
 	}
-	r.markRung()
 	r.resetStep()
 	return r.topUp(ctx)
 }
@@ -993,7 +1008,7 @@ func (r *jobRun) commit(ctx context.Context, e *schemas.JournalEntry, counted in
 	}
 	if e.Type == schemas.EntryArbiter {
 		// No vote closed the step, so no script opened the next one.
-		if _, _, err := r.c.store.OpenStep(ctx, r.ref, r.step, r.epoch); err != nil {
+		if err := r.openStep(ctx); err != nil {
 			return err
 		}
 	}

@@ -245,13 +245,17 @@ func Transient(err error) bool {
 	// A server still bringing JetStream up may fail to create a stream's
 	// store, or say it is not available yet.
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jsErrStreamStoreFailed || apiErr.ErrorCode == jsErrNotAvailable)
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jsErrNotAvailable ||
+		apiErr.ErrorCode == jsErrStreamCreate && strings.HasPrefix(apiErr.Description, "error creating store")
 }
 
 // JetStream error codes nats.go has no name for.
 const (
-	jsErrStreamStoreFailed jetstream.ErrorCode = 10049 // error creating store for stream
-	jsErrNotAvailable      jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
+	jsErrStreamCreate jetstream.ErrorCode = 10049 // stream create failed: "{err}"
+	jsErrNotAvailable jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
 )
 
 func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {

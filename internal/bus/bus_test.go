@@ -360,6 +360,7 @@ func TestTransient(t *testing.T) {
 		{fmt.Errorf("bus: create stream X: %w", &jetstream.APIError{Code: 500, ErrorCode: 10049, Description: "error creating store for stream"}), true},
 		{&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
 		{&jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use with a different configuration"}, false},
+		{&jetstream.APIError{Code: 500, ErrorCode: 10049, Description: "replicas > 1 not supported in non-clustered mode"}, false},
 		{errors.New("bus: invalid config"), false},
 		{jetstream.ErrStreamNotFound, false},
 		{context.Canceled, false},
