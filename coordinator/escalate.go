@@ -180,7 +180,8 @@ func (r *jobRun) arbitrate(ctx context.Context, pol schemas.EscalationPolicy) er
 		Type: schemas.EntryArbiter, Token: r.token, Owner: r.c.cfg.ID, Step: r.step, Epoch: r.epoch,
 		VoteKey: d.VoteKey, Rung: judge.RungPanel, Prior: r.prior, Arbiter: d, At: time.Now().UTC(),
 	}
-	return r.commit(ctx, &e, 0)
+	// The last rung's answers, recorded under this epoch, stay known.
+	return r.commit(ctx, &e, r.counters.Next)
 }
 
 // interrupted goes on after an arbitration was cut short by a pause, a
@@ -310,5 +311,6 @@ func (r *jobRun) personDecision(ctx context.Context) error {
 	if err := r.appendNow(ctx, &e); err != nil {
 		return err
 	}
+	r.notePrev(r.counters.Next)
 	return r.apply(&e, false)
 }

@@ -998,11 +998,7 @@ func (r *jobRun) commit(ctx context.Context, e *schemas.JournalEntry, counted in
 		return err
 	}
 	r.lastWork = mapWork(r.lastWork, e.Work, plus)
-	r.prev.step, r.prev.epoch, r.prev.counted = r.step, r.epoch, counted
-	clear(r.prev.seen)
-	for idx := range r.seen {
-		r.prev.seen[idx] = true
-	}
+	r.notePrev(counted)
 	if err := r.apply(e, false); err != nil {
 		return err
 	}
@@ -1021,6 +1017,17 @@ func (r *jobRun) commit(ctx context.Context, e *schemas.JournalEntry, counted in
 	}
 	// record_sample.lua already opened the next step.
 	return r.moveOn(ctx)
+}
+
+// notePrev remembers the open step, about to be decided, and what its
+// rung recorded (counted of them counted), to recognise its answers
+// delivered again.
+func (r *jobRun) notePrev(counted int) {
+	r.prev.step, r.prev.epoch, r.prev.counted = r.step, r.epoch, counted
+	clear(r.prev.seen)
+	for idx := range r.seen {
+		r.prev.seen[idx] = true
+	}
 }
 
 // moveOn goes on from a decision applied, with the next step open in
