@@ -68,18 +68,11 @@ func (r *jobRun) escalate(ctx context.Context) error {
 // they go to the report's late samples.
 func (r *jobRun) rungTally(tally []schemas.TallyEntry) schemas.RungTally {
 	rt := schemas.RungTally{
-		Rung: schemas.RungOwnModel, Counted: r.counters.Next, Valid: r.counters.Valid, RedFlagged: r.counters.RedFlagged, Tally: tally,
+		Rung: schemas.RungOwnModel, Counted: r.counters.Next, Valid: r.counters.Valid, RedFlagged: r.counters.RedFlagged,
+		RedFlags: r.redFlags(r.counters.Next), Tally: tally,
 	}
 	if r.rung != "" {
 		rt.Rung = r.rung
-	}
-	for idx, why := range r.seen {
-		if why != "" && idx < r.counters.Next {
-			if rt.RedFlags == nil {
-				rt.RedFlags = map[string]int{}
-			}
-			rt.RedFlags[why]++
-		}
 	}
 	r.rep.LateSamples += int64(max(0, len(r.seen)-r.counters.Next))
 	return rt

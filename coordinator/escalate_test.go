@@ -176,15 +176,7 @@ func TestEscalationNeedsHuman(t *testing.T) {
 		rec, _, err := jobs.Get(ctx, env.Topo, spec.Tenant, spec.JobID)
 		return err == nil && rec.Control == schemas.ControlPause && rec.State == schemas.StatePaused
 	}, "the resumed job did not pause again")
-	own := 0
-	for _, r := range model.Records() {
-		if r.Known && r.Step == hard {
-			own++
-		}
-	}
-	if own != 5 {
-		t.Errorf("the job's own model answered the hard step %d times, want its 5 samples once", own)
-	}
+	checkOwnAnswered(t, model, hard, 5)
 
 	// A person answers with something the task cannot take: paused again.
 	if _, err := jobs.Decide(ctx, env.Topo, spec.Tenant, spec.JobID, schemas.PersonDecision{Step: hard, VoteKey: "not a move", By: "alice"}); err != nil {
@@ -219,6 +211,22 @@ func TestEscalationNeedsHuman(t *testing.T) {
 	})
 	if err != nil || rung != "person person:alice" {
 		t.Errorf("journal entry of step %d: %q, %v; want the person's", hard, rung, err)
+	}
+}
+
+// checkOwnAnswered fails t unless the job's own model answered step
+// exactly n times: its samples were drawn once, never again after an
+// escalation, a takeover or a resume.
+func checkOwnAnswered(t *testing.T, model *fleettest.FakeModel, step int64, n int) {
+	t.Helper()
+	own := 0
+	for _, r := range model.Records() {
+		if r.Known && r.Step == step && r.Model == "" {
+			own++
+		}
+	}
+	if own != n {
+		t.Errorf("the job's own model answered step %d %d times, want its %d samples once", step, own, n)
 	}
 }
 
@@ -326,15 +334,7 @@ func TestEscalationResumesAtItsRung(t *testing.T) {
 			if !rep.Solved || rep.Errors != 0 || rep.TraceSHA256 != fleettest.GoldenTrace(disks) {
 				t.Fatalf("state %s, errors %d, trace %s: want solved with the true solution", rep.State, rep.Errors, rep.TraceSHA256)
 			}
-			own := 0
-			for _, r := range model.Records() {
-				if r.Known && r.Step == hard && r.Model == "" {
-					own++
-				}
-			}
-			if own != 5 {
-				t.Errorf("the job's own model answered the hard step %d times, want its 5 samples once", own)
-			}
+			checkOwnAnswered(t, model, hard, 5)
 			var kinds []string
 			err := journal.ReadAll(ctx, env.JS, bus.DefaultNamespace, spec.Tenant, spec.JobID, func(e journal.Entry) error {
 				if e.Step != hard || e.Type == schemas.EntryTakeover {
@@ -480,15 +480,7 @@ func TestControlDuringArbitration(t *testing.T) {
 			if want := (steps-1)*k + ownSamples; rep.Samples != want || rep.Votes+rep.RedFlagged != rep.Samples {
 				t.Errorf("samples %d (votes %d, red-flagged %d), want %d: the arbitrated step's samples counted once", rep.Samples, rep.Votes, rep.RedFlagged, want)
 			}
-			own := 0
-			for _, r := range model.Records() {
-				if r.Known && r.Step == hard {
-					own++
-				}
-			}
-			if own != ownSamples {
-				t.Errorf("the job's own model answered the hard step %d times, want its %d samples once", own, ownSamples)
-			}
+			checkOwnAnswered(t, model, hard, ownSamples)
 			var rung string
 			err := journal.ReadAll(ctx, env.JS, bus.DefaultNamespace, spec.Tenant, spec.JobID, func(e journal.Entry) error {
 				if e.Step == hard && e.Type == schemas.EntryArbiter {

@@ -968,14 +968,7 @@ func (r *jobRun) decide(ctx context.Context, d *store.Decision) error {
 		VoteKey: d.Winner, Votes: d.Votes, Lead: d.Lead, Counted: d.Counted, Valid: d.Valid, RedFlagged: d.RedFlagged,
 		Tally: d.Tally, At: time.Now().UTC(),
 	}
-	for idx, why := range r.seen {
-		if idx < d.Counted && why != "" {
-			if e.RedFlags == nil {
-				e.RedFlags = map[string]int{}
-			}
-			e.RedFlags[why]++
-		}
-	}
+	e.RedFlags = r.redFlags(d.Counted)
 	if r.rung != "" {
 		e.Rung, e.Prior = r.rung, r.prior
 	}
@@ -1017,6 +1010,21 @@ func (r *jobRun) commit(ctx context.Context, e *schemas.JournalEntry, counted in
 	}
 	// record_sample.lua already opened the next step.
 	return r.moveOn(ctx)
+}
+
+// redFlags counts the red flags among the open step's first counted
+// samples by reason (nil for none).
+func (r *jobRun) redFlags(counted int) map[string]int {
+	var m map[string]int
+	for idx, why := range r.seen {
+		if why != "" && idx < counted {
+			if m == nil {
+				m = map[string]int{}
+			}
+			m[why]++
+		}
+	}
+	return m
 }
 
 // notePrev remembers the open step, about to be decided, and what its

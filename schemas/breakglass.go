@@ -626,13 +626,7 @@ func (*ArbiterDecision) MessageKind() string { return KindArbiterDecision }
 // Validate implements Message.
 func (d *ArbiterDecision) Validate() error {
 	const k = KindArbiterDecision
-	if err := d.Header.check(k); err != nil {
-		return err
-	}
-	if err := ValidTenant(d.Tenant); err != nil {
-		return err
-	}
-	if err := ValidJobID(d.JobID); err != nil {
+	if err := d.Header.checkJob(k, d.Tenant, d.JobID); err != nil {
 		return err
 	}
 	if !jobIDRE.MatchString(d.RequestID) {

@@ -56,13 +56,7 @@ func (*JobRecord) MessageKind() string { return KindJobRecord }
 // Validate implements Message.
 func (r *JobRecord) Validate() error {
 	const k = KindJobRecord
-	if err := r.Header.check(k); err != nil {
-		return err
-	}
-	if err := ValidTenant(r.Tenant); err != nil {
-		return err
-	}
-	if err := ValidJobID(r.JobID); err != nil {
+	if err := r.Header.checkJob(k, r.Tenant, r.JobID); err != nil {
 		return err
 	}
 	if r.Spec.Tenant != r.Tenant || r.Spec.JobID != r.JobID {
@@ -113,13 +107,7 @@ func (*Lease) MessageKind() string { return KindLease }
 // Validate implements Message.
 func (l *Lease) Validate() error {
 	const k = KindLease
-	if err := l.Header.check(k); err != nil {
-		return err
-	}
-	if err := ValidTenant(l.Tenant); err != nil {
-		return err
-	}
-	if err := ValidJobID(l.JobID); err != nil {
+	if err := l.Header.checkJob(k, l.Tenant, l.JobID); err != nil {
 		return err
 	}
 	if l.Owner == "" {
@@ -277,13 +265,7 @@ func (*JournalEntry) MessageKind() string { return KindJournalEntry }
 // Validate implements Message.
 func (e *JournalEntry) Validate() error {
 	const k = KindJournalEntry
-	if err := e.Header.check(k); err != nil {
-		return err
-	}
-	if err := ValidTenant(e.Tenant); err != nil {
-		return err
-	}
-	if err := ValidJobID(e.JobID); err != nil {
+	if err := e.Header.checkJob(k, e.Tenant, e.JobID); err != nil {
 		return err
 	}
 	if e.Token < 1 || e.Owner == "" {
@@ -390,13 +372,7 @@ func (*Checkpoint) MessageKind() string { return KindCheckpoint }
 // final one, so only its counts are checked.
 func (c *Checkpoint) Validate() error {
 	const k = KindCheckpoint
-	if err := c.Header.check(k); err != nil {
-		return err
-	}
-	if err := ValidTenant(c.Tenant); err != nil {
-		return err
-	}
-	if err := ValidJobID(c.JobID); err != nil {
+	if err := c.Header.checkJob(k, c.Tenant, c.JobID); err != nil {
 		return err
 	}
 	if c.Token < 1 {

@@ -119,13 +119,7 @@ func (s *JobSpec) Rest() float64 {
 // which only the task can judge.
 func (s *JobSpec) Validate() error {
 	const k = KindJobSpec
-	if err := s.Header.check(k); err != nil {
-		return err
-	}
-	if err := ValidJobID(s.JobID); err != nil {
-		return err
-	}
-	if err := ValidTenant(s.Tenant); err != nil {
+	if err := s.Header.checkJob(k, s.Tenant, s.JobID); err != nil {
 		return err
 	}
 	if !taskRE.MatchString(s.Task) {
@@ -275,13 +269,7 @@ func (*JobStatus) MessageKind() string { return KindJobStatus }
 
 // Validate implements Message.
 func (s *JobStatus) Validate() error {
-	if err := s.Header.check(KindJobStatus); err != nil {
-		return err
-	}
-	if err := ValidTenant(s.Tenant); err != nil {
-		return err
-	}
-	if err := ValidJobID(s.JobID); err != nil {
+	if err := s.Header.checkJob(KindJobStatus, s.Tenant, s.JobID); err != nil {
 		return err
 	}
 	if !knownState(s.State) {
@@ -409,13 +397,7 @@ func (*JobReport) MessageKind() string { return KindJobReport }
 // Validate implements Message.
 func (r *JobReport) Validate() error {
 	const k = KindJobReport
-	if err := r.Header.check(k); err != nil {
-		return err
-	}
-	if err := ValidTenant(r.Tenant); err != nil {
-		return err
-	}
-	if err := ValidJobID(r.JobID); err != nil {
+	if err := r.Header.checkJob(k, r.Tenant, r.JobID); err != nil {
 		return err
 	}
 	if !Terminal(r.State) {

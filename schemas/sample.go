@@ -53,13 +53,7 @@ func (*SampleRequest) MessageKind() string { return KindSampleRequest }
 // Validate implements Message.
 func (r *SampleRequest) Validate() error {
 	const k = KindSampleRequest
-	if err := r.Header.check(k); err != nil {
-		return err
-	}
-	if err := ValidTenant(r.Tenant); err != nil {
-		return err
-	}
-	if err := ValidJobID(r.JobID); err != nil {
+	if err := r.Header.checkJob(k, r.Tenant, r.JobID); err != nil {
 		return err
 	}
 	if err := checkPosition(k, r.Tenant, r.JobID, r.SampleID, r.Step, r.Epoch, r.Index, r.Attempt); err != nil {
@@ -185,13 +179,7 @@ func (*SampleResult) MessageKind() string { return KindSampleResult }
 // Validate implements Message.
 func (r *SampleResult) Validate() error {
 	const k = KindSampleResult
-	if err := r.Header.check(k); err != nil {
-		return err
-	}
-	if err := ValidTenant(r.Tenant); err != nil {
-		return err
-	}
-	if err := ValidJobID(r.JobID); err != nil {
+	if err := r.Header.checkJob(k, r.Tenant, r.JobID); err != nil {
 		return err
 	}
 	if err := checkPosition(k, r.Tenant, r.JobID, r.SampleID, r.Step, r.Epoch, r.Index, r.Attempt); err != nil {
@@ -265,13 +253,7 @@ func (*StepDecided) MessageKind() string { return KindStepDecided }
 // Validate implements Message.
 func (d *StepDecided) Validate() error {
 	const k = KindStepDecided
-	if err := d.Header.check(k); err != nil {
-		return err
-	}
-	if err := ValidTenant(d.Tenant); err != nil {
-		return err
-	}
-	if err := ValidJobID(d.JobID); err != nil {
+	if err := d.Header.checkJob(k, d.Tenant, d.JobID); err != nil {
 		return err
 	}
 	if err := nonNegative(k, count{"step", d.Step}, count{"epoch", d.Epoch}, count{"red_flagged", int64(d.RedFlagged)}); err != nil {

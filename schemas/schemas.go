@@ -101,6 +101,18 @@ func (h Header) check(kind string) error {
 	return nil
 }
 
+// checkJob checks the header of a message of the given kind and the
+// tenant and job id it names.
+func (h Header) checkJob(kind, tenant, job string) error {
+	if err := h.check(kind); err != nil {
+		return err
+	}
+	if err := ValidTenant(tenant); err != nil {
+		return err
+	}
+	return ValidJobID(job)
+}
+
 // Message is implemented by every wire type.
 type Message interface {
 	// MessageKind returns the kind name.
