@@ -18,7 +18,7 @@
 //   - sample requests (schemas.SampleRequest) on maker.v1.sample.<tenant>.<job>
 //     (stream MAKER_SAMPLES), with Nats-Msg-Id = the sample id;
 //   - journal entries (schemas.JournalEntry: takeovers, decisions, arbiter
-//     decisions, the end) and checkpoints in stream MAKER_JOURNAL, fenced by
+//     decisions, escalations, the end) and checkpoints in stream MAKER_JOURNAL, fenced by
 //     the expected last subject sequence (internal/journal);
 //   - step-decided events (schemas.StepDecided) on core subject
 //     maker.v1.decided.<tenant>.<job>, which voters use to skip and cancel
@@ -41,7 +41,8 @@
 // attempt, each attempt waiting twice as long as the last, up to 16
 // timeouts); the tally keeps whichever answer arrives first. A step that
 // reaches the sample cap undecided climbs the job's escalation ladder
-// (escalate.go: a stronger model, then the judge's panel, then a person),
+// (escalate.go: a stronger model, then the judge's panel, then a person;
+// each climb is journaled, so a new owner resumes the step on its rung),
 // or without one ends the job as no_consensus, with the step's tally in the
 // report. A job that fails otherwise is retried with backoff and gets a
 // failed report after Config.MaxJobAttempts failures. Guarantees under
