@@ -3,7 +3,7 @@
 SHELL    := /bin/bash
 GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -X github.com/makerfleet/makerfleet/internal/cli.Version=$(VERSION)
+LDFLAGS  := -X github.com/makerfleet/makerfleet/cmd/maker/cli.Version=$(VERSION)
 FUZZTIME ?= 10s
 GOFMT    ?= $(shell $(GO) env GOROOT)/bin/gofmt
 # The newest staticcheck; v0.8.2 runs on Go 1.26.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/fleettest"
+	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
 )
 
 // TestMaxDeliveriesToDLQ: a sample request delivered MaxDeliver times

@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/makerfleet/makerfleet/internal/fleettest"
+	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

@@ -23,7 +23,7 @@ import (
 	"go.uber.org/goleak"
 	"go.yaml.in/yaml/v4"
 
-	"github.com/makerfleet/makerfleet/internal/cli"
+	"github.com/makerfleet/makerfleet/cmd/maker/cli"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 )
 

@@ -38,7 +38,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/journal"
-	"github.com/makerfleet/makerfleet/internal/testutil"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -75,7 +75,7 @@ func startRedisProc(t *testing.T) *redisProc {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server not installed")
 	}
-	port, err := testutil.FreePort()
+	port, err := testkit.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/cli"
-	"github.com/makerfleet/makerfleet/internal/testutil"
+	"github.com/makerfleet/makerfleet/cmd/maker/cli"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 )
 
 // TestBadInputIsRefused: every invalid invocation exits with the usage
@@ -139,7 +139,7 @@ func checkRefused(t *testing.T, res result, want string) {
 // TestRuntimeFailureExitCode: a command that fails while running (here: no
 // NATS to talk to) exits 1, not the usage code.
 func TestRuntimeFailureExitCode(t *testing.T) {
-	port, err := testutil.FreePort() // nothing listens there
+	port, err := testkit.FreePort() // nothing listens there
 	if err != nil {
 		t.Fatal(err)
 	}

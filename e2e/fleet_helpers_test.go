@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/testutil"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -27,10 +27,10 @@ type services struct {
 // redis-server (MAKER_REQUIRE_REDIS=1 forbids the miniredis fallback).
 func startServices(t *testing.T, withRedis bool) *services {
 	t.Helper()
-	ns := testutil.StartNATS(t)
+	ns := testkit.StartNATS(t)
 	s := &services{natsURL: ns.URL}
 	if withRedis {
-		r := testutil.StartRedis(t)
+		r := testkit.StartRedis(t)
 		if r.Kind != "redis-server" {
 			t.Logf("fleet runs on %s, not redis-server", r.Kind)
 		}

@@ -10,16 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/cli"
+	"github.com/makerfleet/makerfleet/cmd/maker/cli"
 	"github.com/makerfleet/makerfleet/internal/simllm"
-	"github.com/makerfleet/makerfleet/internal/testutil"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 )
 
 // startJudgeEnv starts NATS, the simulated model (in this process) and a
 // `maker judge` process with extra flags.
 func startJudgeEnv(t *testing.T, extra ...string) (natsURL string) {
 	t.Helper()
-	natsURL = testutil.StartNATS(t).URL
+	natsURL = testkit.StartNATS(t).URL
 	sim, err := simllm.Start(context.Background(), "127.0.0.1:0", simllm.Config{})
 	if err != nil {
 		t.Fatal(err)

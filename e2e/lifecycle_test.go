@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/makerfleet/makerfleet/cmd/maker/cli"
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/cli"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/schemas"
 )

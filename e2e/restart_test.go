@@ -9,7 +9,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/testutil"
+	"github.com/makerfleet/makerfleet/internal/devserver"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 )
 
 // restartableNATS is an in-process nats-server that can be stopped and
@@ -23,7 +24,7 @@ type restartableNATS struct {
 
 func startRestartableNATS(t *testing.T) *restartableNATS {
 	t.Helper()
-	port, err := testutil.FreePort()
+	port, err := testkit.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func (r *restartableNATS) start(t *testing.T) {
 	for {
 		// The port was ours a moment ago; the old listener may still be
 		// closing, so try again briefly.
-		r.ns, err = bus.RunEmbedded(bus.EmbeddedOptions{StoreDir: r.dir, Port: r.port})
+		r.ns, err = devserver.RunNATS(devserver.NATSOptions{StoreDir: r.dir, Port: r.port})
 		if err == nil {
 			break
 		}
@@ -103,7 +104,7 @@ func testNATSRestart(t *testing.T, fileStreams bool) {
 			}
 		}
 	}
-	svc := &services{natsURL: srv.url, redisURL: testutil.StartRedis(t).URL(), nc: nc, js: js}
+	svc := &services{natsURL: srv.url, redisURL: testkit.StartRedis(t).URL(), nc: nc, js: js}
 	model := startSim(t, "simllm", "--accuracy", "0.9", "--seed", "7", "--latency", "20ms")
 	coord := svc.startCoordinator(t, "coordinator")
 	v1 := svc.startVoter(t, "voter-1", model.url, "--concurrency", "4")

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/judgetest"
 	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/schemas"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/testutil"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 )
 
 // reserve under contention, from two connections (two replicas): exactly
@@ -18,10 +18,10 @@ import (
 // call reserved twice counts once.
 func TestReserveConcurrent(t *testing.T) {
 	t.Parallel()
-	url := testutil.StartNATS(t).URL
+	url := testkit.StartNATS(t).URL
 	var kvs []jetstream.KeyValue
 	for range 2 {
-		_, js := testutil.Connect(t, url)
+		_, js := testkit.Connect(t, url)
 		topo, err := bus.EnsureJudge(context.Background(), js, bus.JudgeConfig{})
 		if err != nil {
 			t.Fatal(err)

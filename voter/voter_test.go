@@ -12,8 +12,8 @@ import (
 
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/fleettest"
 	"github.com/makerfleet/makerfleet/internal/llm"
+	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/hanoi"
 	"github.com/makerfleet/makerfleet/voter"

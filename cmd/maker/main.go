@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/makerfleet/makerfleet/internal/cli"
+	"github.com/makerfleet/makerfleet/cmd/maker/cli"
 )
 
 func main() {

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/testutil"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // jetStream connects a JetStream client to a fresh in-process server.
 func jetStream(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	return connect(t, testutil.StartNATS(t).URL)
+	return connect(t, testkit.StartNATS(t).URL)
 }
 
 // connect returns a JetStream client of the server at url.

@@ -12,14 +12,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/testutil"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
 // dlqFleet connects to a fresh server with the topology in place.
 func dlqFleet(t *testing.T) (jetstream.JetStream, *bus.Topology) {
 	t.Helper()
-	js, topo := testutil.StartTopology(t)
+	js, topo := testkit.StartTopology(t)
 	return js, topo
 }
 

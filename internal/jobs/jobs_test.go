@@ -15,7 +15,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
-	"github.com/makerfleet/makerfleet/internal/testutil"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
 )
@@ -37,7 +37,7 @@ func hanoiSpec(id string, disks, k int) schemas.JobSpec {
 // refused with ErrConflict. Either way nothing is enqueued.
 func TestSubmitFinishedJob(t *testing.T) {
 	t.Parallel()
-	srv := testutil.StartNATS(t)
+	srv := testkit.StartNATS(t)
 	nc, err := nats.Connect(srv.URL)
 	if err != nil {
 		t.Fatal(err)

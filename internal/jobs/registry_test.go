@@ -14,7 +14,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
-	"github.com/makerfleet/makerfleet/internal/testutil"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
 )
@@ -29,7 +29,7 @@ type registry struct {
 func newRegistry(t *testing.T) registry {
 	t.Helper()
 	cfg := bus.Config{Storage: jetstream.MemoryStorage}
-	js, topo := testutil.StartTopology(t)
+	js, topo := testkit.StartTopology(t)
 	return registry{js: js, cfg: cfg, topo: topo}
 }
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/journal"
-	"github.com/makerfleet/makerfleet/internal/testutil"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -33,7 +33,7 @@ type fleet struct {
 
 func newFleet(t *testing.T) fleet {
 	t.Helper()
-	js, topo := testutil.StartTopology(t)
+	js, topo := testkit.StartTopology(t)
 	return fleet{js: js, ns: topo.NS}
 }
 

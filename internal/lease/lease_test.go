@@ -14,7 +14,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/lease"
-	"github.com/makerfleet/makerfleet/internal/testutil"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -29,7 +29,7 @@ const (
 // bucket returns the lease bucket of a fresh in-process server.
 func bucket(t *testing.T) jetstream.KeyValue {
 	t.Helper()
-	_, topo := testutil.StartTopology(t)
+	_, topo := testkit.StartTopology(t)
 	return topo.Leases
 }
 

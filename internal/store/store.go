@@ -405,3 +405,53 @@ func (r *reader) str(i int) string {
 	}
 	return ""
 }
+
+// DeletePrefix removes every key that starts with prefix + ":" (a whole
+// namespace's keys: a private run's, when it ends). On a Redis Cluster
+// every master is scanned.
+func DeletePrefix(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
+	if prefix == "" || strings.ContainsAny(prefix, "*?[]\\") {
+		return fmt.Errorf("store: delete prefix %q: not a plain key prefix", prefix)
+	}
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, prefix+":*", 500).Iterator()
+		var batch []string
+		for iter.Next(ctx) {
+			// One key at a time on a cluster node: keys of different jobs
+			// live in different slots.
+			batch = append(batch, iter.Val())
+			if len(batch) == 500 {
+				if err := unlinkEach(ctx, c, batch); err != nil {
+					return err
+				}
+				batch = batch[:0]
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		return unlinkEach(ctx, c, batch)
+	}
+	var err error
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, rdb)
+	}
+	if err != nil {
+		return fmt.Errorf("store: delete keys %s:*: %w", prefix, err)
+	}
+	return nil
+}
+
+func unlinkEach(ctx context.Context, c redis.Cmdable, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	pipe := c.Pipeline()
+	for _, k := range keys {
+		pipe.Unlink(ctx, k)
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}

@@ -9,21 +9,21 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/store"
-	"github.com/makerfleet/makerfleet/internal/testutil"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 )
 
 // backends runs fn against a real redis-server and against miniredis: the
 // store's conformance suite.
-func backends(t *testing.T, fn func(t *testing.T, s *store.Store, r *testutil.Redis)) {
+func backends(t *testing.T, fn func(t *testing.T, s *store.Store, r *testkit.Redis)) {
 	t.Helper()
 	for _, name := range []string{"redis-server", "miniredis"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			var r *testutil.Redis
+			var r *testkit.Redis
 			if name == "redis-server" {
-				r = testutil.StartRedis(t)
+				r = testkit.StartRedis(t)
 			} else {
-				r = testutil.StartMiniredis(t)
+				r = testkit.StartMiniredis(t)
 			}
 			s, err := store.New(r.Client(t), store.Config{})
 			if err != nil {
@@ -98,7 +98,7 @@ func TestVotingRule(t *testing.T) {
 			t.Fatalf("%s: reference rule gives %q after %d, table says %q after %d", tc.name, w, u, tc.winner, tc.used)
 		}
 	}
-	backends(t, func(t *testing.T, s *store.Store, _ *testutil.Redis) {
+	backends(t, func(t *testing.T, s *store.Store, _ *testkit.Redis) {
 		ctx := context.Background()
 		for i, tc := range cases {
 			job := store.JobRef{Tenant: "default", JobID: fmt.Sprintf("rule%d", i)}
@@ -142,7 +142,7 @@ func TestVotingRule(t *testing.T) {
 // the sequential rule gives in index order.
 func TestOrderIndependence(t *testing.T) {
 	t.Parallel()
-	backends(t, func(t *testing.T, s *store.Store, _ *testutil.Redis) {
+	backends(t, func(t *testing.T, s *store.Store, _ *testkit.Redis) {
 		ctx := context.Background()
 		rng := rand.New(rand.NewPCG(1, 2))
 		alphabet := []string{"A", "A", "A", "B", "C", "!"}
@@ -185,7 +185,7 @@ func TestOrderIndependence(t *testing.T) {
 
 func TestIdempotence(t *testing.T) {
 	t.Parallel()
-	backends(t, func(t *testing.T, s *store.Store, r *testutil.Redis) {
+	backends(t, func(t *testing.T, s *store.Store, r *testkit.Redis) {
 		ctx := context.Background()
 		job := store.JobRef{Tenant: "acme", JobID: "idem"}
 		if _, err := s.Record(ctx, job, smp(0, 1, 0, "A"), 2); !errors.Is(err, store.ErrNoStep) {
@@ -268,7 +268,7 @@ func TestIdempotence(t *testing.T) {
 // TestKeysDoNotGrow: only the open step is kept, whatever the step count.
 func TestKeysDoNotGrow(t *testing.T) {
 	t.Parallel()
-	backends(t, func(t *testing.T, s *store.Store, r *testutil.Redis) {
+	backends(t, func(t *testing.T, s *store.Store, r *testkit.Redis) {
 		ctx := context.Background()
 		job := store.JobRef{Tenant: "default", JobID: "grow"}
 		if _, _, err := s.OpenStep(ctx, job, 0, 1); err != nil {
@@ -298,11 +298,11 @@ func TestKeysDoNotGrow(t *testing.T) {
 func BenchmarkRecord(b *testing.B) {
 	for _, name := range []string{"redis-server", "miniredis"} {
 		b.Run(name, func(b *testing.B) {
-			var r *testutil.Redis
+			var r *testkit.Redis
 			if name == "redis-server" {
-				r = testutil.StartRedis(b)
+				r = testkit.StartRedis(b)
 			} else {
-				r = testutil.StartMiniredis(b)
+				r = testkit.StartMiniredis(b)
 			}
 			s, err := store.New(r.Client(b), store.Config{})
 			if err != nil {
@@ -330,7 +330,7 @@ func BenchmarkRecord(b *testing.B) {
 // last failure, and start again from 1 once cleared.
 func TestFailures(t *testing.T) {
 	t.Parallel()
-	backends(t, func(t *testing.T, s *store.Store, r *testutil.Redis) {
+	backends(t, func(t *testing.T, s *store.Store, r *testkit.Redis) {
 		ctx := context.Background()
 		job := store.JobRef{Tenant: "acme", JobID: "flaky"}
 		other := store.JobRef{Tenant: "acme", JobID: "steady"}
@@ -384,7 +384,7 @@ func TestFailures(t *testing.T) {
 // tallies and failure counts alike; the default prefix is "maker".
 func TestKeyPrefix(t *testing.T) {
 	t.Parallel()
-	backends(t, func(t *testing.T, def *store.Store, r *testutil.Redis) {
+	backends(t, func(t *testing.T, def *store.Store, r *testkit.Redis) {
 		ctx := context.Background()
 		other, err := store.New(r.Client(t), store.Config{KeyPrefix: "run-1"})
 		if err != nil {

@@ -1,15 +1,12 @@
-// Package fleettest starts a whole MAKER fleet inside a test: a real
-// in-process nats-server, a real redis-server (through testutil), the
-// simulated model, coordinators and voters, each with its cleanup
-// registered on the test. It also has a scriptable fake model
-// (FakeModel) and the golden Hanoi trace, for the coordinator and voter
-// integration tests.
+// Package fleettest runs a whole MAKER fleet inside a test: the shared
+// assembly of internal/fleet on a real in-process nats-server and a real
+// redis-server (package testkit), with coordinators and voters started on
+// demand. It also has a scriptable fake model (FakeModel) and the golden
+// Hanoi trace, for the coordinator and voter integration tests.
 //
-// Shutdown order follows t.Cleanup's last-in-first-out rule: everything
-// stops before what it was started on. A role (coordinator or voter) stops
-// before its connection, store and model client, those before Redis, the
-// simulated model and NATS, and the test log closes last, so no role logs
-// into a finished test.
+// Shutdown order: the fleet closes first (its roles, then its clients),
+// then the servers, and the test log last, so no role logs into a finished
+// test.
 package fleettest
 
 import (
@@ -22,7 +19,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,11 +29,12 @@ import (
 
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/fleet"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/store"
-	"github.com/makerfleet/makerfleet/internal/testutil"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
@@ -51,50 +48,53 @@ const JobTimeout = 60 * time.Second
 // roles' logs, written to the test log. Default warn.
 const LogEnv = "MAKER_TEST_LOG"
 
-// Env is one fleet's services: NATS (always) and Redis (on first use), a
-// connection and the topology for the test itself.
+// Env is one test's fleet (internal/fleet) on a real nats-server and a
+// real redis-server the test kit started: its connection and topology are
+// the test's own (submitting jobs, watching subjects).
 type Env struct {
 	TB    testing.TB
-	NATS  *testutil.NATS
+	NATS  *testkit.NATS
 	Bus   bus.Config
 	Tasks *task.Registry
-	// NC, JS and Topo belong to the test (submitting jobs, watching
-	// subjects).
-	NC   *nats.Conn
-	JS   jetstream.JetStream
-	Topo *bus.Topology
-	Log  *slog.Logger
+	Fleet *fleet.Fleet
+	NC    *nats.Conn
+	JS    jetstream.JetStream
+	Topo  *bus.Topology
+	Log   *slog.Logger
 
-	redisOnce sync.Once
-	redis     *testutil.Redis
-
-	failed chan error // a role that stopped with an error
+	redis *testkit.Redis
 }
 
-// New starts nats-server and creates the fleet's topology. Streams and
-// buckets are in memory: tests need no durability.
+// New starts nats-server and redis-server, and a fleet without roles on
+// them. Streams and buckets are in memory: tests need no durability.
 func New(tb testing.TB) *Env {
 	tb.Helper()
 	log := testLogger(tb)
 	e := &Env{
-		TB:     tb,
-		NATS:   testutil.StartNATS(tb),
-		Bus:    bus.Config{Storage: jetstream.MemoryStorage},
-		Tasks:  builtin.Registry(),
-		Log:    log,
-		failed: make(chan error, 16),
+		TB:    tb,
+		NATS:  testkit.StartNATS(tb),
+		redis: testkit.StartRedis(tb),
+		Bus:   bus.Config{Storage: jetstream.MemoryStorage},
+		Tasks: builtin.Registry(),
+		Log:   log,
 	}
-	e.NC = e.Connect("test")
-	js, err := jetstream.New(e.NC)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f, err := fleet.Start(ctx, fleet.Options{
+		NATSURL: e.NATS.URL, RedisURL: e.redis.URL(), Bus: e.Bus, Tasks: e.Tasks, Logger: log,
+	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e.JS = js
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if e.Topo, err = bus.Ensure(ctx, js, e.Bus); err != nil {
-		tb.Fatal(err)
-	}
+	e.Fleet, e.NC, e.JS, e.Topo = f, f.NC, f.JS, f.Topo
+	tb.Cleanup(func() {
+		f.Close()
+		for _, r := range e.roles() {
+			if err := r.Err(); err != nil && !r.Killed() {
+				tb.Errorf("%s stopped with: %v", r.Name, err)
+			}
+		}
+	})
 	return e
 }
 
@@ -109,16 +109,13 @@ func (e *Env) Connect(name string) *nats.Conn {
 	return nc
 }
 
-// Redis returns the fleet's redis-server, starting it on first use.
-func (e *Env) Redis() *testutil.Redis {
-	e.redisOnce.Do(func() { e.redis = testutil.StartRedis(e.TB) })
-	return e.redis
-}
+// Redis returns the fleet's redis-server.
+func (e *Env) Redis() *testkit.Redis { return e.redis }
 
 // Store returns a store on the fleet's Redis, with its own client.
 func (e *Env) Store() *store.Store {
 	e.TB.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: e.Redis().Addr})
+	rdb := redis.NewClient(&redis.Options{Addr: e.redis.Addr})
 	e.TB.Cleanup(func() { _ = rdb.Close() })
 	st, err := store.New(rdb, store.Config{})
 	if err != nil {
@@ -127,114 +124,46 @@ func (e *Env) Store() *store.Store {
 	return st
 }
 
-// Role is a running coordinator or voter.
-type Role struct {
-	name   string
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
-	killed atomic.Bool
-}
-
-// Cancel stops the role's Run without waiting.
-func (r *Role) Cancel() { r.cancel() }
-
-// Done is closed when Run has returned.
-func (r *Role) Done() <-chan struct{} { return r.done }
-
-// Err is Run's error; read it after Done.
-func (r *Role) Err() error { return r.err }
-
-// Stop cancels Run and waits for it to return.
-func (r *Role) Stop() error {
-	r.cancel()
-	<-r.done
-	return r.err
-}
-
-func (e *Env) start(name string, run func(context.Context) error) *Role {
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &Role{name: name, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		r.err = run(ctx)
-		if r.err != nil && ctx.Err() == nil && !r.killed.Load() {
-			select {
-			case e.failed <- fmt.Errorf("%s: %w", name, r.err):
-			default:
-			}
-		}
-	}()
-	e.TB.Cleanup(func() {
-		if err := r.Stop(); err != nil && !r.killed.Load() {
-			e.TB.Errorf("%s stopped with: %v", name, err)
-		}
-	})
-	return r
-}
-
 // Coordinator is a running coordinator.
 type Coordinator struct {
 	*coordinator.Coordinator
-	*Role
-	nc *nats.Conn
-}
-
-// Kill stops the coordinator the way kill -9 looks to the rest of the
-// fleet: its NATS connection goes first, so it journals, checkpoints and
-// releases nothing more; its lease lapses after its TTL.
-func (c *Coordinator) Kill() {
-	c.killed.Store(true)
-	c.nc.Close()
-	c.cancel()
-	<-c.done
+	*fleet.Role
 }
 
 // StartCoordinator starts a coordinator on its own connection and store.
-// Zero cfg fields take test defaults (tasks, bus config, logger).
+// Zero cfg fields take test defaults (e.Tasks, bus config, logger, id
+// "coordinator-test").
 func (e *Env) StartCoordinator(cfg coordinator.Config) *Coordinator {
 	e.TB.Helper()
-	if cfg.Tasks == nil {
-		cfg.Tasks = e.Tasks
-	}
-	if cfg.Bus == (bus.Config{}) {
-		cfg.Bus = e.Bus
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = e.Log
-	}
 	if cfg.ID == "" {
 		cfg.ID = "coordinator-test"
 	}
-	nc := e.Connect(cfg.ID)
-	c, err := coordinator.New(nc, e.Store(), cfg)
+	if cfg.Tasks == nil {
+		cfg.Tasks = e.Tasks
+	}
+	r, err := e.Fleet.AddCoordinator(cfg)
 	if err != nil {
 		e.TB.Fatal(err)
 	}
-	return &Coordinator{Coordinator: c, Role: e.start(cfg.ID, c.Run), nc: nc}
+	return &Coordinator{Coordinator: r.Coordinator, Role: r}
 }
 
 // Voter is a running voter.
 type Voter struct {
 	*voter.Voter
-	*Role
+	*fleet.Role
 }
 
 // StartVoter starts a voter calling m on its own connection. Zero cfg
-// fields take test defaults (tasks, bus config, logger, a 5s drain).
+// fields take test defaults (tasks, bus config, logger, id "voter-test",
+// a 5s drain, a 20ms model error delay).
 func (e *Env) StartVoter(m voter.Model, cfg voter.Config) *Voter {
 	e.TB.Helper()
-	if cfg.Tasks == nil {
-		cfg.Tasks = e.Tasks
-	}
-	if cfg.Bus == (bus.Config{}) {
-		cfg.Bus = e.Bus
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = e.Log
-	}
 	if cfg.ID == "" {
 		cfg.ID = "voter-test"
+	}
+	if cfg.Tasks == nil {
+		cfg.Tasks = e.Tasks
 	}
 	if cfg.DrainTimeout == 0 {
 		cfg.DrainTimeout = 5 * time.Second
@@ -242,12 +171,14 @@ func (e *Env) StartVoter(m voter.Model, cfg voter.Config) *Voter {
 	if cfg.ModelErrorDelay == 0 {
 		cfg.ModelErrorDelay = 20 * time.Millisecond
 	}
-	v, err := voter.New(e.Connect(cfg.ID), m, cfg)
+	r, err := e.Fleet.AddVoter(m, cfg)
 	if err != nil {
 		e.TB.Fatal(err)
 	}
-	return &Voter{Voter: v, Role: e.start(cfg.ID, v.Run)}
+	return &Voter{Voter: r.Voter, Role: r}
 }
+
+func (e *Env) roles() []*fleet.Role { return e.Fleet.Roles() }
 
 // StartSim starts the simulated model, closed at cleanup.
 func StartSim(tb testing.TB, cfg simllm.Config) *simllm.Running {
@@ -351,7 +282,7 @@ func (e *Env) WaitFor(spec schemas.JobSpec, timeout time.Duration) schemas.JobRe
 			e.TB.Fatalf("job %s: no report: %v (last status %+v)", spec.JobID, r.err, last)
 		}
 		return r.rep
-	case err := <-e.failed:
+	case err := <-e.Fleet.Failed():
 		cancel()
 		<-done
 		e.TB.Fatalf("job %s: a role failed: %v", spec.JobID, err)

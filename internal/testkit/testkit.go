@@ -1,7 +1,10 @@
-// Package testutil starts the real services integration tests run against:
+// Package testkit starts the real services integration tests run against:
 // an in-process nats-server with JetStream and a redis-server on a free
-// port. Each helper registers its own cleanup.
-package testutil
+// port (both from internal/devserver). Each helper registers its own
+// cleanup. Its subpackages are the other test kits: fleettest (a whole
+// fleet in a test, a scriptable fake model) and judgetest (judge replicas
+// on the simulated model).
+package testkit
 
 import (
 	"context"
@@ -19,7 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/devserver"
 )
 
 var fallbackNotice sync.Once
@@ -38,7 +41,7 @@ type NATS struct {
 // temporary store dir.
 func StartNATS(tb testing.TB) *NATS {
 	tb.Helper()
-	ns, err := bus.RunEmbedded(bus.EmbeddedOptions{StoreDir: tb.TempDir()})
+	ns, err := devserver.RunNATS(devserver.NATSOptions{StoreDir: tb.TempDir()})
 	if err != nil {
 		tb.Fatalf("start nats-server: %v", err)
 	}
@@ -83,7 +86,7 @@ func StartRedis(tb testing.TB) *Redis {
 		fallbackNotice.Do(func() { fmt.Fprintln(os.Stderr, "NOTE:", msg) })
 		return StartMiniredis(tb)
 	}
-	p, err := store.StartServer(context.Background())
+	p, err := devserver.StartRedis(context.Background())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -95,7 +98,7 @@ func StartRedis(tb testing.TB) *Redis {
 // both servers.
 func StartMiniredis(tb testing.TB) *Redis {
 	tb.Helper()
-	m, err := store.RunEmbedded()
+	m, err := devserver.RunMiniredis()
 	if err != nil {
 		tb.Fatal(err)
 	}

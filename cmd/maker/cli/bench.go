@@ -120,16 +120,16 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 			if err != nil {
 				return err
 			}
-			defer f.close()
+			defer f.Close()
 
 			// Warm-up: connections, scripts, JIT-free but cache-warm paths.
 			warm := spec
 			warm.JobID = jobs.NewJobID()
 			warm.Params = json.RawMessage(`{"disks":5}`)
-			if _, err := jobs.Submit(ctx, f.js, f.bus, &warm, builtin.Registry()); err != nil {
+			if _, err := jobs.Submit(ctx, f.JS, f.Bus, &warm, builtin.Registry()); err != nil {
 				return err
 			}
-			if _, err := jobs.Wait(ctx, f.topo, warm.Tenant, warm.JobID, nil); err != nil {
+			if _, err := jobs.Wait(ctx, f.Topo, warm.Tenant, warm.JobID, nil); err != nil {
 				return err
 			}
 			if profile != "" {
@@ -147,10 +147,10 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 			for i := 0; i < runs; i++ {
 				run := spec
 				run.JobID = jobs.NewJobID()
-				if _, err := jobs.Submit(ctx, f.js, f.bus, &run, builtin.Registry()); err != nil {
+				if _, err := jobs.Submit(ctx, f.JS, f.Bus, &run, builtin.Registry()); err != nil {
 					return err
 				}
-				rep, err := jobs.Wait(ctx, f.topo, run.Tenant, run.JobID, nil)
+				rep, err := jobs.Wait(ctx, f.Topo, run.Tenant, run.JobID, nil)
 				if err != nil {
 					return err
 				}
@@ -158,7 +158,7 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 			}
 			sort.Slice(reps, func(i, j int) bool { return reps[i].StepsPerSecond < reps[j].StepsPerSecond })
 			rep := reps[len(reps)/2]
-			res := benchFrom(rep, jf.disks, sf.accuracy, f.redisKind, svc, opts.concurrency)
+			res := benchFrom(rep, jf.disks, sf.accuracy, f.RedisKind, svc, opts.concurrency)
 			res.Runs = len(reps)
 			for _, r := range reps {
 				res.RunStepsPerSecond = append(res.RunStepsPerSecond, math.Round(r.StepsPerSecond))

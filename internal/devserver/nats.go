@@ -1,4 +1,4 @@
-package bus
+package devserver
 
 import (
 	"fmt"
@@ -7,8 +7,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// EmbeddedOptions configure an in-process nats-server.
-type EmbeddedOptions struct {
+// NATSOptions configure an in-process nats-server.
+type NATSOptions struct {
 	// StoreDir holds JetStream's files (required).
 	StoreDir string
 	// Host and Port to listen on; defaults 127.0.0.1 and a random port.
@@ -18,11 +18,11 @@ type EmbeddedOptions struct {
 	Debug bool
 }
 
-// RunEmbedded starts a real nats-server inside this process with JetStream
+// RunNATS starts a real nats-server inside this process with JetStream
 // on. The caller owns it: Shutdown() then WaitForShutdown().
-func RunEmbedded(o EmbeddedOptions) (*server.Server, error) {
+func RunNATS(o NATSOptions) (*server.Server, error) {
 	if o.StoreDir == "" {
-		return nil, fmt.Errorf("bus: embedded server needs a store dir")
+		return nil, fmt.Errorf("devserver: nats-server needs a store dir")
 	}
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
@@ -42,7 +42,7 @@ func RunEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("bus: embedded server: %w", err)
+		return nil, fmt.Errorf("devserver: nats-server: %w", err)
 	}
 	if o.Debug {
 		ns.ConfigureLogger()
@@ -50,7 +50,7 @@ func RunEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	ns.Start() // returns at once; the server runs its own goroutines until Shutdown
 	if !ns.ReadyForConnections(10 * time.Second) {
 		ns.Shutdown()
-		return nil, fmt.Errorf("bus: embedded server not ready after 10s")
+		return nil, fmt.Errorf("devserver: nats-server not ready after 10s")
 	}
 	return ns, nil
 }

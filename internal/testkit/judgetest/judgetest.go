@@ -18,7 +18,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
-	"github.com/makerfleet/makerfleet/internal/testutil"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -30,7 +30,7 @@ const Timeout = 90 * time.Second
 // Env is one test's NATS, simulated model and connection.
 type Env struct {
 	TB   testing.TB
-	NATS *testutil.NATS
+	NATS *testkit.NATS
 	NC   *nats.Conn
 	JS   jetstream.JetStream
 	Sim  *simllm.Running
@@ -61,7 +61,7 @@ func (s *SyncBuffer) String() string {
 // Start starts NATS and the simulated model (cfg, with request logging).
 func Start(tb testing.TB, cfg simllm.Config) *Env {
 	tb.Helper()
-	e := &Env{TB: tb, NATS: testutil.StartNATS(tb), Requests: &SyncBuffer{}}
+	e := &Env{TB: tb, NATS: testkit.StartNATS(tb), Requests: &SyncBuffer{}}
 	cfg.LogRequests = e.Requests
 	sim, err := simllm.Start(context.Background(), "127.0.0.1:0", cfg)
 	if err != nil {
@@ -73,7 +73,7 @@ func Start(tb testing.TB, cfg simllm.Config) *Env {
 		_ = sim.Close(ctx)
 	})
 	e.Sim = sim
-	e.NC, e.JS = testutil.Connect(tb, e.NATS.URL)
+	e.NC, e.JS = testkit.Connect(tb, e.NATS.URL)
 	return e
 }
 
@@ -103,7 +103,7 @@ func TestSettings() judge.Settings {
 // from the simulated model.
 func (e *Env) StartJudge(s judge.Settings) *judge.Service {
 	e.TB.Helper()
-	_, js := testutil.Connect(e.TB, e.NATS.URL)
+	_, js := testkit.Connect(e.TB, e.NATS.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
 	sv, err := judge.New(ctx, js, judge.Config{Settings: s, BaseURL: e.Sim.URL(), Concurrency: 4, SoftStop: 5 * time.Second})

@@ -1,4 +1,4 @@
-package store
+package devserver
 
 import (
 	"context"
@@ -13,20 +13,20 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ServerProcess is a redis-server this process started and owns.
-type ServerProcess struct {
+// RedisProcess is a redis-server this process started and owns.
+type RedisProcess struct {
 	Addr   string
 	cmd    *exec.Cmd
 	exited chan struct{}
 	dir    string
 }
 
-// StartServer starts redis-server (from PATH) on a free loopback port with
+// StartRedis starts redis-server (from PATH) on a free loopback port with
 // persistence off, for benchmarks and tests. Close stops it.
-func StartServer(ctx context.Context) (*ServerProcess, error) {
+func StartRedis(ctx context.Context) (*RedisProcess, error) {
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
-		return nil, fmt.Errorf("store: redis-server not installed: %w", err)
+		return nil, fmt.Errorf("devserver: redis-server not installed: %w", err)
 	}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -44,26 +44,26 @@ func StartServer(ctx context.Context) (*ServerProcess, error) {
 			"--logfile", filepath.Join(dir, "redis.log"))
 		if err := cmd.Start(); err != nil {
 			_ = os.RemoveAll(dir)
-			return nil, fmt.Errorf("store: start redis-server: %w", err)
+			return nil, fmt.Errorf("devserver: start redis-server: %w", err)
 		}
-		p := &ServerProcess{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, exited: make(chan struct{}), dir: dir}
+		p := &RedisProcess{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, exited: make(chan struct{}), dir: dir}
 		go func() { _ = cmd.Wait(); close(p.exited) }() // owned: ends with the process
 		if lastErr = p.waitReady(ctx, 5*time.Second); lastErr == nil {
 			return p, nil
 		}
 		p.Close() // most likely the port was taken meanwhile: try another
 	}
-	return nil, fmt.Errorf("store: redis-server did not start: %w", lastErr)
+	return nil, fmt.Errorf("devserver: redis-server did not start: %w", lastErr)
 }
 
 // Close kills the server and removes its directory.
-func (p *ServerProcess) Close() {
+func (p *RedisProcess) Close() {
 	_ = p.cmd.Process.Kill()
 	<-p.exited
 	_ = os.RemoveAll(p.dir)
 }
 
-func (p *ServerProcess) waitReady(ctx context.Context, timeout time.Duration) error {
+func (p *RedisProcess) waitReady(ctx context.Context, timeout time.Duration) error {
 	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer c.Close()
 	deadline := time.Now().Add(timeout)

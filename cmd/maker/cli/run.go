@@ -172,8 +172,8 @@ func runJob(ctx context.Context, opts fleetOptions, spec *schemas.JobSpec, onSta
 	if err != nil {
 		return schemas.JobReport{}, err
 	}
-	defer f.close()
-	if _, err := jobs.Submit(ctx, f.js, f.bus, spec, builtin.Registry()); err != nil {
+	defer f.Close()
+	if _, err := jobs.Submit(ctx, f.JS, f.Bus, spec, builtin.Registry()); err != nil {
 		return schemas.JobReport{}, err
 	}
 	type result struct {
@@ -182,13 +182,13 @@ func runJob(ctx context.Context, opts fleetOptions, spec *schemas.JobSpec, onSta
 	}
 	done := make(chan result, 1)
 	go func() {
-		rep, err := jobs.Wait(ctx, f.topo, spec.Tenant, spec.JobID, onStatus)
+		rep, err := jobs.Wait(ctx, f.Topo, spec.Tenant, spec.JobID, onStatus)
 		done <- result{rep, err}
 	}()
 	select {
 	case r := <-done:
 		return r.rep, r.err
-	case err := <-f.failed():
+	case err := <-f.Failed():
 		return schemas.JobReport{}, fmt.Errorf("%w: %w", errFleet, err)
 	}
 }

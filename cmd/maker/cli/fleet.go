@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/makerfleet/makerfleet/coordinator"
+	"github.com/makerfleet/makerfleet/internal/fleet"
+	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/voter"
+)
+
+// fleetOptions say which services the in-process fleet of run and bench
+// uses: external ones when their URL is set, development servers otherwise.
+type fleetOptions struct {
+	natsURL    string
+	redisURL   string
+	llmBaseURL string
+	apiKey     string
+	model      string
+	dataDir    string
+	// redisServer: with no redisURL, start a redis-server process (if
+	// installed) instead of miniredis. The benchmark wants real Redis.
+	redisServer bool
+	sim         simllm.Config
+	// simHTTP serves the simulated model on a loopback port rather than
+	// in memory.
+	simHTTP     bool
+	concurrency int
+	log         *slog.Logger
+}
+
+// startFleet starts a private fleet (a namespace of its own, removed at
+// Close from servers it did not start) with one coordinator and one voter.
+func startFleet(ctx context.Context, o fleetOptions) (*fleet.Fleet, error) {
+	f, err := fleet.Start(ctx, fleet.Options{
+		NATSURL: o.natsURL, DataDir: o.dataDir, RedisURL: o.redisURL, RedisServer: o.redisServer,
+		LLMBaseURL: o.llmBaseURL, APIKey: o.apiKey, Model: o.model, Sim: o.sim, SimHTTP: o.simHTTP,
+		Private: true, Logger: o.log,
+		Coordinators: 1, Coordinator: coordinator.Config{ID: "coordinator-inproc"},
+		Voters: 1, Voter: voter.Config{ID: "voter-inproc", Concurrency: o.concurrency},
+	})
+	if errors.Is(err, fleet.ErrOptions) {
+		return nil, usageError{err}
+	}
+	return f, err
+}
+
+// errFleet wraps a role failure.
+var errFleet = errors.New("fleet role stopped")
