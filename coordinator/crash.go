@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 )
@@ -20,6 +19,12 @@ const (
 	CrashMidWave = "mid-wave"
 )
 
+// crashPoint is a parsed Config.CrashAt; the zero value crashes nowhere.
+type crashPoint struct {
+	point string
+	step  int64
+}
+
 // ParseCrashAt checks a CrashAt value: "<point>:<step>".
 func ParseCrashAt(s string) (point string, step int64, err error) {
 	point, n, ok := strings.Cut(s, ":")
@@ -35,11 +40,12 @@ func ParseCrashAt(s string) (point string, step int64, err error) {
 	return point, step, nil
 }
 
-// crash exits the process when the job reaches point at the configured
-// step. Exit code 137 is what a SIGKILL leaves.
-func (r *jobRun) crash(point string) {
-	if r.crashPoint == point && r.step == r.crashStep {
-		r.log.Error("crash point reached: exiting now", "point", point, "step", r.step)
-		os.Exit(137)
+// crash appends the crash action to acts when the job reaches point at
+// the configured step (the shell exits the process there, as a SIGKILL
+// would).
+func (m *machine) crash(acts []action, point string, step int64) []action {
+	if m.crashAt.point == point && m.crashAt.step == step {
+		return append(acts, action{kind: actCrash, point: point})
 	}
+	return acts
 }

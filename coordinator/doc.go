@@ -18,8 +18,10 @@
 //   - sample requests (schemas.SampleRequest) on maker.v1.sample.<tenant>.<job>
 //     (stream MAKER_SAMPLES), with Nats-Msg-Id = the sample id;
 //   - journal entries (schemas.JournalEntry: takeovers, decisions, arbiter
-//     decisions, escalations, the end) and checkpoints in stream MAKER_JOURNAL, fenced by
-//     the expected last subject sequence (internal/journal);
+//     decisions, escalations, the end), each carrying the change of the
+//     job's figures (schemas.Delta), and checkpoints in stream
+//     MAKER_JOURNAL, fenced by the expected last subject sequence
+//     (internal/journal);
 //   - step-decided events (schemas.StepDecided) on core subject
 //     maker.v1.decided.<tenant>.<job>, which voters use to skip and cancel
 //     samples of decided steps;
@@ -27,24 +29,44 @@
 //     final report (schemas.JobReport) in KV bucket maker_reports, both under
 //     key <tenant>.<job>.
 //
-// The step loop: the first wave of a step is k samples (index 0 at the job's
-// first temperature, 0 by default; the rest at 0.1). Each result is recorded
-// in Redis by its index; the tally counts samples in index order, so the
+// # Shape
+//
+// Each job is a step machine (machine.go) inside a thin shell (job.go).
+// The machine does no I/O: events come in as method calls (results
+// arrived, Redis recorded them, a timer ticked, a tally was closed, the
+// judge or a person decided, control changed) and it returns actions
+// (publish a sample, record samples, settle a message, journal an entry,
+// open or close the step, arbitrate, checkpoint, pause, end) that the shell
+// carries out in order, feeding outcomes back. Its parts: results.go
+// (screening results, acting on what Redis recorded), waves.go (how many
+// samples to draw, re-sampling the overdue), decide.go (a decision and the
+// step boundary), ladder.go (the escalation ladder), accounting.go (the
+// job's schemas.Figures and what the journal holds of them), replay.go (a
+// new owner's rebuild from the journal). The shell is job.go (the loop and
+// the actions), resume.go (journal, takeover, cleanup), arbitrate.go (the
+// judge), report.go (status and report); schedule.go takes and renews the
+// leases of jobs, coordinator.go takes jobs in.
+//
+// # The step loop
+//
+// The first wave of a step is k samples (index 0 at the job's first
+// temperature, 0 by default; the rest at 0.1). Each result is recorded in
+// Redis by its index; the tally counts samples in index order, so the
 // decision is the sequential rule applied to the answers, whatever order
 // they arrive in. While undecided, with lead ℓ and u samples still
-// uncounted, the coordinator tops up to k − ℓ − u more samples: no candidate
-// can win before k − ℓ more valid votes, so no wave overshoots the
-// sequential rule, and red-flagged samples are replaced. The next step
+// uncounted, the coordinator tops up to k − ℓ − u more samples: no
+// candidate can win before k − ℓ more valid votes, so no wave overshoots
+// the sequential rule, and red-flagged samples are replaced. The next step
 // starts from the winner's own next state. A vote is counted only if the
 // task can move on from its key. A sample without a result after the job's
 // sample timeout is re-published under a new sample id (same index, next
 // attempt, each attempt waiting twice as long as the last, up to 16
 // timeouts); the tally keeps whichever answer arrives first. A step that
-// reaches the sample cap undecided climbs the job's escalation ladder
-// (escalate.go: a stronger model, then the judge's panel, then a person;
-// each climb is journaled, so a new owner resumes the step on its rung),
-// or without one ends the job as no_consensus, with the step's tally in the
-// report. A job that fails otherwise is retried with backoff and gets a
-// failed report after Config.MaxJobAttempts failures. Guarantees under
-// failures: docs/durability.md.
+// reaches the sample cap undecided climbs the job's escalation ladder (a
+// stronger model, then the judge's panel, then a person; each climb is
+// journaled, so a new owner resumes the step on its rung), or without one
+// ends the job as no_consensus, with the step's tally in the report. A job
+// that fails otherwise is retried with backoff and gets a failed report
+// after Config.MaxJobAttempts failures. Guarantees under failures:
+// docs/durability.md.
 package coordinator

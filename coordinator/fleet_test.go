@@ -1,9 +1,11 @@
 package coordinator_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -72,7 +74,8 @@ func TestCoordinatorHandsJobBack(t *testing.T) {
 	started := make(chan fleettest.Call, 1024)
 	model.Notify(started)
 	env.StartVoter(model, voter.Config{Concurrency: 8})
-	c1 := env.StartCoordinator(coordinator.Config{ID: "coordinator-1"})
+	var logs lineBuffer
+	c1 := env.StartCoordinator(coordinator.Config{ID: "coordinator-1", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	spec := fleettest.HanoiSpec(disks, k, jobSeed)
 	requests := fleettest.Capture[schemas.SampleRequest](env, bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID))
 	env.Submit(&spec)
@@ -91,6 +94,15 @@ wait:
 	}
 	if err := c1.Stop(); err != nil {
 		t.Fatalf("coordinator 1: %v", err)
+	}
+	// A stopping coordinator says so, and when it is done.
+	var stopping, stopped bool
+	for _, l := range logs.Lines() {
+		stopping = stopping || bytes.Contains(l, []byte(`msg="coordinator stopping`)) && bytes.Contains(l, []byte("running_jobs=1"))
+		stopped = stopped || bytes.Contains(l, []byte(`msg="coordinator stopped"`))
+	}
+	if !stopping || !stopped {
+		t.Errorf("coordinator 1 logged stopping %v, stopped %v on SIGTERM", stopping, stopped)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -164,4 +176,48 @@ func TestNewRunIsNotSkipped(t *testing.T) {
 	rep := env.WaitFor(spec, 15*time.Second)
 	checkSolved(t, rep, 3)
 	t.Logf("voter %+v", v.Stats())
+}
+
+// TestTakeoverKeepsStart: a job whose owner dies (no checkpoint, no hand
+// back) is finished by another coordinator, and its report's started_at
+// and wall time cover the whole job, not only the new owner's part: the
+// start is journaled with the first owner's takeover.
+func TestTakeoverKeepsStart(t *testing.T) {
+	t.Parallel()
+	const disks, k, jobSeed = 4, 1, 17
+	env := fleettest.New(t)
+	model := fleettest.NewFakeModel(fleettest.SeedTable(jobSeed, 1<<disks-1, 64), func(ctx context.Context, c fleettest.Call) (llm.Response, error) {
+		if err := fleettest.Wait(ctx, 2*time.Millisecond); err != nil {
+			return llm.Response{}, err
+		}
+		return fleettest.Right(c), nil
+	})
+	started := make(chan fleettest.Call, 1024)
+	model.Notify(started)
+	env.StartVoter(model, voter.Config{Concurrency: 4})
+	c1 := env.StartCoordinator(coordinator.Config{ID: "coordinator-1", LeaseTTL: time.Second, ScanInterval: 50 * time.Millisecond})
+	spec := fleettest.HanoiSpec(disks, k, jobSeed)
+	env.Submit(&spec)
+	deadline := time.After(20 * time.Second)
+	for c := range started {
+		if c.Step >= 4 {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatal("the job never reached step 4")
+		default:
+		}
+	}
+	c1.Kill()
+	killedAt := time.Now()
+	env.StartCoordinator(coordinator.Config{ID: "coordinator-2", LeaseTTL: time.Second, ScanInterval: 50 * time.Millisecond})
+	rep := env.Wait(spec)
+	checkSolved(t, rep, disks)
+	if !rep.StartedAt.Before(killedAt) {
+		t.Errorf("started_at %s is after the first owner died (%s): the report covers only the new owner's part", rep.StartedAt, killedAt)
+	}
+	if want := rep.FinishedAt.Sub(rep.StartedAt).Seconds(); rep.WallSeconds < want-0.01 {
+		t.Errorf("wall_seconds %.3f, want the whole job's %.3f", rep.WallSeconds, want)
+	}
 }

@@ -237,26 +237,12 @@ type JournalEntry struct {
 	State       string       `json:"state,omitempty" jsonschema:"enum=,enum=solved,enum=unsolved,enum=no_consensus,enum=failed,enum=cancelled"`
 	Reason      string       `json:"reason,omitempty"`
 	NoConsensus *NoConsensus `json:"no_consensus,omitempty"`
-	// Work done since the previous entry, so a resumed report adds up:
-	// token usage and the samples that took no part in a step.
-	Work StepWork `json:"work"`
+	// Work is how the job's figures changed since the previous entry (or
+	// checkpoint), this entry's own step included: a new owner adds them up
+	// to rebuild the report exactly.
+	Work Delta `json:"work"`
 	// At is when the entry was written.
 	At time.Time `json:"at"`
-}
-
-// StepWork is the report's running figures that are not in a decision.
-type StepWork struct {
-	PromptTokens     int64 `json:"prompt_tokens,omitempty"`
-	CompletionTokens int64 `json:"completion_tokens,omitempty"`
-	// The part of the tokens the stronger model used.
-	StrongerPromptTokens     int64 `json:"stronger_prompt_tokens,omitempty"`
-	StrongerCompletionTokens int64 `json:"stronger_completion_tokens,omitempty"`
-	Skipped                  int64 `json:"skipped,omitempty"`
-	Cancelled                int64 `json:"cancelled,omitempty"`
-	Late                     int64 `json:"late,omitempty"`
-	Duplicates               int64 `json:"duplicates,omitempty"`
-	Resampled                int64 `json:"resampled,omitempty"`
-	MalformedMessages        int64 `json:"malformed_messages,omitempty"`
 }
 
 // MessageKind implements Message.
@@ -271,13 +257,10 @@ func (e *JournalEntry) Validate() error {
 	if e.Token < 1 || e.Owner == "" {
 		return invalid(k, "an entry needs its writer's token (>= 1) and owner")
 	}
-	w := e.Work
-	if err := nonNegative(k, count{"step", e.Step}, count{"epoch", e.Epoch},
-		count{"work.prompt_tokens", w.PromptTokens}, count{"work.completion_tokens", w.CompletionTokens},
-		count{"work.stronger_prompt_tokens", w.StrongerPromptTokens}, count{"work.stronger_completion_tokens", w.StrongerCompletionTokens},
-		count{"work.skipped", w.Skipped}, count{"work.cancelled", w.Cancelled}, count{"work.late", w.Late},
-		count{"work.duplicates", w.Duplicates}, count{"work.resampled", w.Resampled},
-		count{"work.malformed_messages", w.MalformedMessages}); err != nil {
+	if err := nonNegative(k, count{"step", e.Step}, count{"epoch", e.Epoch}); err != nil {
+		return err
+	}
+	if err := e.Work.check(k, "work."); err != nil {
 		return err
 	}
 	if err := validPrior(k, e.Prior); err != nil {
@@ -382,28 +365,15 @@ func (c *Checkpoint) Validate() error {
 		return invalid(k, "a checkpoint needs a JSON state and a trace")
 	}
 	p := &c.Progress
-	if err := nonNegative(k, count{"step", c.Step}, count{"progress.steps", p.Steps}, count{"progress.errors", p.Errors},
-		count{"progress.samples", p.Samples}, count{"progress.votes", p.Votes}, count{"progress.red_flagged", p.RedFlagged},
-		count{"progress.skipped_samples", p.SkippedSamples}, count{"progress.cancelled_samples", p.CancelledSamples},
-		count{"progress.late_samples", p.LateSamples}, count{"progress.duplicate_results", p.DuplicateResults},
-		count{"progress.resampled", p.Resampled}, count{"progress.malformed_messages", p.MalformedMessages},
-		count{"progress.max_samples_in_step", int64(p.MaxSamplesInStep)}, count{"progress.max_samples_step", p.MaxSamplesStep},
-		count{"progress.prompt_tokens", p.PromptTokens}, count{"progress.completion_tokens", p.CompletionTokens},
-		count{"progress.stronger_prompt_tokens", p.StrongerPromptTokens},
-		count{"progress.stronger_completion_tokens", p.StrongerCompletionTokens}); err != nil {
+	if err := nonNegative(k, count{"step", c.Step}); err != nil {
 		return err
 	}
-	if err := nonNegativeFigures(k, figure{"progress.arbiter_cost_usd", p.ArbiterCostUSD}); err != nil {
+	if err := p.check(k, "progress."); err != nil {
 		return err
 	}
 	if p.StrongerPromptTokens > p.PromptTokens || p.StrongerCompletionTokens > p.CompletionTokens {
 		return invalid(k, "the stronger model's tokens (%d, %d) are part of progress.prompt_tokens (%d) and progress.completion_tokens (%d)",
 			p.StrongerPromptTokens, p.StrongerCompletionTokens, p.PromptTokens, p.CompletionTokens)
-	}
-	for name, n := range p.RedFlags {
-		if n < 0 {
-			return invalid(k, "progress.red_flags[%q] must be >= 0, got %d", name, n)
-		}
 	}
 	switch {
 	case c.Rung == "" && len(c.Prior) > 0:
@@ -416,41 +386,10 @@ func (c *Checkpoint) Validate() error {
 	return validPrior(k, c.Prior)
 }
 
-// Progress is a running job's report figures, as a checkpoint keeps them;
-// each means what the JobReport field of the same name means.
+// Progress is a running job's figures, as a checkpoint keeps them.
 type Progress struct {
-	// Steps decided so far; Errors and ErrorSteps the verifier's finds.
-	Steps      int64   `json:"steps"`
-	Errors     int64   `json:"errors"`
-	ErrorSteps []int64 `json:"error_steps,omitempty"`
-	// Samples counted: Votes plus RedFlagged, RedFlags by reason.
-	Samples    int64            `json:"samples"`
-	Votes      int64            `json:"votes"`
-	RedFlagged int64            `json:"red_flagged"`
-	RedFlags   map[string]int64 `json:"red_flags,omitempty"`
-	// Samples that took no part in a step, and re-publishes.
-	SkippedSamples    int64 `json:"skipped_samples"`
-	CancelledSamples  int64 `json:"cancelled_samples"`
-	LateSamples       int64 `json:"late_samples"`
-	DuplicateResults  int64 `json:"duplicate_results"`
-	Resampled         int64 `json:"resampled"`
-	MalformedMessages int64 `json:"malformed_messages"`
-	// MaxSamplesInStep is the most samples a step needed, MaxSamplesStep
-	// that step.
-	MaxSamplesInStep int   `json:"max_samples_in_step"`
-	MaxSamplesStep   int64 `json:"max_samples_step"`
-	// Token usage so far, the stronger model's part, and the arbiter's
-	// cost, as in the report.
-	PromptTokens             int64   `json:"prompt_tokens"`
-	CompletionTokens         int64   `json:"completion_tokens"`
-	StrongerPromptTokens     int64   `json:"stronger_prompt_tokens,omitempty"`
-	StrongerCompletionTokens int64   `json:"stronger_completion_tokens,omitempty"`
-	ArbiterCostUSD           float64 `json:"arbiter_cost_usd,omitempty"`
-	// Escalations, ArbiterDecisions and ArbiterSteps as in the report.
-	Escalations      int64   `json:"escalations,omitempty"`
-	ArbiterDecisions int64   `json:"arbiter_decisions,omitempty"`
-	ArbiterSteps     []int64 `json:"arbiter_steps,omitempty"`
-	// StartedAt is when the job first started.
+	Figures
+	// StartedAt is when the job first started (its first owner's start).
 	StartedAt time.Time `json:"started_at"`
 }
 

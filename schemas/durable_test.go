@@ -81,7 +81,7 @@ func TestValidateDurableRules(t *testing.T) {
 		{"entry/work prompt tokens", func(t *testing.T) schemas.Message {
 			return mutate(t, entry, func(e E) { e.Work.PromptTokens = -1 })
 		}, schemas.ErrInvalid, "work.prompt_tokens must be >= 0, got -1"},
-		{"entry/work late", func(t *testing.T) schemas.Message { return mutate(t, entry, func(e E) { e.Work.Late = -4 }) }, schemas.ErrInvalid, "work.late must be >= 0, got -4"},
+		{"entry/work late", func(t *testing.T) schemas.Message { return mutate(t, entry, func(e E) { e.Work.LateSamples = -4 }) }, schemas.ErrInvalid, "work.late_samples must be >= 0, got -4"},
 		{"entry/work malformed", func(t *testing.T) schemas.Message {
 			return mutate(t, entry, func(e E) { e.Work.MalformedMessages = -1 })
 		}, schemas.ErrInvalid, "work.malformed_messages must be >= 0, got -1"},
@@ -232,7 +232,7 @@ func TestValidateDurableVariants(t *testing.T) {
 		}},
 		{"decision without red flags", func(t *testing.T) schemas.Message {
 			return mutate(t, schemas.KindJournalEntry, func(e *schemas.JournalEntry) {
-				e.RedFlagged, e.RedFlags, e.Counted, e.Tally, e.Work = 0, nil, e.Valid, nil, schemas.StepWork{}
+				e.RedFlagged, e.RedFlags, e.Counted, e.Tally, e.Work = 0, nil, e.Valid, nil, schemas.Delta{}
 			})
 		}},
 		{"decision at step 0, epoch 0", func(t *testing.T) schemas.Message {
@@ -301,7 +301,7 @@ func TestValidateDurableVariants(t *testing.T) {
 func TestCheckpointProgress(t *testing.T) {
 	t.Parallel()
 	c := decodeGolden(t, schemas.KindCheckpoint).(*schemas.Checkpoint)
-	c.Progress = schemas.Progress{Steps: 1000, Samples: 2000, Votes: 1990, RedFlagged: 10, RedFlags: map[string]int64{"parse": 10}, StartedAt: time.Now().UTC()}
+	c.Progress = schemas.Progress{Figures: schemas.Figures{Steps: 1000, Samples: 2000, Votes: 1990, RedFlagged: 10, RedFlags: map[string]int64{"parse": 10}}, StartedAt: time.Now().UTC()}
 	data, err := schemas.Encode(c)
 	if err != nil {
 		t.Fatalf("Encode: %v", err)

@@ -117,12 +117,18 @@ func jsonValue(t testing.TB, data []byte) any {
 
 // normalized returns a copy of m in which values that mean the same compare
 // equal under reflect.DeepEqual: raw JSON re-encoded (null for nil, as
-// Encode writes it), times in UTC, empty omitempty slices and maps nil.
+// Encode writes it), times in UTC, empty omitempty slices and maps nil (in
+// nested structs too, and anywhere in a journal entry's work, which leaves
+// every zero field out).
 func normalized(t testing.TB, m schemas.Message) schemas.Message {
 	t.Helper()
 	v := reflect.New(reflect.TypeOf(m).Elem())
 	v.Elem().Set(reflect.ValueOf(m).Elem())
-	s := v.Elem()
+	normalizeStruct(t, v.Elem(), false)
+	return v.Interface().(schemas.Message)
+}
+
+func normalizeStruct(t testing.TB, s reflect.Value, omitAll bool) {
 	for i := range s.NumField() {
 		f, sf := s.Field(i), s.Type().Field(i)
 		switch {
@@ -138,10 +144,11 @@ func normalized(t testing.TB, m schemas.Message) schemas.Message {
 			f.SetBytes(b)
 		case sf.Type == reflect.TypeFor[time.Time]():
 			f.Set(reflect.ValueOf(f.Interface().(time.Time).UTC().Round(0)))
+		case f.Kind() == reflect.Struct:
+			normalizeStruct(t, f, omitAll || sf.Type == reflect.TypeFor[schemas.Delta]())
 		case (f.Kind() == reflect.Slice || f.Kind() == reflect.Map) && f.Len() == 0 &&
-			strings.Contains(sf.Tag.Get("json"), ",omitempty"):
+			(omitAll || strings.Contains(sf.Tag.Get("json"), ",omitempty")):
 			f.SetZero()
 		}
 	}
-	return v.Interface().(schemas.Message)
 }

@@ -316,39 +316,16 @@ type JobReport struct {
 	Reason string `json:"reason,omitempty"`
 	// K is the job's voting margin.
 	K int `json:"k"`
-	// Steps decided, out of TotalSteps at most.
-	Steps      int64 `json:"steps"`
+	// TotalSteps bounds the steps the task can take.
 	TotalSteps int64 `json:"total_steps"`
-	// Errors counts decided steps the verifier found wrong; ErrorSteps
-	// lists the first ones (at most 100).
-	Errors     int64   `json:"errors"`
-	ErrorSteps []int64 `json:"error_steps,omitempty"`
-	// Samples counts samples that took part in a step: Votes (valid votes)
-	// plus RedFlagged (red-flagged samples).
-	Samples    int64 `json:"samples"`
-	Votes      int64 `json:"votes"`
-	RedFlagged int64 `json:"red_flagged"`
-	// RedFlags breaks RedFlagged down by reason.
-	RedFlags map[string]int64 `json:"red_flags"`
+	// Figures are the job's counts: steps, errors, samples, votes, red
+	// flags, wasted samples, tokens, escalations.
+	Figures
 	// WastedSamples counts published samples that took no part in a step:
-	// SkippedSamples (model not called), CancelledSamples, LateSamples
-	// (answered after the decision) and DuplicateResults (answers to an
-	// index already answered).
-	WastedSamples    int64 `json:"wasted_samples"`
-	SkippedSamples   int64 `json:"skipped_samples"`
-	CancelledSamples int64 `json:"cancelled_samples"`
-	LateSamples      int64 `json:"late_samples"`
-	DuplicateResults int64 `json:"duplicate_results"`
-	// Resampled counts re-publishes after a sample timed out.
-	Resampled int64 `json:"resampled"`
-	// MalformedMessages counts result messages dropped as unreadable.
-	MalformedMessages int64 `json:"malformed_messages"`
-	// MaxSamplesInStep is the most samples any step needed, MaxSamplesStep
-	// that step: a heavy tail signals correlated errors.
-	MaxSamplesInStep int   `json:"max_samples_in_step"`
-	MaxSamplesStep   int64 `json:"max_samples_step"`
-	// Timing: WallSeconds from start to finish, StepsPerSecond decided
-	// steps per second of it.
+	// SkippedSamples + CancelledSamples + LateSamples + DuplicateResults.
+	WastedSamples int64 `json:"wasted_samples"`
+	// Timing: WallSeconds from the job's first start to its finish (across
+	// owners), StepsPerSecond decided steps per second of it.
 	WallSeconds    float64 `json:"wall_seconds"`
 	StepsPerSecond float64 `json:"steps_per_second"`
 	// Per-step figures against MAKER theory: SamplesPerStep and VotesPerStep
@@ -363,16 +340,6 @@ type JobReport struct {
 	// TraceSHA256 is the sha256 of the decided vote keys in step order, one
 	// per line ("\n"-terminated).
 	TraceSHA256 string `json:"trace_sha256"`
-	// Token usage, PromptTokens and CompletionTokens, every model's;
-	// StrongerPromptTokens and StrongerCompletionTokens the part the
-	// escalation's stronger model used.
-	PromptTokens             int64 `json:"prompt_tokens"`
-	CompletionTokens         int64 `json:"completion_tokens"`
-	StrongerPromptTokens     int64 `json:"stronger_prompt_tokens,omitempty"`
-	StrongerCompletionTokens int64 `json:"stronger_completion_tokens,omitempty"`
-	// ArbiterCostUSD is what the judge's panel calls that decided steps
-	// cost, as the judge reported it.
-	ArbiterCostUSD float64 `json:"arbiter_cost_usd,omitempty"`
 	// CostUSD is the job's cost: its own model's tokens at the job's
 	// pricing, the stronger model's at the escalation's stronger_pricing
 	// (else the job's), plus ArbiterCostUSD. Tokens without a price count
@@ -380,12 +347,6 @@ type JobReport struct {
 	CostUSD float64 `json:"cost_usd"`
 	// NoConsensus is set when State is no_consensus.
 	NoConsensus *NoConsensus `json:"no_consensus,omitempty"`
-	// Escalations counts steps the job's stronger model decided after its
-	// own model reached no consensus; ArbiterDecisions those the judge's
-	// panel settled (its choice, not votes), ArbiterSteps the first of them.
-	Escalations      int64   `json:"escalations"`
-	ArbiterDecisions int64   `json:"arbiter_decisions"`
-	ArbiterSteps     []int64 `json:"arbiter_steps,omitempty"`
 	// StartedAt and FinishedAt bound the run.
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
@@ -419,40 +380,22 @@ func (r *JobReport) Validate() error {
 	if r.K < 1 || r.K > MaxK {
 		return invalid(k, "k must be between 1 and %d, got %d", MaxK, r.K)
 	}
-	if err := nonNegative(k,
-		count{"steps", r.Steps}, count{"total_steps", r.TotalSteps}, count{"errors", r.Errors},
-		count{"samples", r.Samples}, count{"votes", r.Votes}, count{"red_flagged", r.RedFlagged},
-		count{"wasted_samples", r.WastedSamples}, count{"skipped_samples", r.SkippedSamples},
-		count{"cancelled_samples", r.CancelledSamples}, count{"late_samples", r.LateSamples},
-		count{"duplicate_results", r.DuplicateResults}, count{"resampled", r.Resampled},
-		count{"malformed_messages", r.MalformedMessages}, count{"max_samples_in_step", int64(r.MaxSamplesInStep)},
-		count{"max_samples_step", r.MaxSamplesStep}, count{"prompt_tokens", r.PromptTokens},
-		count{"completion_tokens", r.CompletionTokens}, count{"escalations", r.Escalations},
-		count{"arbiter_decisions", r.ArbiterDecisions}, count{"stronger_prompt_tokens", r.StrongerPromptTokens},
-		count{"stronger_completion_tokens", r.StrongerCompletionTokens},
-	); err != nil {
+	if err := nonNegative(k, count{"total_steps", r.TotalSteps}, count{"wasted_samples", r.WastedSamples}); err != nil {
+		return err
+	}
+	if err := r.Figures.check(k, ""); err != nil {
 		return err
 	}
 	if r.StrongerPromptTokens > r.PromptTokens || r.StrongerCompletionTokens > r.CompletionTokens {
 		return invalid(k, "the stronger model's tokens (%d, %d) are part of prompt_tokens (%d) and completion_tokens (%d)",
 			r.StrongerPromptTokens, r.StrongerCompletionTokens, r.PromptTokens, r.CompletionTokens)
 	}
-	for i, s := range r.ErrorSteps {
-		if s < 0 {
-			return invalid(k, "error_steps[%d] must be >= 0, got %d", i, s)
-		}
-	}
-	for name, n := range r.RedFlags {
-		if n < 0 {
-			return invalid(k, "red_flags[%q] must be >= 0, got %d", name, n)
-		}
-	}
 	if err := nonNegativeFigures(k,
 		figure{"wall_seconds", r.WallSeconds}, figure{"steps_per_second", r.StepsPerSecond},
 		figure{"samples_per_step", r.SamplesPerStep}, figure{"votes_per_step", r.VotesPerStep},
 		figure{"expected_samples_per_step", r.ExpectedSamplesPerStep},
 		figure{"expected_votes_per_step", r.ExpectedVotesPerStep},
-		figure{"p_estimate", r.PEstimate}, figure{"cost_usd", r.CostUSD}, figure{"arbiter_cost_usd", r.ArbiterCostUSD},
+		figure{"p_estimate", r.PEstimate}, figure{"cost_usd", r.CostUSD},
 	); err != nil {
 		return err
 	}

@@ -72,7 +72,7 @@ func TestSubmitFinishedJob(t *testing.T) {
 	done := schemas.JobReport{
 		Header: schemas.NewHeader(schemas.KindJobReport), Tenant: schemas.DefaultTenant, JobID: "x",
 		Task: "hanoi", Params: json.RawMessage(`{"disks":4}`), K: 1, State: schemas.StateSolved, Solved: true,
-		Steps: 15, TotalSteps: 15, Samples: 15, Votes: 15, RedFlags: map[string]int64{},
+		TotalSteps: 15, Figures: schemas.Figures{Steps: 15, Samples: 15, Votes: 15, RedFlags: map[string]int64{}},
 		TraceSHA256: strings.Repeat("ab", 32), StartedAt: now.Add(-time.Hour), FinishedAt: now.Add(-time.Hour),
 	}
 	data, err := schemas.Encode(&done)

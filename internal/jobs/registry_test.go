@@ -423,7 +423,7 @@ func TestResult(t *testing.T) {
 	done := schemas.JobReport{
 		Header: schemas.NewHeader(schemas.KindJobReport), Tenant: "acme", JobID: "j1",
 		Task: "hanoi", Params: json.RawMessage(`{"disks":3}`), K: 1, State: schemas.StateSolved, Solved: true,
-		Steps: 7, TotalSteps: 7, Samples: 7, Votes: 7, RedFlags: map[string]int64{},
+		TotalSteps: 7, Figures: schemas.Figures{Steps: 7, Samples: 7, Votes: 7, RedFlags: map[string]int64{}},
 		TraceSHA256: strings.Repeat("cd", 32), StartedAt: now, FinishedAt: now,
 	}
 	data, err := schemas.Encode(&done)

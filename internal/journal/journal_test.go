@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func decision(jobID string, token, step int64) *schemas.JournalEntry {
 		Header: schemas.NewHeader(schemas.KindJournalEntry), Tenant: tenant, JobID: jobID,
 		Type: schemas.EntryDecision, Token: token, Owner: fmt.Sprintf("c%d", token), Step: step,
 		Epoch: token * schemas.EpochsPerLease, VoteKey: fmt.Sprintf("move-%d", step),
-		Votes: 2, Lead: 2, Valid: 2, Counted: 2, Work: schemas.StepWork{PromptTokens: 10 + step}, At: time.Now().UTC(),
+		Votes: 2, Lead: 2, Valid: 2, Counted: 2, Work: schemas.Delta{Figures: schemas.Figures{PromptTokens: 10 + step}}, At: time.Now().UTC(),
 	}
 }
 
@@ -85,7 +86,7 @@ func checkpoint(jobID string, token int64, seq uint64, step int64) *schemas.Chec
 	return &schemas.Checkpoint{
 		Header: schemas.NewHeader(schemas.KindCheckpoint), Tenant: tenant, JobID: jobID, Token: token,
 		JournalSeq: seq, Step: step, State: json.RawMessage(fmt.Sprintf(`{"step":%d}`, step)),
-		Trace: []byte{1, 2, 3}, Progress: schemas.Progress{Steps: step}, At: time.Now().UTC(),
+		Trace: []byte{1, 2, 3}, Progress: schemas.Progress{Figures: schemas.Figures{Steps: step}}, At: time.Now().UTC(),
 	}
 }
 
@@ -120,7 +121,7 @@ func wantEntries(t *testing.T, what string, got []journal.Entry, want []*schemas
 		t.Fatalf("%s: %d entries %v, want %d", what, len(got), keys(got), len(want))
 	}
 	for i := range want {
-		if key(got[i].JournalEntry) != key(*want[i]) || got[i].Seq != seqs[i] || got[i].Work != want[i].Work {
+		if key(got[i].JournalEntry) != key(*want[i]) || got[i].Seq != seqs[i] || !reflect.DeepEqual(got[i].Work, want[i].Work) {
 			t.Errorf("%s: entry %d is %s at %d, want %s at %d", what, i, key(got[i].JournalEntry), got[i].Seq, key(*want[i]), seqs[i])
 		}
 	}

@@ -14,9 +14,11 @@ import (
 func TestPrintReportEscalation(t *testing.T) {
 	rep := schemas.JobReport{
 		Tenant: "default", JobID: "j1", Task: "hanoi", Params: []byte(`{"disks":3}`), K: 2,
-		State: schemas.StateNoConsensus, Steps: 3, TotalSteps: 7,
-		PromptTokens: 1200, CompletionTokens: 300, StrongerPromptTokens: 480, StrongerCompletionTokens: 100,
-		CostUSD: 0.25, ArbiterCostUSD: 0.2, Escalations: 1, ArbiterDecisions: 1, ArbiterSteps: []int64{1},
+		State: schemas.StateNoConsensus, TotalSteps: 7, CostUSD: 0.25,
+		Figures: schemas.Figures{
+			Steps: 3, PromptTokens: 1200, CompletionTokens: 300, StrongerPromptTokens: 480, StrongerCompletionTokens: 100,
+			ArbiterCostUSD: 0.2, Escalations: 1, ArbiterDecisions: 1, ArbiterSteps: []int64{1},
+		},
 		NoConsensus: &schemas.NoConsensus{
 			Step: 3, Samples: 4, Rung: schemas.RungStrongerModel,
 			Tally: []schemas.TallyEntry{{VoteKey: "b", Votes: 2}, {VoteKey: "a", Votes: 2}},

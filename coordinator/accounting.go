@@ -1,0 +1,112 @@
+package coordinator
+
+import (
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// accounts are a job's figures (schemas.Figures, the report's counts) and
+// what of them the journal already holds: each entry carries the change
+// since the last one, so a new owner adds them up to the same figures.
+type accounts struct {
+	schemas.Figures
+	// journaled is what the entries (and the last checkpoint) add up to.
+	journaled schemas.Figures
+}
+
+// delta is what the next journal entry carries: what changed since the
+// last one. A count that went down since (tokens of an answer taken back
+// as a duplicate after they were journaled) stays pending, to be set off
+// against later work: an entry never carries a negative figure.
+func (a *accounts) delta() schemas.Delta {
+	d := a.Figures.Sub(a.journaled)
+	a.journaled.Add(d)
+	return schemas.Delta{Figures: d}
+}
+
+// reset makes f both the figures and what the journal holds (a
+// checkpoint).
+func (a *accounts) reset(f schemas.Figures) {
+	a.Figures = f.Clone()
+	a.journaled = f.Clone()
+}
+
+// addTokens adds (sign 1) or takes back (sign -1) an answer's tokens. The
+// stronger model's share is priced apart.
+func (m *machine) addTokens(res *schemas.SampleResult, sign int64) {
+	p, c := sign*int64(res.PromptTokens), sign*int64(res.CompletionTokens)
+	f := &m.acct.Figures
+	f.PromptTokens += p
+	f.CompletionTokens += c
+	if m.strongerAt[[2]int64{res.Step, res.Epoch}] {
+		f.StrongerPromptTokens += p
+		f.StrongerCompletionTokens += c
+	}
+}
+
+// countLate accounts a result that came too late to count: its tokens and
+// its kind of waste. A second delivery of an answer the last decided step
+// already counted (it was handed back when Redis did not answer, and Redis
+// had in fact recorded it) is not accounted again.
+func (m *machine) countLate(res schemas.SampleResult, tokensCounted bool) {
+	if p := &m.prev; res.Step == p.step && res.Epoch == p.epoch && (res.Index < p.counted || p.seen[res.Index]) &&
+		(res.Outcome == schemas.OutcomeVote || res.Outcome == schemas.OutcomeRedFlag) {
+		if tokensCounted { // not a model call of ours: take its tokens back out
+			m.addTokens(&res, -1)
+		}
+		return
+	}
+	if !tokensCounted {
+		m.addTokens(&res, 1)
+	}
+	f := &m.acct.Figures
+	switch res.Outcome {
+	case schemas.OutcomeSkipped:
+		f.SkippedSamples++
+	case schemas.OutcomeCancelled:
+		f.CancelledSamples++
+	default:
+		f.LateSamples++
+	}
+}
+
+// countStep adds the samples a step counted to the figures: the deciding
+// (or last) rung's and the rungs' below it. The step's total is its size
+// for the hardest step.
+func (m *machine) countStep(step int64, counted, valid, redFlagged int, redFlags map[string]int, prior []schemas.RungTally) {
+	f := &m.acct.Figures
+	total := counted
+	add := func(counted, valid, redFlagged int, redFlags map[string]int) {
+		f.Samples += int64(counted)
+		f.Votes += int64(valid)
+		f.RedFlagged += int64(redFlagged)
+		for why, n := range redFlags {
+			if f.RedFlags == nil {
+				f.RedFlags = map[string]int64{}
+			}
+			f.RedFlags[why] += int64(n)
+		}
+	}
+	add(counted, valid, redFlagged, redFlags)
+	for _, p := range prior {
+		add(p.Counted, p.Valid, p.RedFlagged, p.RedFlags)
+		total += p.Counted
+	}
+	if total > f.MaxSamplesInStep {
+		f.MaxSamplesInStep, f.MaxSamplesStep = total, step
+	}
+}
+
+// redFlags counts the red flags among the open step's first counted
+// samples by reason (nil for none).
+func (m *machine) redFlags(counted int) map[string]int {
+	var out map[string]int
+	for idx, why := range m.seen {
+		if why != "" && idx < counted {
+			if out == nil {
+				out = map[string]int{}
+			}
+			out[why]++
+		}
+	}
+	return out
+}

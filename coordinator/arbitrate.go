@@ -1,0 +1,116 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// arbitrationWait bounds how long a step waits for the judge (an answer
+// held for a person's approval included); past it the job pauses for a
+// person, as when the judge is not confident enough.
+const arbitrationWait = 15 * time.Minute
+
+// arbitrate puts step to the judge's panel and hands the machine its
+// decision. A pause, a cancel or a person's answer for the step is acted on
+// at once, not after the wait; a refusal, an unconfident answer or no
+// answer in time pauses the job for a person; a failing bus fails the job
+// (it is retried and resumes the arbitration, whose climb is journaled).
+func (r *jobRun) arbitrate(ctx context.Context, step *schemas.ArbitrationStep) error {
+	m := r.m
+	pol := m.policy()
+	var notes judge.ArbitrationNotes
+	for _, p := range m.prior {
+		line := fmt.Sprintf("%d samples, no lead of %d; tally %s", p.Counted, r.spec.K, tallyText(p.Tally))
+		if p.Rung == schemas.RungStrongerModel {
+			notes.StrongerModel = pol.StrongerModel + ": " + line
+		} else {
+			notes.LocalModel = "the job's model: " + line
+		}
+	}
+	if notes.StrongerModel == "" {
+		notes.StrongerModel = "no stronger model is configured for this job"
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	stop := r.cancelOnControl(actx, cancel, m.step)
+	tctx, tcancel := context.WithTimeout(actx, arbitrationWait)
+	d, err := judge.Arbitrate(tctx, r.c.js, r.topo.NS, r.spec.Tenant, *step, pol, notes)
+	timedOut := errors.Is(tctx.Err(), context.DeadlineExceeded) && actx.Err() == nil
+	tcancel()
+	stop()
+	controlled := errors.Is(context.Cause(actx), errControlled)
+	cancel(nil)
+	switch {
+	case err == nil:
+		return r.event(ctx, func(now time.Time) ([]action, error) { return m.arbitrated(now, d) })
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case controlled:
+		return r.interrupted(ctx)
+	case errors.Is(err, schemas.ErrInvalid):
+		// The judge would refuse what we would send: a person decides.
+		return r.do(ctx, m.needsHuman(fmt.Sprintf("the step cannot be put to the judge: %v", err)))
+	case !timedOut:
+		return fmt.Errorf("coordinator: arbitration of step %d: %w", m.step, err)
+	default:
+		return r.do(ctx, m.needsHuman(fmt.Sprintf("no arbitration within %s: %v", arbitrationWait, err)))
+	}
+}
+
+// interrupted goes on after an arbitration was cut short by a pause, a
+// cancel or a person's answer for the step. A paused job's checkpoint
+// keeps the step on the panel's rung, and the resumed job asks again (the
+// stored answer, if any, is read); a job resumed before the pause was
+// acted on asks again at once.
+func (r *jobRun) interrupted(ctx context.Context) error {
+	m := r.m
+	r.sync()
+	if err := r.do(ctx, m.obeyControl()); err != nil || m.halted() {
+		return err
+	}
+	step := m.step
+	if err := r.personDecision(ctx); err != nil || m.halted() {
+		return err
+	}
+	if m.step == step {
+		return r.do(ctx, m.arbitrate())
+	}
+	// A person decided the step; no script opened the next one.
+	if err := r.do(ctx, []action{m.open()}); err != nil {
+		return err
+	}
+	return r.event(ctx, m.moveOn)
+}
+
+// cancelOnControl cancels ctx with errControlled as soon as the job is
+// asked to pause or cancel, or a person answers step, for waits longer
+// than a step (an arbitration may wait for a person's approval). stop ends
+// the watch.
+func (r *jobRun) cancelOnControl(ctx context.Context, cancel context.CancelCauseFunc, step int64) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			if c := r.control.Load().(string); c == schemas.ControlPause || c == schemas.ControlCancel || r.personAt.Load() == step {
+				cancel(errControlled)
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-r.controlled:
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}

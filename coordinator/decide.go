@@ -1,0 +1,192 @@
+package coordinator
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// decide closes the open step with d, the tally's decision: voters are
+// told (when some of the step's requests are still out), the decision is
+// journaled (fenced by the lease) and applied, and the job moves on from
+// the winner's own next state.
+func (m *machine) decide(now time.Time, d *store.Decision) ([]action, error) {
+	acts := m.crash(nil, CrashAfterCount, m.step)
+	// With none out, the usual case since waves never overshoot, there is
+	// nothing to skip and the event is saved.
+	if m.published > m.answered {
+		acts = append(acts, action{kind: actAnnounce, decided: &schemas.StepDecided{
+			Header: schemas.NewHeader(schemas.KindStepDecided),
+			Tenant: m.spec.Tenant, JobID: m.spec.JobID, Step: m.step, Epoch: m.epoch,
+			VoteKey: d.Winner, Votes: d.Votes, Lead: d.Lead, Samples: d.Counted, RedFlagged: d.RedFlagged,
+			Tally: d.Tally, DecidedAt: now.UTC(),
+		}})
+	}
+	// Answers recorded beyond the deciding one were drawn for nothing.
+	m.acct.LateSamples += int64(max(0, len(m.seen)-d.Counted))
+	e := m.entry(schemas.EntryDecision)
+	e.VoteKey, e.Votes, e.Lead, e.Counted, e.Valid, e.RedFlagged = d.Winner, d.Votes, d.Lead, d.Counted, d.Valid, d.RedFlagged
+	e.Tally, e.RedFlags = d.Tally, m.redFlags(d.Counted)
+	if m.rung != "" {
+		e.Rung, e.Prior = m.rung, m.prior
+	}
+	more, err := m.commit(now, &e, d.Counted)
+	return append(acts, more...), err
+}
+
+// commit applies e, the open step's decision (by votes, the judge or a
+// person), journals it with the figures' change, and moves on to the next
+// step. counted is how many of the rung's samples (by index) it counted.
+// The entry is stored while the next step samples: the next decision (or
+// a checkpoint, or the end) waits for it, so the journal never runs ahead
+// of itself, and a lost append stops the job before anything of the next
+// step is journaled.
+func (m *machine) commit(now time.Time, e *schemas.JournalEntry, counted int) ([]action, error) {
+	m.notePrev(counted)
+	if err := m.apply(e, false); err != nil {
+		return nil, err
+	}
+	e.Work = m.acct.delta()
+	acts := []action{{kind: actJournal, entry: e}}
+	if e.Type == schemas.EntryArbiter {
+		// No vote closed the step, so no script opened the next one.
+		acts = append(acts, m.open())
+	}
+	acts = m.crash(acts, CrashAfterJournal, m.step-1)
+	more, err := m.moveOn(now)
+	return append(acts, more...), err
+}
+
+// notePrev remembers the open step, about to be decided, and what its
+// rung recorded (counted of them counted), to recognise its answers
+// delivered again.
+func (m *machine) notePrev(counted int) {
+	m.prev.step, m.prev.epoch, m.prev.counted = m.step, m.epoch, counted
+	clear(m.prev.seen)
+	for idx := range m.seen {
+		m.prev.seen[idx] = true
+	}
+}
+
+// apply folds a decision into the chain: the verifier's check, the trace,
+// the next state, and (live, not when replayed from the journal, whose
+// entries carry their figures) the figures. The next step starts from the
+// state in the winning answer (task.Instance.Next), never from one
+// recomputed by code; the verifier only counts wrong steps.
+func (m *machine) apply(e *schemas.JournalEntry, replay bool) error {
+	if e.Step != m.step {
+		return fmt.Errorf("decision for step %d where step %d was expected", e.Step, m.step)
+	}
+	vote := task.Vote{Key: e.VoteKey}
+	next, err := m.inst.Next(m.state, vote)
+	if err != nil {
+		return fmt.Errorf("coordinator: step %d: next state from the winning vote: %w", m.step, err)
+	}
+	if !replay {
+		m.countDecision(e, vote)
+	}
+	m.trace.Write([]byte(e.VoteKey))
+	m.trace.Write([]byte{'\n'})
+	m.state = next
+	m.step++
+	m.climb("", nil)
+	for at := range m.strongerAt {
+		if at[0] < m.step-1 { // answers this late are rare: priced as the job's model
+			delete(m.strongerAt, at)
+		}
+	}
+	m.resetStep()
+	return nil
+}
+
+// countDecision adds a decided step to the figures.
+func (m *machine) countDecision(e *schemas.JournalEntry, vote task.Vote) {
+	f := &m.acct.Figures
+	if m.verifier != nil {
+		if err := m.verifier.Verify(m.state, vote); err != nil {
+			f.Errors++
+			if len(f.ErrorSteps) < maxErrorSteps {
+				f.ErrorSteps = append(f.ErrorSteps, m.step)
+			}
+			m.log.Warn("verifier: wrong step decided", "step", m.step, "err", err)
+		}
+	}
+	f.Steps++
+	m.countStep(m.step, e.Counted, e.Valid, e.RedFlagged, e.RedFlags, e.Prior)
+	switch {
+	case e.Type == schemas.EntryArbiter:
+		f.ArbiterDecisions++
+		if e.Arbiter != nil {
+			f.ArbiterCostUSD += e.Arbiter.CostUSD
+		}
+		if len(f.ArbiterSteps) < maxErrorSteps {
+			f.ArbiterSteps = append(f.ArbiterSteps, m.step)
+		}
+	case e.Rung == schemas.RungStrongerModel:
+		f.Escalations++
+	}
+	if e.Counted > 3*m.spec.K+10 {
+		m.log.Warn("heavy-tailed step: many samples before consensus (correlated errors?)",
+			"step", m.step, "samples", e.Counted, "candidates", len(e.Tally))
+	}
+}
+
+// moveOn goes on from a decision applied, with the next step open in
+// Redis: the job ends after its last step; else a checkpoint when one is
+// due, a pause or cancel asked for, and the next step's first wave.
+func (m *machine) moveOn(now time.Time) ([]action, error) {
+	if m.finished() {
+		return m.atGoal(), nil
+	}
+	var acts []action
+	if m.sinceCkpt++; m.sinceCkpt >= m.every {
+		acts = append(acts, action{kind: actCheckpoint})
+	}
+	if more := m.obeyControl(); more != nil {
+		return append(acts, more...), nil
+	}
+	more, err := m.topUp(now)
+	return append(acts, more...), err
+}
+
+// obeyControl acts on a pause or cancel asked for the job, at a step
+// boundary: a pause checkpoints and stops; a cancel ends the job,
+// cancelled. nil: run on.
+func (m *machine) obeyControl() []action {
+	switch m.control {
+	case schemas.ControlPause:
+		m.paused = true
+		return []action{{kind: actCheckpoint}, {kind: actPause}}
+	case schemas.ControlCancel:
+		m.abandonLadder()
+		return m.finish(schemas.StateCancelled, fmt.Sprintf("cancelled at step %d", m.step), nil)
+	}
+	return nil
+}
+
+// atGoal ends the job where the chain is over: solved when the goal is
+// reached and the verifier found no wrong step.
+func (m *machine) atGoal() []action {
+	errs := m.acct.Errors
+	switch {
+	case m.inst.Done(m.state) && errs == 0:
+		return m.finish(schemas.StateSolved, "", nil)
+	case m.inst.Done(m.state):
+		return m.finish(schemas.StateUnsolved, fmt.Sprintf("reached the goal, but the verifier found %d wrong steps", errs), nil)
+	default:
+		return m.finish(schemas.StateUnsolved, fmt.Sprintf("not at the goal after %d steps (%d wrong steps)", m.acct.Steps, errs), nil)
+	}
+}
+
+// finish ends the job.
+func (m *machine) finish(state, reason string, nc *schemas.NoConsensus) []action {
+	m.end = &ending{state: state, reason: reason, noConsensus: nc}
+	return []action{{kind: actEnd}}
+}
+
+// halted reports whether the job has ended or stopped at this boundary
+// (paused, or waiting for a person): nothing more is to be done.
+func (m *machine) halted() bool { return m.end != nil || m.paused }

@@ -1,0 +1,325 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// walk is the machine tests' task: the state is a number, a step's answer
+// is "<move>@<next state>" (the move a letter, the next state the answer's
+// own), the right answer from n is "A@<n+1>", and the goal is the last
+// step's state.
+type walk struct{ steps int64 }
+
+var _ task.Verifier = walk{}
+
+func (w walk) Params() json.RawMessage {
+	return json.RawMessage(`{"steps":` + strconv.FormatInt(w.steps, 10) + `}`)
+}
+func (walk) Initial() task.State { return task.State("0") }
+func (w walk) TotalSteps() int64 { return w.steps }
+func (walk) Prompt(s task.State) ([]task.Message, error) {
+	return []task.Message{{Role: "user", Content: "from " + string(s)}}, nil
+}
+func (walk) Parse(s task.State, reply string) (task.Vote, error) { return task.Vote{Key: reply}, nil }
+
+func (walk) Next(s task.State, v task.Vote) (task.State, error) {
+	move, next, ok := strings.Cut(v.Key, "@")
+	n, err := strconv.Atoi(next)
+	if !ok || err != nil || len(move) != 1 || move[0] < 'A' || move[0] > 'Z' || strconv.Itoa(n) != next {
+		return nil, fmt.Errorf("%w: %q", task.ErrMalformed, v.Key)
+	}
+	return task.State(next), nil
+}
+
+func (w walk) Done(s task.State) bool { return string(s) == strconv.FormatInt(w.steps, 10) }
+
+func (walk) Verify(s task.State, v task.Vote) error {
+	n, _ := strconv.Atoi(string(s))
+	if v.Key != right(n) {
+		return fmt.Errorf("%w: %s from %s", task.ErrWrongStep, v.Key, s)
+	}
+	return nil
+}
+
+// right is the right answer from state n.
+func right(n int) string { return fmt.Sprintf("A@%d", n+1) }
+
+// refTally is record_sample.lua in Go, for the machine tests: answers by
+// index, counted in index order, first to lead every other candidate by
+// k decides, the step closed exactly once and the next one opened.
+type refTally struct {
+	step, epoch int64
+	slots       map[int]string // index → "v<key>" or "r<reason>"
+	next        int
+	votes       map[string]int
+	valid, rf   int
+	decided     *store.Decision
+	closed      bool
+}
+
+func (t *refTally) open(step, epoch int64) {
+	if step == t.step && epoch == t.epoch && t.slots != nil {
+		return
+	}
+	*t = refTally{step: step, epoch: epoch, slots: map[int]string{}, votes: map[string]int{}}
+}
+
+func (t *refTally) counters() store.Counters {
+	c := store.Counters{Step: t.step, Epoch: t.epoch, Next: t.next, Valid: t.valid, RedFlagged: t.rf}
+	c.Lead, _ = t.lead()
+	return c
+}
+
+func (t *refTally) lead() (int, string) {
+	keys := make([]string, 0, len(t.votes))
+	for k := range t.votes {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if t.votes[keys[i]] != t.votes[keys[j]] {
+			return t.votes[keys[i]] > t.votes[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	switch len(keys) {
+	case 0:
+		return 0, ""
+	case 1:
+		return t.votes[keys[0]], keys[0]
+	}
+	return t.votes[keys[0]] - t.votes[keys[1]], keys[0]
+}
+
+func (t *refTally) tally() []schemas.TallyEntry {
+	var out []schemas.TallyEntry
+	for k, n := range t.votes {
+		out = append(out, schemas.TallyEntry{VoteKey: k, Votes: n})
+	}
+	slices.SortFunc(out, func(a, b schemas.TallyEntry) int {
+		if a.Votes != b.Votes {
+			return b.Votes - a.Votes
+		}
+		return strings.Compare(a.VoteKey, b.VoteKey)
+	})
+	return out
+}
+
+func (t *refTally) record(s store.Sample, k int) store.RecordResult {
+	if t.decided != nil && s.Step == t.decided.Step && s.Epoch == t.decided.Epoch {
+		return store.RecordResult{Outcome: store.Replayed, Decision: t.decided}
+	}
+	if s.Step != t.step || s.Epoch != t.epoch || t.closed {
+		return store.RecordResult{Outcome: store.Stale, Counters: t.counters()}
+	}
+	if _, ok := t.slots[s.Index]; ok {
+		return store.RecordResult{Outcome: store.Duplicate, Counters: t.counters()}
+	}
+	if s.RedFlag != "" {
+		t.slots[s.Index] = "r" + s.RedFlag
+	} else {
+		t.slots[s.Index] = "v" + s.VoteKey
+	}
+	for {
+		a, ok := t.slots[t.next]
+		if !ok {
+			return store.RecordResult{Outcome: store.Recorded, Counters: t.counters()}
+		}
+		t.next++
+		if a[0] == 'r' {
+			t.rf++
+			continue
+		}
+		t.valid++
+		t.votes[a[1:]]++
+		if lead, winner := t.lead(); lead >= k {
+			d := &store.Decision{Step: t.step, Epoch: t.epoch, Winner: winner, Votes: t.votes[winner], Lead: lead,
+				Counted: t.next, Valid: t.valid, RedFlagged: t.rf, Tally: t.tally()}
+			c := t.counters()
+			t.open(t.step+1, t.epoch)
+			t.decided = d
+			return store.RecordResult{Outcome: store.Decided, Counters: c, Decision: d}
+		}
+	}
+}
+
+// script answers a sample request: a vote key, or "!reason" for a red flag.
+type script func(req *schemas.SampleRequest) string
+
+// harness is the shell of the machine tests: it carries out the machine's
+// actions against refTally, keeps what was published and journaled, and
+// delivers answers when told to.
+type harness struct {
+	t       *testing.T
+	m       *machine
+	tally   refTally
+	now     time.Time
+	queue   []*schemas.SampleRequest // published, not yet answered
+	sent    []*schemas.SampleRequest // every request published
+	entries []schemas.JournalEntry
+	acts    []string // every action carried out
+	answer  script
+	// arbiter answers an arbitration; nil: the test feeds it itself
+	arbiter func(*schemas.ArbitrationStep) *schemas.ArbiterDecision
+	arbs    []*schemas.ArbitrationStep
+	paused  bool
+	human   string
+}
+
+func newHarness(t *testing.T, spec schemas.JobSpec, steps int64, answer script) *harness {
+	t.Helper()
+	spec.ApplyDefaults()
+	if spec.JobID == "" {
+		spec.JobID, spec.Task = "j1", "walk"
+	}
+	if err := spec.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m := newMachine(spec, walk{steps}, machineConfig{token: 1, owner: "c1", checkpointEvery: 1000})
+	h := &harness{t: t, m: m, now: time.Unix(1_700_000_000, 0), answer: answer}
+	h.do(nil, []action{m.open()})
+	return h
+}
+
+// spec is a job spec of the machine tests.
+func spec(k, maxSamples int) schemas.JobSpec {
+	return schemas.JobSpec{K: k, MaxSamplesPerStep: maxSamples, Params: json.RawMessage(`{}`), Seed: 7, Tenant: "t"}
+}
+
+// start runs the first wave.
+func (h *harness) start() {
+	h.t.Helper()
+	acts, err := h.m.topUp(h.now)
+	h.do(err, acts)
+}
+
+func (h *harness) do(err error, acts []action) {
+	h.t.Helper()
+	if err != nil {
+		h.t.Fatalf("machine: %v", err)
+	}
+	for _, a := range acts {
+		h.acts = append(h.acts, a.String())
+		switch a.kind {
+		case actPublish:
+			h.queue = append(h.queue, a.req)
+			h.sent = append(h.sent, a.req)
+		case actRecord:
+			outs := make([]store.RecordResult, len(a.samples))
+			for i, s := range a.samples {
+				outs[i] = h.tally.record(s, h.m.spec.K)
+			}
+			more, err := h.m.recorded(h.now, outs)
+			h.do(err, more)
+		case actJournal:
+			if err := a.entry.Validate(); err != nil {
+				h.t.Fatalf("journal entry %s does not validate: %v", a.entry.Type, err)
+			}
+			h.entries = append(h.entries, *a.entry)
+		case actOpenStep:
+			h.tally.open(h.m.step, h.m.epoch)
+		case actCloseStep:
+			h.tally.closed = true
+			more, err := h.m.closed(h.now, h.tally.tally())
+			h.do(err, more)
+		case actArbitrate:
+			h.arbs = append(h.arbs, a.arb)
+			if h.arbiter != nil {
+				more, err := h.m.arbitrated(h.now, h.arbiter(a.arb))
+				h.do(err, more)
+			}
+		case actPause:
+			h.paused = true
+		case actNeedsHuman:
+			h.human = a.reason
+		}
+	}
+}
+
+// deliver answers the oldest n queued requests (all with n < 0) as one
+// batch.
+func (h *harness) deliver(n int) {
+	h.t.Helper()
+	if n < 0 || n > len(h.queue) {
+		n = len(h.queue)
+	}
+	batch := h.queue[:n]
+	h.queue = h.queue[n:]
+	in := make([]incoming, len(batch))
+	for i, req := range batch {
+		in[i] = incoming{data: h.result(req, h.answer(req))}
+	}
+	h.do(nil, h.m.onResults(h.now, in))
+}
+
+// result encodes the answer a of req as a voter would.
+func (h *harness) result(req *schemas.SampleRequest, a string) []byte {
+	res := schemas.SampleResult{
+		Header: schemas.NewHeader(schemas.KindSampleResult), Tenant: req.Tenant, JobID: req.JobID, SampleID: req.SampleID,
+		Step: req.Step, Epoch: req.Epoch, Index: req.Index, Attempt: req.Attempt, VoterID: "v1", Model: "m",
+		PromptTokens: 100, CompletionTokens: 10,
+	}
+	switch {
+	case a == "skipped":
+		res.Outcome, res.PromptTokens, res.CompletionTokens = schemas.OutcomeSkipped, 0, 0
+	case strings.HasPrefix(a, "!"):
+		res.Outcome, res.RedFlag = schemas.OutcomeRedFlag, a[1:]
+	default:
+		res.Outcome, res.VoteKey = schemas.OutcomeVote, a
+	}
+	data, err := schemas.Encode(&res)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return data
+}
+
+// run delivers answers a batch at a time until the job ends, pauses or
+// has nothing in flight.
+func (h *harness) run() {
+	h.t.Helper()
+	for i := 0; len(h.queue) > 0 && !h.m.halted(); i++ {
+		if i > 100_000 {
+			h.t.Fatal("run does not end")
+		}
+		h.deliver(-1)
+	}
+}
+
+// byIndex answers each index of every step from answers (the last one
+// for higher indices).
+func byIndex(answers ...func(n int) string) script {
+	return func(req *schemas.SampleRequest) string {
+		n, _ := strconv.Atoi(string(req.State))
+		return answers[min(req.Index, len(answers)-1)](n)
+	}
+}
+
+func rightAns(n int) string              { return right(n) }
+func wrongAns(n int) string              { return fmt.Sprintf("B@%d", n+1) }
+func otherState(n int) string            { return fmt.Sprintf("A@%d", n+5) }
+func redFlag(int) string                 { return "!parse" }
+func constAns(s string) func(int) string { return func(int) string { return s } }
+
+// checkWave checks that the published requests from the i-th on are the
+// given indices at attempt 0 for step.
+func (h *harness) published(from int) []string {
+	var out []string
+	for _, r := range h.sent[from:] {
+		out = append(out, fmt.Sprintf("%d:%d/%d", r.Step, r.Index, r.Attempt))
+	}
+	return out
+}
+
+var errFake = errors.New("fake")

@@ -1,0 +1,423 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/journal"
+	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// jobRun is the shell around one job's step machine: it does the
+// machine's I/O (sample requests and results on NATS, the tally in Redis,
+// the journal, the judge, the registry, status and report) and feeds the
+// outcomes back to it. It is owned by one goroutine.
+type jobRun struct {
+	c        *Coordinator
+	topo     *bus.Topology
+	log      *slog.Logger
+	spec     schemas.JobSpec
+	ref      store.JobRef
+	sampleSj string
+	token    int64
+	m        *machine
+	jr       *journal.Journal
+	started  time.Time
+	// ended is the journal's end entry, found on resume: the job ended
+	// but its owner stopped before the report was out.
+	ended *schemas.JournalEntry
+
+	// control (run, pause, cancel) and the step a person's answer waits
+	// for (-1: none), as the registry watch last saw them
+	control    atomic.Value  // string
+	controlled chan struct{} // poked (never blocking) when they change
+	personAt   atomic.Int64
+
+	// the result messages being handled, by their position in the batch
+	batch   []jetstream.Msg
+	settled []bool
+}
+
+// runJob runs the job of rec, resuming from its journal, until it ends
+// (the report is returned and stored), is paused (errPaused) or the lease
+// is lost (errLeaseLost). A spec the task registry refuses gets a failed
+// report and an error wrapping ErrInvalidJob.
+func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int64, rec schemas.JobRecord) (schemas.JobReport, error) {
+	spec := rec.Spec
+	r := &jobRun{
+		c: c, topo: topo, spec: spec, token: token,
+		log:        c.log.With("tenant", spec.Tenant, "job", spec.JobID, "token", token),
+		ref:        store.JobRef{Tenant: spec.Tenant, JobID: spec.JobID},
+		sampleSj:   topo.NS.SampleSubject(spec.Tenant, spec.JobID),
+		controlled: make(chan struct{}, 1),
+		started:    time.Now(),
+	}
+	// As the registry said when the job was taken; the watch keeps it
+	// current from here.
+	r.control.Store(rec.Control)
+	r.notePerson(rec)
+	inst, err := c.cfg.Tasks.Bind(spec.Task, spec.Params)
+	if err != nil {
+		rep := failedReport(spec, err.Error())
+		if perr := r.publishReport(ctx, rep); perr != nil {
+			return rep, perr
+		}
+		return rep, fmt.Errorf("%w: %v", ErrInvalidJob, err)
+	}
+	var crashAt crashPoint
+	if c.cfg.CrashAt != "" {
+		crashAt.point, crashAt.step, _ = ParseCrashAt(c.cfg.CrashAt)
+	}
+	r.m = newMachine(spec, inst, machineConfig{
+		token: token, owner: c.cfg.ID, checkpointEvery: c.cfg.CheckpointEvery, crashAt: crashAt, log: r.log,
+	})
+	stopWatch, err := r.watchControl(ctx)
+	if err != nil {
+		return r.report(), err
+	}
+	defer stopWatch()
+	if err := r.resume(ctx); err != nil {
+		return r.report(), err
+	}
+	if err := r.run(ctx); err != nil {
+		if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
+			// Stopped (SIGTERM): leave a resume point with the open
+			// step's figures, so a new owner loses nothing of ours.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if cerr := r.checkpoint(sctx); cerr != nil {
+				r.log.Warn("checkpoint at shutdown", "err", cerr)
+			}
+			cancel()
+		}
+		return r.report(), err
+	}
+	// The end is journaled, fenced like a decision, before anything that
+	// makes it visible: an owner that lost the job cannot end it.
+	if r.ended == nil {
+		e := r.m.entry(schemas.EntryEnd)
+		e.Epoch = 0
+		e.State, e.Reason, e.NoConsensus = r.m.end.state, r.m.end.reason, r.m.end.noConsensus
+		e.Work = r.m.acct.delta()
+		if err := r.append(ctx, &e); err != nil {
+			return r.report(), err
+		}
+	}
+	rep := r.report()
+	// Settle the bookkeeping before the report makes the end visible (a
+	// waiting client may stop everything as soon as it sees it).
+	if err := c.store.ClearFailures(ctx, r.ref); err != nil {
+		r.log.Warn("clear failure count", "err", err)
+	}
+	if err := r.cleanup(ctx); err != nil {
+		r.log.Warn("cleanup after the job", "err", err)
+	}
+	if err := r.publishReport(ctx, rep); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// run drives the machine from where resume left it until the job ends,
+// pauses or fails.
+func (r *jobRun) run(ctx context.Context) error {
+	m := r.m
+	if e := r.ended; e != nil {
+		m.end = &ending{state: e.State, reason: e.Reason, noConsensus: e.NoConsensus}
+		r.publishStatus(ctx, e.State)
+		return nil
+	}
+	r.sync()
+	if m.finished() {
+		return r.do(ctx, m.atGoal())
+	}
+	if err := r.do(ctx, m.obeyControl()); err != nil || m.halted() {
+		return err
+	}
+	if err := r.personDecision(ctx); err != nil || m.halted() {
+		return err
+	}
+	if m.finished() {
+		return r.do(ctx, m.atGoal())
+	}
+	if err := r.do(ctx, []action{m.open()}); err != nil {
+		return err
+	}
+	iter, err := r.results(ctx)
+	if err != nil {
+		return err
+	}
+	defer iter.Stop()
+
+	r.publishStatus(ctx, schemas.StateRunning)
+	if err := jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StateRunning); err != nil {
+		r.log.Warn("mark the job running in the registry", "err", err)
+	}
+	if m.rung == schemas.RungPanel {
+		// Taken over while the panel arbitrated: ask again. The request
+		// id is the step's, so a stored answer is read, not paid for twice.
+		if err := r.do(ctx, m.arbitrate()); err != nil {
+			return err
+		}
+	} else if err := r.event(ctx, m.topUp); err != nil {
+		return err
+	}
+	return r.loop(ctx, iter)
+}
+
+// results creates the job's result consumer for this lease generation and
+// starts reading it.
+func (r *jobRun) results(ctx context.Context) (jetstream.MessagesContext, error) {
+	cons, err := r.c.js.CreateOrUpdateConsumer(ctx, r.topo.NS.ResultsStream(), jetstream.ConsumerConfig{
+		Durable:           bus.ResultConsumer(r.spec.Tenant, r.spec.JobID, r.token),
+		Description:       "results of one job, read by the coordinator holding its lease",
+		FilterSubject:     r.topo.NS.ResultSubject(r.spec.Tenant, r.spec.JobID, r.token),
+		AckPolicy:         jetstream.AckExplicitPolicy,
+		AckWait:           30 * time.Second,
+		MaxAckPending:     4096,
+		InactiveThreshold: time.Hour,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: result consumer: %w", err)
+	}
+	iter, err := cons.Messages(jetstream.PullMaxMessages(512))
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: result consumer: %w", err)
+	}
+	return iter, nil
+}
+
+// maxBatch bounds the results handled, and recorded in one Redis round
+// trip, at once.
+const maxBatch = 128
+
+// loop reads results until the job ends or stops. It reads the iterator
+// itself (no goroutine in between: one hand-off less on every result) and
+// wakes at least every tick for the timers and ctx.
+func (r *jobRun) loop(ctx context.Context, iter jetstream.MessagesContext) error {
+	m := r.m
+	timeout := time.Duration(r.spec.SampleTimeoutMS) * time.Millisecond
+	tick := min(r.c.cfg.StatusInterval, max(timeout/4, 5*time.Millisecond))
+	nextStatus := time.Now().Add(r.c.cfg.StatusInterval)
+	nextSweep := time.Now().Add(tick)
+	msgs := make([]jetstream.Msg, 0, maxBatch)
+	for !m.halted() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		now := time.Now()
+		if !now.Before(nextSweep) {
+			r.sync()
+			if err := r.do(ctx, m.onTick(now)); err != nil {
+				return err
+			}
+			nextSweep = now.Add(tick)
+		}
+		if !now.Before(nextStatus) {
+			r.publishStatus(ctx, schemas.StateRunning)
+			nextStatus = now.Add(r.c.cfg.StatusInterval)
+		}
+		wake := nextSweep
+		if nextStatus.Before(wake) {
+			wake = nextStatus
+		}
+		msg, err := iter.Next(jetstream.NextMaxWait(max(time.Until(wake), time.Millisecond)))
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return fmt.Errorf("coordinator: result consumer closed: %w", err)
+			}
+			continue // timeout, missed heartbeat or reconnect: the iterator recovers
+		}
+		// Take what else is already here: one Redis round trip for all.
+		msgs = append(msgs[:0], msg)
+		for len(msgs) < maxBatch {
+			msg, err := iter.Next(jetstream.NextMaxWait(time.Microsecond))
+			if err != nil {
+				break
+			}
+			msgs = append(msgs, msg)
+		}
+		if err := r.handle(ctx, msgs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handle passes a batch of result messages to the machine and carries
+// out what it says. Messages still unsettled when that fails are handed
+// back with a delay.
+func (r *jobRun) handle(ctx context.Context, msgs []jetstream.Msg) error {
+	r.batch, r.settled = msgs, append(r.settled[:0], make([]bool, len(msgs))...)
+	in := make([]incoming, len(msgs))
+	for i, msg := range msgs {
+		in[i] = incoming{data: msg.Data(), subject: msg.Subject()}
+	}
+	r.sync()
+	err := r.do(ctx, r.m.onResults(time.Now(), in))
+	if err != nil {
+		for i, msg := range msgs {
+			if !r.settled[i] {
+				_ = msg.NakWithDelay(nakDelay)
+			}
+		}
+	}
+	r.batch = nil
+	return err
+}
+
+// event runs a machine event that may fail, then its actions.
+func (r *jobRun) event(ctx context.Context, ev func(time.Time) ([]action, error)) error {
+	r.sync()
+	acts, err := ev(time.Now())
+	if derr := r.do(ctx, acts); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// sync hands the machine the control the registry watch last saw.
+func (r *jobRun) sync() { r.m.control = r.control.Load().(string) }
+
+// do carries out the machine's actions in order. The first that fails
+// stops the rest.
+func (r *jobRun) do(ctx context.Context, acts []action) error {
+	for _, a := range acts {
+		if err := r.exec(ctx, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *jobRun) exec(ctx context.Context, a action) error {
+	m := r.m
+	switch a.kind {
+	case actPublish:
+		return r.publish(ctx, a.req)
+	case actAnnounce:
+		if data, err := json.Marshal(a.decided); err == nil {
+			_ = r.c.nc.Publish(r.topo.NS.DecidedSubject(r.spec.Tenant, r.spec.JobID), data)
+		}
+	case actRecord:
+		outs, err := r.c.store.RecordMany(ctx, r.ref, a.samples, r.spec.K)
+		if err != nil {
+			return r.event(ctx, func(now time.Time) ([]action, error) { return m.recordFailed(now, err) })
+		}
+		return r.event(ctx, func(now time.Time) ([]action, error) { return m.recorded(now, outs) })
+	case actSettle:
+		msg := r.batch[a.msg]
+		r.settled[a.msg] = true
+		switch a.fate {
+		case fateAck:
+			_ = msg.Ack()
+		case fateTerm:
+			_ = msg.TermWithReason(a.reason)
+		default:
+			_ = msg.NakWithDelay(a.delay)
+		}
+	case actJournal:
+		if a.wait {
+			return r.append(ctx, a.entry)
+		}
+		return fenced(r.jr.Start(ctx, a.entry))
+	case actOpenStep:
+		if _, _, err := r.c.store.OpenStep(ctx, r.ref, m.step, m.epoch); err != nil {
+			if errors.Is(err, store.ErrStaleOpen) {
+				return fmt.Errorf("%w: %v", errLeaseLost, err)
+			}
+			return err
+		}
+	case actCloseStep:
+		tally, _, err := r.c.store.CloseStep(ctx, r.ref, m.step, m.epoch)
+		switch {
+		case errors.Is(err, store.ErrNoStep):
+			return r.event(ctx, func(now time.Time) ([]action, error) { return m.reopen(now, "the step's tally is gone from Redis") })
+		case err != nil:
+			return err
+		}
+		return r.event(ctx, func(now time.Time) ([]action, error) { return m.closed(now, tally) })
+	case actArbitrate:
+		return r.arbitrate(ctx, a.arb)
+	case actCheckpoint:
+		return r.checkpoint(ctx)
+	case actPause:
+		return r.pause(ctx)
+	case actNeedsHuman:
+		return r.needsHuman(ctx)
+	case actStatus:
+		r.publishStatus(ctx, schemas.StateRunning)
+	case actEnd:
+		r.publishStatus(ctx, m.end.state)
+	case actCrash:
+		if a.point == CrashAfterJournal {
+			if err := r.flush(ctx); err != nil {
+				return err
+			}
+		}
+		r.log.Error("crash point reached: exiting now", "point", a.point)
+		os.Exit(137) // what a SIGKILL leaves
+	default:
+		return fmt.Errorf("coordinator: unknown action %v", a)
+	}
+	return nil
+}
+
+// publish sends a sample request. A plain publish: the stream stores it,
+// the server sends no ack and none is waited for. A request that never
+// lands times out and is published again like any other lost sample;
+// meanwhile the job saves k acks a step.
+func (r *jobRun) publish(ctx context.Context, req *schemas.SampleRequest) error {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("coordinator: encode sample request: %w", err)
+	}
+	msg := &nats.Msg{Subject: r.sampleSj, Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, req.SampleID)
+	if err := r.c.nc.PublishMsg(msg); err != nil {
+		r.log.Warn("publish sample request", "err", err, "sample", req.SampleID)
+	}
+	return ctx.Err()
+}
+
+// pause stops the job, checkpointed, as paused: the lease is released and
+// the job waits for maker resume (or decide).
+func (r *jobRun) pause(ctx context.Context) error {
+	r.publishStatus(ctx, schemas.StatePaused)
+	if err := jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StatePaused); err != nil {
+		return err
+	}
+	return errPaused
+}
+
+// needsHuman pauses the job at the open step for a person: checkpointed
+// first (fenced: an owner that lost the job must not pause it), then
+// paused in the registry. A job being cancelled is cancelled instead.
+func (r *jobRun) needsHuman(ctx context.Context) error {
+	if err := r.checkpoint(ctx); err != nil {
+		return err
+	}
+	if _, err := jobs.Control(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.ControlPause); err != nil {
+		if !errors.Is(err, jobs.ErrFinished) {
+			return err
+		}
+		// Being cancelled: the cancel wins.
+		r.m.paused = false
+		r.m.control = schemas.ControlCancel
+		return r.do(ctx, r.m.obeyControl())
+	}
+	// Paused here and now, not through the control the registry watch
+	// keeps: it may still deliver an older record saying run.
+	return r.pause(ctx)
+}

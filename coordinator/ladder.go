@@ -1,0 +1,223 @@
+package coordinator
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// The escalation ladder of a step that spent its rung's samples without a
+// decision, by the job's policy: the stronger model votes on the step
+// afresh (under a new epoch, with its own cap); then, if the policy opts
+// in, the judge's panel arbitrates among the candidates the rungs found;
+// then a person (the job pauses). Without a policy the job ends
+// no_consensus. Each climb is journaled, so a new owner resumes the step on
+// its rung instead of paying for the rungs below again.
+
+// nextRung is where a step goes after its rung spent its samples: the
+// stronger model unless it already voted, then the panel, then nothing.
+func nextRung(p schemas.EscalationPolicy, strongerDone bool) string {
+	switch {
+	case !strongerDone && p.StrongerModel != "":
+		return schemas.RungStrongerModel
+	case p.Panel:
+		return schemas.RungPanel
+	default:
+		return rungNone
+	}
+}
+
+// policy is the job's escalation policy with its defaults.
+func (m *machine) policy() schemas.EscalationPolicy {
+	if m.spec.Escalation == nil {
+		return schemas.EscalationPolicy{}
+	}
+	return m.spec.Escalation.WithDefaults()
+}
+
+// climb puts the open step on rung ("": the job's own model), above the
+// rungs in prior, with that rung's sample cap.
+func (m *machine) climb(rung string, prior []schemas.RungTally) {
+	m.rung, m.prior, m.capN = rung, prior, m.spec.MaxSamplesPerStep
+	if rung == schemas.RungStrongerModel {
+		m.capN = m.policy().StrongerSamples
+	}
+}
+
+// escalate closes the spent rung's tally in Redis (the last action; the
+// shell calls closed with it), to climb or to end without consensus.
+func (m *machine) escalate() ([]action, error) {
+	m.closing = nextRung(m.policy(), m.rung == schemas.RungStrongerModel)
+	return []action{{kind: actCloseStep}}, nil
+}
+
+// closed goes on with the spent rung's closed tally: the job ends
+// no_consensus, or the climb is journaled (fenced) before the next rung
+// starts.
+func (m *machine) closed(now time.Time, tally []schemas.TallyEntry) ([]action, error) {
+	rt := m.rungTally(tally)
+	if m.closing == rungNone {
+		return m.noConsensus(rt, tally), nil
+	}
+	prior := append(slices.Clone(m.prior), rt)
+	e := m.entry(schemas.EntryEscalation)
+	e.Rung, e.Prior = m.closing, prior
+	e.Work = m.acct.delta()
+	acts := []action{{kind: actJournal, entry: &e, wait: true}}
+	m.sinceCkpt++
+	m.climb(m.closing, prior)
+	acts = append(acts, action{kind: actStatus})
+	if m.rung == schemas.RungStrongerModel {
+		m.log.Warn("no consensus: the stronger model votes on the step", "step", m.step, "model", m.policy().StrongerModel,
+			"samples", rt.Counted, "tally", tallyText(tally))
+		more, err := m.reopen(now, "escalated to the stronger model "+m.policy().StrongerModel)
+		return append(acts, more...), err
+	}
+	return append(acts, m.arbitrate()...), nil
+}
+
+// rungTally is what the open step's rung counted (tally is its closed
+// tally). Answers recorded past the counted ones were drawn for nothing:
+// they go to the late samples.
+func (m *machine) rungTally(tally []schemas.TallyEntry) schemas.RungTally {
+	rt := schemas.RungTally{
+		Rung: schemas.RungOwnModel, Counted: m.counters.Next, Valid: m.counters.Valid, RedFlagged: m.counters.RedFlagged,
+		RedFlags: m.redFlags(m.counters.Next), Tally: tally,
+	}
+	if m.rung != "" {
+		rt.Rung = m.rung
+	}
+	m.acct.LateSamples += int64(max(0, len(m.seen)-m.counters.Next))
+	return rt
+}
+
+// noConsensus ends the job at a step whose last rung spent its samples:
+// the step's samples, this rung's and the rungs below's, are counted, and
+// the report carries its tally.
+func (m *machine) noConsensus(rt schemas.RungTally, tally []schemas.TallyEntry) []action {
+	m.countStep(m.step, rt.Counted, rt.Valid, rt.RedFlagged, rt.RedFlags, m.prior)
+	nc := &schemas.NoConsensus{Step: m.step, Samples: m.counters.Next, Tally: tally, Rung: schemas.RungOwnModel, Prior: m.prior}
+	reason := fmt.Sprintf("step %d drew %d samples (the cap) without a candidate leading by k=%d", m.step, m.counters.Next, m.spec.K)
+	if m.rung != "" {
+		nc.Rung = m.rung
+		n := m.counters.Next
+		for _, p := range m.prior {
+			n += p.Counted
+		}
+		reason = fmt.Sprintf("step %d drew %d samples on %d rungs (the stronger model's cap last) without a candidate leading by k=%d",
+			m.step, n, len(m.prior)+1, m.spec.K)
+	}
+	m.log.Warn("no consensus within the sample cap", "step", m.step, "rung", nc.Rung, "samples", m.counters.Next, "tally", tallyText(tally))
+	return m.finish(schemas.StateNoConsensus, reason, nc)
+}
+
+// arbitrate asks the judge's panel to settle the step among the
+// candidates the rungs below found (the last action; the shell calls
+// arbitrated, or needsHuman). Without a candidate there is nothing to
+// choose from: a person decides.
+func (m *machine) arbitrate() []action {
+	votes := map[string]int{}
+	samples := 0
+	for _, p := range m.prior {
+		samples += p.Counted
+		for _, t := range p.Tally {
+			votes[t.VoteKey] += t.Votes
+		}
+	}
+	cands := make([]schemas.TallyEntry, 0, len(votes))
+	for k, n := range votes {
+		cands = append(cands, schemas.TallyEntry{VoteKey: k, Votes: n})
+	}
+	slices.SortFunc(cands, func(a, b schemas.TallyEntry) int {
+		if a.Votes != b.Votes {
+			return b.Votes - a.Votes
+		}
+		return strings.Compare(a.VoteKey, b.VoteKey)
+	})
+	if len(cands) == 0 {
+		return m.needsHuman("no rung found a valid candidate (every sample was red-flagged): nothing to arbitrate among")
+	}
+	m.log.Warn("no consensus: asking the judge's panel to arbitrate", "step", m.step, "candidates", len(cands))
+	return []action{{kind: actArbitrate, arb: &schemas.ArbitrationStep{
+		JobID: m.spec.JobID, Step: m.step, Task: m.spec.Task, State: string(m.state),
+		K: m.spec.K, Samples: samples, Candidates: cands,
+	}}}
+}
+
+// arbitrated records the judge's decision d for the open step: its choice
+// is journaled as an arbiter entry (not votes); a needs_human answer, or a
+// choice the task cannot take, pauses the job for a person.
+func (m *machine) arbitrated(now time.Time, d *schemas.ArbiterDecision) ([]action, error) {
+	if d.Outcome != schemas.ArbiterDecided {
+		return m.needsHuman(d.Reason), nil
+	}
+	if _, err := m.inst.Next(m.state, task.Vote{Key: d.VoteKey}); err != nil {
+		return m.needsHuman(fmt.Sprintf("the judge's choice %q is not a move the task can take: %v", d.VoteKey, err)), nil
+	}
+	m.log.Warn("arbiter decision", "step", m.step, "vote_key", d.VoteKey, "confidence", d.Confidence, "judge", d.JudgeModel)
+	e := m.entry(schemas.EntryArbiter)
+	e.VoteKey, e.Rung, e.Prior, e.Arbiter = d.VoteKey, schemas.RungPanel, m.prior, d
+	// The last rung's answers, recorded under this epoch, stay known.
+	return m.commit(now, &e, m.counters.Next)
+}
+
+// person records a person's answer (maker decide) for the open step, as
+// an arbiter entry of rung "person", instead of sampling the step (the
+// caller then opens the next step and moves on). An answer the task cannot
+// take pauses the job again, saying why.
+func (m *machine) person(d schemas.PersonDecision) ([]action, bool) {
+	if _, err := m.inst.Next(m.state, task.Vote{Key: d.VoteKey}); err != nil {
+		// Paused again: the next `maker decide` replaces the answer.
+		return m.needsHuman(fmt.Sprintf("%s's answer %q for step %d is not a move the task can take: %v", d.By, d.VoteKey, d.Step, err)), false
+	}
+	m.log.Warn("a person decided the step", "step", m.step, "vote_key", d.VoteKey, "by", d.By)
+	e := m.entry(schemas.EntryArbiter)
+	e.VoteKey, e.Rung, e.Prior = d.VoteKey, schemas.RungPerson, m.prior
+	e.Arbiter = &schemas.ArbiterDecision{
+		Header: schemas.NewHeader(schemas.KindArbiterDecision), Tenant: m.spec.Tenant, JobID: m.spec.JobID,
+		Step: m.step, RequestID: fmt.Sprintf("person-%d", m.step), Outcome: schemas.ArbiterDecided,
+		VoteKey: d.VoteKey, Confidence: 1, Reason: "decided by " + d.By, JudgeModel: "person:" + d.By, DecidedAt: d.At,
+	}
+	m.notePrev(m.counters.Next)
+	if err := m.apply(&e, false); err != nil {
+		return m.needsHuman(err.Error()), false
+	}
+	e.Work = m.acct.delta()
+	return []action{{kind: actJournal, entry: &e, wait: true}}, true
+}
+
+// needsHuman pauses the job at the open step for a person, saying why. The
+// step stays on its rung: a plain resume asks the panel again (its stored
+// answer, or the one a person approved meanwhile) rather than paying for
+// the rungs below once more.
+func (m *machine) needsHuman(why string) []action {
+	m.log.Error("the step needs a person: pausing the job", "step", m.step, "why", why)
+	m.paused = true
+	return []action{{kind: actNeedsHuman, reason: why}}
+}
+
+// abandonLadder leaves the open step's escalation (the job is cancelled):
+// the samples its rungs drew count as late samples, and the step is back
+// on its first rung.
+func (m *machine) abandonLadder() {
+	for _, p := range m.prior {
+		m.acct.LateSamples += int64(p.Counted)
+	}
+	m.climb("", nil)
+}
+
+// tallyText is a tally as text: "key×votes, ...".
+func tallyText(t []schemas.TallyEntry) string {
+	parts := make([]string, 0, len(t))
+	for _, e := range t {
+		parts = append(parts, fmt.Sprintf("%s×%d", e.VoteKey, e.Votes))
+	}
+	if len(parts) == 0 {
+		return "(no valid votes)"
+	}
+	return strings.Join(parts, ", ")
+}

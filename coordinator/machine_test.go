@@ -1,0 +1,628 @@
+package coordinator
+
+import (
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/makerfleet/makerfleet/internal/journal"
+	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// sequential is the reference rule applied to one step's answers in index
+// order: first to lead every other candidate by k valid votes, red flags
+// ("!…") for nobody. It returns the winner and the answers it used ("" and
+// len(answers) without a winner).
+func sequential(answers []string, k int) (string, int) {
+	votes := map[string]int{}
+	for i, a := range answers {
+		if strings.HasPrefix(a, "!") {
+			continue
+		}
+		votes[a]++
+		top, second, lead := 0, 0, ""
+		for c, n := range votes {
+			switch {
+			case n > top || n == top && c < lead:
+				if n > top {
+					second = top
+				}
+				top, lead = n, c
+			case n > second:
+				second = n
+			}
+		}
+		if top-second >= k {
+			return lead, i + 1
+		}
+	}
+	return "", len(answers)
+}
+
+// TestMachineVotingRule drives one step with fixed answers by index,
+// delivered one at a time and in batches, and checks the decision against
+// the sequential rule and the samples drawn against what the rule needs:
+// first-to-ahead-by-k (not first-to-k, no early stop below margin k), red
+// flags replaced, waves that never pay for a sample after the decision.
+func TestMachineVotingRule(t *testing.T) {
+	cases := []struct {
+		name    string
+		k       int
+		answers string // by index: A right, B and C wrong, ! a red flag
+	}{
+		{"unanimous", 3, "AAA"},
+		{"first to k is not ahead by k", 2, "ABAA"},
+		{"lead lost and won back", 3, "ABABAAA"},
+		{"red flags replaced", 2, "!A!A"},
+		{"a wrong candidate wins", 2, "BB"},
+		{"three candidates", 2, "ABCAA"},
+		{"k=1", 1, "B"},
+	}
+	for _, tc := range cases {
+		for _, batch := range []int{1, -1} {
+			t.Run(tc.name+"/batch"+strconv.Itoa(batch), func(t *testing.T) {
+				keys := map[byte]func(int) string{'A': rightAns, 'B': wrongAns, 'C': otherState, '!': redFlag}
+				var ans []string
+				for i := range len(tc.answers) {
+					ans = append(ans, keys[tc.answers[i]](0))
+				}
+				h := newHarness(t, spec(tc.k, 100), 1, func(req *schemas.SampleRequest) string { return ans[req.Index] })
+				h.start()
+				if got := len(h.sent); got != tc.k {
+					t.Fatalf("first wave %d samples, want k=%d", got, tc.k)
+				}
+				for len(h.queue) > 0 && !h.m.halted() {
+					h.deliver(batch)
+				}
+				want, used := sequential(ans, tc.k)
+				if len(h.entries) != 1 || h.entries[0].VoteKey != want || h.entries[0].Counted != used {
+					t.Fatalf("entries %+v; want %s decided after %d samples", h.entries, want, used)
+				}
+				if len(h.sent) != used {
+					t.Errorf("drew %d samples, the rule needs %d: %s", len(h.sent), used, h.published(0))
+				}
+				if e := h.entries[0]; e.Lead < tc.k || e.Votes < tc.k {
+					t.Errorf("decided with lead %d, votes %d below k=%d", e.Lead, e.Votes, tc.k)
+				}
+			})
+		}
+	}
+}
+
+// TestMachineTemperatures: a step's first sample runs at the job's first
+// temperature (0), every other at the rest temperature (0.1): not 0 on
+// every vote (MAKER-FACTS §5), and a re-sample keeps its index's
+// temperature and seed.
+func TestMachineTemperatures(t *testing.T) {
+	h := newHarness(t, spec(3, 100), 2, byIndex(rightAns))
+	h.start()
+	for _, r := range h.sent {
+		want := 0.1
+		if r.Index == 0 {
+			want = 0
+		}
+		if r.Temperature != want || r.Seed != SampleSeed(7, r.Step, r.Index) {
+			t.Errorf("index %d at temperature %v seed %d, want %v seed %d", r.Index, r.Temperature, r.Seed, want, SampleSeed(7, r.Step, r.Index))
+		}
+	}
+	h.queue = nil
+	acts := h.m.onTick(h.now.Add(time.Minute))
+	if len(acts) != 3 {
+		t.Fatalf("tick after the timeout: %s, want 3 re-publishes", describe(acts))
+	}
+	for _, a := range acts {
+		if a.req.Attempt != 1 || a.req.Seed != SampleSeed(7, 0, a.req.Index) || (a.req.Index == 0) != (a.req.Temperature == 0) {
+			t.Errorf("re-sample %+v changed its question", a.req)
+		}
+	}
+}
+
+// TestMachineNextStateFromWinner: the next step starts from the state in
+// the winning answer, never from the last sample's state or one computed
+// by code (MAKER-FACTS §5: voting on the move but taking the state from the
+// last sample).
+func TestMachineNextStateFromWinner(t *testing.T) {
+	// Index 0..2 say A@5 (right move, a state of their own), index 3 says
+	// B@1: k=3 decides A@5 at index 2; the next step must start from 5.
+	h := newHarness(t, spec(3, 100), 10, func(req *schemas.SampleRequest) string {
+		if req.Step == 0 {
+			return []string{"A@5", "A@5", "A@5", "B@1"}[req.Index]
+		}
+		n, _ := strconv.Atoi(string(req.State))
+		return right(n)
+	})
+	h.start()
+	h.deliver(-1)
+	var next []string
+	for _, r := range h.sent {
+		if r.Step == 1 {
+			next = append(next, string(r.State))
+		}
+	}
+	if len(next) == 0 || slices.ContainsFunc(next, func(s string) bool { return s != "5" }) {
+		t.Fatalf("step 1 sampled from states %v, want the winner's own 5", next)
+	}
+}
+
+// TestMachineCap: a step that spends its cap without a decision is never
+// sampled past it and, without an escalation policy, ends the job
+// no_consensus with its tally (no silent plurality pick).
+func TestMachineCap(t *testing.T) {
+	h := newHarness(t, spec(3, 6), 5, byIndex(rightAns, wrongAns, otherState, rightAns, wrongAns, otherState, rightAns))
+	h.start()
+	h.run()
+	if len(h.sent) != 6 {
+		t.Errorf("drew %d samples, cap 6", len(h.sent))
+	}
+	e := h.m.end
+	if e == nil || e.state != schemas.StateNoConsensus || e.noConsensus == nil || e.noConsensus.Samples != 6 || len(e.noConsensus.Tally) != 3 {
+		t.Fatalf("end %+v, want no_consensus after 6 samples with 3 candidates", e)
+	}
+	if f := h.m.acct.Figures; f.Samples != 6 || f.Votes != 6 || f.Steps != 0 {
+		t.Errorf("figures %+v: the undecided step's samples not counted", f)
+	}
+}
+
+// TestMachineWholeRun: a 4-step job whose model is right except at index 1
+// of every step, with k=2, solves with the right trace and figures that add
+// up; its journal replayed into a new machine gives the same figures.
+func TestMachineWholeRun(t *testing.T) {
+	h := newHarness(t, spec(2, 100), 4, byIndex(rightAns, wrongAns, rightAns, rightAns))
+	h.start()
+	h.run()
+	if e := h.m.end; e == nil || e.state != schemas.StateSolved {
+		t.Fatalf("end %+v, want solved; actions %v", e, h.acts)
+	}
+	f := h.m.acct.Figures
+	if f.Steps != 4 || f.Samples != 16 || f.Votes != 16 || f.Errors != 0 || f.PromptTokens != 1600 || f.MaxSamplesInStep != 4 {
+		t.Errorf("figures %+v, want 4 steps of 4 samples", f)
+	}
+	r := replayed(t, h)
+	if r.step != 4 || string(r.state) != "4" || !sameFigures(r.acct.Figures, f) {
+		t.Errorf("replayed: step %d state %s figures %+v, want %+v", r.step, r.state, r.acct.Figures, f)
+	}
+}
+
+// replayed is a fresh machine of h's job rebuilt from h's journal.
+func replayed(t *testing.T, h *harness) *machine {
+	t.Helper()
+	r := newMachine(h.m.spec, h.m.inst, machineConfig{token: 2, owner: "c2", checkpointEvery: 1000})
+	var entries []journal.Entry
+	for i, e := range h.entries {
+		entries = append(entries, journal.Entry{Seq: uint64(i + 1), JournalEntry: e})
+	}
+	if _, err := r.replay(entries); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func sameFigures(a, b schemas.Figures) bool {
+	ja, _ := schemas.Encode(&schemas.JobReport{Header: schemas.NewHeader(schemas.KindJobReport), Tenant: "t", JobID: "j", Task: "walk", K: 1, State: schemas.StateSolved, Solved: true, Figures: a})
+	jb, _ := schemas.Encode(&schemas.JobReport{Header: schemas.NewHeader(schemas.KindJobReport), Tenant: "t", JobID: "j", Task: "walk", K: 1, State: schemas.StateSolved, Solved: true, Figures: b})
+	return string(ja) == string(jb)
+}
+
+// TestMachineResults: each kind of result message gets its fate, and its
+// tokens and waste are accounted.
+func TestMachineResults(t *testing.T) {
+	type check func(t *testing.T, h *harness, acts []action)
+	cases := []struct {
+		name  string
+		msg   func(h *harness) incoming
+		want  string // the actions, described
+		check check
+	}{
+		{"unreadable", func(*harness) incoming { return incoming{data: []byte("{")} }, "term #0",
+			func(t *testing.T, h *harness, _ []action) {
+				if h.m.acct.MalformedMessages != 1 {
+					t.Error("not counted malformed")
+				}
+			}},
+		{"another job's", func(h *harness) incoming {
+			r := *h.queue[0]
+			r.JobID = "other"
+			r.SampleID = schemas.SampleID(r.Tenant, r.JobID, r.Step, r.Epoch, r.Index, r.Attempt)
+			return incoming{data: h.result(&r, right(0))}
+		}, "term #0", nil},
+		{"another step's", func(h *harness) incoming {
+			r := *h.queue[0]
+			r.Step = 5
+			r.SampleID = schemas.SampleID(r.Tenant, r.JobID, r.Step, r.Epoch, r.Index, r.Attempt)
+			return incoming{data: h.result(&r, right(0))}
+		}, "ack #0", func(t *testing.T, h *harness, _ []action) {
+			if h.m.acct.LateSamples != 1 || h.m.acct.PromptTokens != 100 {
+				t.Errorf("late %d, tokens %d: a late answer is waste, paid for", h.m.acct.LateSamples, h.m.acct.PromptTokens)
+			}
+		}},
+		{"an index never published", func(h *harness) incoming {
+			r := *h.queue[0]
+			r.Index = 9
+			r.SampleID = schemas.SampleID(r.Tenant, r.JobID, r.Step, r.Epoch, r.Index, r.Attempt)
+			return incoming{data: h.result(&r, right(0))}
+		}, "term #0", nil},
+		{"a vote the task cannot read", func(h *harness) incoming { return incoming{data: h.result(h.queue[0], "garbage")} }, "term #0",
+			func(t *testing.T, h *harness, _ []action) {
+				if h.m.acct.MalformedMessages != 1 || len(h.m.seen) != 0 {
+					t.Error("an unreadable vote was counted")
+				}
+			}},
+		{"skipped: asked again", func(h *harness) incoming { return incoming{data: h.result(h.queue[0], "skipped")} }, "ack #0, publish 0/1",
+			func(t *testing.T, h *harness, _ []action) {
+				if h.m.acct.SkippedSamples != 1 {
+					t.Error("skip not counted")
+				}
+			}},
+		// k=2: a vote leads by 1 with one sample uncounted, so nothing more
+		// is needed yet; a red flag counts for nobody and is replaced.
+		{"a vote", func(h *harness) incoming { return incoming{data: h.result(h.queue[0], right(0))} }, "record 1, ack #0", nil},
+		{"a red flag", func(h *harness) incoming { return incoming{data: h.result(h.queue[0], "!parse")} }, "record 1, ack #0, publish 2/0",
+			func(t *testing.T, h *harness, _ []action) {
+				if h.m.seen[0] != "parse" {
+					t.Error("red flag not held")
+				}
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, spec(2, 100), 3, byIndex(rightAns))
+			h.start()
+			n := len(h.acts)
+			h.do(nil, h.m.onResults(h.now, []incoming{tc.msg(h)}))
+			if got := strings.Join(h.acts[n:], ", "); got != tc.want {
+				t.Errorf("actions %q, want %q", got, tc.want)
+			}
+			if tc.check != nil {
+				tc.check(t, h, nil)
+			}
+		})
+	}
+}
+
+// TestMachineSkipsBounded: an index voters keep skipping is asked again at
+// once only maxSkips times; then it waits for the sample timeout.
+func TestMachineSkipsBounded(t *testing.T) {
+	h := newHarness(t, spec(1, 100), 3, byIndex(constAns("skipped")))
+	h.start()
+	for range maxSkips + 2 {
+		h.deliver(-1)
+	}
+	if n := len(h.sent); n != 1+maxSkips {
+		t.Errorf("published %d times, want 1 + %d re-publishes", n, maxSkips)
+	}
+}
+
+// TestMachineRecordOutcomes: what Redis said about each sample.
+func TestMachineRecordOutcomes(t *testing.T) {
+	t.Run("duplicate of an answer held", func(t *testing.T) {
+		h := newHarness(t, spec(3, 100), 3, byIndex(rightAns))
+		h.start()
+		dup := *h.queue[0]
+		h.deliver(1)
+		h.do(nil, h.m.onResults(h.now, []incoming{{data: h.result(&dup, right(0))}}))
+		if h.m.acct.DuplicateResults != 1 {
+			t.Errorf("duplicates %d, want 1", h.m.acct.DuplicateResults)
+		}
+	})
+	t.Run("stale: sampled again under a new epoch", func(t *testing.T) {
+		h := newHarness(t, spec(2, 100), 3, byIndex(rightAns))
+		h.start()
+		h.tally.open(0, h.m.epoch+5) // another owner's epoch in Redis
+		epoch := h.m.epoch
+		h.deliver(1)
+		if h.m.epoch != epoch+1 || h.m.dispatched != 2 {
+			t.Fatalf("epoch %d (was %d), dispatched %d: want a new epoch and a fresh wave", h.m.epoch, epoch, h.m.dispatched)
+		}
+		if h.m.acct.LateSamples != 1 {
+			t.Errorf("late %d: the stale answer is waste", h.m.acct.LateSamples)
+		}
+	})
+	t.Run("record failed: handed back", func(t *testing.T) {
+		h := newHarness(t, spec(2, 100), 3, byIndex(rightAns))
+		h.start()
+		acts := h.m.onResults(h.now, []incoming{{data: h.result(h.queue[0], right(0))}})
+		if len(acts) != 1 || acts[0].kind != actRecord {
+			t.Fatalf("actions %s", describe(acts))
+		}
+		acts, err := h.m.recordFailed(h.now, errFake)
+		if err != nil || describe(acts) != "nak #0" || h.m.acct.PromptTokens != 0 {
+			t.Errorf("actions %s, err %v, tokens %d: want the result handed back, unaccounted", describe(acts), err, h.m.acct.PromptTokens)
+		}
+	})
+	t.Run("tally gone: acked and sampled again", func(t *testing.T) {
+		h := newHarness(t, spec(2, 100), 3, byIndex(rightAns))
+		h.start()
+		h.m.onResults(h.now, []incoming{{data: h.result(h.queue[0], right(0))}})
+		acts, err := h.m.recordFailed(h.now, store.ErrNoStep)
+		if err != nil || describe(acts) != "ack #0, open, publish 0/0, publish 1/0" {
+			t.Errorf("actions %s, err %v", describe(acts), err)
+		}
+	})
+}
+
+// TestMachineBoundary: what a decision leads to at the step boundary.
+func TestMachineBoundary(t *testing.T) {
+	cases := []struct {
+		name    string
+		control string
+		every   int
+		steps   int64
+		want    string // the actions after the decision's journal entry
+		end     string
+	}{
+		{"next wave", schemas.ControlRun, 1000, 3, "publish 0/0, ack #0", ""},
+		{"checkpoint due", schemas.ControlRun, 1, 3, "checkpoint, publish 0/0, ack #0", ""},
+		{"pause", schemas.ControlPause, 1000, 3, "checkpoint, pause, ack #0", ""},
+		{"cancel", schemas.ControlCancel, 1000, 3, "end, ack #0", schemas.StateCancelled},
+		{"last step", schemas.ControlRun, 1000, 1, "end, ack #0", schemas.StateSolved},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, spec(1, 100), tc.steps, byIndex(rightAns))
+			h.m.every = tc.every
+			h.start()
+			h.m.control = tc.control
+			n := len(h.acts)
+			h.deliver(1)
+			got := strings.Join(h.acts[n:], ", ")
+			if i := strings.Index(got, "journal decision, "); i >= 0 {
+				got = got[i+len("journal decision, "):]
+			}
+			if got != tc.want {
+				t.Errorf("after the decision: %q, want %q", got, tc.want)
+			}
+			if tc.end != "" && (h.m.end == nil || h.m.end.state != tc.end) {
+				t.Errorf("end %+v, want %s", h.m.end, tc.end)
+			}
+		})
+	}
+}
+
+// TestMachineOverdue: an unanswered sample is published again after the
+// sample timeout, each attempt waiting twice as long (up to 16 timeouts),
+// and never given up on (a rate limit must not kill the run).
+func TestMachineOverdue(t *testing.T) {
+	h := newHarness(t, spec(1, 100), 3, byIndex(rightAns))
+	h.start()
+	t0, timeout := h.now, time.Minute // the default sample timeout
+	var at []time.Duration
+	now := t0
+	for range 8 {
+		for {
+			now = now.Add(time.Second)
+			if acts := h.m.onTick(now); len(acts) > 0 {
+				at = append(at, now.Sub(t0))
+				h.do(nil, acts)
+				break
+			}
+		}
+		t0 = now
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 16, 16, 16}
+	for i, d := range at {
+		if d != want[i]*timeout {
+			t.Errorf("attempt %d after %v, want %v", i+1, d, want[i]*timeout)
+		}
+	}
+	if h.m.acct.Resampled != 8 {
+		t.Errorf("resampled %d, want 8", h.m.acct.Resampled)
+	}
+}
+
+// TestMachineEscalation: a step that spends its cap climbs the ladder:
+// the stronger model votes afresh under a new epoch (its requests name the
+// model), then the panel arbitrates, then a person; each climb journaled.
+func TestMachineEscalation(t *testing.T) {
+	split := func(req *schemas.SampleRequest) string { // A, B, A, B, ...: never a lead of 2
+		if req.Index%2 == 0 {
+			return right(0)
+		}
+		return wrongAns(0)
+	}
+	t.Run("stronger model decides", func(t *testing.T) {
+		s := spec(2, 4)
+		s.Escalation = &schemas.EscalationPolicy{StrongerModel: "strong", StrongerSamples: 6}
+		h := newHarness(t, s, 1, func(req *schemas.SampleRequest) string {
+			if req.Model == "strong" {
+				return right(0)
+			}
+			return split(req)
+		})
+		h.start()
+		h.run()
+		types := journalKinds(h.entries)
+		if types != "escalation/stronger_model decision/stronger_model" || h.m.end == nil || h.m.end.state != schemas.StateSolved {
+			t.Fatalf("journal %s, end %+v", types, h.m.end)
+		}
+		f := h.m.acct.Figures
+		if f.Escalations != 1 || f.Samples != 6 || f.MaxSamplesInStep != 6 || f.StrongerPromptTokens != 200 {
+			t.Errorf("figures %+v: want 1 escalation, 4+2 samples in the step, the stronger model's 2 calls priced apart", f)
+		}
+		for _, r := range h.sent {
+			if (r.Epoch > h.sent[0].Epoch) != (r.Model == "strong") {
+				t.Errorf("request %s at epoch %d names model %q", r.SampleID, r.Epoch, r.Model)
+			}
+		}
+	})
+	t.Run("panel arbitrates", func(t *testing.T) {
+		s := spec(2, 4)
+		s.Escalation = &schemas.EscalationPolicy{Panel: true}
+		h := newHarness(t, s, 1, split)
+		h.arbiter = func(a *schemas.ArbitrationStep) *schemas.ArbiterDecision {
+			return &schemas.ArbiterDecision{Header: schemas.NewHeader(schemas.KindArbiterDecision), Tenant: "t", JobID: "j1",
+				Step: a.Step, RequestID: "r", Outcome: schemas.ArbiterDecided, VoteKey: a.Candidates[0].VoteKey, Confidence: 0.9, CostUSD: 0.5}
+		}
+		h.start()
+		h.run()
+		if len(h.arbs) != 1 || len(h.arbs[0].Candidates) != 2 || h.arbs[0].Samples != 4 {
+			t.Fatalf("arbitrations %+v, want one among the 2 candidates of 4 samples", h.arbs)
+		}
+		if k := journalKinds(h.entries); k != "escalation/panel arbiter/panel" {
+			t.Fatalf("journal %s", k)
+		}
+		if f := h.m.acct.Figures; f.ArbiterDecisions != 1 || f.ArbiterCostUSD != 0.5 || f.Samples != 4 || len(f.ArbiterSteps) != 1 {
+			t.Errorf("figures %+v", f)
+		}
+	})
+	t.Run("panel unsure: a person", func(t *testing.T) {
+		s := spec(2, 4)
+		s.Escalation = &schemas.EscalationPolicy{Panel: true}
+		h := newHarness(t, s, 1, split)
+		h.arbiter = func(a *schemas.ArbitrationStep) *schemas.ArbiterDecision {
+			return &schemas.ArbiterDecision{Outcome: schemas.ArbiterNeedsHuman, Reason: "unsure"}
+		}
+		h.start()
+		h.run()
+		if h.human != "unsure" || !h.m.halted() || h.m.rung != schemas.RungPanel {
+			t.Fatalf("needs-human %q, halted %v, rung %q: want a pause for a person on the panel's rung", h.human, h.m.halted(), h.m.rung)
+		}
+		// A person's answer decides the step.
+		acts, ok := h.m.person(schemas.PersonDecision{Step: 0, VoteKey: right(0), By: "alice"})
+		if !ok || describe(acts) != "journal arbiter/person" || h.m.step != 1 {
+			t.Errorf("person: %s, ok %v, step %d", describe(acts), ok, h.m.step)
+		}
+	})
+	t.Run("no candidate: a person", func(t *testing.T) {
+		s := spec(2, 3)
+		s.Escalation = &schemas.EscalationPolicy{Panel: true}
+		h := newHarness(t, s, 1, byIndex(redFlag))
+		h.start()
+		h.run()
+		if !strings.Contains(h.human, "no rung found a valid candidate") || len(h.arbs) != 0 {
+			t.Errorf("needs-human %q after %d arbitrations", h.human, len(h.arbs))
+		}
+	})
+	t.Run("stronger model spent too: no consensus names both rungs", func(t *testing.T) {
+		s := spec(2, 4)
+		s.Escalation = &schemas.EscalationPolicy{StrongerModel: "strong", StrongerSamples: 4}
+		h := newHarness(t, s, 1, split)
+		h.start()
+		h.run()
+		e := h.m.end
+		if e == nil || e.state != schemas.StateNoConsensus || e.noConsensus.Rung != schemas.RungStrongerModel || len(e.noConsensus.Prior) != 1 {
+			t.Fatalf("end %+v", e)
+		}
+		if f := h.m.acct.Figures; f.Samples != 8 || f.MaxSamplesInStep != 8 {
+			t.Errorf("figures %+v: both rungs' samples belong to the step", f)
+		}
+	})
+}
+
+func journalKinds(es []schemas.JournalEntry) string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Type+"/"+e.Rung)
+	}
+	return strings.Join(out, " ")
+}
+
+// TestMachineReplayResumesRung: a new owner replaying an escalation entry
+// resumes the step on that rung with the rungs below known, instead of
+// paying for them again.
+func TestMachineReplayResumesRung(t *testing.T) {
+	s := spec(2, 4)
+	s.Escalation = &schemas.EscalationPolicy{StrongerModel: "strong", StrongerSamples: 6}
+	h := newHarness(t, s, 2, func(req *schemas.SampleRequest) string {
+		if req.Index%2 == 0 {
+			return right(0)
+		}
+		return wrongAns(0)
+	})
+	h.start()
+	h.run() // both rungs split: no consensus, after the climb
+	var upTo []schemas.JournalEntry
+	for _, e := range h.entries {
+		upTo = append(upTo, e)
+		if e.Type == schemas.EntryEscalation {
+			break
+		}
+	}
+	h.entries = upTo
+	r := replayed(t, h)
+	if r.rung != schemas.RungStrongerModel || len(r.prior) != 1 || r.capN != 6 || r.step != 0 {
+		t.Errorf("replayed rung %q prior %d cap %d step %d", r.rung, len(r.prior), r.capN, r.step)
+	}
+}
+
+// TestMachineLateAndDuplicateTokens: a copy of an answer the last decision
+// counted, delivered again after it, is not paid for twice; the journal's
+// changes never go negative and add up to the figures.
+func TestMachineLateAndDuplicateTokens(t *testing.T) {
+	h := newHarness(t, spec(1, 100), 3, byIndex(rightAns))
+	h.start()
+	first := *h.queue[0]
+	h.deliver(1) // decides step 0
+	tokens := h.m.acct.PromptTokens
+	h.do(nil, h.m.onResults(h.now, []incoming{{data: h.result(&first, right(0))}}))
+	if h.m.acct.PromptTokens != tokens || h.m.acct.LateSamples != 0 {
+		t.Errorf("a copy of a counted answer: tokens %d → %d, late %d", tokens, h.m.acct.PromptTokens, h.m.acct.LateSamples)
+	}
+	h.run()
+	var sum schemas.Figures
+	for _, e := range h.entries {
+		sum.Add(e.Work.Figures)
+	}
+	if !sameFigures(sum, h.m.acct.Figures) {
+		t.Errorf("entries add up to %+v, figures %+v", sum, h.m.acct.Figures)
+	}
+}
+
+// TestAccountsDeltaNeverNegative: tokens taken back after they were
+// journaled (a duplicate of an answer the last decision counted) stay
+// pending: no entry carries a negative figure, and the entries add up to
+// the figures once later work sets the difference off.
+func TestAccountsDeltaNeverNegative(t *testing.T) {
+	var a accounts
+	var journaled schemas.Figures
+	entry := func() schemas.Figures {
+		d := a.delta().Figures
+		journaled.Add(d)
+		return d
+	}
+	a.PromptTokens, a.StrongerPromptTokens = 360, 240 // a stronger-rung decision
+	if d := entry(); d.PromptTokens != 360 || d.StrongerPromptTokens != 240 {
+		t.Fatalf("first entry %+v", d)
+	}
+	a.PromptTokens, a.StrongerPromptTokens = 240, 120 // a duplicate taken back
+	a.PromptTokens += 240                             // the next step, the job's own model
+	if d := entry(); d.PromptTokens != 120 || d.StrongerPromptTokens != 0 {
+		t.Errorf("second entry %+v: want 120 prompt tokens and the stronger model's -120 pending", d)
+	}
+	a.PromptTokens, a.StrongerPromptTokens = a.PromptTokens+360, a.StrongerPromptTokens+360
+	if d := entry(); d.StrongerPromptTokens != 240 {
+		t.Errorf("third entry %+v: want 360 stronger tokens less the 120 pending", d)
+	}
+	if journaled.PromptTokens != a.PromptTokens || journaled.StrongerPromptTokens != a.StrongerPromptTokens {
+		t.Errorf("entries add up to %+v, figures %d/%d", journaled, a.PromptTokens, a.StrongerPromptTokens)
+	}
+}
+
+// TestMachineNoConsensusLogsTally: the no-consensus warning shows the tally
+// as "key×votes", not Go struct syntax.
+func TestMachineNoConsensusLogsTally(t *testing.T) {
+	var buf lineBuffer
+	h := newHarness(t, spec(3, 4), 2, byIndex(rightAns, wrongAns))
+	h.m.log = slog.New(slog.NewTextHandler(&buf, nil))
+	h.start()
+	h.run()
+	var line string
+	for _, l := range buf.Lines() {
+		if strings.Contains(l, "no consensus within the sample cap") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, `tally="B@1×3, A@1×1"`) || strings.Contains(line, "{") {
+		t.Errorf("warning %q: want the tally as key×votes", line)
+	}
+}
+
+// lineBuffer is an io.Writer that keeps whole lines.
+type lineBuffer struct{ b strings.Builder }
+
+func (l *lineBuffer) Write(p []byte) (int, error) { return l.b.Write(p) }
+
+func (l *lineBuffer) Lines() []string { return strings.Split(strings.TrimSpace(l.b.String()), "\n") }

@@ -1,0 +1,103 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/plan"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// summarize fills a report's derived figures from its counts: timing,
+// per-step rates, waste, the trace, MAKER theory and the cost.
+func summarize(rep *schemas.JobReport, spec schemas.JobSpec, trace string, now time.Time) {
+	rep.FinishedAt = now.UTC()
+	rep.WallSeconds = max(now.Sub(rep.StartedAt).Seconds(), 0)
+	if rep.WallSeconds > 0 {
+		rep.StepsPerSecond = float64(rep.Steps) / rep.WallSeconds
+	}
+	if rep.Steps > 0 {
+		rep.SamplesPerStep = float64(rep.Samples) / float64(rep.Steps)
+		rep.VotesPerStep = float64(rep.Votes) / float64(rep.Steps)
+	}
+	if rep.RedFlags == nil {
+		rep.RedFlags = map[string]int64{} // {} rather than null: readers index it by reason
+	}
+	rep.WastedSamples = rep.SkippedSamples + rep.CancelledSamples + rep.LateSamples + rep.DuplicateResults
+	rep.TraceSHA256 = trace
+	if p := spec.PEstimate; p > 0.5 && p < 1 {
+		v := spec.ValidFraction
+		if v <= 0 || v > 1 {
+			v = 1
+		}
+		votes := plan.ExpectedVotes(p, spec.K)
+		rep.ExpectedVotesPerStep = votes
+		rep.ExpectedSamplesPerStep = votes / v
+	}
+	strongerPrice := spec.Pricing
+	if e := spec.Escalation; e != nil && e.StrongerPricing != nil {
+		strongerPrice = e.StrongerPricing
+	}
+	rep.CostUSD = spec.Pricing.Cost(rep.PromptTokens-rep.StrongerPromptTokens, rep.CompletionTokens-rep.StrongerCompletionTokens) +
+		strongerPrice.Cost(rep.StrongerPromptTokens, rep.StrongerCompletionTokens) + rep.ArbiterCostUSD
+}
+
+// failedReport is the report of a job that failed before (or without)
+// running, for reason.
+func failedReport(spec schemas.JobSpec, reason string) schemas.JobReport {
+	now := time.Now().UTC()
+	return schemas.JobReport{
+		Header: schemas.NewHeader(schemas.KindJobReport),
+		Tenant: spec.Tenant, JobID: spec.JobID, Task: spec.Task, Params: spec.Params, K: spec.K,
+		State: schemas.StateFailed, Reason: reason, Figures: schemas.Figures{RedFlags: map[string]int64{}},
+		StartedAt: now, FinishedAt: now,
+	}
+}
+
+// publishStatus stores the job's progress in state. A paused job has no
+// owner, so its status names none.
+func (r *jobRun) publishStatus(ctx context.Context, state string) {
+	m := r.m
+	progress := 0.0
+	if p, ok := m.inst.(task.Progresser); ok && m.state != nil {
+		progress = p.Progress(m.state)
+	} else if total := m.inst.TotalSteps(); total > 0 {
+		progress = float64(m.acct.Steps) / float64(total)
+	}
+	st := schemas.JobStatus{
+		Header: schemas.NewHeader(schemas.KindJobStatus),
+		Tenant: r.spec.Tenant, JobID: r.spec.JobID, State: state, Progress: min(max(progress, 0), 1),
+		Steps: m.acct.Steps, TotalSteps: m.inst.TotalSteps(), Samples: m.acct.Samples,
+		Votes: m.acct.Votes, RedFlagged: m.acct.RedFlagged, Errors: m.acct.Errors,
+		Coordinator: r.c.cfg.ID, UpdatedAt: time.Now().UTC(),
+	}
+	if state == schemas.StatePaused {
+		st.Coordinator = ""
+	}
+	if !schemas.Terminal(state) {
+		st.Rung = m.rung
+	}
+	data, err := json.Marshal(&st)
+	if err != nil {
+		return
+	}
+	if _, err := r.topo.Status.Put(ctx, bus.JobKey(r.spec.Tenant, r.spec.JobID), data); err != nil {
+		r.log.Warn("publish status", "err", err)
+	}
+}
+
+// publishReport stores rep, the job's final report.
+func (r *jobRun) publishReport(ctx context.Context, rep schemas.JobReport) error {
+	data, err := schemas.Encode(&rep)
+	if err != nil {
+		return fmt.Errorf("coordinator: report: %w", err)
+	}
+	if _, err := r.topo.Reports.Put(ctx, bus.JobKey(r.spec.Tenant, r.spec.JobID), data); err != nil {
+		return fmt.Errorf("coordinator: store report: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// topUp publishes the samples the step needs now: up to k − lead valid
+// votes beyond the ones still uncounted, within the rung's sample cap. No
+// candidate can win before k − lead more valid votes, so a wave never
+// overshoots the sequential rule, and a red-flagged sample (counted for
+// nobody) is replaced by the next top-up. When the cap is spent and every
+// sample is counted, the step climbs its escalation ladder.
+func (m *machine) topUp(now time.Time) ([]action, error) {
+	uncounted := m.dispatched - m.counters.Next
+	need := m.spec.K - m.counters.Lead - uncounted
+	if room := m.capN - m.dispatched; need > room {
+		need = room
+	}
+	var acts []action
+	for i := 0; i < need; i++ {
+		if i == need/2 && need >= 2 {
+			acts = m.crash(acts, CrashMidWave, m.step)
+		}
+		acts = append(acts, m.publish(now, m.dispatched, 0))
+		m.dispatched++
+	}
+	if m.dispatched >= m.capN && m.counters.Next >= m.dispatched {
+		more, err := m.escalate()
+		return append(acts, more...), err
+	}
+	return acts, nil
+}
+
+// publish is the request for index at attempt: index 0 at the job's first
+// temperature, every other index at the rest temperature; the model seed
+// is a function of the job seed, the step and the index, so a re-sample
+// asks the same question.
+func (m *machine) publish(now time.Time, index, attempt int) action {
+	temp := m.spec.Rest()
+	if index == 0 {
+		temp = m.spec.TemperatureFirst
+	}
+	req := &schemas.SampleRequest{
+		Header:          schemas.NewHeader(schemas.KindSampleRequest),
+		Tenant:          m.spec.Tenant,
+		JobID:           m.spec.JobID,
+		SampleID:        schemas.SampleID(m.spec.Tenant, m.spec.JobID, m.step, m.epoch, index, attempt),
+		Step:            m.step,
+		Epoch:           m.epoch,
+		Index:           index,
+		Attempt:         attempt,
+		Task:            m.spec.Task,
+		Params:          m.params,
+		State:           m.state,
+		Temperature:     temp,
+		Seed:            SampleSeed(m.spec.Seed, m.step, index),
+		MaxOutputTokens: m.spec.MaxOutputTokens,
+		IssuedAt:        now.UTC(),
+	}
+	if m.rung == schemas.RungStrongerModel {
+		req.Model = m.spec.Escalation.StrongerModel
+	}
+	m.published++
+	if attempt > 0 {
+		m.acct.Resampled++
+	}
+	m.pending[index] = &pending{attempt: attempt, sentAt: now}
+	return action{kind: actPublish, req: req}
+}
+
+// timeout is how long a sample may go unanswered before it is published
+// again: the job's sample timeout, doubled for each attempt so far, up to
+// 16 timeouts.
+func (m *machine) timeout(attempt int) time.Duration {
+	return time.Duration(m.spec.SampleTimeoutMS) * time.Millisecond << min(attempt, 4)
+}
+
+// onTick re-publishes samples whose answer is overdue. Each attempt waits
+// twice as long as the one before: an answer that is only slow (a backlog,
+// a rate-limited model retrying) is not paid for again and again, and the
+// fleet is not flooded when it is already behind. A job never gives up on
+// an index (the model may come back); voters log why it does not answer.
+func (m *machine) onTick(now time.Time) []action {
+	if m.halted() {
+		return nil
+	}
+	var acts []action
+	for idx, p := range m.pending {
+		if now.Sub(p.sentAt) < m.timeout(p.attempt) {
+			continue
+		}
+		lvl := slog.LevelDebug
+		if p.attempt >= 2 {
+			lvl = slog.LevelWarn
+		}
+		m.log.Log(context.Background(), lvl, "sample still unanswered; re-publishing (is the model reachable? see the voters' logs)",
+			"step", m.step, "index", idx, "attempt", p.attempt+1)
+		acts = append(acts, m.publish(now, idx, p.attempt+1))
+	}
+	return acts
+}
+
+// reopen starts the open step again under a new epoch, sampling it from
+// scratch: answers of the old epoch are stale from then on.
+func (m *machine) reopen(now time.Time, why string) ([]action, error) {
+	if m.epoch+1 >= (m.token+1)*schemas.EpochsPerLease {
+		return nil, fmt.Errorf("coordinator: step %d: out of epochs under lease %d", m.step, m.token)
+	}
+	m.epoch++
+	m.log.Warn("re-sampling the open step under a new epoch", "step", m.step, "epoch", m.epoch, "why", why)
+	acts := []action{m.open()}
+	m.resetStep()
+	more, err := m.topUp(now)
+	return append(acts, more...), err
+}
+
+// open is the action that opens the step under the current epoch in
+// Redis, noting whether the stronger model samples it.
+func (m *machine) open() action {
+	if m.rung == schemas.RungStrongerModel {
+		m.strongerAt[[2]int64{m.step, m.epoch}] = true
+	}
+	return action{kind: actOpenStep}
+}
+// SampleSeed derives a sample's model seed from the job seed, the step and
+// the index (splitmix64), so a re-sample of an index asks the same
+// question. It stays below 2^31 for servers that read seeds as int32.
+func SampleSeed(jobSeed, step int64, index int) int64 {
+	x := uint64(jobSeed) ^ uint64(step)*0x9E3779B97F4A7C15 ^ uint64(index+1)*0xC2B2AE3D27D4EB4F
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	x ^= x >> 31
+	return int64(x & 0x7FFFFFFF)
+}
