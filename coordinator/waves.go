@@ -127,6 +127,7 @@ func (m *machine) open() action {
 	}
 	return action{kind: actOpenStep}
 }
+
 // SampleSeed derives a sample's model seed from the job seed, the step and
 // the index (splitmix64), so a re-sample of an index asks the same
 // question. It stays below 2^31 for servers that read seeds as int32.
