@@ -72,4 +72,5 @@ func ExampleAll() {
 	// break_glass_audit https://makerfleet.dev/schemas/v1/break_glass_audit.schema.json
 	// break_glass_approval https://makerfleet.dev/schemas/v1/break_glass_approval.schema.json
 	// arbiter_decision https://makerfleet.dev/schemas/v1/arbiter_decision.schema.json
+	// task_record https://makerfleet.dev/schemas/v1/task_record.schema.json
 }

@@ -38,7 +38,31 @@ func Schemas() (map[string][]byte, error) {
 		}
 		out[mt.Kind] = b
 	}
+	ts, err := TaskSpecSchema()
+	if err != nil {
+		return nil, fmt.Errorf("schemas: task_spec schema: %w", err)
+	}
+	out[KindTaskSpec] = ts
 	return out, nil
+}
+
+// KindTaskSpec names the task spec file's schema. A spec is a document
+// people write, not a bus message: it has no header (its version is its
+// own), so it is not among All.
+const KindTaskSpec = "task_spec"
+
+// TaskSpecSchema returns the JSON Schema of a task spec file, byte for
+// byte jsonschema/task_spec.schema.json.
+func TaskSpecSchema() ([]byte, error) {
+	t := reflect.TypeFor[TaskSpec]()
+	r := &jsonschema.Reflector{ExpandedStruct: true, Anonymous: true, LookupComment: lookupDoc}
+	s := r.ReflectFromType(t)
+	s.ID = jsonschema.ID(SchemaID(KindTaskSpec))
+	s.Title = t.Name()
+	if err := shape(s, t, s.Definitions, make(map[reflect.Type]bool)); err != nil {
+		return nil, err
+	}
+	return canonical(s)
 }
 
 func messageSchema(mt MessageType) ([]byte, error) {
@@ -170,6 +194,16 @@ var identifierRules = map[string]func(*jsonschema.Schema){
 // Every number but a seed is already >= 0.
 var fieldRules = map[string]func(*jsonschema.Schema){
 	"JobSpec.params":               func(p *jsonschema.Schema) { p.Type = "object" },
+	"TaskSpec.name":                pattern(taskSpecNameRE.String()),
+	"TaskSpec.version":             pattern(taskSpecVersionRE.String()),
+	"TaskSpec.params":              func(p *jsonschema.Schema) { p.Type = "object" },
+	"TaskSpec.initial":             minLength(1),
+	"TaskSpec.max_steps":           minLength(1),
+	"TaskSpec.done":                minLength(1),
+	"TaskPrompt.user":              minLength(1),
+	"TaskAnswer.schema":            func(p *jsonschema.Schema) { p.Type = "object" },
+	"TaskRedFlag.name":             pattern(redFlagNameRE.String()),
+	"TaskRedFlag.when":             minLength(1),
 	"JobSpec.k":                    between(1, MaxK),
 	"JobSpec.max_samples_per_step": between(1, MaxSamplesLimit),
 	"JobSpec.max_output_tokens":    between(1, maxOutputTokensLimit),

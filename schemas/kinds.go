@@ -29,6 +29,7 @@ func All() []MessageType {
 		{KindBreakGlassAudit, func() Message { return new(BreakGlassAudit) }},
 		{KindBreakGlassApproval, func() Message { return new(BreakGlassApproval) }},
 		{KindArbiterDecision, func() Message { return new(ArbiterDecision) }},
+		{KindTaskRecord, func() Message { return new(TaskRecord) }},
 	}
 }
 
@@ -50,4 +51,5 @@ var (
 	_ Message = (*BreakGlassAudit)(nil)
 	_ Message = (*BreakGlassApproval)(nil)
 	_ Message = (*ArbiterDecision)(nil)
+	_ Message = (*TaskRecord)(nil)
 )

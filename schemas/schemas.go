@@ -43,6 +43,7 @@ const (
 	KindJournalEntry  = "journal_entry"
 	KindCheckpoint    = "checkpoint"
 	KindDeadLetter    = "dead_letter"
+	KindTaskRecord    = "task_record"
 )
 
 // DefaultTenant is the tenant of a job that names none.

@@ -95,7 +95,26 @@ var (
 	ErrMalformed     = errors.New("task: malformed answer")
 	ErrInvalidState  = errors.New("task: invalid state")
 	ErrWrongStep     = errors.New("task: wrong step")
+	// ErrEval: the task's own logic failed for a state (a spec's
+	// expression or template): not the model's fault, and not one that
+	// trying again fixes.
+	ErrEval = errors.New("task: evaluation failed")
 )
+
+// RedFlag is a Parse error that names its own reason (a spec's red flag,
+// "illegal_move" say) instead of the generic "parse". It matches
+// ErrMalformed.
+type RedFlag struct {
+	// Reason is the red flag's name, as reports count it.
+	Reason string
+	// Detail says what was wrong.
+	Detail string
+}
+
+func (r *RedFlag) Error() string { return "task: red flag " + r.Reason + ": " + r.Detail }
+
+// Is makes errors.Is(err, ErrMalformed) hold.
+func (r *RedFlag) Is(target error) bool { return target == ErrMalformed }
 
 // Registry maps task names to tasks. The zero value is empty; it is safe
 // for concurrent reads once built.

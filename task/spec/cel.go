@@ -1,0 +1,293 @@
+package spec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/cost"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+	"cel.dev/cel-go/ext"
+
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// Limits of an expression.
+const (
+	// CostLimit bounds the work of one evaluation, in CEL's cost units
+	// (about one per operation, plus one per element a list or string
+	// function touches). An expression whose cheapest possible run costs
+	// more is refused when the spec is compiled; one that goes over it
+	// while running fails with a clear error.
+	CostLimit = 10_000_000
+	// EvalTimeout bounds one evaluation's wall time, however cheap CEL
+	// thinks it is.
+	EvalTimeout = time.Second
+	// maxExprBytes bounds an expression's text.
+	maxExprBytes = 16 << 10
+)
+
+// vars are the expression variables; which ones an expression may use
+// depends on where it stands in the spec.
+const (
+	varParams = "params"
+	varState  = "state"
+	varAnswer = "answer"
+)
+
+// newEnv is the environment every expression of a spec compiles in: the
+// standard functions plus the string, list, set, math and encoder
+// extensions, and the three variables, dynamically typed (their shape is
+// the task's own). Nothing in it does I/O.
+func newEnv() (*cel.Env, error) {
+	return cel.NewEnv(
+		cel.Variable(varParams, cel.DynType),
+		cel.Variable(varState, cel.DynType),
+		cel.Variable(varAnswer, cel.DynType),
+		ext.Strings(),
+		ext.Lists(ext.ListsVersion(3)),
+		ext.Sets(),
+		ext.Math(),
+		ext.Encoders(),
+		ext.Bindings(),
+		cel.OptionalTypes(),
+		cel.CrossTypeNumericComparisons(true),
+	)
+}
+
+// expr is a compiled expression, ready to evaluate.
+type expr struct {
+	src  string
+	prog cel.Program
+	// want is the kind of value it must give: "" for any, or bool, int,
+	// number, list, object.
+	want string
+}
+
+// compileExpr compiles src for the given variables and result kind,
+// reporting problems at path.
+func compileExpr(env *cel.Env, d *doc, path, src string, allowed []string, want string) (*expr, Errors) {
+	if len(src) > maxExprBytes {
+		return nil, Errors{d.problem(path, fmt.Sprintf("expression longer than %d bytes", maxExprBytes))}
+	}
+	ast, iss := env.Compile(src)
+	if iss != nil && iss.Err() != nil {
+		var probs Errors
+		for _, e := range iss.Errors() {
+			p := d.problem(path, "CEL: "+e.Message)
+			// The expression's own line and column, within the field: on
+			// the field's line for a one-line value.
+			if loc := e.Location; loc != nil && loc.Line() > 0 {
+				p.Msg = fmt.Sprintf("CEL (expression line %d, column %d): %s", loc.Line(), loc.Column()+1, e.Message)
+			}
+			probs = append(probs, p)
+		}
+		return nil, probs
+	}
+	var probs Errors
+	for _, ref := range references(ast) {
+		if ref != varParams && ref != varState && ref != varAnswer {
+			continue // a comprehension's or cel.bind's own variable
+		}
+		ok := false
+		for _, a := range allowed {
+			ok = ok || ref == a
+		}
+		if !ok {
+			probs = append(probs, d.problem(path, fmt.Sprintf("%q is not available here (this expression sees %v)", ref, allowed)))
+		}
+	}
+	if t := ast.OutputType(); want != "" && !fits(t, want) {
+		probs = append(probs, d.problem(path, fmt.Sprintf("gives %s, want %s", t, want)))
+	}
+	if est, err := env.EstimateCost(ast, sizeEstimator{}); err == nil && est.Min > CostLimit {
+		probs = append(probs, d.problem(path, fmt.Sprintf("cost limit exceeded: even its cheapest run costs %d, over the limit %d", est.Min, CostLimit)))
+	}
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	prog, err := env.Program(ast, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100),
+		cel.EvalOptions(cel.OptOptimize))
+	if err != nil {
+		return nil, Errors{d.problem(path, "CEL: "+err.Error())}
+	}
+	return &expr{src: src, prog: prog, want: want}, nil
+}
+
+// references lists the variables an expression reads.
+func references(ast *cel.Ast) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, id := range ast.NativeRep().ReferenceMap() {
+		if id.Value == nil && id.Name != "" && !seen[id.Name] {
+			seen[id.Name] = true
+			out = append(out, id.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// fits reports whether the checked output type t can be a want value.
+func fits(t *cel.Type, want string) bool {
+	if t == cel.DynType || t.Kind() == types.DynKind || t.Kind() == types.AnyKind {
+		return true
+	}
+	switch want {
+	case "bool":
+		return t == cel.BoolType
+	case "int":
+		return t == cel.IntType || t == cel.UintType
+	case "number":
+		return t == cel.IntType || t == cel.UintType || t == cel.DoubleType
+	case "list":
+		return t.Kind() == types.ListKind
+	case "object":
+		return t.Kind() == types.MapKind
+	}
+	return true
+}
+
+// sizeEstimator bounds the variables for the cost estimate: a task's
+// params, state and answer are at most a message's size.
+type sizeEstimator struct{}
+
+func (sizeEstimator) EstimateSize(cost.AstNode) *cost.SizeEstimate { return nil }
+
+func (sizeEstimator) EstimateCallCost(string, string, *cost.AstNode, []cost.AstNode) *cost.CallEstimate {
+	return nil
+}
+
+// eval runs e on the variables and returns its value as plain Go values
+// (map[string]any, []any, int64, float64, string, bool, nil). Errors wrap
+// task.ErrEval and say which expression failed.
+func (e *expr) eval(name string, vars map[string]any) (any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), EvalTimeout)
+	defer cancel()
+	val, _, err := e.prog.ContextEval(ctx, vars)
+	if err != nil {
+		msg := err.Error()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			msg = fmt.Sprintf("took longer than %s", EvalTimeout)
+		}
+		return nil, fmt.Errorf("%w: %s (%s): %s", task.ErrEval, name, e.src, msg)
+	}
+	v, err := native(val, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s (%s): %v", task.ErrEval, name, e.src, err)
+	}
+	if !kindOf(v, e.want) {
+		return nil, fmt.Errorf("%w: %s (%s) gave %s, want %s", task.ErrEval, name, e.src, describeValue(v), e.want)
+	}
+	return v, nil
+}
+
+func kindOf(v any, want string) bool {
+	switch want {
+	case "bool":
+		_, ok := v.(bool)
+		return ok
+	case "int":
+		_, ok := v.(int64)
+		return ok
+	case "number":
+		switch v.(type) {
+		case int64, float64:
+			return true
+		}
+		return false
+	case "list":
+		_, ok := v.([]any)
+		return ok
+	case "object":
+		_, ok := v.(map[string]any)
+		return ok
+	}
+	return true
+}
+
+func describeValue(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a bool"
+	case int64:
+		return "an int"
+	case float64:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// native turns a CEL value into plain Go values that encode as JSON.
+func native(v ref.Val, depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("value nested more than %d deep", maxDepth)
+	}
+	switch x := v.(type) {
+	case types.Bool:
+		return bool(x), nil
+	case types.Int:
+		return int64(x), nil
+	case types.Uint:
+		if uint64(x) > math.MaxInt64 {
+			return nil, fmt.Errorf("uint %d does not fit an int", uint64(x))
+		}
+		return int64(x), nil
+	case types.Double:
+		f := float64(x)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("%v is not a JSON number", f)
+		}
+		return f, nil
+	case types.String:
+		return string(x), nil
+	case types.Null:
+		return nil, nil
+	case *types.Err:
+		return nil, x
+	}
+	if l, ok := v.(traits.Lister); ok {
+		n := int(l.Size().(types.Int))
+		out := make([]any, n)
+		for i := range n {
+			e, err := native(l.Get(types.Int(i)), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = e
+		}
+		return out, nil
+	}
+	if m, ok := v.(traits.Mapper); ok {
+		out := map[string]any{}
+		it := m.Iterator()
+		for it.HasNext() == types.True {
+			k := it.Next()
+			ks, ok := k.(types.String)
+			if !ok {
+				return nil, fmt.Errorf("an object key must be a string, got %s", k.Type().TypeName())
+			}
+			e, err := native(m.Get(k), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[string(ks)] = e
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("a %s value has no JSON form", v.Type().TypeName())
+}

@@ -1,0 +1,265 @@
+package spec
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// Task is a compiled spec: a task.Task whose instances run the spec's
+// expressions and templates.
+type Task struct {
+	spec   schemas.TaskSpec
+	source []byte
+	hash   string
+
+	params   *jsonschema.Schema
+	initial  *expr
+	maxSteps *expr
+	system   *tmpl
+	user     *tmpl
+	reader   reader
+	answer   *jsonschema.Schema
+	render   *tmpl
+	vote     []string
+	next     *expr
+	done     *expr
+	redFlags []redFlag
+	ref      *expr
+	wrong    *expr
+	progress *expr
+}
+
+var _ task.Task = (*Task)(nil)
+
+// Name implements task.Task.
+func (t *Task) Name() string { return t.spec.Name }
+
+// Version is the spec's version.
+func (t *Task) Version() string { return t.spec.Version }
+
+// Hash is the spec's content hash, "sha256:<hex>" of its source.
+func (t *Task) Hash() string { return t.hash }
+
+// Spec returns the spec as written.
+func (t *Task) Spec() schemas.TaskSpec { return t.spec }
+
+// Source returns the spec file as compiled.
+func (t *Task) Source() []byte { return bytes.Clone(t.source) }
+
+// HasReference reports whether the spec says the right answer for a state.
+func (t *Task) HasReference() bool { return t.ref != nil }
+
+// Hash returns the content hash of a spec source: "sha256:" and the hex
+// digest.
+func Hash(src []byte) string {
+	sum := sha256.Sum256(src)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Compile reads a spec (YAML or JSON) and checks it completely. An
+// invalid spec yields Errors (wrapping ErrInvalid) listing every problem
+// with its path and position.
+func Compile(src []byte) (*Task, error) {
+	d, err := load(src)
+	if err != nil {
+		return nil, err
+	}
+	var probs Errors
+	add := func(ps Errors) { probs = append(probs, ps...) }
+	add(checkShape(d))
+	if len(probs) > 0 {
+		sortProblems(probs)
+		return nil, probs
+	}
+	raw, _ := json.Marshal(d.value)
+	var sp schemas.TaskSpec
+	if err := json.Unmarshal(raw, &sp); err != nil {
+		return nil, Errors{{Msg: err.Error()}}
+	}
+	t := &Task{spec: sp, source: bytes.Clone(src), hash: Hash(src)}
+	env, err := newEnv()
+	if err != nil {
+		return nil, fmt.Errorf("spec: CEL environment: %w", err)
+	}
+	p := []string{varParams}
+	ps := []string{varParams, varState}
+	psa := []string{varParams, varState, varAnswer}
+	compile := func(dst **expr, path, src string, allowed []string, want string) {
+		if src == "" {
+			return
+		}
+		e, errs := compileExpr(env, d, path, src, allowed, want)
+		add(errs)
+		*dst = e
+	}
+	var errs Errors
+	t.params, errs = compileSchema(d, "params", sp.Params, true)
+	add(errs)
+	compile(&t.initial, "initial", sp.Initial, p, "")
+	compile(&t.maxSteps, "max_steps", sp.MaxSteps, p, "int")
+	compile(&t.done, "done", sp.Done, ps, "bool")
+	compile(&t.ref, "reference", sp.Reference, ps, "object")
+	compile(&t.wrong, "wrong", sp.Wrong, ps, "list")
+	compile(&t.progress, "progress", sp.Progress, ps, "number")
+	if sp.Prompt.System != "" {
+		t.system, errs = compileTemplate(d, "prompt.system", sp.Prompt.System)
+		add(errs)
+	}
+	t.user, errs = compileTemplate(d, "prompt.user", sp.Prompt.User)
+	add(errs)
+	add(t.compileAnswer(d))
+	switch n := sp.Next; {
+	case n.Field != "" && n.Expr != "":
+		add(Errors{d.problem("next", "give field or expr, not both")})
+	case n.Field != "":
+		if !t.answerHas(n.Field) {
+			add(Errors{d.problem("next.field", fmt.Sprintf("%q is not a field of the answer", n.Field))})
+		}
+		if len(sp.Vote) > 0 && !slices.Contains(sp.Vote, n.Field) {
+			add(Errors{d.problem("next.field", fmt.Sprintf("%q is not a vote field: the next state must be part of what was voted on", n.Field))})
+		}
+	case n.Expr != "":
+		compile(&t.next, "next.expr", n.Expr, psa, "")
+	default:
+		add(Errors{d.problem("next", "give field (the answer field that is the next state) or expr")})
+	}
+	for i, f := range sp.Vote {
+		if !t.answerHas(f) {
+			add(Errors{d.problem(fmt.Sprintf("vote[%d]", i), fmt.Sprintf("%q is not a field of the answer", f))})
+		}
+		if slices.Index(sp.Vote, f) != i {
+			add(Errors{d.problem(fmt.Sprintf("vote[%d]", i), fmt.Sprintf("%q listed twice", f))})
+		}
+	}
+	t.vote = slices.Clone(sp.Vote)
+	slices.Sort(t.vote)
+	seen := map[string]bool{}
+	for i, rf := range sp.RedFlags {
+		path := fmt.Sprintf("red_flags[%d]", i)
+		if seen[rf.Name] {
+			add(Errors{d.problem(path+".name", fmt.Sprintf("red flag %q given twice", rf.Name))})
+		}
+		seen[rf.Name] = true
+		var e *expr
+		compile(&e, path+".when", rf.When, psa, "bool")
+		t.redFlags = append(t.redFlags, redFlag{name: rf.Name, when: e})
+	}
+	if len(probs) > 0 {
+		sortProblems(probs)
+		return nil, probs
+	}
+	return t, nil
+}
+
+// compileAnswer checks the answer section: its format, pattern and group
+// types, schema and render template.
+func (t *Task) compileAnswer(d *doc) Errors {
+	var probs Errors
+	a := t.spec.Answer
+	t.reader.format = a.Format
+	switch a.Format {
+	case schemas.AnswerJSON:
+		if a.Regex != "" || len(a.Groups) > 0 {
+			probs = append(probs, d.problem("answer", "regex and groups belong to format regex"))
+		}
+	case schemas.AnswerRegex:
+		re, err := regexp.Compile(a.Regex)
+		switch {
+		case a.Regex == "":
+			probs = append(probs, d.problem("answer.regex", "format regex needs a regex with a named group per answer field"))
+		case err != nil:
+			probs = append(probs, d.problem("answer.regex", "not a valid regular expression: "+strings.TrimPrefix(err.Error(), "error parsing regexp: ")))
+		default:
+			t.reader.re = re
+			names := map[string]bool{}
+			for _, n := range re.SubexpNames() {
+				if n != "" {
+					names[n] = true
+				}
+			}
+			if len(names) == 0 {
+				probs = append(probs, d.problem("answer.regex", "the pattern has no named group (?P<field>...)"))
+			}
+			for g, typ := range a.Groups {
+				if !names[g] {
+					probs = append(probs, d.problem("answer.groups."+g, fmt.Sprintf("the pattern has no group %q", g)))
+				}
+				if !groupTypes[typ] {
+					probs = append(probs, d.problem("answer.groups."+g, fmt.Sprintf("unknown type %q (want string, int, number, bool or json)", typ)))
+				}
+			}
+			t.reader.groups = a.Groups
+		}
+		if a.Render == "" {
+			probs = append(probs, d.problem("answer.render", "format regex needs a render template (how an answer is written as a reply)"))
+		}
+	}
+	var errs Errors
+	t.answer, errs = compileSchema(d, "answer.schema", a.Schema, false)
+	probs = append(probs, errs...)
+	if a.Render != "" {
+		t.render, errs = compileTemplate(d, "answer.render", a.Render)
+		probs = append(probs, errs...)
+	}
+	return probs
+}
+
+// answerHas reports whether the answer can have field f: a property of
+// the answer schema, or a named group of the pattern.
+func (t *Task) answerHas(f string) bool {
+	if re := t.reader.re; re != nil {
+		return slices.Contains(re.SubexpNames(), f)
+	}
+	var sch struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	_ = json.Unmarshal(t.spec.Answer.Schema, &sch)
+	_, ok := sch.Properties[f]
+	return ok
+}
+
+// compileSchema compiles the JSON Schema at path (nil: any object, when
+// optional).
+func compileSchema(d *doc, path string, raw json.RawMessage, optional bool) (*jsonschema.Schema, Errors) {
+	if len(raw) == 0 || string(raw) == "null" {
+		if !optional {
+			return nil, Errors{d.problem(path, "a JSON Schema is required")}
+		}
+		raw = json.RawMessage(`{"type":"object"}`)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, Errors{d.problem(path, "not JSON: "+err.Error())}
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	// No loader: a schema may not fetch anything ($ref to a URL fails).
+	c.UseLoader(noLoader{})
+	url := "mem://spec/" + path
+	if err := c.AddResource(url, v); err != nil {
+		return nil, Errors{d.problem(path, "not a JSON Schema: "+err.Error())}
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		return nil, Errors{d.problem(path, "not a JSON Schema: "+err.Error())}
+	}
+	return sch, nil
+}
+
+// noLoader refuses every external schema.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("loading %s: a task spec's schemas may not refer to other documents", url)
+}

@@ -1,0 +1,436 @@
+package spec
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// MaxSteps bounds what a spec's max_steps may say: 2^40 steps.
+const MaxSteps = 1 << 40
+
+// Instance is a spec task bound to a job's params.
+type Instance struct {
+	t         *Task
+	params    any
+	paramsRaw json.RawMessage
+	total     int64
+	initial   task.State
+
+	// states decodes recently seen states once: every sample of a step
+	// reads the same one.
+	mu     sync.Mutex
+	states map[string]any
+	order  []string
+}
+
+var (
+	_ task.Instance   = (*Instance)(nil)
+	_ task.Verifier   = (*Instance)(nil)
+	_ task.Progresser = (*Instance)(nil)
+)
+
+// Bind implements task.Task: params must satisfy the spec's params schema;
+// the initial state and max steps are computed from them once.
+func (t *Task) Bind(raw json.RawMessage) (task.Instance, error) {
+	return t.bind(raw)
+}
+
+func (t *Task) bind(raw json.RawMessage) (*Instance, error) {
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	v, err := decodeJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s params are not one JSON value: %v", task.ErrInvalidParams, t.spec.Name, err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, fmt.Errorf("%w: %s params must be a JSON object", task.ErrInvalidParams, t.spec.Name)
+	}
+	if err := t.params.Validate(jsonValue(v)); err != nil {
+		return nil, fmt.Errorf("%w: %s params: %s", task.ErrInvalidParams, t.spec.Name, schemaMessage(err))
+	}
+	in := &Instance{t: t, params: v, states: map[string]any{}}
+	if in.paramsRaw, err = canonical(v); err != nil {
+		return nil, fmt.Errorf("%w: %v", task.ErrInvalidParams, err)
+	}
+	vars := map[string]any{varParams: v}
+	st, err := t.initial.eval("initial", vars)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", task.ErrInvalidParams, err)
+	}
+	if in.initial, err = canonical(st); err != nil {
+		return nil, fmt.Errorf("%w: initial: %v", task.ErrInvalidParams, err)
+	}
+	n, err := t.maxSteps.eval("max_steps", vars)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", task.ErrInvalidParams, err)
+	}
+	if in.total = n.(int64); in.total < 1 || in.total > MaxSteps {
+		return nil, fmt.Errorf("%w: max_steps is %d for these params, want 1 to %d", task.ErrInvalidParams, in.total, int64(MaxSteps))
+	}
+	return in, nil
+}
+
+// Task returns the compiled spec the instance is bound from.
+func (in *Instance) Task() *Task { return in.t }
+
+// Params implements task.Instance.
+func (in *Instance) Params() json.RawMessage { return in.paramsRaw }
+
+// Initial implements task.Instance.
+func (in *Instance) Initial() task.State { return in.initial }
+
+// TotalSteps implements task.Instance.
+func (in *Instance) TotalSteps() int64 { return in.total }
+
+// state decodes s (cached).
+func (in *Instance) state(s task.State) (any, error) {
+	key := string(s)
+	in.mu.Lock()
+	v, ok := in.states[key]
+	in.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	v, err := decodeJSON(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", task.ErrInvalidState, err)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if len(in.order) >= 64 {
+		delete(in.states, in.order[0])
+		in.order = in.order[1:]
+	}
+	in.states[key] = v
+	in.order = append(in.order, key)
+	return v, nil
+}
+
+// Prompt implements task.Instance.
+func (in *Instance) Prompt(s task.State) ([]task.Message, error) {
+	st, err := in.state(s)
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]any{varState: st, varParams: in.params}
+	var msgs []task.Message
+	if in.t.system != nil {
+		sys, err := in.t.system.render(data)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, task.Message{Role: "system", Content: sys})
+	}
+	user, err := in.t.user.render(data)
+	if err != nil {
+		return nil, err
+	}
+	return append(msgs, task.Message{Role: "user", Content: user}), nil
+}
+
+// Parse implements task.Instance: the answer is read strictly (format,
+// then the answer schema, then the red flags); anything else is a red
+// flag, never repaired.
+func (in *Instance) Parse(s task.State, reply string) (task.Vote, error) {
+	obj, err := in.t.reader.read(reply)
+	if err != nil {
+		return task.Vote{}, err
+	}
+	if err := checkAnswer(in.t.answer, obj); err != nil {
+		return task.Vote{}, err
+	}
+	if len(in.t.redFlags) > 0 {
+		st, err := in.state(s)
+		if err != nil {
+			return task.Vote{}, err
+		}
+		vars := map[string]any{varParams: in.params, varState: st, varAnswer: obj}
+		for _, rf := range in.t.redFlags {
+			hit, err := rf.when.eval("red flag "+rf.name, vars)
+			if err != nil {
+				// An answer this expression cannot judge is not a vote.
+				return task.Vote{}, &task.RedFlag{Reason: "eval", Detail: err.Error()}
+			}
+			if hit.(bool) {
+				return task.Vote{}, &task.RedFlag{Reason: rf.name, Detail: rf.when.src}
+			}
+		}
+	}
+	key, err := in.t.voteKey(obj)
+	if err != nil {
+		return task.Vote{}, err
+	}
+	return task.Vote{Key: key}, nil
+}
+
+// Next implements task.Instance: the next state is the winner's own
+// answer field, or the next expression over the winner's vote fields. A
+// key that is not the canonical form Parse writes is malformed.
+func (in *Instance) Next(s task.State, v task.Vote) (task.State, error) {
+	obj, err := in.voteObject(v.Key)
+	if err != nil {
+		return nil, err
+	}
+	var next any
+	if f := in.t.spec.Next.Field; f != "" {
+		var ok bool
+		if next, ok = obj[f]; !ok {
+			return nil, fmt.Errorf("%w: the vote has no %q", task.ErrMalformed, f)
+		}
+	} else {
+		st, err := in.state(s)
+		if err != nil {
+			return nil, err
+		}
+		if next, err = in.t.next.eval("next", map[string]any{varParams: in.params, varState: st, varAnswer: obj}); err != nil {
+			return nil, err
+		}
+	}
+	out, err := canonical(next)
+	if err != nil {
+		return nil, fmt.Errorf("%w: next state: %v", task.ErrEval, err)
+	}
+	return out, nil
+}
+
+// voteObject reads a vote key back: a JSON object of exactly the vote
+// fields, in canonical form.
+func (in *Instance) voteObject(key string) (map[string]any, error) {
+	v, err := decodeJSON([]byte(key))
+	if err != nil {
+		return nil, fmt.Errorf("%w: vote key: %v", task.ErrMalformed, err)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: vote key is not an object", task.ErrMalformed)
+	}
+	if vote := in.t.vote; len(vote) > 0 {
+		if len(obj) != len(vote) {
+			return nil, fmt.Errorf("%w: vote key has %d fields, want %v", task.ErrMalformed, len(obj), vote)
+		}
+		for _, f := range vote {
+			if _, ok := obj[f]; !ok {
+				return nil, fmt.Errorf("%w: vote key has no %q", task.ErrMalformed, f)
+			}
+		}
+	} else if err := checkAnswer(in.t.answer, obj); err != nil {
+		return nil, err
+	}
+	if c, err := canonical(obj); err != nil || string(c) != key {
+		return nil, fmt.Errorf("%w: vote key is not canonical (want %s)", task.ErrMalformed, c)
+	}
+	return obj, nil
+}
+
+// Done implements task.Instance. A state the done expression cannot judge
+// is not the goal.
+func (in *Instance) Done(s task.State) bool {
+	ok, err := in.DoneErr(s)
+	return err == nil && ok
+}
+
+// DoneErr is Done with the expression's error.
+func (in *Instance) DoneErr(s task.State) (bool, error) {
+	st, err := in.state(s)
+	if err != nil {
+		return false, err
+	}
+	v, err := in.t.done.eval("done", map[string]any{varParams: in.params, varState: st})
+	if err != nil {
+		return false, err
+	}
+	return v.(bool), nil
+}
+
+// Reference returns the right answer from s (its vote key and the whole
+// answer), when the spec has a reference expression.
+func (in *Instance) Reference(s task.State) (key string, answer map[string]any, err error) {
+	if in.t.ref == nil {
+		return "", nil, errors.New("spec: the task has no reference answer")
+	}
+	st, err := in.state(s)
+	if err != nil {
+		return "", nil, err
+	}
+	v, err := in.t.ref.eval("reference", map[string]any{varParams: in.params, varState: st})
+	if err != nil {
+		return "", nil, err
+	}
+	answer = v.(map[string]any)
+	if key, err = in.t.voteKey(answer); err != nil {
+		return "", nil, fmt.Errorf("%w: reference: %v", task.ErrEval, err)
+	}
+	return key, answer, nil
+}
+
+// Verify implements task.Verifier: the decided vote must be the reference
+// answer's. Without a reference nothing is wrong.
+func (in *Instance) Verify(s task.State, v task.Vote) error {
+	if in.t.ref == nil {
+		return nil
+	}
+	want, _, err := in.Reference(s)
+	if err != nil {
+		return err
+	}
+	if v.Key != want {
+		return fmt.Errorf("%w: decided %s, the reference says %s", task.ErrWrongStep, v.Key, want)
+	}
+	return nil
+}
+
+// Progress implements task.Progresser: the progress expression, else 0
+// (the fleet then shows steps over max steps).
+func (in *Instance) Progress(s task.State) float64 {
+	if in.t.progress == nil {
+		return 0
+	}
+	st, err := in.state(s)
+	if err != nil {
+		return 0
+	}
+	v, err := in.t.progress.eval("progress", map[string]any{varParams: in.params, varState: st})
+	if err != nil {
+		return 0
+	}
+	f := toFloat(v)
+	if math.IsNaN(f) {
+		return 0
+	}
+	return min(max(f, 0), 1)
+}
+
+// HasProgress reports whether the spec measures progress itself.
+func (in *Instance) HasProgress() bool { return in.t.progress != nil }
+
+func toFloat(v any) float64 {
+	switch x := v.(type) {
+	case int64:
+		return float64(x)
+	case float64:
+		return x
+	}
+	return math.NaN()
+}
+
+// Wrong returns wrong but well-formed answers from s: the spec's wrong
+// expression, else alterations of the reference answer's fields, never the
+// reference's own vote.
+func (in *Instance) Wrong(s task.State) ([]map[string]any, error) {
+	right, ref, err := in.Reference(s)
+	if err != nil {
+		return nil, err
+	}
+	var out []map[string]any
+	if in.t.wrong != nil {
+		st, err := in.state(s)
+		if err != nil {
+			return nil, err
+		}
+		v, err := in.t.wrong.eval("wrong", map[string]any{varParams: in.params, varState: st})
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range v.([]any) {
+			if obj, ok := e.(map[string]any); ok {
+				out = append(out, obj)
+			}
+		}
+	} else {
+		out = alter(ref, in.t.vote)
+	}
+	// Keep the ones that are another candidate than the right one.
+	return slices.DeleteFunc(out, func(a map[string]any) bool {
+		k, err := in.t.voteKey(a)
+		return err != nil || k == right
+	}), nil
+}
+
+// alter makes wrong answers from a right one: each vote field's numbers
+// moved by one up and down, strings with a letter added, bools flipped.
+func alter(ref map[string]any, vote []string) []map[string]any {
+	fields := vote
+	if len(fields) == 0 {
+		for k := range ref {
+			fields = append(fields, k)
+		}
+		slices.Sort(fields)
+	}
+	var out []map[string]any
+	for _, f := range fields {
+		for _, d := range []int64{1, -1, 2} {
+			v, ok := shift(ref[f], d)
+			if !ok {
+				continue
+			}
+			a := make(map[string]any, len(ref))
+			for k, x := range ref {
+				a[k] = x
+			}
+			a[f] = v
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// shift moves every number in v by d (the first one only for lists and
+// objects, which keeps them close to the right answer).
+func shift(v any, d int64) (any, bool) {
+	switch x := v.(type) {
+	case int64:
+		return x + d, true
+	case float64:
+		return x + float64(d), true
+	case string:
+		return x + string(rune('a'+d+1)), true
+	case bool:
+		return !x, d == 1
+	case []any:
+		for i, e := range x {
+			if s, ok := shift(e, d); ok {
+				c := slices.Clone(x)
+				c[i] = s
+				return c, true
+			}
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if s, ok := shift(x[k], d); ok {
+				c := make(map[string]any, len(x))
+				for kk, vv := range x {
+					c[kk] = vv
+				}
+				c[k] = s
+				return c, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// Render writes answer as a reply, as the model would: the answer's render
+// template, else its JSON.
+func (in *Instance) Render(s task.State, answer map[string]any) (string, error) {
+	if in.t.render == nil {
+		b, err := canonical(answer)
+		return string(b), err
+	}
+	st, err := in.state(s)
+	if err != nil {
+		return "", err
+	}
+	return in.t.render.render(map[string]any{varParams: in.params, varState: st, varAnswer: answer})
+}

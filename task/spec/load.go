@@ -1,0 +1,292 @@
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v4"
+
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// ErrInvalid marks a spec that does not compile; the error is an Errors
+// listing every problem.
+var ErrInvalid = errors.New("spec: invalid task spec")
+
+// Problem is one thing wrong with a spec: where (a path like
+// "answer.schema" or "red_flags[1].when", and the line and column in the
+// file when known) and what.
+type Problem struct {
+	Path   string `json:"path"`
+	Line   int    `json:"line,omitempty"`
+	Column int    `json:"column,omitempty"`
+	Msg    string `json:"message"`
+}
+
+func (p Problem) String() string {
+	at := p.Path
+	if at == "" {
+		at = "(spec)"
+	}
+	if p.Line > 0 {
+		at = fmt.Sprintf("%s (line %d, column %d)", at, p.Line, p.Column)
+	}
+	return at + ": " + p.Msg
+}
+
+// Errors are every problem found in a spec, in file order.
+type Errors []Problem
+
+func (e Errors) Error() string {
+	lines := make([]string, len(e))
+	for i, p := range e {
+		lines[i] = p.String()
+	}
+	return fmt.Sprintf("%s: %d problem(s):\n  %s", ErrInvalid.Error(), len(e), strings.Join(lines, "\n  "))
+}
+
+// Unwrap makes errors.Is(err, ErrInvalid) hold.
+func (e Errors) Unwrap() error { return ErrInvalid }
+
+// doc is a spec file read into plain JSON values, with the position of
+// every value by its path.
+type doc struct {
+	value any
+	pos   map[string][2]int // path → line, column
+}
+
+// problem records msg at path, with the position the file has for it (or
+// for the nearest parent that has one).
+func (d *doc) problem(path, msg string) Problem {
+	p := Problem{Path: path, Msg: msg}
+	for q := path; ; {
+		if lc, ok := d.pos[q]; ok {
+			p.Line, p.Column = lc[0], lc[1]
+			break
+		}
+		i := strings.LastIndexAny(q, ".[")
+		if i < 0 {
+			if lc, ok := d.pos[""]; ok && q != "" {
+				p.Line, p.Column = lc[0], lc[1]
+			}
+			break
+		}
+		q = q[:i]
+	}
+	return p
+}
+
+// load reads YAML or JSON (JSON is YAML) into plain values: objects with
+// string keys, lists, strings, bools, null, int64 for integers and float64
+// for other numbers.
+func load(src []byte) (*doc, error) {
+	if len(src) > schemas.MaxTaskSpecBytes {
+		return nil, Errors{{Msg: fmt.Sprintf("the spec is %d bytes, over the %d-byte limit", len(src), schemas.MaxTaskSpecBytes)}}
+	}
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	if err := dec.Decode(&root); err != nil {
+		return nil, Errors{yamlProblem(err)}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, Errors{{Line: extra.Line, Column: extra.Column, Msg: "more than one document in the file"}}
+	}
+	d := &doc{pos: map[string][2]int{}}
+	var probs Errors
+	n := &root
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	d.value = d.node(n, "", 0, &probs)
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	return d, nil
+}
+
+// yamlProblem turns a YAML syntax error into a problem, with its line when
+// the message has one.
+func yamlProblem(err error) Problem {
+	msg := err.Error()
+	p := Problem{Msg: "not valid YAML or JSON: " + strings.TrimPrefix(msg, "yaml: ")}
+	if i := strings.Index(msg, "line "); i >= 0 {
+		rest := msg[i+5:]
+		j := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+		if j < 0 {
+			j = len(rest)
+		}
+		p.Line, _ = strconv.Atoi(rest[:j])
+	}
+	return p
+}
+
+// maxDepth bounds nesting, so a hostile file cannot make the reader
+// recurse without end.
+const maxDepth = 64
+
+func (d *doc) node(n *yaml.Node, path string, depth int, probs *Errors) any {
+	d.pos[path] = [2]int{n.Line, n.Column}
+	if depth > maxDepth {
+		*probs = append(*probs, d.problem(path, fmt.Sprintf("nested more than %d deep", maxDepth)))
+		return nil
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		*probs = append(*probs, d.problem(path, "aliases (*name) are not allowed in a task spec"))
+		return nil
+	case yaml.MappingNode:
+		obj := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" && k.ShortTag() != "!!int" && k.ShortTag() != "!!bool" {
+				*probs = append(*probs, Problem{Path: path, Line: k.Line, Column: k.Column, Msg: "keys must be strings"})
+				continue
+			}
+			if k.Value == "<<" {
+				*probs = append(*probs, Problem{Path: path, Line: k.Line, Column: k.Column, Msg: "merge keys (<<) are not allowed in a task spec"})
+				continue
+			}
+			if _, dup := obj[k.Value]; dup {
+				*probs = append(*probs, Problem{Path: join(path, k.Value), Line: k.Line, Column: k.Column, Msg: "key given twice"})
+				continue
+			}
+			obj[k.Value] = d.node(v, join(path, k.Value), depth+1, probs)
+		}
+		return obj
+	case yaml.SequenceNode:
+		list := make([]any, len(n.Content))
+		for i, c := range n.Content {
+			list[i] = d.node(c, fmt.Sprintf("%s[%d]", path, i), depth+1, probs)
+		}
+		return list
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return nil
+		case "!!bool":
+			var b bool
+			if err := n.Decode(&b); err != nil {
+				*probs = append(*probs, d.problem(path, err.Error()))
+			}
+			return b
+		case "!!int":
+			i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+			if err != nil {
+				*probs = append(*probs, d.problem(path, "integer out of range: "+n.Value))
+			}
+			return i
+		case "!!float":
+			var f float64
+			if err := n.Decode(&f); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+				*probs = append(*probs, d.problem(path, "not a finite number: "+n.Value))
+			}
+			return f
+		case "!!str":
+			return n.Value
+		default:
+			*probs = append(*probs, d.problem(path, "unsupported YAML type "+n.ShortTag()))
+			return nil
+		}
+	}
+	*probs = append(*probs, d.problem(path, "unsupported YAML node"))
+	return nil
+}
+
+// join adds key to path: a.b, or a["odd key"] for keys that are not plain.
+func join(path, key string) string {
+	plain := key != ""
+	for _, r := range key {
+		if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			plain = false
+		}
+	}
+	switch {
+	case !plain:
+		return path + "[" + strconv.Quote(key) + "]"
+	case path == "":
+		return key
+	}
+	return path + "." + key
+}
+
+// sortProblems orders problems by position in the file, then path.
+func sortProblems(ps Errors) {
+	sort.SliceStable(ps, func(i, j int) bool {
+		a, b := ps[i], ps[j]
+		if a.Line != b.Line {
+			if a.Line == 0 || b.Line == 0 {
+				return a.Line != 0
+			}
+			return a.Line < b.Line
+		}
+		if a.Column != b.Column {
+			return a.Column < b.Column
+		}
+		return a.Path < b.Path
+	})
+}
+
+// canonical is v as canonical JSON: object keys sorted, no spaces.
+// encoding/json sorts map keys and writes int64 as integers.
+func canonical(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
+}
+
+// decodeJSON reads one JSON value into plain values (int64 for integer
+// literals, float64 for other numbers). Trailing data is an error.
+func decodeJSON(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after the JSON value")
+	}
+	return plainNumbers(v)
+}
+
+// plainNumbers replaces json.Number with int64 or float64, in place.
+func plainNumbers(v any) (any, error) {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+			return i, nil
+		}
+		f, err := strconv.ParseFloat(string(x), 64)
+		if err != nil || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("number %s out of range", x)
+		}
+		return f, nil
+	case map[string]any:
+		for k, e := range x {
+			var err error
+			if x[k], err = plainNumbers(e); err != nil {
+				return nil, err
+			}
+		}
+	case []any:
+		for i, e := range x {
+			var err error
+			if x[i], err = plainNumbers(e); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return v, nil
+}

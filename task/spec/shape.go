@@ -1,0 +1,103 @@
+package spec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// printer words the schema validator's messages.
+var printer = message.NewPrinter(language.English)
+
+// specSchema is the task spec's JSON Schema (schemas.TaskSpecSchema),
+// compiled once.
+var specSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
+	raw, err := schemas.TaskSpecSchema()
+	if err != nil {
+		return nil, err
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	id := schemas.SchemaID("task_spec")
+	if err := c.AddResource(id, v); err != nil {
+		return nil, err
+	}
+	return c.Compile(id)
+})
+
+// checkShape checks the file against the spec's JSON Schema: fields,
+// types, names, required parts. Every failing place is a problem.
+func checkShape(d *doc) Errors {
+	sch, err := specSchema()
+	if err != nil {
+		return Errors{{Msg: "the task spec schema does not compile: " + err.Error()}}
+	}
+	err = sch.Validate(jsonValue(d.value))
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return Errors{{Msg: err.Error()}}
+	}
+	var probs Errors
+	seen := map[string]bool{}
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
+			return
+		}
+		path := d.path(e.InstanceLocation)
+		msg := e.ErrorKind.LocalizedString(printer)
+		if k := e.ErrorKind.KeywordPath(); len(k) > 0 && k[0] == "additionalProperties" {
+			msg = "unknown field(s): " + strings.TrimPrefix(msg, "additional properties ")
+		}
+		if key := path + "\x00" + msg; !seen[key] {
+			seen[key] = true
+			probs = append(probs, d.problem(path, msg))
+		}
+	}
+	walk(ve)
+	return probs
+}
+
+// path turns a JSON pointer's tokens into the spec's path notation,
+// telling list indices from keys by the document.
+func (d *doc) path(tokens []string) string {
+	path := ""
+	cur := d.value
+	for _, tok := range tokens {
+		switch c := cur.(type) {
+		case []any:
+			i, _ := strconv.Atoi(tok)
+			path = fmt.Sprintf("%s[%d]", path, i)
+			if i >= 0 && i < len(c) {
+				cur = c[i]
+			} else {
+				cur = nil
+			}
+		case map[string]any:
+			path = join(path, tok)
+			cur = c[tok]
+		default:
+			path = join(path, tok)
+			cur = nil
+		}
+	}
+	return path
+}
