@@ -61,7 +61,9 @@ func TestCompileRefusesBadSpecs(t *testing.T) {
 			[]string{"done (line 18", "CEL (expression line 1"}},
 		{"CEL type", func(s string) string { return strings.Replace(s, "done: state.i == params.n", "done: '1 + 2'", 1) },
 			[]string{"done", "gives int, want bool"}},
-		{"variable not available", func(s string) string { return strings.Replace(s, `initial: '{"i": 0}'`, `initial: '{"i": state.i}'`, 1) },
+		{"variable not available", func(s string) string {
+			return strings.Replace(s, `initial: '{"i": 0}'`, `initial: '{"i": state.i}'`, 1)
+		},
 			[]string{"initial", `"state" is not available here`}},
 		{"cost limit", func(s string) string {
 			return strings.Replace(s, "done: state.i == params.n", "done: lists.range(1000000000).map(i, i * i).size() == 0", 1)
@@ -76,7 +78,9 @@ func TestCompileRefusesBadSpecs(t *testing.T) {
 		}, []string{"answer.render", "needs a render template"}},
 		{"next field unknown", func(s string) string { return strings.Replace(s, "next: {field: next}", "next: {field: nxt}", 1) },
 			[]string{"next.field", `"nxt" is not a field of the answer`}},
-		{"next both", func(s string) string { return strings.Replace(s, "next: {field: next}", "next: {field: next, expr: state}", 1) },
+		{"next both", func(s string) string {
+			return strings.Replace(s, "next: {field: next}", "next: {field: next, expr: state}", 1)
+		},
 			[]string{"next", "not both"}},
 		{"answer schema not a schema", func(s string) string {
 			return strings.Replace(s, "    required: [next]\nnext:", "    required: 7\nnext:", 1)
