@@ -28,6 +28,10 @@ type TaskSpec struct {
 	// Params is the JSON Schema a job's params must satisfy (draft
 	// 2020-12). Default: any object.
 	Params json.RawMessage `json:"params,omitempty"`
+	// ParamChecks refuse params the schema cannot judge (a transfer naming
+	// an account that does not exist, say): each expression, from params,
+	// is true for params to refuse.
+	ParamChecks []TaskCheck `json:"param_checks,omitempty"`
 	// Initial is the expression of the state before the first step, from
 	// params.
 	Initial string `json:"initial"`
@@ -51,11 +55,12 @@ type TaskSpec struct {
 	Done string `json:"done"`
 	// RedFlags reject replies that parse but must not be votes (say, an
 	// illegal move), each with a reason name.
-	RedFlags []TaskRedFlag `json:"red_flags,omitempty"`
+	RedFlags []TaskCheck `json:"red_flags,omitempty"`
 	// Reference is the expression of the right answer from state and
-	// params (an object of the answer's fields), optional. The verifier
-	// counts decided steps that differ from it (it never corrects them),
-	// and the simulated model answers from it.
+	// params (an object of the answer's fields, or null where there is
+	// none), optional. The verifier counts decided steps that differ from
+	// it (it never corrects them), and the simulated model answers from
+	// it.
 	Reference string `json:"reference,omitempty"`
 	// Wrong is the expression of wrong but well-formed answers from state
 	// and params (a list of answer objects), optional: the simulated
@@ -119,13 +124,14 @@ type TaskNext struct {
 	Expr string `json:"expr,omitempty"`
 }
 
-// TaskRedFlag rejects a reply when its expression holds.
-type TaskRedFlag struct {
-	// Name is the red flag's reason, as reports count it: 1-40 of a-z, 0-9
-	// and '_'.
+// TaskCheck refuses something when its expression holds: a reply (a red
+// flag, its reason the name) or a job's params.
+type TaskCheck struct {
+	// Name is the check's name (a red flag's reason, as reports count it):
+	// 1-40 of a-z, 0-9 and '_'.
 	Name string `json:"name"`
-	// When is the expression, from state, answer and params, that is true
-	// for a reply to reject.
+	// When is the expression that is true for what to refuse: from state,
+	// answer and params for a red flag, from params for a param check.
 	When string `json:"when"`
 }
 

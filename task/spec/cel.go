@@ -56,6 +56,7 @@ func newEnv() (*cel.Env, error) {
 		ext.Math(),
 		ext.Encoders(),
 		ext.Bindings(),
+		ext.TwoVarComprehensions(),
 		cel.OptionalTypes(),
 		cel.CrossTypeNumericComparisons(true),
 	)

@@ -35,6 +35,7 @@ type Task struct {
 	next     *expr
 	done     *expr
 	redFlags []redFlag
+	checks   []redFlag // param checks
 	ref      *expr
 	wrong    *expr
 	progress *expr
@@ -109,7 +110,7 @@ func Compile(src []byte) (*Task, error) {
 	compile(&t.initial, "initial", sp.Initial, p, "")
 	compile(&t.maxSteps, "max_steps", sp.MaxSteps, p, "int")
 	compile(&t.done, "done", sp.Done, ps, "bool")
-	compile(&t.ref, "reference", sp.Reference, ps, "object")
+	compile(&t.ref, "reference", sp.Reference, ps, "") // an object, or null
 	compile(&t.wrong, "wrong", sp.Wrong, ps, "list")
 	compile(&t.progress, "progress", sp.Progress, ps, "number")
 	if sp.Prompt.System != "" {
@@ -144,17 +145,23 @@ func Compile(src []byte) (*Task, error) {
 	}
 	t.vote = slices.Clone(sp.Vote)
 	slices.Sort(t.vote)
-	seen := map[string]bool{}
-	for i, rf := range sp.RedFlags {
-		path := fmt.Sprintf("red_flags[%d]", i)
-		if seen[rf.Name] {
-			add(Errors{d.problem(path+".name", fmt.Sprintf("red flag %q given twice", rf.Name))})
+	checks := func(field string, list []schemas.TaskCheck, allowed []string) []redFlag {
+		var out []redFlag
+		seen := map[string]bool{}
+		for i, c := range list {
+			path := fmt.Sprintf("%s[%d]", field, i)
+			if seen[c.Name] {
+				add(Errors{d.problem(path+".name", fmt.Sprintf("%q given twice", c.Name))})
+			}
+			seen[c.Name] = true
+			var e *expr
+			compile(&e, path+".when", c.When, allowed, "bool")
+			out = append(out, redFlag{name: c.Name, when: e})
 		}
-		seen[rf.Name] = true
-		var e *expr
-		compile(&e, path+".when", rf.When, psa, "bool")
-		t.redFlags = append(t.redFlags, redFlag{name: rf.Name, when: e})
+		return out
 	}
+	t.redFlags = checks("red_flags", sp.RedFlags, psa)
+	t.checks = checks("param_checks", sp.ParamChecks, p)
 	if len(probs) > 0 {
 		sortProblems(probs)
 		return nil, probs

@@ -55,11 +55,20 @@ func (t *Task) bind(raw json.RawMessage) (*Instance, error) {
 	if err := t.params.Validate(jsonValue(v)); err != nil {
 		return nil, fmt.Errorf("%w: %s params: %s", task.ErrInvalidParams, t.spec.Name, schemaMessage(err))
 	}
+	vars := map[string]any{varParams: v}
+	for _, c := range t.checks {
+		refuse, err := c.when.eval("param check "+c.name, vars)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", task.ErrInvalidParams, err)
+		}
+		if refuse.(bool) {
+			return nil, fmt.Errorf("%w: %s params refused by check %s (%s)", task.ErrInvalidParams, t.spec.Name, c.name, c.when.src)
+		}
+	}
 	in := &Instance{t: t, params: v, states: map[string]any{}}
 	if in.paramsRaw, err = canonical(v); err != nil {
 		return nil, fmt.Errorf("%w: %v", task.ErrInvalidParams, err)
 	}
-	vars := map[string]any{varParams: v}
 	st, err := t.initial.eval("initial", vars)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", task.ErrInvalidParams, err)
@@ -249,11 +258,15 @@ func (in *Instance) DoneErr(s task.State) (bool, error) {
 	return v.(bool), nil
 }
 
+// ErrNoReference: the spec says no right answer for this state.
+var ErrNoReference = errors.New("spec: no reference answer for this state")
+
 // Reference returns the right answer from s (its vote key and the whole
-// answer), when the spec has a reference expression.
+// answer): ErrNoReference when the spec has no reference expression, or it
+// gives null for s.
 func (in *Instance) Reference(s task.State) (key string, answer map[string]any, err error) {
 	if in.t.ref == nil {
-		return "", nil, errors.New("spec: the task has no reference answer")
+		return "", nil, ErrNoReference
 	}
 	st, err := in.state(s)
 	if err != nil {
@@ -263,7 +276,13 @@ func (in *Instance) Reference(s task.State) (key string, answer map[string]any, 
 	if err != nil {
 		return "", nil, err
 	}
-	answer = v.(map[string]any)
+	if v == nil {
+		return "", nil, ErrNoReference
+	}
+	answer, ok := v.(map[string]any)
+	if !ok {
+		return "", nil, fmt.Errorf("%w: reference gave %s, want an object or null", task.ErrEval, describeValue(v))
+	}
 	if key, err = in.t.voteKey(answer); err != nil {
 		return "", nil, fmt.Errorf("%w: reference: %v", task.ErrEval, err)
 	}
@@ -271,12 +290,12 @@ func (in *Instance) Reference(s task.State) (key string, answer map[string]any, 
 }
 
 // Verify implements task.Verifier: the decided vote must be the reference
-// answer's. Without a reference nothing is wrong.
+// answer's. Where there is no reference nothing is wrong.
 func (in *Instance) Verify(s task.State, v task.Vote) error {
-	if in.t.ref == nil {
+	want, _, err := in.Reference(s)
+	if errors.Is(err, ErrNoReference) {
 		return nil
 	}
-	want, _, err := in.Reference(s)
 	if err != nil {
 		return err
 	}

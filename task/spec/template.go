@@ -36,6 +36,33 @@ var funcs = template.FuncMap{
 		}
 		return a % b, nil
 	}),
+	// at is the i-th character of a string (as a string) or the i-th item
+	// of a list.
+	"at": func(v any, i any) (any, error) {
+		n, ok := i.(int64)
+		if !ok {
+			if x, isInt := i.(int); isInt {
+				n, ok = int64(x), true
+			}
+		}
+		if !ok {
+			return nil, fmt.Errorf("at: want an integer position, got %s", describeValue(i))
+		}
+		switch x := v.(type) {
+		case string:
+			r := []rune(x)
+			if n < 0 || n >= int64(len(r)) {
+				return nil, fmt.Errorf("at: position %d outside a string of %d characters", n, len(r))
+			}
+			return string(r[n]), nil
+		case []any:
+			if n < 0 || n >= int64(len(x)) {
+				return nil, fmt.Errorf("at: position %d outside a list of %d", n, len(x))
+			}
+			return x[n], nil
+		}
+		return nil, fmt.Errorf("at: want a string or a list, got %s", describeValue(v))
+	},
 	// get reads an optional key: nil when the object has none (a plain
 	// .key on a missing key is an error).
 	"get": func(obj any, key string) (any, error) {
