@@ -24,6 +24,10 @@ const (
 	ExitOK    = 0
 	ExitError = 1 // the command failed while running
 	ExitUsage = 2 // bad flags or invalid input; nothing was done
+	// ExitInterrupted: SIGINT or SIGTERM ended the command before it was
+	// done (128 + SIGINT, the shell's code for Ctrl-C). Services stop on
+	// either signal as their normal end and exit 0.
+	ExitInterrupted = 130
 )
 
 // usageError marks errors caused by the user's input.
@@ -41,9 +45,35 @@ type env struct {
 }
 
 // Main runs the command line with args (without the program name) and
-// returns the exit code.
+// returns the exit code. ctx ends when the command is to stop: main cancels
+// it on SIGINT and SIGTERM.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	e := &env{stdout: stdout, stderr: stderr}
+	root := newRoot(e)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetContext(ctx)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	if ctx.Err() != nil {
+		// The signal is why the command failed: its "context canceled"
+		// says nothing the user does not know.
+		fmt.Fprintln(stderr, "maker: interrupted")
+		return ExitInterrupted
+	}
+	fmt.Fprintln(stderr, "maker:", err)
+	var ue usageError
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
+		return ExitUsage
+	}
+	return ExitError
+}
+
+// newRoot builds the command tree, writing to e.
+func newRoot(e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "maker",
 		Short: "Run very long LLM tasks with (near) zero errors by MAKER voting on a NATS + Redis fleet",
@@ -56,10 +86,6 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 		SilenceErrors: true,
 		Version:       Version,
 	}
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.SetContext(ctx)
 	root.PersistentFlags().StringVar(&e.logLevel, "log-level", envOr("MAKER_LOG_LEVEL", ""), "log level: debug, info, warn, error (default info for services, warn otherwise) [$MAKER_LOG_LEVEL]")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
@@ -67,16 +93,7 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 		jobsCmd(e), statusCmd(e), resultCmd(e), pauseCmd(e), resumeCmd(e), cancelCmd(e), decideCmd(e), dlqCmd(e),
 		judgeCmd(e), breakglassCmd(e), mcpCmd(e),
 	)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return ExitOK
-	}
-	fmt.Fprintln(stderr, "maker:", err)
-	var ue usageError
-	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
-		return ExitUsage
-	}
-	return ExitError
+	return root
 }
 
 // logger returns a text logger on stderr at the chosen level.
