@@ -96,6 +96,30 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 	return root
 }
 
+// subcommandArgs refuses an argument that names none of a command
+// group's subcommands (cobra would print the group's help and exit 0).
+func subcommandArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, set only for the root
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return usageError{errors.New(msg)}
+}
+
+// group makes cmd a command group: it refuses unknown subcommands and,
+// given none, prints its help.
+func group(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = subcommandArgs
+	cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	return cmd
+}
+
 // logger returns a text logger on stderr at the chosen level.
 func (e *env) logger(def slog.Level) *slog.Logger {
 	lvl := def

@@ -14,11 +14,10 @@ import (
 )
 
 func dlqCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := group(&cobra.Command{
 		Use:   "dlq",
 		Short: "Inspect and replay dead letters: requests the fleet gave up on, with why",
-		Args:  cobra.NoArgs,
-	}
+	})
 	var (
 		natsURL, tenant, job string
 		asJSON, all          bool

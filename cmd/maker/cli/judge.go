@@ -40,7 +40,9 @@ Without --config every panel member and the judge live at --llm-base-url; a conf
 		Example: `  maker judge --nats nats://127.0.0.1:4222 --llm-base-url http://127.0.0.1:8080/v1
   maker judge --nats nats://127.0.0.1:4222 --llm-base-url http://127.0.0.1:8080/v1 --config judge.yaml
   maker judge approve bg-20251129T200000-1a2b3c --by alice`,
-		Args: cobra.NoArgs,
+		// A role with admin subcommands: a word that is none of them is
+		// a mistyped subcommand.
+		Args: subcommandArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			settings, err := judge.LoadSettings(configPath)
 			if err != nil {

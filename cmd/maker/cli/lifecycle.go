@@ -179,7 +179,7 @@ func cancelCmd(e *env) *cobra.Command {
 }
 
 func jobsCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "jobs", Short: "List and inspect the fleet's jobs", Args: cobra.NoArgs}
+	cmd := group(&cobra.Command{Use: "jobs", Short: "List and inspect the fleet's jobs"})
 	var natsURL, tenant string
 	var asJSON bool
 	list := &cobra.Command{

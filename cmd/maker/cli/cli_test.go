@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// syncBuffer is a bytes.Buffer safe to read while a command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// outcome is what one in-process run of Main did.
+type outcome struct {
+	code           int
+	stdout, stderr string
+}
+
+// runMain runs the command line in this process, as main does, within
+// 60s.
+func runMain(t *testing.T, args ...string) outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, errb syncBuffer
+	code := Main(ctx, args, &out, &errb)
+	return outcome{code, out.String(), errb.String()}
+}
+
+// walk calls fn for every command of the tree under root, root included.
+func walk(root *cobra.Command, fn func(*cobra.Command)) {
+	fn(root)
+	for _, c := range root.Commands() {
+		walk(c, fn)
+	}
+}
+
+// commandPath is cmd's path without the program name: the args that run it.
+func commandPath(cmd *cobra.Command) []string {
+	return strings.Fields(cmd.CommandPath())[1:]
+}
+
+// TestUnknownSubcommand: a mistyped subcommand of any command group (one
+// with subcommands, root included) exits with the usage code, saying
+// "unknown command" and suggesting the command meant; a group alone prints
+// its help.
+func TestUnknownSubcommand(t *testing.T) {
+	t.Parallel()
+	groups := 0
+	walk(newRoot(&env{}), func(cmd *cobra.Command) {
+		if !cmd.HasSubCommands() {
+			return
+		}
+		groups++
+		path := commandPath(cmd)
+		first := cmd.Commands()[0].Name()
+		typo := first[:len(first)-1] // one letter short
+		t.Run(strings.Join(append(path, typo), " "), func(t *testing.T) {
+			t.Parallel()
+			res := runMain(t, append(path, typo)...)
+			if res.code != ExitUsage || res.stdout != "" ||
+				!strings.HasPrefix(res.stderr, `maker: unknown command "`+typo+`"`) || !strings.Contains(res.stderr, first) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d, \"unknown command %q\" suggesting %s on stderr only",
+					res.code, res.stdout, res.stderr, ExitUsage, typo, first)
+			}
+		})
+		if cmd.Name() != "judge" { // the judge group is also the role, run bare
+			t.Run(strings.Join(path, " "), func(t *testing.T) {
+				t.Parallel()
+				res := runMain(t, path...)
+				if res.code != ExitOK || !strings.Contains(res.stdout, "Available Commands") {
+					t.Errorf("exit %d, stdout %q, stderr %q; want the group's help", res.code, res.stdout, res.stderr)
+				}
+			})
+		}
+	})
+	if groups < 4 { // maker, jobs, dlq, judge
+		t.Errorf("found %d command groups, want at least 4", groups)
+	}
+}
