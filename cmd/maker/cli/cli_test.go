@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while a command writes it.
@@ -95,5 +96,31 @@ func TestUnknownSubcommand(t *testing.T) {
 	})
 	if groups < 4 { // maker, jobs, dlq, judge
 		t.Errorf("found %d command groups, want at least 4", groups)
+	}
+}
+
+// TestFlagUsageBackticks: pflag reads `name` in a usage string as the
+// flag's value placeholder, so a boolean flag with backticks in its usage
+// is shown as taking a value (--panel maker judge). Backticks may only
+// name a placeholder (one upper-case word) of a flag that takes a value.
+func TestFlagUsageBackticks(t *testing.T) {
+	t.Parallel()
+	flags := 0
+	walk(newRoot(&env{}), func(cmd *cobra.Command) {
+		check := func(f *pflag.Flag) {
+			flags++
+			if !strings.Contains(f.Usage, "`") {
+				return
+			}
+			name, _ := pflag.UnquoteUsage(f)
+			if f.Value.Type() == "bool" || name != strings.ToUpper(name) || strings.ContainsAny(name, " \t") {
+				t.Errorf("%s --%s: usage %q has backticks, shown as --%s %s", cmd.CommandPath(), f.Name, f.Usage, f.Name, name)
+			}
+		}
+		cmd.LocalFlags().VisitAll(check)
+		cmd.PersistentFlags().VisitAll(check)
+	})
+	if flags < 100 {
+		t.Errorf("checked %d flags; the walk missed commands", flags)
 	}
 }

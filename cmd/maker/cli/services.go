@@ -325,7 +325,7 @@ func submitCmd(e *env) *cobra.Command {
 	fl.IntVar(&esc.StrongerSamples, "stronger-samples", schemas.DefaultStrongerSamples, "escalation: the stronger model's sample cap per step")
 	fl.Float64Var(&strongerPrice.InputUSDPerMTok, "stronger-input-price", 0, "escalation: the stronger model's price, USD per million input tokens (default: --input-price)")
 	fl.Float64Var(&strongerPrice.OutputUSDPerMTok, "stronger-output-price", 0, "escalation: the stronger model's price, USD per million output tokens (default: --output-price)")
-	fl.BoolVar(&esc.Panel, "panel", false, "escalation: then let the judge's break-glass panel arbitrate (needs a running `maker judge`)")
+	fl.BoolVar(&esc.Panel, "panel", false, "escalation: then let the judge's break-glass panel arbitrate (needs a running maker judge)")
 	fl.Float64Var(&esc.MinConfidence, "min-confidence", schemas.DefaultMinConfidence, "escalation: the least judge confidence that decides a step; below it the job pauses for a person")
 	return cmd
 }
