@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -122,5 +124,59 @@ func TestFlagUsageBackticks(t *testing.T) {
 	})
 	if flags < 100 {
 		t.Errorf("checked %d flags; the walk missed commands", flags)
+	}
+}
+
+// TestREADMENATSFlag: every command line in the README that passes --nats
+// is one of a command that has the flag, and the README names every
+// command without it where it says which commands take it.
+func TestREADMENATSFlag(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	root := newRoot(&env{})
+	checked := 0
+	for _, line := range strings.Split(readme, "\n") {
+		// A command line is a code line, or a `quoted` span or table
+		// cell of prose.
+		for _, seg := range strings.FieldsFunc(line, func(r rune) bool { return r == '`' || r == '|' }) {
+			f := strings.Fields(seg)
+			if len(f) < 2 || f[0] != "maker" || !slices.Contains(f, "--nats") {
+				continue
+			}
+			cmd, _, err := root.Find(f[1:])
+			if err != nil || cmd == root {
+				t.Errorf("README: %q is no maker command: %v", seg, err)
+				continue
+			}
+			checked++
+			if cmd.Flags().Lookup("nats") == nil {
+				t.Errorf("README: %q passes --nats, which %s does not take", seg, cmd.CommandPath())
+			}
+		}
+	}
+	if checked < 8 {
+		t.Errorf("checked %d command lines with --nats in the README, want every one (at least 8)", checked)
+	}
+
+	var without []string
+	walk(root, func(cmd *cobra.Command) {
+		if cmd.Runnable() && !cmd.HasSubCommands() && cmd.Flags().Lookup("nats") == nil {
+			without = append(without, cmd.Name())
+		}
+	})
+	t.Logf("checked %d README command lines with --nats; commands without it: %v", checked, without)
+	i := strings.Index(readme, "Every command that talks to a fleet takes `--nats URL`")
+	if i < 0 {
+		t.Fatal("README no longer says which commands take --nats")
+	}
+	sentence, _, _ := strings.Cut(readme[i:], ").")
+	for _, name := range without {
+		if !strings.Contains(sentence, "`"+name+"`") {
+			t.Errorf("%s takes no --nats; the README's %q does not say so", name, sentence)
+		}
 	}
 }
