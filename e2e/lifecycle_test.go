@@ -277,6 +277,7 @@ func TestResubmitConflict(t *testing.T) {
 // replay of a sequence that is not there is refused with the usage code.
 func TestDLQCommandsEmpty(t *testing.T) {
 	svc := startServices(t, false)
+	svc.topology(t) // a fleet with nothing dead yet: the dlq commands create nothing
 	res := svc.maker(t, cli.ExitOK, "dlq", "list", "--json")
 	if strings.TrimSpace(res.stdout) != "[]" {
 		t.Errorf("dlq list --json on an empty DLQ printed %q, want []", res.stdout)

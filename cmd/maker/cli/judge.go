@@ -203,9 +203,6 @@ func judgeAuditCmd(e *env) *cobra.Command {
 			}
 			var recs []schemas.BreakGlassAudit
 			if err := withJudgeAdmin(cmd, natsURL, func(ctx context.Context, js jetstream.JetStream) error {
-				if _, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{}); err != nil {
-					return err
-				}
 				var err error
 				recs, err = judge.ListAudit(ctx, js, bus.DefaultNamespace, tenant, session)
 				return err
@@ -227,7 +224,9 @@ func judgeAuditCmd(e *env) *cobra.Command {
 }
 
 // withJudgeAdmin runs fn for a short admin command: its own connection
-// and a 60s deadline.
+// and a 60s deadline. The judge's topology must exist already: an admin
+// command reads or decides what a judge holds, and creates nothing on a
+// server that has no judge (the judge package's helpers would).
 func withJudgeAdmin(cmd *cobra.Command, natsURL string, fn func(context.Context, jetstream.JetStream) error) error {
 	js, closeNC, err := connectJS(natsURL, "maker-judge-admin")
 	if err != nil {
@@ -236,6 +235,12 @@ func withJudgeAdmin(cmd *cobra.Command, natsURL string, fn func(context.Context,
 	defer closeNC()
 	ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
 	defer cancel()
+	if _, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{StartupWait: 10 * time.Second}); err != nil {
+		if errors.Is(err, bus.ErrNoJudge) {
+			return fmt.Errorf("%s: %w", natsURL, err)
+		}
+		return err
+	}
 	return fn(ctx, js)
 }
 

@@ -28,7 +28,9 @@ type fleetConn struct {
 func (f *fleetConn) Close() { f.nc.Close() }
 
 // dialFleet connects to the fleet at natsURL, within a bounded time: a
-// client command must not hang on a server that does not answer.
+// client command must not hang on a server that does not answer. It binds
+// the fleet's topology without creating it: a client command run against
+// the wrong server must not leave a fleet's streams on it.
 func dialFleet(ctx context.Context, natsURL, name string) (*fleetConn, error) {
 	nc, err := bus.Connect(natsURL, name)
 	if err != nil {
@@ -39,9 +41,12 @@ func dialFleet(ctx context.Context, natsURL, name string) (*fleetConn, error) {
 		nc.Close()
 		return nil, err
 	}
-	topo, err := bus.Ensure(ctx, js, bus.Config{StartupWait: 10 * time.Second})
+	topo, err := bus.Open(ctx, js, bus.Config{StartupWait: 10 * time.Second})
 	if err != nil {
 		nc.Close()
+		if errors.Is(err, bus.ErrNoFleet) {
+			return nil, fmt.Errorf("%s: %w", natsURL, err)
+		}
 		return nil, err
 	}
 	return &fleetConn{nc: nc, topo: topo}, nil
