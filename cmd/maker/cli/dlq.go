@@ -97,6 +97,10 @@ its step was decided meanwhile, its coordinator counts the answer as a late samp
 				for _, d := range dls {
 					seqs = append(seqs, d.DLQSeq)
 				}
+				if len(seqs) == 0 && !asJSON {
+					fmt.Fprintln(e.stdout, "no dead letters to replay")
+					return nil
+				}
 			}
 			var replayed []bus.StoredDeadLetter
 			var errs []error
