@@ -12,7 +12,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 )
 
@@ -49,6 +52,7 @@ type env struct {
 // it on SIGINT and SIGTERM.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	e := &env{stdout: stdout, stderr: stderr}
+	routeRedisLog(e)
 	root := newRoot(e)
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -118,6 +122,29 @@ func group(cmd *cobra.Command) *cobra.Command {
 	cmd.Args = subcommandArgs
 	cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
 	return cmd
+}
+
+// go-redis logs on its own, to os.Stderr, what its connection pool
+// retries ("redis: ... pool.go:770: ... failed to dial"): lines in
+// another format, repeated, ahead of the command's own error. They go to
+// our log at debug level instead, through the env of the latest Main (one
+// per process outside tests).
+var (
+	redisLogOnce sync.Once
+	redisLogEnv  atomic.Pointer[env]
+)
+
+type redisLogger struct{}
+
+func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	if e := redisLogEnv.Load(); e != nil {
+		e.logger(slog.LevelWarn).DebugContext(ctx, "redis: "+strings.TrimSpace(fmt.Sprintf(format, v...)))
+	}
+}
+
+func routeRedisLog(e *env) {
+	redisLogEnv.Store(e)
+	redisLogOnce.Do(func() { redis.SetLogger(redisLogger{}) })
 }
 
 // logger returns a text logger on stderr at the chosen level.

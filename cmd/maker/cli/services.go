@@ -130,6 +130,13 @@ func coordinatorCmd(e *env) *cobra.Command {
 			}
 			rdb := redis.NewClient(ropts)
 			defer rdb.Close()
+			// One clear error naming the server, before anything starts.
+			pctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+			err = rdb.Ping(pctx).Err()
+			cancel()
+			if err != nil {
+				return fmt.Errorf("redis at %s: %w", redisURL, err)
+			}
 			nc, err := bus.Connect(natsURL, "maker-coordinator")
 			if err != nil {
 				return err
