@@ -211,10 +211,14 @@ func TestJobCommandsBadRefs(t *testing.T) {
 			{"Upper/known", "tenant"},
 			{"default/", "job id"},
 			{"/known", "tenant"},
-			{"a/b/c", "job id"},
+			{"a/b/c", `invalid JOB "a/b/c": JOB is id or tenant/id`},
 		} {
 			args := append([]string{cmd[0], bad.ref}, cmd[1:]...)
-			checkRefused(t, runMaker(t, cmdTimeout, append(args, "--nats", svc.natsURL)...), bad.want)
+			res := runMaker(t, cmdTimeout, append(args, "--nats", svc.natsURL)...)
+			checkRefused(t, res, bad.want)
+			if !strings.HasPrefix(res.stderr, "maker: invalid ") {
+				t.Errorf("maker %v: stderr %q, want it to start \"maker: invalid\" and say what is", args, res.stderr)
+			}
 		}
 	}
 	checkRefused(t, runMaker(t, cmdTimeout, "status", "--nats", svc.natsURL), "JOB")

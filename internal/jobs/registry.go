@@ -210,7 +210,7 @@ func List(ctx context.Context, topo *bus.Topology, tenant string) ([]schemas.Job
 
 // Status returns tenant/job's latest progress. A registered job no
 // coordinator has reported on yet is queued (or paused, or finished) as
-// its record says.
+// its record says. A queued or paused job names no coordinator.
 func Status(ctx context.Context, topo *bus.Topology, tenant, job string) (schemas.JobStatus, error) {
 	rec, _, err := Get(ctx, topo, tenant, job)
 	if err != nil {
@@ -230,8 +230,13 @@ func Status(ctx context.Context, topo *bus.Topology, tenant, job string) (schema
 	if rec.Finished || rec.State == schemas.StatePaused || rec.State == schemas.StateQueued && st.State == "" {
 		st.State = rec.State
 	}
-	if !rec.Finished && rec.Control != schemas.ControlRun {
-		st.Control = rec.Control
+	if st.State == schemas.StatePaused || st.State == schemas.StateQueued {
+		// No coordinator holds a paused or queued job; the last status may
+		// still name the one that ran it.
+		st.Coordinator = ""
+	}
+	if !rec.Finished && rec.Control != schemas.ControlRun && !(rec.Control == schemas.ControlPause && st.State == schemas.StatePaused) {
+		st.Control = rec.Control // asked, not yet obeyed
 	}
 	return st, nil
 }

@@ -344,7 +344,8 @@ func TestList(t *testing.T) {
 
 // TestStatus: a job no coordinator has reported on is queued as its record
 // says; a coordinator's figures are shown; the record decides paused and
-// finished states; control is shown while pause or cancel is asked.
+// finished states (a paused job has no coordinator); control is shown while
+// pause or cancel is asked.
 func TestStatus(t *testing.T) {
 	t.Parallel()
 	r := newRegistry(t)
@@ -391,8 +392,8 @@ func TestStatus(t *testing.T) {
 	if err := jobs.MarkState(ctxT(t), r.topo, "acme", "j1", schemas.StatePaused); err != nil {
 		t.Fatal(err)
 	}
-	if st := status(); st.State != schemas.StatePaused || st.Steps != 3 {
-		t.Errorf("paused: state %q steps %d, want paused at step 3", st.State, st.Steps)
+	if st := status(); st.State != schemas.StatePaused || st.Steps != 3 || st.Coordinator != "" {
+		t.Errorf("paused: state %q steps %d coordinator %q, want paused at step 3, on no coordinator", st.State, st.Steps, st.Coordinator)
 	}
 	if _, err := jobs.Control(ctxT(t), r.topo, "acme", "j1", schemas.ControlCancel); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/schemas"
 )
 
 func dlqCmd(e *env) *cobra.Command {
@@ -144,14 +143,12 @@ its step was decided meanwhile, its coordinator counts the answer as a late samp
 
 func checkFilter(tenant, job string) error {
 	if tenant != "" {
-		if err := schemas.ValidTenant(tenant); err != nil {
-			return usageError{err}
+		if err := checkTenant(tenant); err != nil {
+			return err
 		}
 	}
 	if job != "" {
-		if err := schemas.ValidJobID(job); err != nil {
-			return usageError{err}
-		}
+		return checkJobID(job)
 	}
 	return nil
 }

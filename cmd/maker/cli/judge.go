@@ -192,14 +192,12 @@ func judgeAuditCmd(e *env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if tenant != "" {
-				if err := schemas.ValidTenant(tenant); err != nil {
-					return usageError{err}
+				if err := checkTenant(tenant); err != nil {
+					return err
 				}
 			}
-			if session != "" {
-				if err := schemas.ValidJobID(session); err != nil {
-					return usagef("--session %q: 1-64 characters of A-Z, a-z, 0-9, '_' and '-'", session)
-				}
+			if session != "" && schemas.ValidJobID(session) != nil {
+				return usagef("invalid session %q: want %s", session, schemas.JobIDRule)
 			}
 			var recs []schemas.BreakGlassAudit
 			if err := withJudgeAdmin(cmd, natsURL, func(ctx context.Context, js jetstream.JetStream) error {
