@@ -229,9 +229,10 @@ func TestJobCommandsBadRefs(t *testing.T) {
 	}
 }
 
-// TestResubmitConflict: the same job id with other params is refused with
-// the usage code, and neither the job stream nor the registry changes; the
-// same job again is a duplicate that changes nothing either.
+// TestResubmitConflict: the same job id with another spec (params, k,
+// seed, sample cap, temperature) is refused with the usage code, naming
+// what differs, and neither the job stream nor the registry changes; the
+// same job again is a duplicate that changes nothing either (and says so).
 func TestResubmitConflict(t *testing.T) {
 	svc := startServices(t, false)
 	svc.maker(t, cli.ExitOK, "submit", "--k", "1", "--disks", "3", "--job-id", "dup")
@@ -251,17 +252,30 @@ func TestResubmitConflict(t *testing.T) {
 	}
 	r0, rev0 := rec()
 
-	for _, args := range [][]string{
-		{"--k", "1", "--disks", "4"},
-		{"--k", "2", "--disks", "3"},
-		{"--k", "1", "--disks", "4", "--json"},
+	for _, tc := range []struct {
+		args []string
+		says string // which field differs, with both values
+	}{
+		{[]string{"--k", "1", "--disks", "4"}, `params {"disks":3} (this one: {"disks":4})`},
+		{[]string{"--k", "2", "--disks", "3"}, "k 1 (this one: 2)"},
+		{[]string{"--k", "1", "--disks", "4", "--json"}, "params"},
+		{[]string{"--k", "1", "--disks", "3", "--seed", "8"}, "seed 1 (this one: 8)"},
+		{[]string{"--k", "1", "--disks", "3", "--max-samples", "50"}, "max_samples_per_step 100 (this one: 50)"},
+		{[]string{"--k", "1", "--disks", "3", "--temperature-rest", "0.3"}, "temperature_rest 0.1 (this one: 0.3)"},
 	} {
-		res := runMaker(t, cmdTimeout, append([]string{"submit", "--job-id", "dup", "--nats", svc.natsURL}, args...)...)
+		res := runMaker(t, cmdTimeout, append([]string{"submit", "--job-id", "dup", "--nats", svc.natsURL}, tc.args...)...)
 		checkRefused(t, res, "default/dup")
+		if !strings.Contains(res.stderr, tc.says) {
+			t.Errorf("submit %v: stderr %q does not say %q", tc.args, res.stderr, tc.says)
+		}
 	}
 	res := svc.maker(t, cli.ExitOK, "submit", "--k", "1", "--disks", "3", "--job-id", "dup", "--json")
 	if m := parseJSONOnly(t, res.stdout); m["job_id"] != "dup" || m["duplicate"] != true {
 		t.Errorf("resubmitting the same job printed %v, want a duplicate", m)
+	}
+	res = svc.maker(t, cli.ExitOK, "submit", "--k", "1", "--disks", "3", "--job-id", "dup")
+	if res.stdout != "dup\n" || !strings.Contains(res.stderr, "duplicate: nothing ran") {
+		t.Errorf("resubmitting the same job (text): stdout %q, stderr %q; want the job id, and \"duplicate: nothing ran\" on stderr", res.stdout, res.stderr)
 	}
 
 	if n := svc.jobMessages(t); n != before {

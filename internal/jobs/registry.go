@@ -28,8 +28,8 @@ var (
 )
 
 // Register adds rec to the job registry. A registered job with the same
-// id is ErrExists if it is the same job, else ErrConflict; either way
-// nothing is written.
+// id is ErrExists if it is the same job (the same spec, see SpecDiff), else
+// ErrConflict; either way nothing is written.
 func Register(ctx context.Context, topo *bus.Topology, rec *schemas.JobRecord) error {
 	data, err := schemas.Encode(rec)
 	if err != nil {
@@ -45,16 +45,20 @@ func Register(ctx context.Context, topo *bus.Topology, rec *schemas.JobRecord) e
 	if err != nil {
 		return err
 	}
-	if !sameSpec(cur.Spec, rec.Spec) {
-		return fmt.Errorf("%w: %s/%s is registered as task %s %s with k=%d, not %s %s with k=%d; choose another job id",
-			ErrConflict, rec.Tenant, rec.JobID, cur.Spec.Task, compact(cur.Spec.Params), cur.Spec.K,
-			rec.Spec.Task, compact(rec.Spec.Params), rec.Spec.K)
-	}
-	return ErrExists
+	return sameAs(cur, rec.Spec)
 }
 
-func sameSpec(a, b schemas.JobSpec) bool {
-	return SameJob(a, schemas.JobReport{Task: b.Task, Params: b.Params, K: b.K})
+// sameAs is ErrExists when spec is the job registered as cur (its whole
+// spec but when it was submitted), else ErrConflict naming what differs.
+func sameAs(cur schemas.JobRecord, spec schemas.JobSpec) error {
+	diffs, err := SpecDiff(cur.Spec, spec)
+	if err != nil {
+		return err
+	}
+	if len(diffs) > 0 {
+		return conflictErr(cur.Tenant, cur.JobID, diffs)
+	}
+	return ErrExists
 }
 
 // Get returns the registry record of tenant/job and its revision.

@@ -294,6 +294,13 @@ func submitCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if sub.Duplicate && (wait || !asJSON) { // --json alone says "duplicate": true
+				note := ""
+				if wait {
+					note = "; waiting for its report"
+				}
+				fmt.Fprintf(e.stderr, "duplicate: nothing ran: %s/%s was submitted before with the same spec%s\n", spec.Tenant, spec.JobID, note)
+			}
 			if !wait {
 				if asJSON {
 					return json.NewEncoder(e.stdout).Encode(sub)
@@ -301,7 +308,7 @@ func submitCmd(e *env) *cobra.Command {
 				fmt.Fprintln(e.stdout, sub.JobID)
 				return nil
 			}
-			if !quiet {
+			if !quiet && !sub.Duplicate {
 				fmt.Fprintf(e.stderr, "submitted %s\n", describe(spec))
 			}
 			topo, err := bus.Ensure(ctx, js, bus.Config{})
