@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -333,5 +334,27 @@ func TestDLQCommandsEmpty(t *testing.T) {
 	}
 	if info.State.Msgs != 0 {
 		t.Errorf("DLQ holds %d messages, want 0", info.State.Msgs)
+	}
+}
+
+// TestSubmitWaitWithoutCoordinator: `submit --wait` on a fleet without a
+// coordinator says, once the job has gone a while without progress, that
+// no coordinator has taken it and it stays queued; status says the same.
+func TestSubmitWaitWithoutCoordinator(t *testing.T) {
+	svc := startServices(t, false)
+	sub := startProc(t, "submit", "submit", "--nats", svc.natsURL, "--disks", "3", "--k", "1", "--job-id", "lonely",
+		"--wait", "--queued-notice", "500ms")
+	const notice = "default/lonely is still queued after 500ms: no coordinator has taken it yet; it stays queued until a coordinator takes it"
+	waitFor(t, 30*time.Second, "the queued notice", func() bool { return strings.Contains(sub.stderr(), notice) }, sub)
+	if !strings.Contains(sub.stderr(), svc.natsURL) {
+		t.Errorf("the notice does not name the NATS server: %q", sub.stderr())
+	}
+	if res := svc.maker(t, cli.ExitOK, "status", "lonely"); res.stdout != "default/lonely: queued: no coordinator has taken it yet\n" {
+		t.Errorf("status of the queued job printed %q, want why it is queued", res.stdout)
+	}
+	sub.signal(syscall.SIGINT)
+	checkInterrupted(t, sub)
+	if strings.Count(sub.stderr(), "still queued") != 1 {
+		t.Errorf("the notice came more than once: %q", sub.stderr())
 	}
 }

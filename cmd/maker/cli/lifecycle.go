@@ -146,6 +146,19 @@ func statusCmd(e *env) *cobra.Command {
 		if asJSON {
 			return writeJSON(e.stdout, st)
 		}
+		if st.State == schemas.StateQueued {
+			// A queued job has no figures yet: say why it waits.
+			why, err := jobs.QueuedReason(ctx, f.topo, tenant, job)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "%s/%s: queued: %s", st.Tenant, st.JobID, why)
+			if st.Control != "" {
+				fmt.Fprintf(e.stdout, " (%s asked)", st.Control)
+			}
+			fmt.Fprintln(e.stdout)
+			return nil
+		}
 		fmt.Fprintf(e.stdout, "%s/%s: %s", st.Tenant, st.JobID, st.State)
 		if st.Control != "" {
 			fmt.Fprintf(e.stdout, " (%s asked)", st.Control)

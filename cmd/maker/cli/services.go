@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -237,7 +238,10 @@ func submitCmd(e *env) *cobra.Command {
 		asJSON  bool
 		quiet   bool
 		timeout time.Duration
-		esc     schemas.EscalationPolicy
+		// queuedAfter: with --wait, how long a job may stay queued without
+		// a status update before submit says so
+		queuedAfter time.Duration
+		esc         schemas.EscalationPolicy
 		// strongerPrice: a price not given is the job's
 		strongerPrice schemas.Pricing
 	)
@@ -271,6 +275,9 @@ func submitCmd(e *env) *cobra.Command {
 			} else if cmd.Flags().Changed("stronger-samples") || cmd.Flags().Changed("min-confidence") ||
 				cmd.Flags().Changed("stronger-input-price") || cmd.Flags().Changed("stronger-output-price") {
 				return usagef("--stronger-samples, --stronger-*-price and --min-confidence need --stronger-model or --panel")
+			}
+			if queuedAfter <= 0 {
+				return usagef("--queued-notice must be > 0")
 			}
 			ctx := cmd.Context()
 			if timeout > 0 {
@@ -315,7 +322,7 @@ func submitCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, err := jobs.Wait(ctx, topo, spec.Tenant, spec.JobID, progressFor(e.stderr, quiet))
+			rep, err := waitReport(ctx, e.stderr, topo, spec.Tenant, spec.JobID, progressFor(e.stderr, quiet), queuedAfter, natsURL)
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) && timeout > 0 {
 					return fmt.Errorf("job %s did not finish within --timeout %s (it keeps running; its report will be in the %s bucket)", spec.JobID, timeout, topo.NS.ReportsBucket())
@@ -335,6 +342,8 @@ func submitCmd(e *env) *cobra.Command {
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress")
 	fl.DurationVar(&timeout, "timeout", 0, "give up waiting after this long (default: no limit)")
+	fl.DurationVar(&queuedAfter, "queued-notice", 10*time.Second, "with --wait: say so when the job is still queued after this long without progress")
+	_ = fl.MarkHidden("queued-notice") // for tests; the default suits people
 	fl.StringVar(&esc.StrongerModel, "stronger-model", "", "escalation: a step that spends --max-samples without a decision is voted on again by this model")
 	fl.IntVar(&esc.StrongerSamples, "stronger-samples", schemas.DefaultStrongerSamples, "escalation: the stronger model's sample cap per step")
 	fl.Float64Var(&strongerPrice.InputUSDPerMTok, "stronger-input-price", 0, "escalation: the stronger model's price, USD per million input tokens (default: --input-price)")
@@ -342,4 +351,56 @@ func submitCmd(e *env) *cobra.Command {
 	fl.BoolVar(&esc.Panel, "panel", false, "escalation: then let the judge's break-glass panel arbitrate (needs a running maker judge)")
 	fl.Float64Var(&esc.MinConfidence, "min-confidence", schemas.DefaultMinConfidence, "escalation: the least judge confidence that decides a step; below it the job pauses for a person")
 	return cmd
+}
+
+// waitReport waits for tenant/job's report like jobs.Wait, passing status
+// updates to progress (nil: none), and says on w, once, when the job has
+// gone after without a status update while queued: without a coordinator
+// (or a free one) the wait would otherwise be silent.
+func waitReport(ctx context.Context, w io.Writer, topo *bus.Topology, tenant, job string, progress func(schemas.JobStatus), after time.Duration, natsURL string) (schemas.JobReport, error) {
+	updates := make(chan struct{}, 1)
+	onStatus := func(st schemas.JobStatus) {
+		select {
+		case updates <- struct{}{}:
+		default:
+		}
+		if progress != nil {
+			progress(st)
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { // ends with the wait, below
+		defer close(done)
+		t := time.NewTimer(after)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-updates:
+				t.Reset(after)
+			case <-t.C:
+				st, err := jobs.Status(wctx, topo, tenant, job)
+				if err == nil && st.State == schemas.StateQueued {
+					why, err := jobs.QueuedReason(wctx, topo, tenant, job)
+					if err != nil {
+						return
+					}
+					hint := ""
+					if why == jobs.NoCoordinator {
+						hint = fmt.Sprintf(" (is a maker coordinator running on %s?)", natsURL)
+					}
+					fmt.Fprintf(w, "%s/%s is still queued after %s: %s; it stays queued until a coordinator takes it%s\n",
+						tenant, job, after, why, hint)
+					return
+				}
+				t.Reset(after)
+			}
+		}
+	}()
+	rep, err := jobs.Wait(ctx, topo, tenant, job, onStatus)
+	cancel()
+	<-done
+	return rep, err
 }
