@@ -170,6 +170,9 @@ func coordinatorCmd(e *env) *cobra.Command {
 	return cmd
 }
 
+// modelCheckTimeout bounds the voter's start-up check of its model server.
+const modelCheckTimeout = 15 * time.Second
+
 func voterCmd(e *env) *cobra.Command {
 	var (
 		natsURL, baseURL, model, apiKey, id string
@@ -204,6 +207,20 @@ func voterCmd(e *env) *cobra.Command {
 				return usageError{err}
 			}
 			defer client.Close()
+			// A model that cannot be reached fails the voter now, not every
+			// sample it would take; one that is not listed may still answer.
+			cctx, cancel := context.WithTimeout(cmd.Context(), modelCheckTimeout)
+			err = client.Check(cctx)
+			cancel()
+			switch {
+			case errors.Is(err, llm.ErrModelNotListed):
+				log.Warn("the model server does not list the model; samples fail if it does not serve it either",
+					"llm_base_url", baseURL, "model", model, "err", err)
+			case err != nil:
+				return fmt.Errorf("model server %s: GET /models: %w", baseURL, err)
+			default:
+				log.Info("model server answers", "llm_base_url", baseURL, "model", model)
+			}
 			nc, err := bus.Connect(natsURL, "maker-voter")
 			if err != nil {
 				return err
