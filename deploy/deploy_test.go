@@ -35,7 +35,7 @@ const (
 	// third-party and must be pinned.
 	makerImage = "makerfleet/maker"
 	// versionVar is what -ldflags -X sets; cli.Version below keeps it honest.
-	versionVar = "github.com/makerfleet/makerfleet/internal/cli.Version"
+	versionVar = "github.com/makerfleet/makerfleet/cmd/maker/cli.Version"
 )
 
 var _ = cli.Version
