@@ -1287,3 +1287,45 @@ func TestImagesAgree(t *testing.T) {
 		t.Errorf("nats image %s is %s; the tests run nats-server %s (go.mod)", natsImage, got, want)
 	}
 }
+
+// ---- prose -----------------------------------------------------------------
+
+// TestTakeoverClaims: the deploy docs and manifests describe takeover as it
+// is. A job is durable (a lease with a fencing token, resumed at its last
+// journaled step within the lease TTL); before that a taken-over job started
+// again from step 0 after the job stream's ack wait, and these files said so.
+func TestTakeoverClaims(t *testing.T) {
+	stale := []*regexp.Regexp{
+		regexp.MustCompile(`(?i)from step 0`),
+		regexp.MustCompile(`(?i)resuming is the next issue`),
+		regexp.MustCompile(`(?i)takes? (it|them|its jobs) over after the job's ack wait`),
+	}
+	files := []string{"README.md", "docker-compose.yml"}
+	k8s, err := filepath.Glob("k8s/*.yaml")
+	if err != nil || len(k8s) == 0 {
+		t.Fatalf("k8s manifests: %v", err)
+	}
+	files = append(files, k8s...)
+	// Comments wrap: read each file as one line of words.
+	comment := regexp.MustCompile(`(?m)^\s*#\s?`)
+	text := map[string]string{}
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text[name] = strings.Join(strings.Fields(comment.ReplaceAllString(string(b), " ")), " ")
+		for _, re := range stale {
+			if m := re.FindString(text[name]); m != "" {
+				t.Errorf("%s: %q: a taken-over job resumes at its last journaled step, within the lease TTL", name, m)
+			}
+		}
+	}
+	for _, name := range []string{"README.md", "k8s/40-coordinator.yaml"} {
+		for _, want := range []string{"lease", "fencing token", "--lease-ttl", "last journaled step"} {
+			if !strings.Contains(text[name], want) {
+				t.Errorf("%s does not say how a job is taken over: no %q", name, want)
+			}
+		}
+	}
+}

@@ -340,3 +340,26 @@ func TestBenchJSON(t *testing.T) {
 		t.Errorf("bench job not solved: %v", m["solved"])
 	}
 }
+
+// TestUnreachableRedisOneError: a command whose Redis does not answer
+// fails with one error of ours naming the server, not go-redis's own
+// connection-pool log lines ahead of it.
+func TestUnreachableRedisOneError(t *testing.T) {
+	svc := startServices(t, false)
+	port, err := testkit.FreePort() // nothing listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	redisURL := "redis://127.0.0.1:" + strconv.Itoa(port) + "/0"
+	for _, args := range [][]string{
+		{"coordinator", "--nats", svc.natsURL, "--redis", redisURL},
+		{"run", "--disks", "3", "--redis", redisURL},
+	} {
+		res := runMaker(t, 60*time.Second, args...)
+		if res.code != cli.ExitError || len(lines(res.stderr)) != 1 ||
+			!strings.HasPrefix(res.stderr, "maker: redis at "+redisURL) || !strings.Contains(res.stderr, "connection refused") {
+			t.Errorf("maker %s: exit %d, stderr %q; want exit %d and only \"maker: redis at %s: ... connection refused\"",
+				args[0], res.code, res.stderr, cli.ExitError, redisURL)
+		}
+	}
+}

@@ -403,7 +403,7 @@ func TestCoordinatorSIGTERMHandsJobBack(t *testing.T) {
 	if !strings.Contains(second.stderr(), "job finished") {
 		t.Errorf("the second coordinator did not finish the job:\n%s", second.stderr())
 	}
-	t.Logf("first coordinator stopped at step %d/%d; the second ran the job again from step 0 (report: %d steps, %.2fs)",
+	t.Logf("first coordinator stopped at step %d/%d; the second resumed the job there (report: %d steps, %.2fs)",
 		stoppedAt.Steps, total, rep.Steps, rep.WallSeconds)
 }
 

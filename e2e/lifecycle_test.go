@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -211,10 +212,14 @@ func TestJobCommandsBadRefs(t *testing.T) {
 			{"Upper/known", "tenant"},
 			{"default/", "job id"},
 			{"/known", "tenant"},
-			{"a/b/c", "job id"},
+			{"a/b/c", `invalid JOB "a/b/c": JOB is id or tenant/id`},
 		} {
 			args := append([]string{cmd[0], bad.ref}, cmd[1:]...)
-			checkRefused(t, runMaker(t, cmdTimeout, append(args, "--nats", svc.natsURL)...), bad.want)
+			res := runMaker(t, cmdTimeout, append(args, "--nats", svc.natsURL)...)
+			checkRefused(t, res, bad.want)
+			if !strings.HasPrefix(res.stderr, "maker: invalid ") {
+				t.Errorf("maker %v: stderr %q, want it to start \"maker: invalid\" and say what is", args, res.stderr)
+			}
 		}
 	}
 	checkRefused(t, runMaker(t, cmdTimeout, "status", "--nats", svc.natsURL), "JOB")
@@ -225,9 +230,10 @@ func TestJobCommandsBadRefs(t *testing.T) {
 	}
 }
 
-// TestResubmitConflict: the same job id with other params is refused with
-// the usage code, and neither the job stream nor the registry changes; the
-// same job again is a duplicate that changes nothing either.
+// TestResubmitConflict: the same job id with another spec (params, k,
+// seed, sample cap, temperature) is refused with the usage code, naming
+// what differs, and neither the job stream nor the registry changes; the
+// same job again is a duplicate that changes nothing either (and says so).
 func TestResubmitConflict(t *testing.T) {
 	svc := startServices(t, false)
 	svc.maker(t, cli.ExitOK, "submit", "--k", "1", "--disks", "3", "--job-id", "dup")
@@ -247,17 +253,30 @@ func TestResubmitConflict(t *testing.T) {
 	}
 	r0, rev0 := rec()
 
-	for _, args := range [][]string{
-		{"--k", "1", "--disks", "4"},
-		{"--k", "2", "--disks", "3"},
-		{"--k", "1", "--disks", "4", "--json"},
+	for _, tc := range []struct {
+		args []string
+		says string // which field differs, with both values
+	}{
+		{[]string{"--k", "1", "--disks", "4"}, `params {"disks":3} (this one: {"disks":4})`},
+		{[]string{"--k", "2", "--disks", "3"}, "k 1 (this one: 2)"},
+		{[]string{"--k", "1", "--disks", "4", "--json"}, "params"},
+		{[]string{"--k", "1", "--disks", "3", "--seed", "8"}, "seed 1 (this one: 8)"},
+		{[]string{"--k", "1", "--disks", "3", "--max-samples", "50"}, "max_samples_per_step 100 (this one: 50)"},
+		{[]string{"--k", "1", "--disks", "3", "--temperature-rest", "0.3"}, "temperature_rest 0.1 (this one: 0.3)"},
 	} {
-		res := runMaker(t, cmdTimeout, append([]string{"submit", "--job-id", "dup", "--nats", svc.natsURL}, args...)...)
+		res := runMaker(t, cmdTimeout, append([]string{"submit", "--job-id", "dup", "--nats", svc.natsURL}, tc.args...)...)
 		checkRefused(t, res, "default/dup")
+		if !strings.Contains(res.stderr, tc.says) {
+			t.Errorf("submit %v: stderr %q does not say %q", tc.args, res.stderr, tc.says)
+		}
 	}
 	res := svc.maker(t, cli.ExitOK, "submit", "--k", "1", "--disks", "3", "--job-id", "dup", "--json")
 	if m := parseJSONOnly(t, res.stdout); m["job_id"] != "dup" || m["duplicate"] != true {
 		t.Errorf("resubmitting the same job printed %v, want a duplicate", m)
+	}
+	res = svc.maker(t, cli.ExitOK, "submit", "--k", "1", "--disks", "3", "--job-id", "dup")
+	if res.stdout != "dup\n" || !strings.Contains(res.stderr, "duplicate: nothing ran") {
+		t.Errorf("resubmitting the same job (text): stdout %q, stderr %q; want the job id, and \"duplicate: nothing ran\" on stderr", res.stdout, res.stderr)
 	}
 
 	if n := svc.jobMessages(t); n != before {
@@ -277,6 +296,7 @@ func TestResubmitConflict(t *testing.T) {
 // replay of a sequence that is not there is refused with the usage code.
 func TestDLQCommandsEmpty(t *testing.T) {
 	svc := startServices(t, false)
+	svc.topology(t) // a fleet with nothing dead yet: the dlq commands create nothing
 	res := svc.maker(t, cli.ExitOK, "dlq", "list", "--json")
 	if strings.TrimSpace(res.stdout) != "[]" {
 		t.Errorf("dlq list --json on an empty DLQ printed %q, want []", res.stdout)
@@ -314,5 +334,27 @@ func TestDLQCommandsEmpty(t *testing.T) {
 	}
 	if info.State.Msgs != 0 {
 		t.Errorf("DLQ holds %d messages, want 0", info.State.Msgs)
+	}
+}
+
+// TestSubmitWaitWithoutCoordinator: `submit --wait` on a fleet without a
+// coordinator says, once the job has gone a while without progress, that
+// no coordinator has taken it and it stays queued; status says the same.
+func TestSubmitWaitWithoutCoordinator(t *testing.T) {
+	svc := startServices(t, false)
+	sub := startProc(t, "submit", "submit", "--nats", svc.natsURL, "--disks", "3", "--k", "1", "--job-id", "lonely",
+		"--wait", "--queued-notice", "500ms")
+	const notice = "default/lonely is still queued after 500ms: no coordinator has taken it yet; it stays queued until a coordinator takes it"
+	waitFor(t, 30*time.Second, "the queued notice", func() bool { return strings.Contains(sub.stderr(), notice) }, sub)
+	if !strings.Contains(sub.stderr(), svc.natsURL) {
+		t.Errorf("the notice does not name the NATS server: %q", sub.stderr())
+	}
+	if res := svc.maker(t, cli.ExitOK, "status", "lonely"); res.stdout != "default/lonely: queued: no coordinator has taken it yet\n" {
+		t.Errorf("status of the queued job printed %q, want why it is queued", res.stdout)
+	}
+	sub.signal(syscall.SIGINT)
+	checkInterrupted(t, sub)
+	if strings.Count(sub.stderr(), "still queued") != 1 {
+		t.Errorf("the notice came more than once: %q", sub.stderr())
 	}
 }

@@ -66,20 +66,26 @@ var (
 	taskRE   = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 )
 
-// ValidTenant checks a tenant id: 1–32 of a-z, 0-9 and '-', starting with a
-// letter or digit. Tenants appear in subjects, consumer names and keys.
+// TenantRule and JobIDRule say what ValidTenant and ValidJobID accept, for
+// messages to people.
+const (
+	TenantRule = "1-32 characters of a-z, 0-9 and '-', starting with a letter or digit"
+	JobIDRule  = "1-64 characters of A-Z, a-z, 0-9, '_' and '-', starting with a letter or digit"
+)
+
+// ValidTenant checks a tenant id (TenantRule). Tenants appear in subjects,
+// consumer names and keys.
 func ValidTenant(t string) error {
 	if !tenantRE.MatchString(t) {
-		return fmt.Errorf("%w: tenant %q must be 1-32 characters of a-z, 0-9 and '-', starting with a letter or digit", ErrInvalid, t)
+		return fmt.Errorf("%w: tenant %q must be %s", ErrInvalid, t, TenantRule)
 	}
 	return nil
 }
 
-// ValidJobID checks a job id: 1–64 of A-Z, a-z, 0-9, '_' and '-', starting
-// with a letter or digit.
+// ValidJobID checks a job id (JobIDRule).
 func ValidJobID(id string) error {
 	if !jobIDRE.MatchString(id) {
-		return fmt.Errorf("%w: job id %q must be 1-64 characters of A-Z, a-z, 0-9, '_' and '-', starting with a letter or digit", ErrInvalid, id)
+		return fmt.Errorf("%w: job id %q must be %s", ErrInvalid, id, JobIDRule)
 	}
 	return nil
 }

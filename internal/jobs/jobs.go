@@ -92,8 +92,9 @@ type Submitted struct {
 
 // Submit prepares spec, registers it in the job registry and queues it on
 // the job stream, creating the fleet's streams if no role has yet. A job id
-// is taken once: resubmitting the same job is a no-op (Duplicate), and a
-// different job under a taken id is ErrConflict, with nothing written.
+// is taken once: resubmitting the same job (the same spec, but for when it
+// was submitted) is a no-op (Duplicate), and a different job under a taken
+// id is ErrConflict naming what differs, with nothing written.
 func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *schemas.JobSpec, tasks *task.Registry) (Submitted, error) {
 	if err := Prepare(spec, tasks); err != nil {
 		return Submitted{}, err
@@ -107,7 +108,18 @@ func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *s
 		return Submitted{}, err
 	}
 	// A job id is taken once, by one job: a resubmission of the same job
-	// changes nothing. The report of a finished job speaks for it too.
+	// changes nothing. The registry holds the whole spec; the report of a
+	// finished job no longer registered speaks for it too (task, params
+	// and k: what a report keeps).
+	switch cur, _, err := Get(ctx, topo, spec.Tenant, spec.JobID); {
+	case err == nil:
+		if err := sameAs(cur, *spec); !errors.Is(err, ErrExists) {
+			return Submitted{}, err
+		}
+		return Submitted{Tenant: spec.Tenant, JobID: spec.JobID, Duplicate: true}, nil
+	case !errors.Is(err, ErrNotFound):
+		return Submitted{}, err
+	}
 	if e, err := topo.Reports.Get(ctx, bus.JobKey(spec.Tenant, spec.JobID)); err == nil {
 		var rep schemas.JobReport
 		if err := schemas.Decode(e.Value(), &rep); err == nil {

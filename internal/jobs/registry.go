@@ -28,8 +28,8 @@ var (
 )
 
 // Register adds rec to the job registry. A registered job with the same
-// id is ErrExists if it is the same job, else ErrConflict; either way
-// nothing is written.
+// id is ErrExists if it is the same job (the same spec, see SpecDiff), else
+// ErrConflict; either way nothing is written.
 func Register(ctx context.Context, topo *bus.Topology, rec *schemas.JobRecord) error {
 	data, err := schemas.Encode(rec)
 	if err != nil {
@@ -45,16 +45,20 @@ func Register(ctx context.Context, topo *bus.Topology, rec *schemas.JobRecord) e
 	if err != nil {
 		return err
 	}
-	if !sameSpec(cur.Spec, rec.Spec) {
-		return fmt.Errorf("%w: %s/%s is registered as task %s %s with k=%d, not %s %s with k=%d; choose another job id",
-			ErrConflict, rec.Tenant, rec.JobID, cur.Spec.Task, compact(cur.Spec.Params), cur.Spec.K,
-			rec.Spec.Task, compact(rec.Spec.Params), rec.Spec.K)
-	}
-	return ErrExists
+	return sameAs(cur, rec.Spec)
 }
 
-func sameSpec(a, b schemas.JobSpec) bool {
-	return SameJob(a, schemas.JobReport{Task: b.Task, Params: b.Params, K: b.K})
+// sameAs is ErrExists when spec is the job registered as cur (its whole
+// spec but when it was submitted), else ErrConflict naming what differs.
+func sameAs(cur schemas.JobRecord, spec schemas.JobSpec) error {
+	diffs, err := SpecDiff(cur.Spec, spec)
+	if err != nil {
+		return err
+	}
+	if len(diffs) > 0 {
+		return conflictErr(cur.Tenant, cur.JobID, diffs)
+	}
+	return ErrExists
 }
 
 // Get returns the registry record of tenant/job and its revision.
@@ -210,7 +214,7 @@ func List(ctx context.Context, topo *bus.Topology, tenant string) ([]schemas.Job
 
 // Status returns tenant/job's latest progress. A registered job no
 // coordinator has reported on yet is queued (or paused, or finished) as
-// its record says.
+// its record says. A queued or paused job names no coordinator.
 func Status(ctx context.Context, topo *bus.Topology, tenant, job string) (schemas.JobStatus, error) {
 	rec, _, err := Get(ctx, topo, tenant, job)
 	if err != nil {
@@ -230,8 +234,13 @@ func Status(ctx context.Context, topo *bus.Topology, tenant, job string) (schema
 	if rec.Finished || rec.State == schemas.StatePaused || rec.State == schemas.StateQueued && st.State == "" {
 		st.State = rec.State
 	}
-	if !rec.Finished && rec.Control != schemas.ControlRun {
-		st.Control = rec.Control
+	if st.State == schemas.StatePaused || st.State == schemas.StateQueued {
+		// No coordinator holds a paused or queued job; the last status may
+		// still name the one that ran it.
+		st.Coordinator = ""
+	}
+	if !rec.Finished && rec.Control != schemas.ControlRun && !(rec.Control == schemas.ControlPause && st.State == schemas.StatePaused) {
+		st.Control = rec.Control // asked, not yet obeyed
 	}
 	return st, nil
 }

@@ -84,8 +84,9 @@ func (r registry) queued(t *testing.T) uint64 {
 }
 
 // TestRegister: a new job is stored as given; the same job again is
-// ErrExists and a different job under the id ErrConflict, naming it; in
-// both cases the record is left as it was.
+// ErrExists and a different job under the id (any field of its spec but
+// when it was submitted) ErrConflict, naming it and what differs; in both
+// cases the record is left as it was.
 func TestRegister(t *testing.T) {
 	t.Parallel()
 	r := newRegistry(t)
@@ -100,22 +101,32 @@ func TestRegister(t *testing.T) {
 
 	same := record(t, "acme", "j1", 4, 2, now.Add(time.Minute)) // resubmitted later
 	same.Spec.Params = json.RawMessage(`{ "disks" : 4 }`)       // and spelt otherwise
+	other := func(change func(*schemas.JobSpec)) schemas.JobRecord {
+		rec := record(t, "acme", "j1", 4, 2, now)
+		change(&rec.Spec)
+		return rec
+	}
+	rest := 0.3
 	tests := []struct {
 		name string
 		rec  schemas.JobRecord
 		want error
+		says string // in the conflict: the field and both values
 	}{
-		{"same job", same, jobs.ErrExists},
-		{"other params", record(t, "acme", "j1", 5, 2, now), jobs.ErrConflict},
-		{"other k", record(t, "acme", "j1", 4, 3, now), jobs.ErrConflict},
+		{"same job", same, jobs.ErrExists, ""},
+		{"other params", record(t, "acme", "j1", 5, 2, now), jobs.ErrConflict, `params {"disks":4} (this one: {"disks":5})`},
+		{"other k", record(t, "acme", "j1", 4, 3, now), jobs.ErrConflict, "k 2 (this one: 3)"},
+		{"other seed", other(func(s *schemas.JobSpec) { s.Seed = 8 }), jobs.ErrConflict, "seed 0 (this one: 8)"},
+		{"other max samples", other(func(s *schemas.JobSpec) { s.MaxSamplesPerStep = 50 }), jobs.ErrConflict, "max_samples_per_step 100 (this one: 50)"},
+		{"other temperature", other(func(s *schemas.JobSpec) { s.TemperatureRest = &rest }), jobs.ErrConflict, "temperature_rest 0.1 (this one: 0.3)"},
 	}
 	for _, tt := range tests {
 		err := jobs.Register(ctxT(t), r.topo, &tt.rec)
 		if !errors.Is(err, tt.want) {
 			t.Errorf("%s: Register = %v, want %v", tt.name, err, tt.want)
 		}
-		if tt.want == jobs.ErrConflict && (err == nil || !strings.Contains(err.Error(), "acme/j1")) {
-			t.Errorf("%s: %v does not name the job", tt.name, err)
+		if tt.want == jobs.ErrConflict && (err == nil || !strings.Contains(err.Error(), "acme/j1") || !strings.Contains(err.Error(), tt.says)) {
+			t.Errorf("%s: %v does not name the job and %q", tt.name, err, tt.says)
 		}
 		if after, rev2 := r.get(t, "acme", "j1"); rev2 != rev || !after.Spec.SubmittedAt.Equal(now) {
 			t.Errorf("%s: record changed (revision %d -> %d)", tt.name, rev, rev2)
@@ -344,7 +355,8 @@ func TestList(t *testing.T) {
 
 // TestStatus: a job no coordinator has reported on is queued as its record
 // says; a coordinator's figures are shown; the record decides paused and
-// finished states; control is shown while pause or cancel is asked.
+// finished states (a paused job has no coordinator); control is shown while
+// pause or cancel is asked.
 func TestStatus(t *testing.T) {
 	t.Parallel()
 	r := newRegistry(t)
@@ -391,8 +403,8 @@ func TestStatus(t *testing.T) {
 	if err := jobs.MarkState(ctxT(t), r.topo, "acme", "j1", schemas.StatePaused); err != nil {
 		t.Fatal(err)
 	}
-	if st := status(); st.State != schemas.StatePaused || st.Steps != 3 {
-		t.Errorf("paused: state %q steps %d, want paused at step 3", st.State, st.Steps)
+	if st := status(); st.State != schemas.StatePaused || st.Steps != 3 || st.Coordinator != "" {
+		t.Errorf("paused: state %q steps %d coordinator %q, want paused at step 3, on no coordinator", st.State, st.Steps, st.Coordinator)
 	}
 	if _, err := jobs.Control(ctxT(t), r.topo, "acme", "j1", schemas.ControlCancel); err != nil {
 		t.Fatal(err)
@@ -440,8 +452,9 @@ func TestResult(t *testing.T) {
 }
 
 // TestSubmitRegisters: Submit registers the job and queues it once; the
-// same job again is a duplicate that writes nothing; a different job under
-// the id is ErrConflict and writes nothing either.
+// same job again (submitted later) is a duplicate that writes nothing; a
+// different job under the id (other params, seed, sample cap or
+// temperature) is ErrConflict and writes nothing either.
 func TestSubmitRegisters(t *testing.T) {
 	t.Parallel()
 	r := newRegistry(t)
@@ -465,9 +478,17 @@ func TestSubmitRegisters(t *testing.T) {
 	if sub, err := jobs.Submit(ctxT(t), r.js, r.cfg, &again, builtin.Registry()); err != nil || !sub.Duplicate {
 		t.Errorf("Submit of the same job again = %+v, %v; want a duplicate", sub, err)
 	}
-	other := hanoiSpec("s1", 5, 2)
-	if _, err := jobs.Submit(ctxT(t), r.js, r.cfg, &other, builtin.Registry()); !errors.Is(err, jobs.ErrConflict) {
-		t.Errorf("Submit of another job under the id = %v, want ErrConflict", err)
+	for _, change := range []func(*schemas.JobSpec){
+		func(s *schemas.JobSpec) { s.Params = json.RawMessage(`{"disks":5}`) },
+		func(s *schemas.JobSpec) { s.Seed = 7 },
+		func(s *schemas.JobSpec) { s.MaxSamplesPerStep = 40 },
+		func(s *schemas.JobSpec) { s.TemperatureFirst = 0.5 },
+	} {
+		other := hanoiSpec("s1", 4, 2)
+		change(&other)
+		if _, err := jobs.Submit(ctxT(t), r.js, r.cfg, &other, builtin.Registry()); !errors.Is(err, jobs.ErrConflict) {
+			t.Errorf("Submit of another job under the id = %v, want ErrConflict", err)
+		}
 	}
 	if n := r.queued(t); n != 1 {
 		t.Errorf("job stream holds %d messages after resubmits, want 1", n)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -133,6 +135,37 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 		ids[i] = m.ID
 	}
 	return ids, nil
+}
+
+// ErrModelNotListed: the server answered GET /models, but its list does
+// not hold the client's model. Some servers list nothing, or list a model
+// under another name than they accept, so it is a warning, not a failure.
+var ErrModelNotListed = errors.New("llm: model not listed by the server")
+
+// maxListedModels bounds the model ids an ErrModelNotListed error names.
+const maxListedModels = 10
+
+// Check asks the server for its models (Models: one attempt, within ctx
+// and the attempt timeout), so a voter finds an unreachable or refusing
+// server when it starts, not at its first sample. It returns the call's
+// error when the server does not answer with a list, ErrModelNotListed
+// (naming what it lists) when the list lacks the client's model, else nil.
+func (c *Client) Check(ctx context.Context) error {
+	ids, err := c.Models(ctx)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(ids, c.cfg.Model) {
+		return nil
+	}
+	if len(ids) == 0 {
+		return fmt.Errorf("%w: %s lists no models, so %q cannot be checked", ErrModelNotListed, c.cfg.BaseURL, c.cfg.Model)
+	}
+	listed := strings.Join(ids[:min(len(ids), maxListedModels)], ", ")
+	if len(ids) > maxListedModels {
+		listed += fmt.Sprintf(", … (%d in all)", len(ids))
+	}
+	return fmt.Errorf("%w: %s lists %s; not %q", ErrModelNotListed, c.cfg.BaseURL, listed, c.cfg.Model)
 }
 
 var errNoChoices = errors.New("response has no choices")

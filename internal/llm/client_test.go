@@ -633,3 +633,64 @@ func TestCustomHTTPClientNotClosed(t *testing.T) {
 		t.Error("caller's HTTP client not used as is")
 	}
 }
+
+// TestCheck: Check passes a server that lists the client's model, warns
+// (ErrModelNotListed, naming what is listed) when the list lacks it or is
+// empty, and fails with the call's error when the server refuses, errs or
+// does not answer at all, in one attempt.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	many := `{"object":"list","data":[` + strings.Repeat(`{"id":"m"},`, 11) + `{"id":"last"}]}`
+	for _, tt := range []struct {
+		name  string
+		reply reply
+		want  error  // nil: passes
+		not   error  // must not match
+		says  string // in the error
+	}{
+		{name: "listed", reply: reply{status: 200, body: `{"object":"list","data":[{"id":"a"},{"id":"test-model"}]}`}},
+		{name: "not listed", reply: reply{status: 200, body: `{"object":"list","data":[{"id":"a"},{"id":"b"}]}`},
+			want: ErrModelNotListed, says: `/v1 lists a, b; not "test-model"`},
+		{name: "nothing listed", reply: reply{status: 200, body: `{"object":"list","data":[]}`},
+			want: ErrModelNotListed, says: `lists no models, so "test-model" cannot be checked`},
+		{name: "many listed", reply: reply{status: 200, body: many},
+			want: ErrModelNotListed, says: "m, m, m, m, m, m, m, m, m, m, … (12 in all)"},
+		{name: "refused", reply: reply{status: 401}, want: ErrPermanent, not: ErrModelNotListed, says: "401"},
+		{name: "not found", reply: reply{status: 404}, want: ErrPermanent, not: ErrModelNotListed, says: "404"},
+		{name: "server error", reply: reply{status: 503}, want: ErrRetryBudget, not: ErrModelNotListed, says: "503"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, tt.reply)
+			c, _ := testClient(t, f.srv.URL, nil)
+			err := c.Check(context.Background())
+			if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
+				t.Fatalf("Check = %v, want %v", err, tt.want)
+			}
+			if tt.not != nil && errors.Is(err, tt.not) {
+				t.Errorf("Check = %v, which must not be %v", err, tt.not)
+			}
+			if err != nil && !strings.Contains(err.Error(), tt.says) {
+				t.Errorf("Check = %v, want it to say %q", err, tt.says)
+			}
+			if f.hits() != 1 {
+				t.Errorf("Check made %d requests, want 1", f.hits())
+			}
+		})
+	}
+
+	t.Run("unreachable", func(t *testing.T) {
+		t.Parallel()
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close() // nothing listens there now
+		c, _ := testClient(t, "http://"+addr, nil)
+		err = c.Check(context.Background())
+		if err == nil || errors.Is(err, ErrModelNotListed) || !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("Check of a closed port = %v, want connection refused", err)
+		}
+	})
+}

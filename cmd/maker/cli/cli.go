@@ -12,7 +12,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 )
 
@@ -24,6 +27,10 @@ const (
 	ExitOK    = 0
 	ExitError = 1 // the command failed while running
 	ExitUsage = 2 // bad flags or invalid input; nothing was done
+	// ExitInterrupted: SIGINT or SIGTERM ended the command before it was
+	// done (128 + SIGINT, the shell's code for Ctrl-C). Services stop on
+	// either signal as their normal end and exit 0.
+	ExitInterrupted = 130
 )
 
 // usageError marks errors caused by the user's input.
@@ -41,9 +48,36 @@ type env struct {
 }
 
 // Main runs the command line with args (without the program name) and
-// returns the exit code.
+// returns the exit code. ctx ends when the command is to stop: main cancels
+// it on SIGINT and SIGTERM.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	e := &env{stdout: stdout, stderr: stderr}
+	routeRedisLog(e)
+	root := newRoot(e)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetContext(ctx)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	if ctx.Err() != nil {
+		// The signal is why the command failed: its "context canceled"
+		// says nothing the user does not know.
+		fmt.Fprintln(stderr, "maker: interrupted")
+		return ExitInterrupted
+	}
+	fmt.Fprintln(stderr, "maker:", err)
+	var ue usageError
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
+		return ExitUsage
+	}
+	return ExitError
+}
+
+// newRoot builds the command tree, writing to e.
+func newRoot(e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "maker",
 		Short: "Run very long LLM tasks with (near) zero errors by MAKER voting on a NATS + Redis fleet",
@@ -56,10 +90,6 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 		SilenceErrors: true,
 		Version:       Version,
 	}
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.SetContext(ctx)
 	root.PersistentFlags().StringVar(&e.logLevel, "log-level", envOr("MAKER_LOG_LEVEL", ""), "log level: debug, info, warn, error (default info for services, warn otherwise) [$MAKER_LOG_LEVEL]")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
@@ -67,16 +97,54 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 		jobsCmd(e), statusCmd(e), resultCmd(e), pauseCmd(e), resumeCmd(e), cancelCmd(e), decideCmd(e), dlqCmd(e),
 		judgeCmd(e), breakglassCmd(e), mcpCmd(e),
 	)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return ExitOK
+	return root
+}
+
+// subcommandArgs refuses an argument that names none of a command
+// group's subcommands (cobra would print the group's help and exit 0).
+func subcommandArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
 	}
-	fmt.Fprintln(stderr, "maker:", err)
-	var ue usageError
-	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
-		return ExitUsage
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, set only for the root
 	}
-	return ExitError
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return usageError{errors.New(msg)}
+}
+
+// group makes cmd a command group: it refuses unknown subcommands and,
+// given none, prints its help.
+func group(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = subcommandArgs
+	cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	return cmd
+}
+
+// go-redis logs on its own, to os.Stderr, what its connection pool
+// retries ("redis: ... pool.go:770: ... failed to dial"): lines in
+// another format, repeated, ahead of the command's own error. They go to
+// our log at debug level instead, through the env of the latest Main (one
+// per process outside tests).
+var (
+	redisLogOnce sync.Once
+	redisLogEnv  atomic.Pointer[env]
+)
+
+type redisLogger struct{}
+
+func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	if e := redisLogEnv.Load(); e != nil {
+		e.logger(slog.LevelWarn).DebugContext(ctx, "redis: "+strings.TrimSpace(fmt.Sprintf(format, v...)))
+	}
+}
+
+func routeRedisLog(e *env) {
+	redisLogEnv.Store(e)
+	redisLogOnce.Do(func() { redis.SetLogger(redisLogger{}) })
 }
 
 // logger returns a text logger on stderr at the chosen level.

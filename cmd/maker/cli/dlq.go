@@ -10,15 +10,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/schemas"
 )
 
 func dlqCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := group(&cobra.Command{
 		Use:   "dlq",
 		Short: "Inspect and replay dead letters: requests the fleet gave up on, with why",
-		Args:  cobra.NoArgs,
-	}
+	})
 	var (
 		natsURL, tenant, job string
 		asJSON, all          bool
@@ -98,6 +96,10 @@ its step was decided meanwhile, its coordinator counts the answer as a late samp
 				for _, d := range dls {
 					seqs = append(seqs, d.DLQSeq)
 				}
+				if len(seqs) == 0 && !asJSON {
+					fmt.Fprintln(e.stdout, "no dead letters to replay")
+					return nil
+				}
 			}
 			var replayed []bus.StoredDeadLetter
 			var errs []error
@@ -141,14 +143,12 @@ its step was decided meanwhile, its coordinator counts the answer as a late samp
 
 func checkFilter(tenant, job string) error {
 	if tenant != "" {
-		if err := schemas.ValidTenant(tenant); err != nil {
-			return usageError{err}
+		if err := checkTenant(tenant); err != nil {
+			return err
 		}
 	}
 	if job != "" {
-		if err := schemas.ValidJobID(job); err != nil {
-			return usageError{err}
-		}
+		return checkJobID(job)
 	}
 	return nil
 }

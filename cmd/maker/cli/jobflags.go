@@ -76,6 +76,14 @@ func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFrac
 	if err := f.checkTemperatures(); err != nil {
 		return schemas.JobSpec{}, nil, err
 	}
+	if err := checkTenant(f.tenant); err != nil {
+		return schemas.JobSpec{}, nil, err
+	}
+	if f.jobID != "" {
+		if err := checkJobID(f.jobID); err != nil {
+			return schemas.JobSpec{}, nil, err
+		}
+	}
 	if !(validFraction > 0) {
 		return schemas.JobSpec{}, nil, usagef("every sample would be red-flagged (valid fraction %v): no vote could ever be counted", validFraction)
 	}

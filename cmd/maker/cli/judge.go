@@ -40,7 +40,9 @@ Without --config every panel member and the judge live at --llm-base-url; a conf
 		Example: `  maker judge --nats nats://127.0.0.1:4222 --llm-base-url http://127.0.0.1:8080/v1
   maker judge --nats nats://127.0.0.1:4222 --llm-base-url http://127.0.0.1:8080/v1 --config judge.yaml
   maker judge approve bg-20251129T200000-1a2b3c --by alice`,
-		Args: cobra.NoArgs,
+		// A role with admin subcommands: a word that is none of them is
+		// a mistyped subcommand.
+		Args: subcommandArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			settings, err := judge.LoadSettings(configPath)
 			if err != nil {
@@ -190,20 +192,15 @@ func judgeAuditCmd(e *env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if tenant != "" {
-				if err := schemas.ValidTenant(tenant); err != nil {
-					return usageError{err}
+				if err := checkTenant(tenant); err != nil {
+					return err
 				}
 			}
-			if session != "" {
-				if err := schemas.ValidJobID(session); err != nil {
-					return usagef("--session %q: 1-64 characters of A-Z, a-z, 0-9, '_' and '-'", session)
-				}
+			if session != "" && schemas.ValidJobID(session) != nil {
+				return usagef("invalid session %q: want %s", session, schemas.JobIDRule)
 			}
 			var recs []schemas.BreakGlassAudit
 			if err := withJudgeAdmin(cmd, natsURL, func(ctx context.Context, js jetstream.JetStream) error {
-				if _, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{}); err != nil {
-					return err
-				}
 				var err error
 				recs, err = judge.ListAudit(ctx, js, bus.DefaultNamespace, tenant, session)
 				return err
@@ -225,7 +222,9 @@ func judgeAuditCmd(e *env) *cobra.Command {
 }
 
 // withJudgeAdmin runs fn for a short admin command: its own connection
-// and a 60s deadline.
+// and a 60s deadline. The judge's topology must exist already: an admin
+// command reads or decides what a judge holds, and creates nothing on a
+// server that has no judge (the judge package's helpers would).
 func withJudgeAdmin(cmd *cobra.Command, natsURL string, fn func(context.Context, jetstream.JetStream) error) error {
 	js, closeNC, err := connectJS(natsURL, "maker-judge-admin")
 	if err != nil {
@@ -234,6 +233,12 @@ func withJudgeAdmin(cmd *cobra.Command, natsURL string, fn func(context.Context,
 	defer closeNC()
 	ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
 	defer cancel()
+	if _, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{StartupWait: 10 * time.Second}); err != nil {
+		if errors.Is(err, bus.ErrNoJudge) {
+			return fmt.Errorf("%s: %w", natsURL, err)
+		}
+		return err
+	}
 	return fn(ctx, js)
 }
 

@@ -28,7 +28,9 @@ type fleetConn struct {
 func (f *fleetConn) Close() { f.nc.Close() }
 
 // dialFleet connects to the fleet at natsURL, within a bounded time: a
-// client command must not hang on a server that does not answer.
+// client command must not hang on a server that does not answer. It binds
+// the fleet's topology without creating it: a client command run against
+// the wrong server must not leave a fleet's streams on it.
 func dialFleet(ctx context.Context, natsURL, name string) (*fleetConn, error) {
 	nc, err := bus.Connect(natsURL, name)
 	if err != nil {
@@ -39,9 +41,12 @@ func dialFleet(ctx context.Context, natsURL, name string) (*fleetConn, error) {
 		nc.Close()
 		return nil, err
 	}
-	topo, err := bus.Ensure(ctx, js, bus.Config{StartupWait: 10 * time.Second})
+	topo, err := bus.Open(ctx, js, bus.Config{StartupWait: 10 * time.Second})
 	if err != nil {
 		nc.Close()
+		if errors.Is(err, bus.ErrNoFleet) {
+			return nil, fmt.Errorf("%s: %w", natsURL, err)
+		}
 		return nil, err
 	}
 	return &fleetConn{nc: nc, topo: topo}, nil
@@ -49,16 +54,35 @@ func dialFleet(ctx context.Context, natsURL, name string) (*fleetConn, error) {
 
 // jobRef reads a JOB argument: "job" (in --tenant) or "tenant/job".
 func jobRef(arg, tenant string) (string, string, error) {
+	if strings.Count(arg, "/") > 1 {
+		return "", "", usagef("invalid JOB %q: JOB is id or tenant/id", arg)
+	}
 	if t, j, ok := strings.Cut(arg, "/"); ok {
 		tenant, arg = t, j
 	}
-	if err := schemas.ValidTenant(tenant); err != nil {
-		return "", "", usageError{err}
+	if err := checkTenant(tenant); err != nil {
+		return "", "", err
 	}
-	if err := schemas.ValidJobID(arg); err != nil {
-		return "", "", usageError{err}
+	if err := checkJobID(arg); err != nil {
+		return "", "", err
 	}
 	return tenant, arg, nil
+}
+
+// checkTenant and checkJobID refuse a malformed id with a message for a
+// person; schemas' own errors are worded for messages on the wire.
+func checkTenant(t string) error {
+	if schemas.ValidTenant(t) != nil {
+		return usagef("invalid tenant %q: want %s", t, schemas.TenantRule)
+	}
+	return nil
+}
+
+func checkJobID(id string) error {
+	if schemas.ValidJobID(id) != nil {
+		return usagef("invalid job id %q: want %s", id, schemas.JobIDRule)
+	}
+	return nil
 }
 
 // clientErr marks the errors a client command gets for bad input.
@@ -122,6 +146,19 @@ func statusCmd(e *env) *cobra.Command {
 		if asJSON {
 			return writeJSON(e.stdout, st)
 		}
+		if st.State == schemas.StateQueued {
+			// A queued job has no figures yet: say why it waits.
+			why, err := jobs.QueuedReason(ctx, f.topo, tenant, job)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "%s/%s: queued: %s", st.Tenant, st.JobID, why)
+			if st.Control != "" {
+				fmt.Fprintf(e.stdout, " (%s asked)", st.Control)
+			}
+			fmt.Fprintln(e.stdout)
+			return nil
+		}
 		fmt.Fprintf(e.stdout, "%s/%s: %s", st.Tenant, st.JobID, st.State)
 		if st.Control != "" {
 			fmt.Fprintf(e.stdout, " (%s asked)", st.Control)
@@ -154,16 +191,46 @@ func resultCmd(e *env) *cobra.Command {
 // controlCmd builds pause, resume and cancel.
 func controlCmd(e *env, use, control, short string) *cobra.Command {
 	return jobCommand(e, use, short, func(ctx context.Context, f *fleetConn, tenant, job string, asJSON bool) error {
-		rec, err := jobs.Control(ctx, f.topo, tenant, job, control)
+		rec, _, err := jobs.Get(ctx, f.topo, tenant, job)
 		if err != nil {
 			return err
+		}
+		// Asking for what already holds changes nothing: say so rather
+		// than promise an effect at the next step boundary.
+		note := alreadyNote(rec, control)
+		if note == "" {
+			if rec, err = jobs.Control(ctx, f.topo, tenant, job, control); err != nil {
+				return err
+			}
+			note = fmt.Sprintf("%s asked (the job is %s; it takes effect at the next step boundary)", use, rec.State)
 		}
 		if asJSON {
 			return writeJSON(e.stdout, map[string]string{"tenant": tenant, "job_id": job, "control": rec.Control, "state": rec.State})
 		}
-		fmt.Fprintf(e.stdout, "%s/%s: %s asked (the job is %s; it takes effect at the next step boundary)\n", tenant, job, use, rec.State)
+		fmt.Fprintf(e.stdout, "%s/%s: %s\n", tenant, job, note)
 		return nil
 	})
+}
+
+// alreadyNote says how a job already is what control asks for, or "" when
+// asking changes something (or is refused: jobs.Control says why).
+func alreadyNote(rec schemas.JobRecord, control string) string {
+	if rec.Finished || rec.Control == schemas.ControlCancel && control != schemas.ControlCancel {
+		return ""
+	}
+	switch {
+	case control == schemas.ControlPause && rec.Control == schemas.ControlPause && rec.State == schemas.StatePaused:
+		return "already paused"
+	case control == schemas.ControlPause && rec.Control == schemas.ControlPause:
+		return fmt.Sprintf("pause already asked (the job is %s; it pauses at the next step boundary)", rec.State)
+	case control == schemas.ControlRun && rec.Control == schemas.ControlRun && rec.State == schemas.StateRunning:
+		return "already running"
+	case control == schemas.ControlRun && rec.Control == schemas.ControlRun && rec.State != schemas.StatePaused:
+		return fmt.Sprintf("not paused (the job is %s)", rec.State)
+	case control == schemas.ControlCancel && rec.Control == schemas.ControlCancel:
+		return fmt.Sprintf("cancel already asked (the job is %s; it ends at the next step boundary)", rec.State)
+	}
+	return ""
 }
 
 func pauseCmd(e *env) *cobra.Command {
@@ -179,7 +246,7 @@ func cancelCmd(e *env) *cobra.Command {
 }
 
 func jobsCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "jobs", Short: "List and inspect the fleet's jobs", Args: cobra.NoArgs}
+	cmd := group(&cobra.Command{Use: "jobs", Short: "List and inspect the fleet's jobs"})
 	var natsURL, tenant string
 	var asJSON bool
 	list := &cobra.Command{
@@ -188,8 +255,8 @@ func jobsCmd(e *env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if tenant != "" {
-				if err := schemas.ValidTenant(tenant); err != nil {
-					return usageError{err}
+				if err := checkTenant(tenant); err != nil {
+					return err
 				}
 			}
 			f, err := dialFleet(cmd.Context(), natsURL, "maker-jobs")

@@ -32,12 +32,55 @@ func TestPrintReportEscalation(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"tokens           1200 in, 300 out (stronger model 480 in, 100 out)   cost $0.2500 (panel $0.2000)",
-		"escalated        1 steps decided by the stronger model, 1 by an arbiter (steps [1])",
+		"escalated        1 steps decided by the stronger model, 1 by an arbiter (step 1)\n",
 		"no consensus     step 3, own_model: 5 samples; tally:\n       3  a\n       2  b\n",
 		"no consensus     step 3, stronger_model: 4 samples; tally:\n       2  b\n       2  a\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestPrintReportArbiterSteps: the escalated line lists the arbiter's
+// steps only when there are some, as numbers, and says how many there are
+// when it lists only the first.
+func TestPrintReportArbiterSteps(t *testing.T) {
+	t.Parallel()
+	const head = "  escalated        "
+	for _, tc := range []struct {
+		name        string
+		escalations int64
+		decisions   int64
+		steps       []int64
+		want        string // the line; "" for none
+	}{
+		{"no escalation", 0, 0, nil, ""},
+		{"only the stronger model", 2, 0, nil, head + "2 steps decided by the stronger model, 0 by an arbiter\n"},
+		{"one arbiter step", 0, 1, []int64{7}, head + "0 steps decided by the stronger model, 1 by an arbiter (step 7)\n"},
+		{"three arbiter steps", 1, 3, []int64{3, 9, 40}, head + "1 steps decided by the stronger model, 3 by an arbiter (steps 3, 9, 40)\n"},
+		{"more than are listed", 0, 12, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
+			head + "0 steps decided by the stronger model, 12 by an arbiter (steps 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, … (12 in all))\n"},
+		{"more than the report keeps", 0, 150, []int64{5, 6},
+			head + "0 steps decided by the stronger model, 150 by an arbiter (steps 5, 6, … (150 in all))\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rep := schemas.JobReport{Tenant: "default", JobID: "j1", Task: "hanoi", Params: []byte(`{"disks":3}`), K: 2,
+				State: schemas.StateSolved, Escalations: tc.escalations, ArbiterDecisions: tc.decisions, ArbiterSteps: tc.steps}
+			var b bytes.Buffer
+			if err := printReport(&b, rep, false); err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			for _, l := range strings.SplitAfter(b.String(), "\n") {
+				if strings.HasPrefix(l, head) {
+					got = l
+				}
+			}
+			if got != tc.want {
+				t.Errorf("escalated line %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

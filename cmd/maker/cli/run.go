@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -282,8 +283,12 @@ func printReport(w io.Writer, rep schemas.JobReport, asJSON bool) error {
 	}
 	fmt.Fprintln(w)
 	if rep.Escalations+rep.ArbiterDecisions > 0 {
-		fmt.Fprintf(w, "  escalated        %d steps decided by the stronger model, %d by an arbiter (steps %v)\n",
-			rep.Escalations, rep.ArbiterDecisions, rep.ArbiterSteps)
+		fmt.Fprintf(w, "  escalated        %d steps decided by the stronger model, %d by an arbiter",
+			rep.Escalations, rep.ArbiterDecisions)
+		if len(rep.ArbiterSteps) > 0 {
+			fmt.Fprintf(w, " (%s)", stepList(rep.ArbiterSteps, rep.ArbiterDecisions))
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "  wall             %.2fs   %.0f steps/s\n", rep.WallSeconds, rep.StepsPerSecond)
 	if nc := rep.NoConsensus; nc != nil {
@@ -300,6 +305,27 @@ func printReport(w io.Writer, rep schemas.JobReport, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "  trace sha256     %s\n", rep.TraceSHA256)
 	return nil
+}
+
+// maxListedSteps bounds the steps a text report lists by number.
+const maxListedSteps = 10
+
+// stepList names steps, the first of total, for a person: "step 4",
+// "steps 4, 9, 17", and when not all are listed, how many there are.
+func stepList(steps []int64, total int64) string {
+	if len(steps) == 1 && total <= 1 {
+		return fmt.Sprintf("step %d", steps[0])
+	}
+	shown := steps[:min(len(steps), maxListedSteps)]
+	parts := make([]string, len(shown))
+	for i, s := range shown {
+		parts[i] = strconv.FormatInt(s, 10)
+	}
+	list := "steps " + strings.Join(parts, ", ")
+	if n := max(total, int64(len(steps))); n > int64(len(shown)) {
+		list += fmt.Sprintf(", … (%d in all)", n)
+	}
+	return list
 }
 
 func printTally(w io.Writer, tally []schemas.TallyEntry) {

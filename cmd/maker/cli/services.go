@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -130,6 +131,13 @@ func coordinatorCmd(e *env) *cobra.Command {
 			}
 			rdb := redis.NewClient(ropts)
 			defer rdb.Close()
+			// One clear error naming the server, before anything starts.
+			pctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+			err = rdb.Ping(pctx).Err()
+			cancel()
+			if err != nil {
+				return fmt.Errorf("redis at %s: %w", redisURL, err)
+			}
 			nc, err := bus.Connect(natsURL, "maker-coordinator")
 			if err != nil {
 				return err
@@ -161,6 +169,9 @@ func coordinatorCmd(e *env) *cobra.Command {
 	_ = cmd.Flags().MarkHidden("crash-at")
 	return cmd
 }
+
+// modelCheckTimeout bounds the voter's start-up check of its model server.
+const modelCheckTimeout = 15 * time.Second
 
 func voterCmd(e *env) *cobra.Command {
 	var (
@@ -196,6 +207,20 @@ func voterCmd(e *env) *cobra.Command {
 				return usageError{err}
 			}
 			defer client.Close()
+			// A model that cannot be reached fails the voter now, not every
+			// sample it would take; one that is not listed may still answer.
+			cctx, cancel := context.WithTimeout(cmd.Context(), modelCheckTimeout)
+			err = client.Check(cctx)
+			cancel()
+			switch {
+			case errors.Is(err, llm.ErrModelNotListed):
+				log.Warn("the model server does not list the model; samples fail if it does not serve it either",
+					"llm_base_url", baseURL, "model", model, "err", err)
+			case err != nil:
+				return fmt.Errorf("model server %s: GET /models: %w", baseURL, err)
+			default:
+				log.Info("model server answers", "llm_base_url", baseURL, "model", model)
+			}
 			nc, err := bus.Connect(natsURL, "maker-voter")
 			if err != nil {
 				return err
@@ -230,7 +255,10 @@ func submitCmd(e *env) *cobra.Command {
 		asJSON  bool
 		quiet   bool
 		timeout time.Duration
-		esc     schemas.EscalationPolicy
+		// queuedAfter: with --wait, how long a job may stay queued without
+		// a status update before submit says so
+		queuedAfter time.Duration
+		esc         schemas.EscalationPolicy
 		// strongerPrice: a price not given is the job's
 		strongerPrice schemas.Pricing
 	)
@@ -265,6 +293,9 @@ func submitCmd(e *env) *cobra.Command {
 				cmd.Flags().Changed("stronger-input-price") || cmd.Flags().Changed("stronger-output-price") {
 				return usagef("--stronger-samples, --stronger-*-price and --min-confidence need --stronger-model or --panel")
 			}
+			if queuedAfter <= 0 {
+				return usagef("--queued-notice must be > 0")
+			}
 			ctx := cmd.Context()
 			if timeout > 0 {
 				var cancel context.CancelFunc
@@ -287,6 +318,13 @@ func submitCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if sub.Duplicate && (wait || !asJSON) { // --json alone says "duplicate": true
+				note := ""
+				if wait {
+					note = "; waiting for its report"
+				}
+				fmt.Fprintf(e.stderr, "duplicate: nothing ran: %s/%s was submitted before with the same spec%s\n", spec.Tenant, spec.JobID, note)
+			}
 			if !wait {
 				if asJSON {
 					return json.NewEncoder(e.stdout).Encode(sub)
@@ -294,14 +332,14 @@ func submitCmd(e *env) *cobra.Command {
 				fmt.Fprintln(e.stdout, sub.JobID)
 				return nil
 			}
-			if !quiet {
+			if !quiet && !sub.Duplicate {
 				fmt.Fprintf(e.stderr, "submitted %s\n", describe(spec))
 			}
 			topo, err := bus.Ensure(ctx, js, bus.Config{})
 			if err != nil {
 				return err
 			}
-			rep, err := jobs.Wait(ctx, topo, spec.Tenant, spec.JobID, progressFor(e.stderr, quiet))
+			rep, err := waitReport(ctx, e.stderr, topo, spec.Tenant, spec.JobID, progressFor(e.stderr, quiet), queuedAfter, natsURL)
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) && timeout > 0 {
 					return fmt.Errorf("job %s did not finish within --timeout %s (it keeps running; its report will be in the %s bucket)", spec.JobID, timeout, topo.NS.ReportsBucket())
@@ -321,11 +359,65 @@ func submitCmd(e *env) *cobra.Command {
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress")
 	fl.DurationVar(&timeout, "timeout", 0, "give up waiting after this long (default: no limit)")
+	fl.DurationVar(&queuedAfter, "queued-notice", 10*time.Second, "with --wait: say so when the job is still queued after this long without progress")
+	_ = fl.MarkHidden("queued-notice") // for tests; the default suits people
 	fl.StringVar(&esc.StrongerModel, "stronger-model", "", "escalation: a step that spends --max-samples without a decision is voted on again by this model")
 	fl.IntVar(&esc.StrongerSamples, "stronger-samples", schemas.DefaultStrongerSamples, "escalation: the stronger model's sample cap per step")
 	fl.Float64Var(&strongerPrice.InputUSDPerMTok, "stronger-input-price", 0, "escalation: the stronger model's price, USD per million input tokens (default: --input-price)")
 	fl.Float64Var(&strongerPrice.OutputUSDPerMTok, "stronger-output-price", 0, "escalation: the stronger model's price, USD per million output tokens (default: --output-price)")
-	fl.BoolVar(&esc.Panel, "panel", false, "escalation: then let the judge's break-glass panel arbitrate (needs a running `maker judge`)")
+	fl.BoolVar(&esc.Panel, "panel", false, "escalation: then let the judge's break-glass panel arbitrate (needs a running maker judge)")
 	fl.Float64Var(&esc.MinConfidence, "min-confidence", schemas.DefaultMinConfidence, "escalation: the least judge confidence that decides a step; below it the job pauses for a person")
 	return cmd
+}
+
+// waitReport waits for tenant/job's report like jobs.Wait, passing status
+// updates to progress (nil: none), and says on w, once, when the job has
+// gone after without a status update while queued: without a coordinator
+// (or a free one) the wait would otherwise be silent.
+func waitReport(ctx context.Context, w io.Writer, topo *bus.Topology, tenant, job string, progress func(schemas.JobStatus), after time.Duration, natsURL string) (schemas.JobReport, error) {
+	updates := make(chan struct{}, 1)
+	onStatus := func(st schemas.JobStatus) {
+		select {
+		case updates <- struct{}{}:
+		default:
+		}
+		if progress != nil {
+			progress(st)
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { // ends with the wait, below
+		defer close(done)
+		t := time.NewTimer(after)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-updates:
+				t.Reset(after)
+			case <-t.C:
+				st, err := jobs.Status(wctx, topo, tenant, job)
+				if err == nil && st.State == schemas.StateQueued {
+					why, err := jobs.QueuedReason(wctx, topo, tenant, job)
+					if err != nil {
+						return
+					}
+					hint := ""
+					if why == jobs.NoCoordinator {
+						hint = fmt.Sprintf(" (is a maker coordinator running on %s?)", natsURL)
+					}
+					fmt.Fprintf(w, "%s/%s is still queued after %s: %s; it stays queued until a coordinator takes it%s\n",
+						tenant, job, after, why, hint)
+					return
+				}
+				t.Reset(after)
+			}
+		}
+	}()
+	rep, err := jobs.Wait(ctx, topo, tenant, job, onStatus)
+	cancel()
+	<-done
+	return rep, err
 }

@@ -1,0 +1,111 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Missing topology: the server has none (or not all) of a namespace's
+// streams and buckets. Open and OpenJudge return them, wrapped with the
+// namespace and what is missing.
+var (
+	ErrNoFleet = errors.New("no makerfleet topology on this server")
+	ErrNoJudge = errors.New("no break-glass (judge) topology on this server")
+)
+
+// Open binds the namespace's existing streams and buckets, creating
+// nothing: for clients that only read or change what a fleet already holds
+// (status, listings, controls), which must not leave a fleet's topology on
+// a server that has none. When any is missing it returns ErrNoFleet. Like
+// Ensure it retries while the server does not answer, for up to
+// cfg.StartupWait; the rest of cfg is not checked against the server.
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {
+	cfg.defaults()
+	if err := cfg.Namespace.Validate(); err != nil {
+		return nil, err
+	}
+	ns := cfg.Namespace
+	return retryTransient(ctx, cfg.StartupWait, func(actx context.Context) (*Topology, error) {
+		topo := &Topology{NS: ns, JS: js, Config: cfg}
+		err := bind(actx, js,
+			[]string{ns.JobsStream(), ns.SamplesStream(), ns.ResultsStream(), ns.JournalStream(), ns.DLQStream()},
+			map[string]*jetstream.KeyValue{
+				ns.StatusBucket(): &topo.Status, ns.ReportsBucket(): &topo.Reports,
+				ns.JobsBucket(): &topo.Jobs, ns.LeasesBucket(): &topo.Leases,
+			},
+			ErrNoFleet, ns, "start a coordinator, or submit a job")
+		if err != nil {
+			return nil, err
+		}
+		return topo, nil
+	})
+}
+
+// OpenJudge binds the judge's existing streams and buckets, creating
+// nothing, as Open does for the fleet's; ErrNoJudge when any is missing.
+func OpenJudge(ctx context.Context, js jetstream.JetStream, cfg JudgeConfig) (*JudgeTopology, error) {
+	cfg.defaults()
+	if err := cfg.Namespace.Validate(); err != nil {
+		return nil, err
+	}
+	ns := cfg.Namespace
+	return retryTransient(ctx, cfg.StartupWait, func(actx context.Context) (*JudgeTopology, error) {
+		topo := &JudgeTopology{NS: ns, JS: js, Config: cfg}
+		err := bind(actx, js,
+			[]string{ns.JudgeStream(), ns.JudgeAuditStream()},
+			map[string]*jetstream.KeyValue{
+				ns.JudgeAnswersBucket(): &topo.Answers, ns.JudgeSessionsBucket(): &topo.Sessions,
+				ns.JudgeApprovalsBucket(): &topo.Approvals,
+			},
+			ErrNoJudge, ns, "start a judge (maker judge), or ask one (maker breakglass)")
+		if err != nil {
+			return nil, err
+		}
+		return topo, nil
+	})
+}
+
+// bind checks that every stream exists and binds every bucket into its
+// destination. What is missing is reported at once, wrapped in errMissing
+// with hint; any other failure is returned as it is (Transient ones are
+// retried by the caller).
+func bind(ctx context.Context, js jetstream.JetStream, streams []string, buckets map[string]*jetstream.KeyValue,
+	errMissing error, ns Namespace, hint string,
+) error {
+	var missing []string
+	for _, name := range streams {
+		_, err := js.Stream(ctx, name)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			missing = append(missing, "stream "+name)
+		case err != nil:
+			return fmt.Errorf("bus: stream %s: %w", name, err)
+		}
+	}
+	for name, dst := range buckets {
+		kv, err := js.KeyValue(ctx, name)
+		switch {
+		case errors.Is(err, jetstream.ErrBucketNotFound):
+			missing = append(missing, "bucket "+name)
+		case err != nil:
+			return fmt.Errorf("bus: bucket %s: %w", name, err)
+		default:
+			*dst = kv
+		}
+	}
+	slices.Sort(missing)
+	switch {
+	case len(missing) == 0:
+		return nil
+	case len(missing) == len(streams)+len(buckets):
+		return fmt.Errorf("%w (namespace %s): %s", errMissing, ns, hint)
+	default:
+		// Part of it: made by hand, or by an older release.
+		return fmt.Errorf("%w (namespace %s): %s missing; %s", errMissing, ns, strings.Join(missing, ", "), hint)
+	}
+}
