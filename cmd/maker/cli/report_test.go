@@ -67,7 +67,7 @@ func TestPrintReportArbiterSteps(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			rep := schemas.JobReport{Tenant: "default", JobID: "j1", Task: "hanoi", Params: []byte(`{"disks":3}`), K: 2,
-				State: schemas.StateSolved, Escalations: tc.escalations, ArbiterDecisions: tc.decisions, ArbiterSteps: tc.steps}
+				State: schemas.StateSolved, Figures: schemas.Figures{Escalations: tc.escalations, ArbiterDecisions: tc.decisions, ArbiterSteps: tc.steps}}
 			var b bytes.Buffer
 			if err := printReport(&b, rep, false); err != nil {
 				t.Fatal(err)
