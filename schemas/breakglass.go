@@ -425,14 +425,19 @@ func (r *BreakGlassResponse) Validate() error {
 	if !inRange(r.Solution.Confidence, 0, 1) {
 		return invalid(k, "solution.confidence must be between 0 and 1, got %v", r.Solution.Confidence)
 	}
-	c := r.Cost
+	return checkCost(k, r.Cost, r.Members)
+}
+
+// checkCost checks a response's cost and its model calls: no figure
+// negative.
+func checkCost(k string, c BreakGlassCost, members []MemberResult) error {
 	if err := nonNegativeFigures(k, figure{"cost.estimate_usd", c.EstimateUSD}, figure{"cost.actual_usd", c.ActualUSD}, figure{"cost.budget_usd", c.BudgetUSD}); err != nil {
 		return err
 	}
 	if err := nonNegative(k, count{"cost.prompt_tokens", c.PromptTokens}, count{"cost.completion_tokens", c.CompletionTokens}); err != nil {
 		return err
 	}
-	for i, m := range r.Members {
+	for i, m := range members {
 		if err := nonNegative(k, count{"members.prompt_tokens", m.PromptTokens}, count{"members.completion_tokens", m.CompletionTokens}, count{"members.latency_ms", m.LatencyMS}); err != nil {
 			return invalid(k, "members[%d]: %v", i, err)
 		}
