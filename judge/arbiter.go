@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -135,11 +136,11 @@ func ToArbiterDecision(req *schemas.BreakGlassRequest, resp *schemas.BreakGlassR
 func Arbitrate(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, tenant string, step schemas.ArbitrationStep, policy schemas.EscalationPolicy, notes ArbitrationNotes) (*schemas.ArbiterDecision, error) {
 	policy = policy.WithDefaults()
 	req := ArbitrationRequest(tenant, step, notes)
-	resp, err := Ask(ctx, js, ns, req)
+	resp, err := judgeclient.Ask(ctx, js, ns, req)
 	if resp == nil && err != nil {
 		return nil, err
 	}
-	if err != nil && !errors.Is(err, ErrRefused) && !errors.Is(err, ErrDenied) && !errors.Is(err, ErrFailed) {
+	if err != nil && !errors.Is(err, judgeclient.ErrRefused) && !errors.Is(err, judgeclient.ErrDenied) && !errors.Is(err, judgeclient.ErrFailed) {
 		return nil, err
 	}
 	return ToArbiterDecision(req, resp, policy.MinConfidence), nil

@@ -20,6 +20,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -137,11 +138,11 @@ func Request(id, session, problem string) *schemas.BreakGlassRequest {
 }
 
 // Ask sends req to the judges of the default namespace and waits.
-func (e *Env) Ask(req *schemas.BreakGlassRequest, opts ...judge.AskOption) (*schemas.BreakGlassResponse, error) {
+func (e *Env) Ask(req *schemas.BreakGlassRequest, opts ...judgeclient.AskOption) (*schemas.BreakGlassResponse, error) {
 	e.TB.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	return judge.Ask(ctx, e.JS, bus.DefaultNamespace, req, opts...)
+	return judgeclient.Ask(ctx, e.JS, bus.DefaultNamespace, req, opts...)
 }
 
 // Audit returns the audit records of session.
