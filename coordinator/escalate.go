@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/store"
-	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -22,14 +21,14 @@ import (
 const arbitrationWait = 15 * time.Minute
 
 // escalate is where a rung that spent its samples without a decision goes
-// next, by the job's policy (judge.NextRung): the stronger model votes on
+// next, by the job's policy (nextRung): the stronger model votes on
 // the step afresh, under a new epoch; then, if the policy opts in, the
 // judge's panel arbitrates among the candidates; else the job ends
 // no_consensus.
 func (r *jobRun) escalate(ctx context.Context) error {
 	pol := r.policy()
-	next := judge.NextRung(pol, r.rung == judge.RungStrongerModel)
-	if next == judge.RungNoConsensus {
+	next := nextRung(pol, r.rung == schemas.RungStrongerModel)
+	if next == rungNoConsensus {
 		return r.noConsensus(ctx)
 	}
 	tally, _, err := r.c.store.CloseStep(ctx, r.ref, r.step, r.epoch)
@@ -55,12 +54,29 @@ func (r *jobRun) escalate(ctx context.Context) error {
 	r.sinceCkpt++
 	r.climb(next, prior)
 	r.publishStatus(ctx, schemas.StateRunning)
-	if next == judge.RungStrongerModel {
+	if next == schemas.RungStrongerModel {
 		r.log.Warn("no consensus: the stronger model votes on the step", "step", r.step, "model", pol.StrongerModel,
 			"samples", rt.Counted, "tally", tally)
 		return r.reopen(ctx, "escalated to the stronger model "+pol.StrongerModel)
 	}
 	return r.arbitrate(ctx, pol)
+}
+
+// rungNoConsensus: no rung is left; the job ends no_consensus.
+const rungNoConsensus = "no_consensus"
+
+// nextRung returns what a step that exhausted its samples does next, given
+// the job's policy and whether the stronger model already voted (and also
+// reached no consensus).
+func nextRung(p schemas.EscalationPolicy, strongerDone bool) string {
+	switch {
+	case !strongerDone && p.StrongerModel != "":
+		return schemas.RungStrongerModel
+	case p.Panel:
+		return schemas.RungPanel
+	default:
+		return rungNoConsensus
+	}
 }
 
 // rungTally is what the open step's rung counted (tally is its closed
@@ -90,7 +106,7 @@ func (r *jobRun) policy() schemas.EscalationPolicy {
 // rungs in prior, with that rung's sample cap.
 func (r *jobRun) climb(rung string, prior []schemas.RungTally) {
 	r.rung, r.prior, r.capN = rung, prior, r.spec.MaxSamplesPerStep
-	if rung == judge.RungStrongerModel {
+	if rung == schemas.RungStrongerModel {
 		r.capN = r.policy().StrongerSamples
 	}
 }
@@ -100,46 +116,19 @@ func (r *jobRun) climb(rung string, prior []schemas.RungTally) {
 // votes); a refusal, a degraded or unconfident answer, or no answer in
 // time pauses the job for a person.
 func (r *jobRun) arbitrate(ctx context.Context, pol schemas.EscalationPolicy) error {
-	votes := map[string]int{}
-	samples := 0
-	var notes judge.ArbitrationNotes
-	for _, p := range r.prior {
-		samples += p.Counted
-		for _, t := range p.Tally {
-			votes[t.VoteKey] += t.Votes
-		}
-		line := fmt.Sprintf("%d samples, no lead of %d; tally %s", p.Counted, r.spec.K, tallyText(p.Tally))
-		if p.Rung == judge.RungStrongerModel {
-			notes.StrongerModel = pol.StrongerModel + ": " + line
-		} else {
-			notes.LocalModel = "the job's model: " + line
-		}
-	}
-	if notes.StrongerModel == "" {
-		notes.StrongerModel = "no stronger model is configured for this job"
-	}
-	cands := make([]schemas.TallyEntry, 0, len(votes))
-	for k, n := range votes {
-		cands = append(cands, schemas.TallyEntry{VoteKey: k, Votes: n})
-	}
-	slices.SortFunc(cands, func(a, b schemas.TallyEntry) int {
-		if a.Votes != b.Votes {
-			return b.Votes - a.Votes
-		}
-		return strings.Compare(a.VoteKey, b.VoteKey)
-	})
+	cands, samples := schemas.MergeRungs(r.prior)
 	if len(cands) == 0 {
 		return r.needsHuman(ctx, "no rung found a valid candidate (every sample was red-flagged): nothing to arbitrate among")
 	}
-	step := schemas.ArbitrationStep{
-		JobID: r.spec.JobID, Step: r.step, Task: r.spec.Task, State: string(r.state),
-		K: r.spec.K, Samples: samples, Candidates: cands,
+	req := &schemas.ArbitrationRequest{
+		Tenant: r.spec.Tenant, JobID: r.spec.JobID, Step: r.step, Task: r.spec.Task, State: string(r.state),
+		K: r.spec.K, Samples: samples, Candidates: cands, Rungs: r.prior, MinConfidence: pol.MinConfidence,
 	}
 	r.log.Warn("no consensus: asking the judge's panel to arbitrate", "step", r.step, "candidates", len(cands))
 	actx, cancel := context.WithCancelCause(ctx)
 	stop := r.cancelOnControl(actx, cancel, r.step)
 	tctx, tcancel := context.WithTimeout(actx, arbitrationWait)
-	d, err := judge.Arbitrate(tctx, r.c.js, r.topo.NS, r.spec.Tenant, step, pol, notes)
+	d, err := judgeclient.Arbitrate(tctx, r.c.js, r.topo.NS, req)
 	timedOut := errors.Is(tctx.Err(), context.DeadlineExceeded) && actx.Err() == nil
 	tcancel()
 	stop()
@@ -171,7 +160,7 @@ func (r *jobRun) arbitrate(ctx context.Context, pol schemas.EscalationPolicy) er
 	e := schemas.JournalEntry{
 		Header: schemas.NewHeader(schemas.KindJournalEntry), Tenant: r.spec.Tenant, JobID: r.spec.JobID,
 		Type: schemas.EntryArbiter, Token: r.token, Owner: r.c.cfg.ID, Step: r.step, Epoch: r.epoch,
-		VoteKey: d.VoteKey, Rung: judge.RungPanel, Prior: r.prior, Arbiter: d, At: time.Now().UTC(),
+		VoteKey: d.VoteKey, Rung: schemas.RungPanel, Prior: r.prior, Arbiter: d, At: time.Now().UTC(),
 	}
 	// The last rung's answers, recorded under this epoch, stay known.
 	return r.commit(ctx, &e, r.counters.Next)
@@ -260,17 +249,6 @@ func (r *jobRun) needsHuman(ctx context.Context, why string) error {
 	// Paused here and now, not through r.control: the registry watch may
 	// still deliver an older record saying run.
 	return r.pause(ctx)
-}
-
-func tallyText(t []schemas.TallyEntry) string {
-	parts := make([]string, 0, len(t))
-	for _, e := range t {
-		parts = append(parts, fmt.Sprintf("%s×%d", e.VoteKey, e.Votes))
-	}
-	if len(parts) == 0 {
-		return "(no valid votes)"
-	}
-	return strings.Join(parts, ", ")
 }
 
 // personDecision journals a person's answer (maker decide) for the step the

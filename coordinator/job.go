@@ -20,7 +20,6 @@ import (
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/journal"
 	"github.com/makerfleet/makerfleet/internal/store"
-	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -410,7 +409,7 @@ func (r *jobRun) run(ctx context.Context) error {
 	if err := jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StateRunning); err != nil {
 		r.log.Warn("mark the job running in the registry", "err", err)
 	}
-	if r.rung == judge.RungPanel {
+	if r.rung == schemas.RungPanel {
 		// Taken over while the panel arbitrated: ask again. The request
 		// id is the step's, so a stored answer is read, not paid for twice.
 		if err := r.arbitrate(ctx, r.policy()); err != nil {
@@ -848,7 +847,7 @@ func (r *jobRun) publish(ctx context.Context, index, attempt int) error {
 		MaxOutputTokens: r.spec.MaxOutputTokens,
 		IssuedAt:        time.Now().UTC(),
 	}
-	if r.rung == judge.RungStrongerModel {
+	if r.rung == schemas.RungStrongerModel {
 		req.Model = r.spec.Escalation.StrongerModel
 	}
 	data, err := json.Marshal(&req)
@@ -1116,7 +1115,7 @@ func (r *jobRun) apply(e *schemas.JournalEntry, replay bool) error {
 		if len(rep.ArbiterSteps) < maxErrorSteps {
 			rep.ArbiterSteps = append(rep.ArbiterSteps, r.step)
 		}
-	case e.Rung == judge.RungStrongerModel:
+	case e.Rung == schemas.RungStrongerModel:
 		rep.Escalations++
 	}
 	if replay {

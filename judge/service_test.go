@@ -336,7 +336,7 @@ func TestSessionCapConcurrent(t *testing.T) {
 	filled.DefaultPrice = &judge.Price{InputUSDPerMTok: 1}
 	probe := request("probe")
 	typ, _ := judge.Classify(probe)
-	perDollar := filled.Estimate(judge.Assemble(probe, typ, nil, &filled), probe, typ, filled.Panel(typ), filled.JudgeModel)
+	perDollar := filled.Estimate(judge.Assemble(probe, typ, nil, &filled), filled.Panel(typ), filled.JudgeModel)
 	s.DefaultPrice = &judge.Price{InputUSDPerMTok: 1.8 / perDollar}
 	env.StartJudge(s)
 	env.StartJudge(s)

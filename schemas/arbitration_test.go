@@ -17,10 +17,14 @@ func TestValidateArbitrationRules(t *testing.T) {
 	const (
 		req  = schemas.KindArbitrationRequest
 		resp = schemas.KindArbitrationResponse
+		appr = schemas.KindBreakGlassApproval
+		aud  = schemas.KindBreakGlassAudit
 	)
 	type (
 		Rq = *schemas.ArbitrationRequest
 		Rs = *schemas.ArbitrationResponse
+		Ap = *schemas.BreakGlassApproval
+		Au = *schemas.BreakGlassAudit
 	)
 	// many returns n candidates and an own-model rung that drew them.
 	many := func(n int) ([]schemas.TallyEntry, []schemas.RungTally) {
@@ -31,6 +35,10 @@ func TestValidateArbitrationRules(t *testing.T) {
 		rung.Counted, rung.Valid = n, n
 		cands, _ := schemas.MergeRungs([]schemas.RungTally{rung})
 		return cands, []schemas.RungTally{rung}
+	}
+	// arbitration returns the golden request for an approval of it.
+	arbitration := func(t *testing.T) *schemas.ArbitrationRequest {
+		return decodeGolden(t, req).(*schemas.ArbitrationRequest)
 	}
 	tests := []struct {
 		name string
@@ -139,6 +147,24 @@ func TestValidateArbitrationRules(t *testing.T) {
 		{"response/negative member tokens", func(t *testing.T) schemas.Message {
 			return mutate(t, resp, func(r Rs) { r.Members[0].PromptTokens = -1 })
 		}, "members[0]"},
+
+		{"approval/both requests", func(t *testing.T) schemas.Message {
+			return mutate(t, appr, func(a Ap) { a.Arbitration = arbitration(t) })
+		}, "an approval holds exactly one of request and arbitration"},
+		{"approval/no request", func(t *testing.T) schemas.Message { return mutate(t, appr, func(a Ap) { a.Request = nil }) }, "exactly one of"},
+		{"approval/invalid arbitration", func(t *testing.T) schemas.Message {
+			return mutate(t, appr, func(a Ap) {
+				a.Request, a.Arbitration = nil, arbitration(t)
+				a.Arbitration.K = 0
+			})
+		}, "k must be between 1 and 1000, got 0"},
+		{"approval/arbitration's session is its job", func(t *testing.T) schemas.Message {
+			return mutate(t, appr, func(a Ap) {
+				a.Request, a.Arbitration = nil, arbitration(t)
+				a.RequestID, a.Tenant = a.Arbitration.RequestID, a.Arbitration.Tenant
+			})
+		}, "must match the held request's"},
+		{"audit/request kind", func(t *testing.T) schemas.Message { return mutate(t, aud, func(a Au) { a.RequestKind = "job_spec" }) }, `request_kind "job_spec" is not`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -160,7 +186,7 @@ func TestValidateArbitrationRules(t *testing.T) {
 }
 
 // The variants the rules allow: a request of the own model's rung alone,
-// a held response, a degraded one.
+// a held response, an approval holding an arbitration.
 func TestValidateArbitrationVariants(t *testing.T) {
 	t.Parallel()
 	r := decodeGolden(t, schemas.KindArbitrationRequest).(*schemas.ArbitrationRequest)
@@ -179,6 +205,13 @@ func TestValidateArbitrationVariants(t *testing.T) {
 	unsure.Decision.Outcome, unsure.Decision.VoteKey = schemas.ArbiterNeedsHuman, ""
 	if err := unsure.Validate(); err != nil {
 		t.Errorf("degraded, needs_human: %v", err)
+	}
+	a := decodeGolden(t, schemas.KindBreakGlassApproval).(*schemas.BreakGlassApproval)
+	arb := decodeGolden(t, schemas.KindArbitrationRequest).(*schemas.ArbitrationRequest)
+	a.Request, a.Arbitration = nil, arb
+	a.RequestID, a.Tenant, a.Session = arb.RequestID, arb.Tenant, arb.JobID
+	if err := a.Validate(); err != nil {
+		t.Errorf("approval of an arbitration: %v", err)
 	}
 }
 

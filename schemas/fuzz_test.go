@@ -72,7 +72,7 @@ var seedEdits = map[string][][]string{
 		{`"problem_type": "lean_proof",`, ``, `"budget_usd": 1,`, ``},
 		{`"plugins": [
     {"id": "fusion", "model": "anthropic/claude-opus-4.8", "analysis_models": ["anthropic/claude-opus", "deepseek/deepseek-v4", "google/gemini-3.1-pro"]}
-  ],`, `"arbitration": {"job_id": "j1", "step": 3, "task": "hanoi", "state": "{\"pegs\":[[1],[],[]]}", "k": 3, "samples": 100, "candidates": [{"vote_key": "a", "votes": 40}, {"vote_key": "b", "votes": 39}]}, "parent_request_id": "bg-0",`},
+  ],`, `"parent_request_id": "bg-0",`},
 	},
 	schemas.KindBreakGlassResponse: {
 		{`"outcome": "answered",`, `"outcome": "degraded", "reason": "judge output invalid twice",`},
@@ -83,6 +83,7 @@ var seedEdits = map[string][][]string{
 	},
 	schemas.KindBreakGlassAudit: {
 		{`"outcome": "answered",`, `"outcome": "approved",`, `"confidence": 0.85,`, ``},
+		{`"request_kind": "break_glass_request",`, `"request_kind": "arbitration_request",`},
 	},
 	schemas.KindArbitrationRequest: {
 		// Only the own model's rung; its tally decides the candidates.

@@ -220,7 +220,6 @@ var fieldRules = map[string]func(*jsonschema.Schema){
 		p.Minimum, p.ExclusiveMinimum, p.Maximum = "", "0", num(1)
 	},
 	"ArbitrationResponse.request_id": arbitrationID,
-	"ArbitrationStep.candidates":     func(p *jsonschema.Schema) { one := uint64(1); p.MinItems = &one },
 	"ContextFile.path":               minLength(1),
 }
 

@@ -1,15 +1,19 @@
 // Package judgeclient asks the judges over NATS: break-glass requests
-// (Ask).
+// (Ask) and the coordinator's arbitrations of voting steps (Arbitrate).
 //
-// It is all an asker needs and nothing of the judge role itself
-// (settings, secrets, panels, model clients), so the CLI's asking commands
-// depend on it, not on package judge.
+// It is all a caller needs and nothing of the judge role itself (settings,
+// secrets, panels, model clients), so the coordinator and the CLI's asking
+// commands depend on it, not on package judge.
 //
 // Produces (names of the default namespace; see bus.Namespace):
-// break-glass requests (schemas.BreakGlassRequest) on
-// maker.v1.judge.<tenant>, stream MAKER_JUDGE, with the request id as
-// Nats-Msg-Id, then watches the request id in KV bucket
-// maker_judge_answers for the judges' answer (schemas.BreakGlassResponse).
+//   - break-glass requests (schemas.BreakGlassRequest) on
+//     maker.v1.judge.<tenant>, stream MAKER_JUDGE;
+//   - arbitration requests (schemas.ArbitrationRequest) on
+//     maker.v1.arbitrate.<tenant>, stream MAKER_ARBITRATE;
+//
+// each with the request id as Nats-Msg-Id, then watches the request id in
+// KV bucket maker_judge_answers for the judges' answer
+// (schemas.BreakGlassResponse or schemas.ArbitrationResponse).
 package judgeclient
 
 import (
@@ -18,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -91,6 +96,59 @@ func ResponseError(r *schemas.BreakGlassResponse) error {
 		return fmt.Errorf("%w: %s", ErrFailed, r.Reason)
 	}
 	return nil
+}
+
+// Arbitrate asks the judges of namespace ns to settle a voting step and
+// waits until ctx ends for the step's decision: decided, with one of the
+// request's candidates, or needs_human, with the reason (a refusal, a
+// denial, a failure, a degraded or unconfident answer). It fills the
+// header, the request id (schemas.ArbitrationRequestID) and SubmittedAt
+// when unset.
+//
+// An error means the request cannot be sent (matching schemas.ErrInvalid:
+// nothing was published), the bus failed or ctx ended; a held request that
+// is still waiting when ctx ends says so in the error. Asking again for
+// the same step reads the stored answer.
+func Arbitrate(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, req *schemas.ArbitrationRequest) (*schemas.ArbiterDecision, error) {
+	if req.Kind == "" {
+		req.Header = schemas.NewHeader(schemas.KindArbitrationRequest)
+	}
+	if req.RequestID == "" {
+		req.RequestID = schemas.ArbitrationRequestID(req.Tenant, req.JobID, req.Step)
+	}
+	if req.SubmittedAt.IsZero() {
+		req.SubmittedAt = time.Now().UTC()
+	}
+	r, err := send(ctx, js, ns, ns.ArbitrateSubject(req.Tenant), req.RequestID, req,
+		func(r *schemas.ArbitrationResponse) bool { return r.Outcome != schemas.BreakGlassHeld }, nil)
+	if err != nil {
+		return nil, err
+	}
+	return decisionFor(req, r.Decision), nil
+}
+
+// decisionFor returns the stored decision d for req. The answer under the
+// step's request id may be one to another request for the same step (a
+// forged one, with other candidates or a lower bar): a decision that is
+// not one of req's candidates, or was judged against a lower confidence
+// than req asks, does not decide req's step.
+func decisionFor(req *schemas.ArbitrationRequest, d *schemas.ArbiterDecision) *schemas.ArbiterDecision {
+	if d.Outcome != schemas.ArbiterDecided {
+		return d
+	}
+	why := ""
+	switch {
+	case !slices.ContainsFunc(req.Candidates, func(c schemas.TallyEntry) bool { return c.VoteKey == d.VoteKey }):
+		why = "the stored decision chose a vote key that is not one of this step's candidates"
+	case d.Threshold < req.MinConfidence:
+		why = fmt.Sprintf("the stored decision was judged against min confidence %.2f, below this job's %.2f", d.Threshold, req.MinConfidence)
+	default:
+		return d
+	}
+	out := *d
+	out.Outcome, out.VoteKey, out.Threshold = schemas.ArbiterNeedsHuman, "", req.MinConfidence
+	out.Reason = why + " (was the request under " + req.RequestID + " another one?)"
+	return &out
 }
 
 // send publishes req on subject with id as its message id and waits for
