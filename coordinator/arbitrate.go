@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -16,30 +16,17 @@ import (
 // person, as when the judge is not confident enough.
 const arbitrationWait = 15 * time.Minute
 
-// arbitrate puts step to the judge's panel and hands the machine its
+// arbitrate puts req to the judge's panel and hands the machine its
 // decision. A pause, a cancel or a person's answer for the step is acted on
 // at once, not after the wait; a refusal, an unconfident answer or no
 // answer in time pauses the job for a person; a failing bus fails the job
 // (it is retried and resumes the arbitration, whose climb is journaled).
-func (r *jobRun) arbitrate(ctx context.Context, step *schemas.ArbitrationStep) error {
+func (r *jobRun) arbitrate(ctx context.Context, req *schemas.ArbitrationRequest) error {
 	m := r.m
-	pol := m.policy()
-	var notes judge.ArbitrationNotes
-	for _, p := range m.prior {
-		line := fmt.Sprintf("%d samples, no lead of %d; tally %s", p.Counted, r.spec.K, tallyText(p.Tally))
-		if p.Rung == schemas.RungStrongerModel {
-			notes.StrongerModel = pol.StrongerModel + ": " + line
-		} else {
-			notes.LocalModel = "the job's model: " + line
-		}
-	}
-	if notes.StrongerModel == "" {
-		notes.StrongerModel = "no stronger model is configured for this job"
-	}
 	actx, cancel := context.WithCancelCause(ctx)
 	stop := r.cancelOnControl(actx, cancel, m.step)
 	tctx, tcancel := context.WithTimeout(actx, arbitrationWait)
-	d, err := judge.Arbitrate(tctx, r.c.js, r.topo.NS, r.spec.Tenant, *step, pol, notes)
+	d, err := judgeclient.Arbitrate(tctx, r.c.js, r.topo.NS, req)
 	timedOut := errors.Is(tctx.Err(), context.DeadlineExceeded) && actx.Err() == nil
 	tcancel()
 	stop()

@@ -122,9 +122,9 @@ func TestEscalationLadder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rung, decided := judge.RungStrongerModel, schemas.EntryDecision
+			rung, decided := schemas.RungStrongerModel, schemas.EntryDecision
 			if tc.arbiters > 0 {
-				rung, decided = judge.RungPanel, schemas.EntryArbiter
+				rung, decided = schemas.RungPanel, schemas.EntryArbiter
 			}
 			want := []string{schemas.EntryEscalation + "/" + rung, decided + "/" + rung}
 			if !slices.Equal(kinds, want) {
@@ -302,9 +302,9 @@ func TestEscalationResumesAtItsRung(t *testing.T) {
 			env.Submit(&spec)
 
 			// Wait until the step is on its upper rung.
-			want := judge.RungStrongerModel
+			want := schemas.RungStrongerModel
 			if pol.StrongerModel == "" {
-				want = judge.RungPanel
+				want = schemas.RungPanel
 			}
 			fleettest.Eventually(t, 30*time.Second, func() bool {
 				climbed := false
@@ -312,7 +312,7 @@ func TestEscalationResumesAtItsRung(t *testing.T) {
 					climbed = climbed || e.Type == schemas.EntryEscalation && e.Step == hard && e.Rung == want
 					return nil
 				})
-				if !climbed || want != judge.RungStrongerModel {
+				if !climbed || want != schemas.RungStrongerModel {
 					return climbed
 				}
 				return model.InFlight() > 0 // the stronger model is voting
@@ -326,7 +326,7 @@ func TestEscalationResumesAtItsRung(t *testing.T) {
 			c2cfg := cfg
 			c2cfg.ID = "coordinator-2"
 			env.StartCoordinator(c2cfg)
-			if want == judge.RungPanel {
+			if want == schemas.RungPanel {
 				startJudge(t, env, panelOf([]string{"m1@dissent", "m2@dissent", "m3"}))
 			}
 
@@ -350,7 +350,7 @@ func TestEscalationResumesAtItsRung(t *testing.T) {
 				t.Fatal(err)
 			}
 			decided := schemas.EntryDecision + "/" + want + "/coordinator-2"
-			if want == judge.RungPanel {
+			if want == schemas.RungPanel {
 				decided = schemas.EntryArbiter + "/" + want + "/coordinator-2"
 			}
 			if len(kinds) != 2 || kinds[0] != schemas.EntryEscalation+"/"+want+"/coordinator-1" || kinds[1] != decided {
@@ -425,11 +425,11 @@ func TestControlDuringArbitration(t *testing.T) {
 			p.control(schemas.ControlPause)
 			p.waitPaused()
 			p.control(schemas.ControlRun)
-		}, schemas.StateSolved, judge.RungPanel},
+		}, schemas.StateSolved, schemas.RungPanel},
 		{"pause taken back at once", func(p *person) {
 			p.control(schemas.ControlPause)
 			p.control(schemas.ControlRun)
-		}, schemas.StateSolved, judge.RungPanel},
+		}, schemas.StateSolved, schemas.RungPanel},
 		{"a person answers", func(p *person) { p.decide(hard) }, schemas.StateSolved, schemas.RungPerson},
 		{"pause, then a person answers", func(p *person) {
 			p.control(schemas.ControlPause)
@@ -454,11 +454,11 @@ func TestControlDuringArbitration(t *testing.T) {
 			// No judge runs yet: the arbitration waits.
 			fleettest.Eventually(t, 30*time.Second, func() bool {
 				st, err := jobs.Status(ctx, env.Topo, spec.Tenant, spec.JobID)
-				return err == nil && st.Rung == judge.RungPanel && st.State == schemas.StateRunning
+				return err == nil && st.Rung == schemas.RungPanel && st.State == schemas.StateRunning
 			}, "the status never said the panel has the step")
 			asked := time.Now()
 			tc.act(&person{t: t, ctx: ctx, env: env, spec: spec, disks: disks})
-			if tc.arbiter == judge.RungPanel {
+			if tc.arbiter == schemas.RungPanel {
 				startJudge(t, env, panelOf([]string{"m1@dissent", "m2@dissent", "m3"}))
 			}
 			rep := env.Wait(spec)

@@ -171,8 +171,8 @@ type harness struct {
 	acts    []string // every action carried out
 	answer  script
 	// arbiter answers an arbitration; nil: the test feeds it itself
-	arbiter func(*schemas.ArbitrationStep) *schemas.ArbiterDecision
-	arbs    []*schemas.ArbitrationStep
+	arbiter func(*schemas.ArbitrationRequest) *schemas.ArbiterDecision
+	arbs    []*schemas.ArbitrationRequest
 	paused  bool
 	human   string
 }

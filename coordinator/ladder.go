@@ -120,31 +120,14 @@ func (m *machine) noConsensus(rt schemas.RungTally, tally []schemas.TallyEntry) 
 // arbitrated, or needsHuman). Without a candidate there is nothing to
 // choose from: a person decides.
 func (m *machine) arbitrate() []action {
-	votes := map[string]int{}
-	samples := 0
-	for _, p := range m.prior {
-		samples += p.Counted
-		for _, t := range p.Tally {
-			votes[t.VoteKey] += t.Votes
-		}
-	}
-	cands := make([]schemas.TallyEntry, 0, len(votes))
-	for k, n := range votes {
-		cands = append(cands, schemas.TallyEntry{VoteKey: k, Votes: n})
-	}
-	slices.SortFunc(cands, func(a, b schemas.TallyEntry) int {
-		if a.Votes != b.Votes {
-			return b.Votes - a.Votes
-		}
-		return strings.Compare(a.VoteKey, b.VoteKey)
-	})
+	cands, samples := schemas.MergeRungs(m.prior)
 	if len(cands) == 0 {
 		return m.needsHuman("no rung found a valid candidate (every sample was red-flagged): nothing to arbitrate among")
 	}
 	m.log.Warn("no consensus: asking the judge's panel to arbitrate", "step", m.step, "candidates", len(cands))
-	return []action{{kind: actArbitrate, arb: &schemas.ArbitrationStep{
-		JobID: m.spec.JobID, Step: m.step, Task: m.spec.Task, State: string(m.state),
-		K: m.spec.K, Samples: samples, Candidates: cands,
+	return []action{{kind: actArbitrate, arb: &schemas.ArbitrationRequest{
+		Tenant: m.spec.Tenant, JobID: m.spec.JobID, Step: m.step, Task: m.spec.Task, State: string(m.state),
+		K: m.spec.K, Samples: samples, Candidates: cands, Rungs: m.prior, MinConfidence: m.policy().MinConfidence,
 	}}}
 }
 

@@ -227,7 +227,7 @@ type action struct {
 	reason  string
 	entry   *schemas.JournalEntry
 	wait    bool
-	arb     *schemas.ArbitrationStep
+	arb     *schemas.ArbitrationRequest
 	point   string
 }
 

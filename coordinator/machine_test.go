@@ -452,7 +452,7 @@ func TestMachineEscalation(t *testing.T) {
 		s := spec(2, 4)
 		s.Escalation = &schemas.EscalationPolicy{Panel: true}
 		h := newHarness(t, s, 1, split)
-		h.arbiter = func(a *schemas.ArbitrationStep) *schemas.ArbiterDecision {
+		h.arbiter = func(a *schemas.ArbitrationRequest) *schemas.ArbiterDecision {
 			return &schemas.ArbiterDecision{Header: schemas.NewHeader(schemas.KindArbiterDecision), Tenant: "t", JobID: "j1",
 				Step: a.Step, RequestID: "r", Outcome: schemas.ArbiterDecided, VoteKey: a.Candidates[0].VoteKey, Confidence: 0.9, CostUSD: 0.5}
 		}
@@ -472,7 +472,7 @@ func TestMachineEscalation(t *testing.T) {
 		s := spec(2, 4)
 		s.Escalation = &schemas.EscalationPolicy{Panel: true}
 		h := newHarness(t, s, 1, split)
-		h.arbiter = func(a *schemas.ArbitrationStep) *schemas.ArbiterDecision {
+		h.arbiter = func(a *schemas.ArbitrationRequest) *schemas.ArbiterDecision {
 			return &schemas.ArbiterDecision{Outcome: schemas.ArbiterNeedsHuman, Reason: "unsure"}
 		}
 		h.start()

@@ -13,45 +13,57 @@ import (
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
-// The approval flow: a request whose estimate is over ApprovalUSD is held:
-// its approval record (state pending, with the whole request) goes to the
-// approvals bucket, a held response to the answers bucket (the asker sees
-// it and keeps waiting) and a held record to the audit. Approve moves the
-// record to approved and publishes the request again; a judge then finds
-// it approved and runs it, naming the approver. Deny moves it to denied
-// and writes the final denied response. Both are compare-and-set, so two
-// people deciding at once cannot both win.
+// The approval flow, the same for break-glass and arbitration requests: a
+// request whose estimate is over ApprovalUSD is held: its approval record
+// (state pending, with the whole request) goes to the approvals bucket, a
+// held response to the answers bucket (the asker sees it and keeps
+// waiting) and a held record to the audit. Approve moves the record to
+// approved and publishes the request again on its kind's subject; a judge
+// then finds it approved and runs it, naming the approver. Deny moves it
+// to denied and writes the final denied response. Both are
+// compare-and-set, so two people deciding at once cannot both win.
 
-// approved returns the state of the request's approval record ("" when
-// there is none) and notes the approver.
-func (sv *Service) approved(ctx context.Context, c *call) (string, error) {
-	a, err := getApproval(ctx, sv.topo.Approvals, c.req.RequestID)
-	if err != nil || a == nil {
-		return "", err
+// gateDenied is costGate's decision on a request a person denied.
+const gateDenied = schemas.ApprovalDenied
+
+// costGate applies the cost gate to request id: gate's decision (Gate or
+// ArbitrationGate on the estimate) given whether a person approved the
+// request, a hold's reason naming how to approve it, or gateDenied when a
+// person denied it (Deny wrote its answer and audit record). It sets
+// *approver to who approved.
+func (sv *Service) costGate(ctx context.Context, id string, approver *string, gate func(approved bool) (decision, reason string)) (decision, reason string, err error) {
+	a, err := getApproval(ctx, sv.topo.Approvals, id)
+	if err != nil {
+		return "", "", err
 	}
-	if a.State == schemas.ApprovalApproved {
-		c.approver = a.DecidedBy
+	if a != nil && a.State == schemas.ApprovalDenied {
+		return gateDenied, "", nil
 	}
-	return a.State, nil
+	approved := a != nil && a.State == schemas.ApprovalApproved
+	if approved {
+		*approver = a.DecidedBy
+	}
+	decision, reason = gate(approved)
+	if decision == GateHold {
+		reason += " (maker judge approve " + id + ")"
+	}
+	return decision, reason, nil
 }
 
-// hold stores the approval record (once) and the held response.
-func (sv *Service) hold(ctx context.Context, c *call, reason string) error {
-	rec := &schemas.BreakGlassApproval{
-		Header:    schemas.NewHeader(schemas.KindBreakGlassApproval),
-		RequestID: c.req.RequestID, Tenant: c.req.Tenant, Session: c.req.Session,
-		State: schemas.ApprovalPending, EstimateUSD: c.resp.Cost.EstimateUSD, Reason: reason,
-		Request: *c.req, RequestedAt: time.Now().UTC(),
-	}
+// storeHold stores rec, the approval record of a request the cost gate
+// holds, once: a redelivered request finds its record in place.
+func (sv *Service) storeHold(ctx context.Context, rec *schemas.BreakGlassApproval) error {
+	rec.Header = schemas.NewHeader(schemas.KindBreakGlassApproval)
+	rec.State, rec.RequestedAt = schemas.ApprovalPending, time.Now().UTC()
 	data, err := schemas.Encode(rec)
 	if err != nil {
 		return fmt.Errorf("judge: approval record: %w", err)
 	}
-	if _, err := sv.topo.Approvals.Create(ctx, c.req.RequestID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	if _, err := sv.topo.Approvals.Create(ctx, rec.RequestID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("judge: store approval: %w", err)
 	}
-	sv.log.Info("judge: request held for approval", "request", c.req.RequestID, "estimate_usd", c.resp.Cost.EstimateUSD)
-	return sv.finish(ctx, c, schemas.BreakGlassHeld, reason)
+	sv.log.Info("judge: request held for approval", "request", rec.RequestID, "estimate_usd", rec.EstimateUSD)
+	return nil
 }
 
 func getApproval(ctx context.Context, kv jetstream.KeyValue, id string) (*schemas.BreakGlassApproval, error) {
@@ -97,6 +109,30 @@ func decide(ctx context.Context, kv jetstream.KeyValue, id, state, by, reason st
 	return out, err
 }
 
+// HeldProblem says what a held request asks, for a person deciding it:
+// the break-glass problem (key patterns redacted) or the arbitrated step.
+func HeldProblem(a *schemas.BreakGlassApproval) string {
+	if a.Arbitration != nil {
+		return arbitrationSummary(a.Arbitration)
+	}
+	return Redact(a.Request.Problem)
+}
+
+// decisionAudit is the audit record of a person's decision on the held
+// request a.
+func decisionAudit(a *schemas.BreakGlassApproval, outcome, reason string) *schemas.BreakGlassAudit {
+	rec := &schemas.BreakGlassAudit{
+		RequestID: a.RequestID, Tenant: a.Tenant, Session: a.Session, RequestKind: schemas.KindBreakGlassRequest,
+		Outcome: outcome, Reason: reason, Problem: HeldProblem(a), EstimateUSD: a.EstimateUSD, Approver: a.DecidedBy,
+	}
+	if a.Arbitration != nil {
+		rec.Requester, rec.RequestKind = arbitrationRequester, schemas.KindArbitrationRequest
+	} else {
+		rec.Requester = a.Request.Requester
+	}
+	return rec
+}
+
 // Approve approves the held request id in person by and publishes it again
 // for a judge to run.
 func Approve(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, id, by string) error {
@@ -108,25 +144,27 @@ func Approve(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, id, 
 	if err != nil {
 		return err
 	}
-	if err := appendAudit(ctx, js, ns, &schemas.BreakGlassAudit{
-		RequestID: id, Tenant: a.Tenant, Session: a.Session, Requester: a.Request.Requester,
-		Outcome: schemas.BreakGlassApproved, Reason: "approved by " + by, Problem: a.Request.Problem,
-		EstimateUSD: a.EstimateUSD, Approver: by,
-	}); err != nil {
+	if err := appendAudit(ctx, js, ns, decisionAudit(a, schemas.BreakGlassApproved, "approved by "+by)); err != nil {
 		return err
 	}
-	data, err := schemas.Encode(&a.Request)
+	var req schemas.Message = a.Request
+	subject := ns.JudgeSubject(a.Tenant)
+	if a.Arbitration != nil {
+		req, subject = a.Arbitration, ns.ArbitrateSubject(a.Tenant)
+	}
+	data, err := schemas.Encode(req)
 	if err != nil {
 		return err
 	}
-	if _, err := js.Publish(ctx, ns.JudgeSubject(a.Tenant), data, jetstream.WithMsgID(id+".approved")); err != nil {
+	if _, err := js.Publish(ctx, subject, data, jetstream.WithMsgID(id+".approved")); err != nil {
 		return fmt.Errorf("judge: publish approved request: %w", err)
 	}
 	return nil
 }
 
 // Deny denies the held request id in person by, with a reason, and stores
-// the final denied response.
+// the final denied response: a break-glass answer, or an arbitration's
+// needs_human decision.
 func Deny(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, id, by, reason string) error {
 	topo, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{Namespace: ns})
 	if err != nil {
@@ -140,35 +178,61 @@ func Deny(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, id, by,
 	if err != nil {
 		return err
 	}
+	rec := decisionAudit(a, schemas.BreakGlassDenied, why)
+	var resp schemas.Message
+	if a.Arbitration != nil {
+		resp, err = deniedArbitration(ctx, topo.Answers, a, why)
+	} else {
+		var bg *schemas.BreakGlassResponse
+		if bg, err = deniedBreakGlass(ctx, topo.Answers, a, why); err == nil {
+			rec.ProblemType, resp = bg.ProblemType, bg
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if err := appendAudit(ctx, js, ns, rec); err != nil {
+		return err
+	}
+	return putAnswer(ctx, topo.Answers, id, resp)
+}
+
+// deniedBreakGlass is the final answer of the denied break-glass request
+// a, keeping what its held answer said of type, panel and budget.
+func deniedBreakGlass(ctx context.Context, answers jetstream.KeyValue, a *schemas.BreakGlassApproval, why string) (*schemas.BreakGlassResponse, error) {
 	resp := &schemas.BreakGlassResponse{
 		Header:    schemas.NewHeader(schemas.KindBreakGlassResponse),
-		RequestID: id, Tenant: a.Tenant, Session: a.Session,
-		Outcome: schemas.BreakGlassDenied, Reason: why, Approver: by,
+		RequestID: a.RequestID, Tenant: a.Tenant, Session: a.Session,
+		Outcome: schemas.BreakGlassDenied, Reason: why, Approver: a.DecidedBy,
 		Alternatives: []string{}, Risks: []string{},
 		Solution:      schemas.Solution{FilesToChange: []string{}, CodeSnippets: map[string]string{}},
 		PanelAnalysis: emptyAnalysis(),
 		Cost:          schemas.BreakGlassCost{EstimateUSD: a.EstimateUSD, BudgetUSD: a.Request.BudgetUSD},
 		AnsweredAt:    time.Now().UTC(),
 	}
-	if prev, err := getAnswer(ctx, topo.Answers, id); err == nil && prev != nil {
+	var prev schemas.BreakGlassResponse
+	if found, err := getAnswer(ctx, answers, a.RequestID, &prev); err != nil {
+		return nil, err
+	} else if found {
 		resp.ProblemType, resp.TypeSource, resp.Panel, resp.JudgeModel, resp.Mode = prev.ProblemType, prev.TypeSource, prev.Panel, prev.JudgeModel, prev.Mode
 		resp.Cost.BudgetUSD = prev.Cost.BudgetUSD
 	}
-	data, err := schemas.Encode(resp)
-	if err != nil {
-		return err
+	return resp, nil
+}
+
+// deniedArbitration is the final answer of the denied arbitration a: its
+// step needs a person.
+func deniedArbitration(ctx context.Context, answers jetstream.KeyValue, a *schemas.BreakGlassApproval, why string) (*schemas.ArbitrationResponse, error) {
+	c := newArbitration(a.Arbitration, nil)
+	c.resp.Cost.EstimateUSD, c.approver = a.EstimateUSD, a.DecidedBy
+	var prev schemas.ArbitrationResponse
+	if found, err := getAnswer(ctx, answers, a.RequestID, &prev); err != nil {
+		return nil, err
+	} else if found {
+		c.resp.Cost.BudgetUSD = prev.Cost.BudgetUSD
 	}
-	if err := appendAudit(ctx, js, ns, &schemas.BreakGlassAudit{
-		RequestID: id, Tenant: a.Tenant, Session: a.Session, Requester: a.Request.Requester,
-		Outcome: schemas.BreakGlassDenied, Reason: why, Problem: a.Request.Problem,
-		ProblemType: resp.ProblemType, EstimateUSD: a.EstimateUSD, Approver: by,
-	}); err != nil {
-		return err
-	}
-	if _, err := topo.Answers.Put(ctx, id, data); err != nil {
-		return fmt.Errorf("judge: store denial: %w", err)
-	}
-	return nil
+	c.end(schemas.BreakGlassDenied, why, nil)
+	return c.resp, nil
 }
 
 // Pending lists the requests waiting for approval.

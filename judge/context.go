@@ -159,24 +159,28 @@ func readCapped(name string, size int64, maxBytes int) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, int64(maxBytes)))
 }
 
-// Assembled is the context the panel sees.
+// Assembled is the context the panel and the judge see.
 type Assembled struct {
 	// System and User are the panel members' prompt.
 	System, User string
-	// Problem is the redacted problem statement.
+	// Problem is the redacted problem statement (an arbitration's: a line
+	// naming the step).
 	Problem string
 	// Excluded lists files withheld, by the requester or here.
 	Excluded []schemas.ExcludedFile
 	// Nonce fences data in the prompts.
 	Nonce string
+	// judgeSystem is the judge's system prompt; judgeUser its user prompt
+	// around the panel's answers.
+	judgeSystem string
+	judgeUser   func([]memberAnswer) string
 }
 
-// Assemble builds the panel prompt of req (of problem type typ): the
-// problem, prior attempts, constraints, files, build log, earlier
-// break-glass attempts of the session (history, from the audit trail) and,
-// for arbitration, the candidates. Every file is screened again; every
-// text is redacted; files beyond MaxContextBytes or MaxContextTokens are
-// withheld, last first.
+// Assemble builds the panel and judge prompts of req (of problem type
+// typ): the problem, prior attempts, constraints, files, build log and
+// earlier break-glass attempts of the session (history, from the audit
+// trail). Every file is screened again; every text is redacted; files
+// beyond MaxContextBytes or MaxContextTokens are withheld, last first.
 func Assemble(req *schemas.BreakGlassRequest, typ string, history []schemas.BreakGlassAudit, s *Settings) Assembled {
 	a := Assembled{
 		Problem:  Redact(strings.TrimSpace(req.Problem)),
@@ -216,6 +220,8 @@ func Assemble(req *schemas.BreakGlassRequest, typ string, history []schemas.Brea
 		}
 		break // the problem alone is over the cap: the cost gate decides
 	}
+	a.judgeSystem = judgeSystemPrompt(a.Nonce)
+	a.judgeUser = func(answers []memberAnswer) string { return judgeUserPrompt(req, typ, a.Problem, a.Nonce, answers) }
 	return a
 }
 

@@ -1,10 +1,6 @@
 package judge
 
-import (
-	"fmt"
-
-	"github.com/makerfleet/makerfleet/schemas"
-)
+import "fmt"
 
 // CallCost returns the price of one call of model: prompt tokens at the
 // input price, completion tokens at the output price.
@@ -15,24 +11,24 @@ func (s *Settings) CallCost(model string, promptTokens, completionTokens int64) 
 
 // judgePromptTokens bounds the judge's prompt: its own text plus every
 // member's answer at its full output allowance.
-func (s *Settings) judgePromptTokens(a Assembled, req *schemas.BreakGlassRequest, typ string, members int) int64 {
-	base := EstimateTokens(judgeSystemPrompt(a.Nonce)) + EstimateTokens(judgeUserPrompt(a, req, typ, nil))
+func (s *Settings) judgePromptTokens(a Assembled, members int) int64 {
+	base := EstimateTokens(a.judgeSystem) + EstimateTokens(a.judgeUser(nil))
 	return int64(base + members*(s.MemberMaxTokens+64))
 }
 
-// Estimate is the worst-case cost of a break-glass call before it is
-// made: every member's prompt and its full output allowance, then one
-// judge call whose prompt holds every answer at full length and whose
-// output runs to its allowance, all at the configured prices. A judge
-// retry is not in the estimate: it is only made when the budget still
-// covers it.
-func (s *Settings) Estimate(a Assembled, req *schemas.BreakGlassRequest, typ string, panel []string, judgeModel string) float64 {
+// Estimate is the worst-case cost of a call on the assembled context
+// before it is made: every member's prompt and its full output allowance,
+// then one judge call whose prompt holds every answer at full length and
+// whose output runs to its allowance, all at the configured prices. A
+// judge retry is not in the estimate: it is only made when the budget
+// still covers it.
+func (s *Settings) Estimate(a Assembled, panel []string, judgeModel string) float64 {
 	memberPrompt := int64(EstimateTokens(a.System) + EstimateTokens(a.User))
 	var usd float64
 	for _, m := range panel {
 		usd += s.CallCost(m, memberPrompt, int64(s.MemberMaxTokens))
 	}
-	usd += s.CallCost(judgeModel, s.judgePromptTokens(a, req, typ, len(panel)), int64(s.JudgeMaxTokens))
+	usd += s.CallCost(judgeModel, s.judgePromptTokens(a, len(panel)), int64(s.JudgeMaxTokens))
 	return usd
 }
 
@@ -49,12 +45,22 @@ const (
 // holds the call for a person unless approved. reason explains anything
 // but proceed.
 func (s *Settings) Gate(typ string, estimate, budget float64, approved bool) (decision, reason string) {
-	th := s.Threshold(typ)
+	return s.gate("the "+typ+" threshold", s.Threshold(typ), estimate, budget, "raise --budget or send less context", approved)
+}
+
+// ArbitrationGate is Gate for an arbitration: the arbitration section's
+// threshold and budget.
+func (s *Settings) ArbitrationGate(estimate float64, approved bool) (decision, reason string) {
+	a := s.Arbitration
+	return s.gate("the arbitration threshold", a.Threshold, estimate, a.BudgetUSD, "raise arbitration.budget_usd", approved)
+}
+
+func (s *Settings) gate(threshold string, th, estimate, budget float64, raise string, approved bool) (decision, reason string) {
 	if limit := s.RefuseFactor * th; estimate > limit {
-		return GateRefuse, fmt.Sprintf("estimated cost $%.2f is over %g × the %s threshold $%.2f ($%.2f): escalate to a human", estimate, s.RefuseFactor, typ, th, limit)
+		return GateRefuse, fmt.Sprintf("estimated cost $%.2f is over %g × %s $%.2f ($%.2f): escalate to a human", estimate, s.RefuseFactor, threshold, th, limit)
 	}
 	if estimate > budget {
-		return GateRefuse, fmt.Sprintf("estimated cost $%.2f is over the call's budget $%.2f (raise --budget or send less context)", estimate, budget)
+		return GateRefuse, fmt.Sprintf("estimated cost $%.2f is over the call's budget $%.2f (%s)", estimate, budget, raise)
 	}
 	if estimate > s.ApprovalUSD && !approved {
 		return GateHold, fmt.Sprintf("estimated cost $%.2f is over $%.2f: held until a person approves", estimate, s.ApprovalUSD)

@@ -1,26 +1,38 @@
 // Package judge is the fleet's break-glass role: when everything else has
 // failed on a problem, a panel of strong models attacks it in parallel and a
-// judge model synthesises one structured answer.
+// judge model synthesises one structured answer. The same panel settles the
+// coordinator's voting steps that no rung of their ladder could decide
+// (arbitration), through gates of their own.
 //
-// Consumes (names of the default namespace; see bus.Namespace):
+// Askers do not import this package: judgeclient sends the requests and
+// waits for the answers.
+//
+// Consumes (names of the default namespace; see bus.Namespace), through
+// the durable consumer "judges" on each stream, shared by every replica:
 //   - break-glass requests (schemas.BreakGlassRequest) from stream
-//     MAKER_JUDGE, subject maker.v1.judge.<tenant>, through the durable
-//     consumer "judges" shared by every judge replica.
+//     MAKER_JUDGE, subject maker.v1.judge.<tenant>;
+//   - arbitration requests (schemas.ArbitrationRequest) from stream
+//     MAKER_ARBITRATE, subject maker.v1.arbitrate.<tenant>.
 //
 // Produces:
-//   - responses (schemas.BreakGlassResponse) in KV bucket
-//     maker_judge_answers under the request id: a held response while a
-//     person must approve, then the final one; Ask watches that key;
-//   - audit records (schemas.BreakGlassAudit) on stream MAKER_JUDGE_AUDIT,
-//     subject maker.v1.judge_audit.<tenant>.<session>, one per event;
+//   - responses (schemas.BreakGlassResponse, schemas.ArbitrationResponse)
+//     in KV bucket maker_judge_answers under the request id: a held
+//     response while a person must approve, then the final one, which for
+//     an arbitration carries the step's schemas.ArbiterDecision; the
+//     askers watch that key;
+//   - audit records (schemas.BreakGlassAudit, request_kind saying which
+//     kind) on stream MAKER_JUDGE_AUDIT, subject
+//     maker.v1.judge_audit.<tenant>.<session> (an arbitration's session is
+//     its job id), one per event;
 //   - held requests (schemas.BreakGlassApproval) in KV bucket
 //     maker_judge_approvals, moved on by Approve and Deny;
-//   - per-session invocation and spend counters in KV bucket
+//   - per-session and per-job invocation and spend counters in KV bucket
 //     maker_judge_sessions, updated by compare-and-set so that limits hold
 //     across concurrent calls and judge replicas.
 //
-// A request passes these gates in order, and is refused with a reason at
-// the first it fails (refusals are audited too):
+// A break-glass request passes these gates in order (Service.handle), and
+// is refused with a reason at the first it fails (refusals are audited
+// too):
 //
 //  1. recursion guard: a request made from inside a panel (ParentRequestID
 //     set) is refused; panel members get no tools either;
@@ -35,6 +47,31 @@
 //     type's threshold is refused ("escalate to a human"), one above the
 //     call's budget is refused, one above ApprovalUSD is held for a person;
 //  7. session limits, reserved atomically before any model is called.
+//
+// An arbitration request has no trigger, no prior attempts and no
+// classification: a coordinator sends it for a step its own rungs drew
+// (forged ones are checked like any other). It passes these gates in
+// order (Service.arbitrate), and a refusal is a needs_human decision with
+// the reason:
+//
+//  1. shape: the request decodes strictly (schemas.ArbitrationRequest's
+//     Validate: sizes, candidates that are the rungs' tallies merged, a
+//     request id that is the step's); one that does not, but names its
+//     step consistently, is refused; one that does not even name it is
+//     dropped;
+//  2. panel and judge model: Settings.Arbitration;
+//  3. context assembly (AssembleArbitration): the step's state (redacted),
+//     candidates and rung tallies fenced as data; a candidate holding a
+//     key-like string, or a prompt over the token cap, is refused;
+//  4. cost gate (Settings.ArbitrationGate): as above, with the
+//     arbitration section's threshold and budget, and the same approval
+//     flow;
+//  5. per-job limits (Settings.Arbitration's JobInvocations and JobUSD),
+//     reserved atomically like session limits, keyed by the job;
+//  6. panel and judge synthesis, whose vote key must be a candidate;
+//  7. the decision: decided only for a full (not degraded) answer naming a
+//     candidate with confidence at least the request's min confidence;
+//     needs_human with the reason otherwise.
 //
 // Then the panel is called in parallel under a deadline (or, in
 // pass-through mode, one fusion-capable endpoint does panel and judge), the

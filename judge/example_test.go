@@ -32,20 +32,15 @@ func ExampleSettings_Gate() {
 	// hold: estimated cost $2.40 is over $2.00: held until a person approves
 }
 
-func ExampleToArbiterDecision() {
-	step := schemas.ArbitrationStep{JobID: "hanoi-10", Step: 731, Task: "hanoi", K: 3, Samples: 100,
-		Candidates: []schemas.TallyEntry{{VoteKey: "A", Votes: 45}, {VoteKey: "B", Votes: 40}}}
-	req := judge.ArbitrationRequest("acme", step, judge.ArbitrationNotes{LocalModel: "no lead", StrongerModel: "no lead either"})
-	resp := &schemas.BreakGlassResponse{Outcome: schemas.BreakGlassAnswered, JudgeModel: "judge", Panel: []string{"a", "b", "c"},
-		Solution: schemas.Solution{VoteKey: "B", Confidence: 0.85}}
-	d := judge.ToArbiterDecision(req, resp, 0.7)
-	fmt.Println(d.Outcome, d.VoteKey, d.Reason)
-	resp.Solution.Confidence = 0.5
-	d = judge.ToArbiterDecision(req, resp, 0.7)
-	fmt.Println(d.Outcome, d.Reason)
+func ExampleSettings_ArbitrationGate() {
+	s := judge.DefaultSettings()
+	for _, est := range []float64{0.25, 0.95} {
+		decision, reason := s.ArbitrationGate(est, false)
+		fmt.Println(strings.TrimSuffix(decision+": "+reason, ": "))
+	}
 	// Output:
-	// decided B arbiter decision by judge over a panel of 3 (confidence 0.85)
-	// needs_human the judge's confidence 0.50 is below the threshold 0.70
+	// proceed
+	// refuse: estimated cost $0.95 is over 3 × the arbitration threshold $0.30 ($0.90): escalate to a human
 }
 
 func ExampleRedact() {

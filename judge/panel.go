@@ -68,7 +68,7 @@ func (m *models) reachable() error {
 		}
 		return nil
 	}
-	names := []string{m.s.JudgeModel}
+	names := append([]string{m.s.JudgeModel, m.s.Arbitration.JudgeModel}, m.s.Arbitration.Panel...)
 	for _, p := range m.s.Panels {
 		names = append(names, p...)
 	}

@@ -61,8 +61,15 @@ type Service struct {
 	stopOnce  sync.Once
 	stopFetch chan struct{}      // closed by Stop: no more fetching
 	cancel    context.CancelFunc // cancels handlers after SoftStop
-	loopDone  chan struct{}      // closed when the fetch loop and every handler ended
+	loopDone  chan struct{}      // closed when the fetch loops and every handler ended
 	handlers  sync.WaitGroup
+}
+
+// stream is one request stream a judge serves: its consumer and what
+// handles a message from it.
+type stream struct {
+	cons    jetstream.Consumer
+	process func(context.Context, jetstream.Msg)
 }
 
 // New validates cfg, ensures the judge's topology and returns a Service
@@ -106,19 +113,42 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 	}, nil
 }
 
-// Start begins pulling requests; it returns at once. ctx bounds the
-// handlers (ending it is a hard stop); Stop is the graceful one.
+// Start begins pulling requests, break-glass and arbitration ones; it
+// returns at once. ctx bounds the handlers (ending it is a hard stop);
+// Stop is the graceful one.
 func (sv *Service) Start(ctx context.Context) error {
-	cons, err := sv.js.Consumer(ctx, sv.topo.NS.JudgeStream(), bus.ConsumerJudges)
-	if err != nil {
-		return fmt.Errorf("judge: consumer: %w", err)
+	var streams []stream
+	for _, st := range []struct {
+		name    string
+		process func(context.Context, jetstream.Msg)
+	}{
+		{sv.topo.NS.JudgeStream(), sv.processBreakGlass},
+		{sv.topo.NS.ArbitrateStream(), sv.processArbitration},
+	} {
+		cons, err := sv.js.Consumer(ctx, st.name, bus.ConsumerJudges)
+		if err != nil {
+			return fmt.Errorf("judge: consumer on %s: %w", st.name, err)
+		}
+		streams = append(streams, stream{cons, st.process})
 	}
 	started := false
 	sv.startOnce.Do(func() {
 		started = true
 		hctx, cancel := context.WithCancel(ctx)
 		sv.cancel = cancel
-		go sv.loop(hctx, cons)
+		// One fetch loop a stream, sharing the Concurrency slots; this
+		// goroutine, owned by Stop (which waits for loopDone), closes
+		// loopDone once the loops and every handler they started ended.
+		slots := make(chan struct{}, sv.cfg.Concurrency)
+		var loops sync.WaitGroup
+		for _, st := range streams {
+			loops.Go(func() { sv.loop(hctx, st, slots) })
+		}
+		go func() {
+			loops.Wait()
+			sv.handlers.Wait()
+			close(sv.loopDone)
+		}()
 	})
 	if !started {
 		return errors.New("judge: already started")
@@ -149,11 +179,9 @@ func (sv *Service) Stop() {
 	})
 }
 
-// loop reserves a slot, then fetches one request for it, until Stop.
-func (sv *Service) loop(ctx context.Context, cons jetstream.Consumer) {
-	defer close(sv.loopDone)
-	defer sv.handlers.Wait()
-	slots := make(chan struct{}, sv.cfg.Concurrency)
+// loop reserves a slot, then fetches one request of st for it, until
+// Stop.
+func (sv *Service) loop(ctx context.Context, st stream, slots chan struct{}) {
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -162,7 +190,7 @@ func (sv *Service) loop(ctx context.Context, cons jetstream.Consumer) {
 		case <-ctx.Done():
 			return
 		}
-		msg, ok := sv.fetch(ctx, cons)
+		msg, ok := sv.fetch(ctx, st.cons)
 		if !ok {
 			<-slots
 			select {
@@ -176,7 +204,7 @@ func (sv *Service) loop(ctx context.Context, cons jetstream.Consumer) {
 		}
 		sv.handlers.Go(func() {
 			defer func() { <-slots }()
-			sv.process(ctx, msg)
+			st.process(ctx, msg)
 		})
 	}
 }
@@ -200,29 +228,41 @@ func (sv *Service) fetch(ctx context.Context, cons jetstream.Consumer) (jetstrea
 	return nil, false
 }
 
-// process handles one message and decides its fate: acked when answered
-// (or refused, or unreadable: terminated), nak'd with a delay when the bus
-// failed, so another judge retries.
-func (sv *Service) process(ctx context.Context, msg jetstream.Msg) {
+// processBreakGlass handles one break-glass request message; an
+// unreadable one is terminated.
+func (sv *Service) processBreakGlass(ctx context.Context, msg jetstream.Msg) {
 	var req schemas.BreakGlassRequest
 	if err := schemas.Decode(msg.Data(), &req); err != nil {
-		sv.log.Warn("judge: unreadable request", "err", Redact(err.Error()))
-		_ = msg.TermWithReason(clip(err.Error(), 200))
+		sv.drop(msg, err)
 		return
 	}
+	sv.serve(ctx, msg, req.RequestID, func(ctx context.Context) error { return sv.handle(ctx, &req) })
+}
+
+// drop terminates an unreadable request: no answer can be stored for a
+// request without a usable id.
+func (sv *Service) drop(msg jetstream.Msg, err error) {
+	sv.log.Warn("judge: unreadable request", "err", Redact(err.Error()))
+	_ = msg.TermWithReason(clip(err.Error(), 200))
+}
+
+// serve runs handle for msg's request (id) and decides the message's fate:
+// acked when handled (answered or refused), nak'd with a delay when the
+// bus failed, so another judge retries.
+func (sv *Service) serve(ctx context.Context, msg jetstream.Msg, id string, handle func(context.Context) error) {
 	// Keep the message while the panel works.
 	stopBeat := sv.heartbeat(ctx, msg)
-	err := sv.safeHandle(ctx, &req)
+	err := safely(id, func() error { return handle(ctx) })
 	stopBeat()
 	if err != nil {
-		sv.log.Warn("judge: request will be retried", "request", req.RequestID, "err", Redact(err.Error()))
+		sv.log.Warn("judge: request will be retried", "request", id, "err", Redact(err.Error()))
 		_ = msg.NakWithDelay(2 * time.Second)
 		return
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := msg.DoubleAck(actx); err != nil {
-		sv.log.Warn("judge: ack", "request", req.RequestID, "err", err)
+		sv.log.Warn("judge: ack", "request", id, "err", err)
 	}
 }
 
@@ -247,14 +287,14 @@ func (sv *Service) heartbeat(ctx context.Context, msg jetstream.Msg) (stop func(
 	return func() { close(done); wg.Wait() }
 }
 
-// safeHandle recovers a handler panic into an error.
-func (sv *Service) safeHandle(ctx context.Context, req *schemas.BreakGlassRequest) (err error) {
+// safely runs handle for request id, recovering a panic into an error.
+func safely(id string, handle func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("judge: panic handling %s: %v\n%s", req.RequestID, r, debug.Stack())
+			err = fmt.Errorf("judge: panic handling %s: %v\n%s", id, r, debug.Stack())
 		}
 	}()
-	return sv.handle(ctx, req)
+	return handle()
 }
 
 // call is one request in progress.
@@ -269,10 +309,9 @@ type call struct {
 // error means the bus failed (retry); every refusal is a stored response.
 func (sv *Service) handle(ctx context.Context, req *schemas.BreakGlassRequest) error {
 	// A redelivered request that was already answered is done.
-	if prev, err := sv.answer(ctx, req.RequestID); err != nil {
+	var prev schemas.BreakGlassResponse
+	if found, err := getAnswer(ctx, sv.topo.Answers, req.RequestID, &prev); err != nil || found && schemas.FinalBreakGlassOutcome(prev.Outcome) {
 		return err
-	} else if prev != nil && schemas.FinalBreakGlassOutcome(prev.Outcome) {
-		return nil
 	}
 	c := &call{req: req, resp: &schemas.BreakGlassResponse{
 		Header:    schemas.NewHeader(schemas.KindBreakGlassResponse),
@@ -282,7 +321,7 @@ func (sv *Service) handle(ctx context.Context, req *schemas.BreakGlassRequest) e
 		PanelAnalysis: emptyAnalysis(),
 	}}
 	c.audit = schemas.BreakGlassAudit{RequestID: req.RequestID, Tenant: req.Tenant, Session: req.Session,
-		Requester: req.Requester, Problem: req.Problem}
+		Requester: req.Requester, RequestKind: schemas.KindBreakGlassRequest, Problem: req.Problem}
 	c.resp.Cost.BudgetUSD = req.BudgetUSD
 	if c.resp.Cost.BudgetUSD == 0 {
 		c.resp.Cost.BudgetUSD = sv.s.DefaultBudgetUSD
@@ -323,27 +362,29 @@ func (sv *Service) handle(ctx context.Context, req *schemas.BreakGlassRequest) e
 	}
 	a := Assemble(req, typ, history, sv.s)
 	c.resp.ExcludedFiles = a.Excluded
-	estimate := sv.s.Estimate(a, req, typ, panel, judgeModel)
+	estimate := sv.s.Estimate(a, panel, judgeModel)
 	c.resp.Cost.EstimateUSD = estimate
 
 	// The cost gate, with approval.
-	approved, err := sv.approved(ctx, c)
-	if err != nil {
-		return err
-	}
-	if approved == schemas.ApprovalDenied {
-		return nil // Deny wrote the final response and the audit record
-	}
-	switch decision, reason := sv.s.Gate(typ, estimate, c.resp.Cost.BudgetUSD, approved == schemas.ApprovalApproved); decision {
-	case GateRefuse:
+	decision, reason, err := sv.costGate(ctx, req.RequestID, &c.approver, func(approved bool) (string, string) {
+		return sv.s.Gate(typ, estimate, c.resp.Cost.BudgetUSD, approved)
+	})
+	switch {
+	case err != nil || decision == gateDenied:
+		return err // a denial: Deny wrote the final response and the audit record
+	case decision == GateRefuse:
 		return sv.finish(ctx, c, schemas.BreakGlassRefused, reason)
-	case GateHold:
-		return sv.hold(ctx, c, reason+" (maker judge approve "+req.RequestID+")")
+	case decision == GateHold:
+		if err := sv.storeHold(ctx, &schemas.BreakGlassApproval{RequestID: req.RequestID, Tenant: req.Tenant, Session: req.Session,
+			EstimateUSD: estimate, Reason: reason, Request: req}); err != nil {
+			return err
+		}
+		return sv.finish(ctx, c, schemas.BreakGlassHeld, reason)
 	}
 
 	// Session limits, atomically across replicas.
 	key := bus.JudgeSessionKey(req.Tenant, req.Session)
-	reason, err := reserve(ctx, sv.topo.Sessions, key, req.RequestID, estimate, sv.s)
+	reason, err = reserve(ctx, sv.topo.Sessions, key, req.RequestID, estimate, sv.s.sessionLimits())
 	if err != nil {
 		return err
 	}
@@ -352,51 +393,100 @@ func (sv *Service) handle(ctx context.Context, req *schemas.BreakGlassRequest) e
 	}
 	sv.log.Info("judge: calling panel", "request", req.RequestID, "type", typ, "panel", panel, "estimate_usd", estimate)
 
-	outcome, why := sv.run(ctx, c, a, typ, panel, judgeModel)
+	con := sv.consult(ctx, a, panel, judgeModel, nil, &c.resp.Cost)
 	if ctx.Err() != nil {
 		return ctx.Err() // stopped mid-call: another judge retries (the reservation is kept)
 	}
 	if err := settle(ctx, sv.topo.Sessions, key, req.RequestID, c.resp.Cost.ActualUSD); err != nil {
 		return err
 	}
-	return sv.finish(ctx, c, outcome, why)
+	c.resp.Members, c.resp.FailedMembers = con.members, con.failed
+	switch {
+	case con.syn != nil:
+		c.apply(con.syn)
+	case con.outcome == schemas.BreakGlassDegraded:
+		c.resp.Diagnosis = "degraded answer: " + con.reason + "; the raw panel answers are in members"
+	}
+	return sv.finish(ctx, c, con.outcome, con.reason)
 }
 
-// run calls the panel and the judge (or the pass-through endpoint) and
-// fills the response; it returns the outcome and its reason.
-func (sv *Service) run(ctx context.Context, c *call, a Assembled, typ string, panel []string, judgeModel string) (outcome, reason string) {
-	if pt := sv.s.Passthrough; pt != nil {
-		return sv.runPassthrough(ctx, c, a, pt, panel, judgeModel)
+// consultation is what the panel and the judge (or the pass-through
+// endpoint) gave on one request.
+type consultation struct {
+	members []schemas.MemberResult
+	// failed lists the panel members that gave no answer.
+	failed []string
+	// syn is the judge's valid answer; set exactly when outcome is
+	// answered.
+	syn *synthesis
+	// outcome is answered, degraded or failed; reason explains it (for
+	// answered: the members that failed, if any).
+	outcome, reason string
+}
+
+// consult calls the panel on a in parallel, then the judge on their
+// answers (or, in pass-through mode, the fusion endpoint once), adding
+// what every call cost to cost, whose budget bounds the judge's attempts.
+// candidates, for an arbitration, are what the judge must choose from.
+func (sv *Service) consult(ctx context.Context, a Assembled, panel []string, judgeModel string, candidates []schemas.TallyEntry, cost *schemas.BreakGlassCost) consultation {
+	var con consultation
+	add := func(r schemas.MemberResult) {
+		con.members = append(con.members, r)
+		cost.ActualUSD += r.CostUSD
+		cost.PromptTokens += r.PromptTokens
+		cost.CompletionTokens += r.CompletionTokens
 	}
-	results := sv.models.runPanel(ctx, panel, a)
+	if pt := sv.s.Passthrough; pt != nil {
+		res, text := sv.passthroughCall(ctx, pt, a, panel, judgeModel)
+		add(res)
+		if !res.OK {
+			con.outcome, con.reason = schemas.BreakGlassFailed, "pass-through call failed: "+res.Error
+			return con
+		}
+		return con.judged(parseSynthesis(text, candidates))
+	}
 	var answers []memberAnswer
-	for _, r := range results {
-		c.addCall(r)
+	for _, r := range sv.models.runPanel(ctx, panel, a) {
+		add(r)
 		if r.OK {
 			answers = append(answers, memberAnswer{model: r.Model, text: r.Response})
 		} else {
-			c.resp.FailedMembers = append(c.resp.FailedMembers, r.Model)
+			con.failed = append(con.failed, r.Model)
 		}
 	}
 	if len(answers) == 0 {
-		return schemas.BreakGlassFailed, fmt.Sprintf("every panel member failed (%s)", strings.Join(c.resp.FailedMembers, ", "))
+		con.outcome, con.reason = schemas.BreakGlassFailed, fmt.Sprintf("every panel member failed (%s)", strings.Join(con.failed, ", "))
+		return con
 	}
-	jr := sv.models.synthesize(ctx, judgeModel, a, c.req, typ, answers, c.resp.Cost.ActualUSD, c.resp.Cost.BudgetUSD)
+	jr := sv.models.synthesize(ctx, judgeModel, a, candidates, answers, cost.ActualUSD, cost.BudgetUSD)
 	for _, r := range jr.calls {
-		c.addCall(r)
+		add(r)
 	}
 	if jr.syn == nil {
-		degrade(c.resp, jr.reason)
-		return schemas.BreakGlassDegraded, "judge synthesis failed: " + jr.reason
+		con.outcome, con.reason = schemas.BreakGlassDegraded, "judge synthesis failed: "+jr.reason
+		return con
 	}
-	c.apply(jr.syn)
-	if n := len(c.resp.FailedMembers); n > 0 {
-		c.resp.Reason = fmt.Sprintf("%d of %d panel members failed: %s", n, len(panel), strings.Join(c.resp.FailedMembers, ", "))
+	con.outcome, con.syn = schemas.BreakGlassAnswered, jr.syn
+	if n := len(con.failed); n > 0 {
+		con.reason = fmt.Sprintf("%d of %d panel members failed: %s", n, len(panel), strings.Join(con.failed, ", "))
 	}
-	return schemas.BreakGlassAnswered, c.resp.Reason
+	return con
 }
 
-func (sv *Service) runPassthrough(ctx context.Context, c *call, a Assembled, pt *Passthrough, panel []string, judgeModel string) (string, string) {
+// judged records the pass-through endpoint's synthesis: answered when
+// valid (no retry), else degraded.
+func (con consultation) judged(syn *synthesis, err error) consultation {
+	if err != nil {
+		con.outcome, con.reason = schemas.BreakGlassDegraded, "fusion synthesis invalid: "+err.Error()
+		return con
+	}
+	con.outcome, con.syn = schemas.BreakGlassAnswered, syn
+	return con
+}
+
+// passthroughCall makes the pass-through call and reports it as the
+// judge's; text is the endpoint's synthesis.
+func (sv *Service) passthroughCall(ctx context.Context, pt *Passthrough, a Assembled, panel []string, judgeModel string) (schemas.MemberResult, string) {
 	start := time.Now()
 	fr, err := sv.models.passthrough(ctx, pt, a, panel, judgeModel)
 	res := schemas.MemberResult{Model: pt.Model, Role: RoleJudge, OK: err == nil, LatencyMS: time.Since(start).Milliseconds(),
@@ -408,36 +498,12 @@ func (sv *Service) runPassthrough(ctx context.Context, c *call, a Assembled, pt 
 	if err != nil {
 		res.Error = Redact(err.Error())
 	}
-	c.addCall(res)
-	if err != nil {
-		return schemas.BreakGlassFailed, "pass-through call failed: " + res.Error
-	}
-	syn, perr := parseSynthesis(fr.text, c.req.Arbitration)
-	if perr != nil {
-		degrade(c.resp, perr.Error())
-		return schemas.BreakGlassDegraded, "fusion synthesis invalid: " + perr.Error()
-	}
-	c.apply(syn)
-	return schemas.BreakGlassAnswered, ""
-}
-
-func (c *call) addCall(r schemas.MemberResult) {
-	c.resp.Members = append(c.resp.Members, r)
-	c.resp.Cost.ActualUSD += r.CostUSD
-	c.resp.Cost.PromptTokens += r.PromptTokens
-	c.resp.Cost.CompletionTokens += r.CompletionTokens
+	return res, fr.text
 }
 
 func (c *call) apply(syn *synthesis) {
 	c.resp.Diagnosis, c.resp.Solution = syn.Diagnosis, syn.Solution
 	c.resp.Alternatives, c.resp.Risks, c.resp.PanelAnalysis = syn.Alternatives, syn.Risks, syn.PanelAnalysis
-}
-
-// degrade fills a response whose synthesis failed: the raw panel answers
-// stay in Members, the reason says what went wrong.
-func degrade(r *schemas.BreakGlassResponse, reason string) {
-	r.Diagnosis = "degraded answer: the judge's synthesis was not usable (" + reason + "); the raw panel answers are in members"
-	r.Solution.Confidence = 0
 }
 
 func emptyAnalysis() schemas.PanelAnalysis {
@@ -461,7 +527,7 @@ func (sv *Service) finish(ctx context.Context, c *call, outcome, reason string) 
 	if err := appendAudit(ctx, sv.js, sv.topo.NS, &rec); err != nil {
 		return err
 	}
-	if err := sv.putAnswer(ctx, r); err != nil {
+	if err := putAnswer(ctx, sv.topo.Answers, r.RequestID, r); err != nil {
 		return err
 	}
 	sv.log.Info("judge: request done", "request", r.RequestID, "outcome", outcome, "reason", r.Reason,
@@ -469,36 +535,32 @@ func (sv *Service) finish(ctx context.Context, c *call, outcome, reason string) 
 	return nil
 }
 
-// putAnswer stores r under its request id.
-func (sv *Service) putAnswer(ctx context.Context, r *schemas.BreakGlassResponse) error {
+// putAnswer stores r, a response of either kind, under request id.
+func putAnswer(ctx context.Context, kv jetstream.KeyValue, id string, r schemas.Message) error {
 	data, err := schemas.Encode(r)
 	if err != nil {
 		return fmt.Errorf("judge: response: %w", err)
 	}
-	if _, err := sv.topo.Answers.Put(ctx, r.RequestID, data); err != nil {
+	if _, err := kv.Put(ctx, id, data); err != nil {
 		return fmt.Errorf("judge: store answer: %w", err)
 	}
 	return nil
 }
 
-// answer returns the stored response of id, nil when there is none.
-func (sv *Service) answer(ctx context.Context, id string) (*schemas.BreakGlassResponse, error) {
-	return getAnswer(ctx, sv.topo.Answers, id)
-}
-
-func getAnswer(ctx context.Context, kv jetstream.KeyValue, id string) (*schemas.BreakGlassResponse, error) {
+// getAnswer reads the stored response of id into r; found is false when
+// there is none.
+func getAnswer(ctx context.Context, kv jetstream.KeyValue, id string, r schemas.Message) (found bool, err error) {
 	e, err := kv.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
+		return false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("judge: read answer %s: %w", id, err)
+		return false, fmt.Errorf("judge: read answer %s: %w", id, err)
 	}
-	var r schemas.BreakGlassResponse
-	if err := schemas.Decode(e.Value(), &r); err != nil {
-		return nil, fmt.Errorf("judge: stored answer %s: %w", id, err)
+	if err := schemas.Decode(e.Value(), r); err != nil {
+		return false, fmt.Errorf("judge: stored answer %s: %w", id, err)
 	}
-	return &r, nil
+	return true, nil
 }
 
 // history returns the earlier audit records of the request's session
@@ -510,7 +572,10 @@ func (sv *Service) history(ctx context.Context, req *schemas.BreakGlassRequest) 
 	}
 	var out []schemas.BreakGlassAudit
 	for _, rec := range all {
-		if rec.RequestID != req.RequestID && (rec.Outcome == schemas.BreakGlassAnswered || rec.Outcome == schemas.BreakGlassDegraded || rec.Outcome == schemas.BreakGlassFailed) {
+		// A job's arbitrations share its id's audit subject with a session
+		// of that name; they are not break-glass history.
+		if rec.RequestID != req.RequestID && rec.RequestKind != schemas.KindArbitrationRequest &&
+			(rec.Outcome == schemas.BreakGlassAnswered || rec.Outcome == schemas.BreakGlassDegraded || rec.Outcome == schemas.BreakGlassFailed) {
 			out = append(out, rec)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
 	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -90,7 +91,7 @@ func TestRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		resp, err := env.Ask(tt.req)
-		if !errors.Is(err, judge.ErrRefused) || resp == nil || resp.Outcome != schemas.BreakGlassRefused || !strings.Contains(resp.Reason, tt.reason) {
+		if !errors.Is(err, judgeclient.ErrRefused) || resp == nil || resp.Outcome != schemas.BreakGlassRefused || !strings.Contains(resp.Reason, tt.reason) {
 			t.Errorf("%s: %v, %+v; want refused with %q", tt.req.RequestID, err, resp, tt.reason)
 		}
 	}
@@ -126,7 +127,7 @@ func TestPanelFailures(t *testing.T) {
 	}
 
 	resp, err = env.Ask(judgetest.Request("total", "s-pf", "kubernetes dns fails"))
-	if !errors.Is(err, judge.ErrFailed) || resp.Outcome != schemas.BreakGlassFailed || !strings.Contains(resp.Reason, "every panel member failed") {
+	if !errors.Is(err, judgeclient.ErrFailed) || resp.Outcome != schemas.BreakGlassFailed || !strings.Contains(resp.Reason, "every panel member failed") {
 		t.Fatalf("total failure: %v, %+v", err, resp)
 	}
 	if got := judgetest.Outcomes(env.Audit("s-pf")); !slices.Equal(got, []string{"partial:answered", "total:failed"}) {
@@ -183,12 +184,12 @@ func TestCostGate(t *testing.T) {
 
 	// code_bug: $2.50 is over 3 × $0.30.
 	resp, err := env.Ask(judgetest.Request("too-dear", "s-cost", "a crash in the parser"))
-	if !errors.Is(err, judge.ErrRefused) || !strings.Contains(resp.Reason, "escalate to a human") {
+	if !errors.Is(err, judgeclient.ErrRefused) || !strings.Contains(resp.Reason, "escalate to a human") {
 		t.Fatalf("refuse: %v %+v", err, resp)
 	}
 	// architecture: under 3 × $1.00 but over the default budget.
 	req := judgetest.Request("over-budget", "s-cost", "redesign the module boundaries")
-	if resp, err := env.Ask(req); !errors.Is(err, judge.ErrRefused) || !strings.Contains(resp.Reason, "budget $1.00") {
+	if resp, err := env.Ask(req); !errors.Is(err, judgeclient.ErrRefused) || !strings.Contains(resp.Reason, "budget $1.00") {
 		t.Fatalf("budget: %v %+v", err, resp)
 	}
 
@@ -199,7 +200,7 @@ func TestCostGate(t *testing.T) {
 	req = judgetest.Request("held-1", "s-cost", "redesign the module boundaries")
 	req.BudgetUSD = 3
 	go func() {
-		r, err := env.Ask(req, judge.OnHeld(func(r *schemas.BreakGlassResponse) { held <- r }))
+		r, err := env.Ask(req, judgeclient.OnHeld(func(r *schemas.BreakGlassResponse) { held <- r }))
 		answer = r
 		done <- err
 	}()
@@ -237,14 +238,14 @@ func TestCostGate(t *testing.T) {
 	req = judgetest.Request("held-2", "s-cost", "redesign the module boundaries")
 	req.BudgetUSD = 3
 	go func() {
-		_, err := env.Ask(req, judge.OnHeld(func(r *schemas.BreakGlassResponse) { held <- r }))
+		_, err := env.Ask(req, judgeclient.OnHeld(func(r *schemas.BreakGlassResponse) { held <- r }))
 		done <- err
 	}()
 	<-held
 	if err := judge.Deny(ctx, env.JS, bus.DefaultNamespace, "held-2", "bob", "too expensive today"); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; !errors.Is(err, judge.ErrDenied) || !strings.Contains(err.Error(), "too expensive today") {
+	if err := <-done; !errors.Is(err, judgeclient.ErrDenied) || !strings.Contains(err.Error(), "too expensive today") {
 		t.Errorf("denied: %v", err)
 	}
 	if err := judge.Deny(ctx, env.JS, bus.DefaultNamespace, "nope", "bob", ""); !errors.Is(err, judge.ErrNotPending) {
@@ -335,7 +336,7 @@ func TestSessionCapConcurrent(t *testing.T) {
 	filled.DefaultPrice = &judge.Price{InputUSDPerMTok: 1}
 	probe := request("probe")
 	typ, _ := judge.Classify(probe)
-	perDollar := filled.Estimate(judge.Assemble(probe, typ, nil, &filled), probe, typ, filled.Panel(typ), filled.JudgeModel)
+	perDollar := filled.Estimate(judge.Assemble(probe, typ, nil, &filled), filled.Panel(typ), filled.JudgeModel)
 	s.DefaultPrice = &judge.Price{InputUSDPerMTok: 1.8 / perDollar}
 	env.StartJudge(s)
 	env.StartJudge(s)
@@ -351,7 +352,7 @@ func TestSessionCapConcurrent(t *testing.T) {
 			switch {
 			case err == nil && resp.Outcome == schemas.BreakGlassAnswered:
 				answered = append(answered, resp)
-			case errors.Is(err, judge.ErrRefused):
+			case errors.Is(err, judgeclient.ErrRefused):
 				refused = append(refused, resp)
 			default:
 				t.Errorf("ask %d: %v", i, err)

@@ -9,8 +9,26 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// sessionState is a session's value in the sessions bucket, read and
-// written only by judges. Calls maps each request id to the dollars it
+// limits are the caps reserve holds one key to: a break-glass session's
+// or, for its arbitrations, a job's.
+type limits struct {
+	invocations int
+	usd         float64
+	// scope ("session", "job") and calls ("break-glass calls",
+	// "arbitrations") name them in a refusal.
+	scope, calls string
+}
+
+func (s *Settings) sessionLimits() limits {
+	return limits{s.SessionInvocations, s.SessionUSD, "session", "break-glass calls"}
+}
+
+func (s *Settings) jobLimits() limits {
+	return limits{s.Arbitration.JobInvocations, s.Arbitration.JobUSD, "job", "arbitrations"}
+}
+
+// sessionState is a session's (or a job's) value in the sessions bucket,
+// read and written only by judges. Calls maps each request id to the dollars it
 // holds: its estimate while it runs, its actual cost once settled. A
 // redelivered request finds its own entry and is not counted twice.
 type sessionState struct {
@@ -25,10 +43,10 @@ func (st sessionState) spent() float64 {
 	return sum
 }
 
-// reserve counts request id against the session's limits, holding its
+// reserve counts request id against the key's limits, holding its
 // estimate, atomically (compare-and-set on the key). It returns a reason
 // when a limit refuses the call.
-func reserve(ctx context.Context, kv jetstream.KeyValue, key, id string, estimate float64, s *Settings) (reason string, err error) {
+func reserve(ctx context.Context, kv jetstream.KeyValue, key, id string, estimate float64, l limits) (reason string, err error) {
 	err = casUpdate(ctx, kv, key, func(cur []byte) ([]byte, error) {
 		reason = ""
 		st, err := decodeSession(cur)
@@ -38,12 +56,12 @@ func reserve(ctx context.Context, kv jetstream.KeyValue, key, id string, estimat
 		if _, ok := st.Calls[id]; ok {
 			return nil, errAbort // a redelivery: already counted
 		}
-		if n := len(st.Calls); n >= s.SessionInvocations {
-			reason = fmt.Sprintf("session limit: %d of %d break-glass calls already made in this session", n, s.SessionInvocations)
+		if n := len(st.Calls); n >= l.invocations {
+			reason = fmt.Sprintf("%s limit: %d of %d %s already made in this %s", l.scope, n, l.invocations, l.calls, l.scope)
 			return nil, errAbort
 		}
-		if spent := st.spent(); spent+estimate > s.SessionUSD+1e-9 {
-			reason = fmt.Sprintf("session cap: $%.2f spent or reserved plus this call's estimate $%.2f is over the session's $%.2f", spent, estimate, s.SessionUSD)
+		if spent := st.spent(); spent+estimate > l.usd+1e-9 {
+			reason = fmt.Sprintf("%s cap: $%.2f spent or reserved plus this call's estimate $%.2f is over the %s's $%.2f", l.scope, spent, estimate, l.scope, l.usd)
 			return nil, errAbort
 		}
 		st.Calls[id] = estimate

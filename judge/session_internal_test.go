@@ -45,7 +45,7 @@ func TestReserveConcurrent(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range 20 {
 			wg.Go(func() {
-				reason, err := reserve(context.Background(), kvs[i%2], tt.key, fmt.Sprintf("r%d", i), tt.estimate, &s)
+				reason, err := reserve(context.Background(), kvs[i%2], tt.key, fmt.Sprintf("r%d", i), tt.estimate, s.sessionLimits())
 				if err != nil {
 					t.Error(err)
 				}
@@ -74,7 +74,7 @@ func TestReserveConcurrent(t *testing.T) {
 		// A redelivered call that already holds a reservation is let
 		// through without counting again.
 		for id := range st.Calls {
-			if reason, err := reserve(context.Background(), kvs[1], tt.key, id, tt.estimate, &s); err != nil || reason != "" {
+			if reason, err := reserve(context.Background(), kvs[1], tt.key, id, tt.estimate, s.sessionLimits()); err != nil || reason != "" {
 				t.Errorf("re-reserving %s: %q, %v", id, reason, err)
 			}
 			break

@@ -77,6 +77,31 @@ type Settings struct {
 	// Passthrough, when set, sends every request as one fusion call to a
 	// fusion-capable endpoint instead of fanning out here.
 	Passthrough *Passthrough `yaml:"passthrough" json:"passthrough"`
+	// Arbitration configures arbitration requests (the coordinator's
+	// voting steps); see ArbitrationSettings for its defaults.
+	Arbitration ArbitrationSettings `yaml:"arbitration" json:"arbitration"`
+}
+
+// ArbitrationSettings configure arbitration requests: a voting step's
+// candidates put to a panel. An unset field takes the value arbitration
+// had while it went through the break-glass gates as a code_bug request,
+// so a settings file written before this section keeps its behaviour.
+type ArbitrationSettings struct {
+	// Panel lists the panel's models. Default: panels.code_bug.
+	Panel []string `yaml:"panel" json:"panel"`
+	// JudgeModel synthesises the panel's answers. Default: judge_model.
+	JudgeModel string `yaml:"judge_model" json:"judge_model"`
+	// Threshold is the cost threshold in USD: an estimate above
+	// refuse_factor × it is refused. Default: thresholds.code_bug (0.30).
+	Threshold float64 `yaml:"threshold" json:"threshold"`
+	// BudgetUSD caps one arbitration's actual cost. Default:
+	// default_budget_usd (1.00).
+	BudgetUSD float64 `yaml:"budget_usd" json:"budget_usd"`
+	// JobInvocations caps the arbitrations of one job that reach the panel
+	// (default: session_invocations, 3), JobUSD their spend (default:
+	// session_usd, 5.00).
+	JobInvocations int     `yaml:"job_invocations" json:"job_invocations"`
+	JobUSD         float64 `yaml:"job_usd" json:"job_usd"`
 }
 
 // ModelSettings is one model's endpoint, key and price.
@@ -231,6 +256,18 @@ func (s *Settings) fill() {
 	if s.Passthrough != nil && s.Passthrough.Model == "" {
 		s.Passthrough.Model = DefaultPassthroughModel
 	}
+	// Arbitration's defaults are the values above it took before.
+	a := &s.Arbitration
+	if len(a.Panel) == 0 {
+		a.Panel = slices.Clone(s.Panels[schemas.ProblemCodeBug])
+	}
+	if a.JudgeModel == "" {
+		a.JudgeModel = s.JudgeModel
+	}
+	setF(&a.Threshold, s.Threshold(schemas.ProblemCodeBug))
+	setF(&a.BudgetUSD, s.DefaultBudgetUSD)
+	setI(&a.JobInvocations, s.SessionInvocations)
+	setF(&a.JobUSD, s.SessionUSD)
 }
 
 // validate reports every invalid field of filled settings.
@@ -247,6 +284,14 @@ func (s *Settings) validate() error {
 			if strings.TrimSpace(m) == "" {
 				errs = append(errs, fmt.Errorf("panels.%s names an empty model", t))
 			}
+		}
+	}
+	if len(s.Arbitration.Panel) == 0 {
+		errs = append(errs, errors.New("arbitration.panel is empty"))
+	}
+	for _, m := range s.Arbitration.Panel {
+		if strings.TrimSpace(m) == "" {
+			errs = append(errs, errors.New("arbitration.panel names an empty model"))
 		}
 	}
 	for t := range s.Thresholds {
@@ -267,6 +312,9 @@ func (s *Settings) validate() error {
 	money("approval_usd", s.ApprovalUSD)
 	money("default_budget_usd", s.DefaultBudgetUSD)
 	money("session_usd", s.SessionUSD)
+	money("arbitration.threshold", s.Arbitration.Threshold)
+	money("arbitration.budget_usd", s.Arbitration.BudgetUSD)
+	money("arbitration.job_usd", s.Arbitration.JobUSD)
 	for name, m := range s.Models {
 		if p := m.Price; p != nil && (p.InputUSDPerMTok < 0 || p.OutputUSDPerMTok < 0 || math.IsNaN(p.InputUSDPerMTok+p.OutputUSDPerMTok) || math.IsInf(p.InputUSDPerMTok+p.OutputUSDPerMTok, 0)) {
 			errs = append(errs, fmt.Errorf("models.%s.price must be finite and >= 0", name))
@@ -279,6 +327,7 @@ func (s *Settings) validate() error {
 		"session_invocations": s.SessionInvocations, "member_max_tokens": s.MemberMaxTokens,
 		"judge_max_tokens": s.JudgeMaxTokens, "max_attempts": s.MaxAttempts, "max_file_bytes": s.MaxFileBytes,
 		"max_context_bytes": s.MaxContextBytes, "max_context_tokens": s.MaxContextTokens, "history_entries": s.HistoryEntries,
+		"arbitration.job_invocations": s.Arbitration.JobInvocations,
 	} {
 		if v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be >= 1, got %d", name, v))

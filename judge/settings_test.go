@@ -3,6 +3,7 @@ package judge_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +112,9 @@ func TestExampleSettingsFile(t *testing.T) {
 		t.Errorf("settings %+v", s)
 	}
 	def := judge.DefaultSettings()
+	if !reflect.DeepEqual(s.Arbitration, def.Arbitration) {
+		t.Errorf("arbitration %+v: the example differs from the defaults it documents (%+v)", s.Arbitration, def.Arbitration)
+	}
 	for _, typ := range schemas.ProblemTypes() {
 		if strings.Join(s.Panel(typ), ",") != strings.Join(def.Panel(typ), ",") || s.Threshold(typ) != def.Threshold(typ) {
 			t.Errorf("%s: the example differs from the defaults it documents", typ)
@@ -155,5 +159,39 @@ func TestNewNeedsEndpoints(t *testing.T) {
 	s.Passthrough = &judge.Passthrough{}
 	if _, err := judge.New(context.Background(), nil, judge.Config{Settings: s}); !errors.Is(err, judge.ErrConfig) || !strings.Contains(err.Error(), "passthrough") {
 		t.Errorf("New with a passthrough without endpoint: %v", err)
+	}
+}
+
+// Arbitration's settings default to what arbitration used before it had a
+// section: the code_bug panel and threshold, the judge model, the default
+// budget and the session limits, per job. Set fields are kept.
+func TestArbitrationSettings(t *testing.T) {
+	t.Parallel()
+	s, err := judge.ParseSettings([]byte("panels: {code_bug: [a, b]}\njudge_model: j\nthresholds: {code_bug: 0.2}\nsession_usd: 4\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := judge.ArbitrationSettings{Panel: []string{"a", "b"}, JudgeModel: "j", Threshold: 0.2, BudgetUSD: 1, JobInvocations: 3, JobUSD: 4}
+	if !reflect.DeepEqual(s.Arbitration, want) {
+		t.Errorf("defaults %+v, want %+v", s.Arbitration, want)
+	}
+	s, err = judge.ParseSettings([]byte("arbitration: {panel: [x, y, z], judge_model: k, threshold: 0.5, budget_usd: 2, job_invocations: 10, job_usd: 20}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = judge.ArbitrationSettings{Panel: []string{"x", "y", "z"}, JudgeModel: "k", Threshold: 0.5, BudgetUSD: 2, JobInvocations: 10, JobUSD: 20}
+	if !reflect.DeepEqual(s.Arbitration, want) || strings.Join(s.Panel(schemas.ProblemCodeBug), ",") == "x,y,z" {
+		t.Errorf("set %+v, want %+v and the code_bug panel untouched", s.Arbitration, want)
+	}
+	for _, bad := range []string{
+		"arbitration: {threshold: -1}",
+		"arbitration: {job_usd: .nan}",
+		"arbitration: {job_invocations: -2}",
+		"arbitration: {panel: [a, '  ']}",
+		"arbitration: {panels: [a]}",
+	} {
+		if _, err := judge.ParseSettings([]byte(bad)); !errors.Is(err, judge.ErrConfig) {
+			t.Errorf("ParseSettings(%q) = %v, want ErrConfig", bad, err)
+		}
 	}
 }

@@ -25,9 +25,9 @@ type synthesis struct {
 // parseSynthesis reads and validates the judge's output: one JSON object
 // (a Markdown code fence around it is tolerated) with a diagnosis, a
 // solution with an approach and a confidence in [0, 1], and, for an
-// arbitration, a vote_key that is one of the candidates. Lists may be
-// absent; unknown fields are ignored.
-func parseSynthesis(text string, ar *schemas.ArbitrationStep) (*synthesis, error) {
+// arbitration (candidates given), a vote_key that is one of the
+// candidates. Lists may be absent; unknown fields are ignored.
+func parseSynthesis(text string, candidates []schemas.TallyEntry) (*synthesis, error) {
 	body := strings.TrimSpace(text)
 	if i, j := strings.IndexByte(body, '{'), strings.LastIndexByte(body, '}'); i >= 0 && j > i {
 		body = body[i : j+1]
@@ -63,8 +63,8 @@ func parseSynthesis(text string, ar *schemas.ArbitrationStep) (*synthesis, error
 			out.Solution.Confidence = *c
 		}
 	}
-	if ar != nil {
-		if !slices.ContainsFunc(ar.Candidates, func(e schemas.TallyEntry) bool { return e.VoteKey == out.Solution.VoteKey }) {
+	if candidates != nil {
+		if !slices.ContainsFunc(candidates, func(e schemas.TallyEntry) bool { return e.VoteKey == out.Solution.VoteKey }) {
 			problems = append(problems, "solution.vote_key must be one of the candidates, copied verbatim")
 		}
 	} else {
@@ -101,13 +101,13 @@ type judgeRun struct {
 }
 
 // synthesize asks the judge model to synthesise the panel's answers,
-// validating its output and retrying once with the validation error;
-// before each attempt it checks that spent plus the attempt's worst case
-// stays within budget.
-func (m *models) synthesize(ctx context.Context, judgeModel string, a Assembled, req *schemas.BreakGlassRequest, typ string, answers []memberAnswer, spent, budget float64) judgeRun {
+// validating its output (against candidates, for an arbitration) and
+// retrying once with the validation error; before each attempt it checks
+// that spent plus the attempt's worst case stays within budget.
+func (m *models) synthesize(ctx context.Context, judgeModel string, a Assembled, candidates []schemas.TallyEntry, answers []memberAnswer, spent, budget float64) judgeRun {
 	msgs := []llm.Message{
-		{Role: "system", Content: judgeSystemPrompt(a.Nonce)},
-		{Role: "user", Content: judgeUserPrompt(a, req, typ, answers)},
+		{Role: "system", Content: a.judgeSystem},
+		{Role: "user", Content: a.judgeUser(answers)},
 	}
 	var run judgeRun
 	for attempt := 1; attempt <= 2; attempt++ {
@@ -131,7 +131,7 @@ func (m *models) synthesize(ctx context.Context, judgeModel string, a Assembled,
 			}
 			continue
 		}
-		syn, err := parseSynthesis(text, req.Arbitration)
+		syn, err := parseSynthesis(text, candidates)
 		if err == nil {
 			run.syn, run.reason = syn, ""
 			return run

@@ -10,11 +10,11 @@ import (
 
 func TestParseSynthesis(t *testing.T) {
 	t.Parallel()
-	ar := &schemas.ArbitrationStep{Candidates: []schemas.TallyEntry{{VoteKey: "A", Votes: 3}, {VoteKey: "B", Votes: 2}}}
+	ar := []schemas.TallyEntry{{VoteKey: "A", Votes: 3}, {VoteKey: "B", Votes: 2}}
 	good := `{"diagnosis": "d", "solution": {"approach": "a", "confidence": 0.7}}`
 	tests := []struct {
 		name, text string
-		ar         *schemas.ArbitrationStep
+		ar         []schemas.TallyEntry
 		msg        string
 	}{
 		{"minimal", good, nil, ""},
@@ -53,9 +53,9 @@ func FuzzParseSynthesis(f *testing.F) {
 	f.Add(`{"diagnosis": "d", "solution": {"approach": "a", "confidence": 0.7, "vote_key": "A"}}`)
 	f.Add("```json\n{}\n```")
 	f.Add(`{"solution": {"confidence": NaN}}`)
-	ar := &schemas.ArbitrationStep{Candidates: []schemas.TallyEntry{{VoteKey: "A", Votes: 1}}}
+	ar := []schemas.TallyEntry{{VoteKey: "A", Votes: 1}}
 	f.Fuzz(func(t *testing.T, text string) {
-		for _, a := range []*schemas.ArbitrationStep{nil, ar} {
+		for _, a := range [][]schemas.TallyEntry{nil, ar} {
 			syn, err := parseSynthesis(text, a)
 			if err != nil {
 				if !errors.Is(err, ErrJudgeOutput) {

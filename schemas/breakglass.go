@@ -1,14 +1,13 @@
 package schemas
 
 import (
-	"encoding/json"
 	"strings"
 	"time"
 )
 
 // Break-glass message kinds: the judge role's requests, answers, audit
 // records and approvals, and the arbiter decision a voting step records
-// when the judge settles it.
+// when the judge settles it (arbitration.go has the arbitration kinds).
 const (
 	KindBreakGlassRequest  = "break_glass_request"
 	KindBreakGlassResponse = "break_glass_response"
@@ -136,24 +135,6 @@ type FusionPlugin struct {
 	AnalysisModels []string `json:"analysis_models,omitempty"`
 }
 
-// ArbitrationStep is a voting step that reached no consensus, sent to the
-// judge to choose among its candidates.
-type ArbitrationStep struct {
-	// JobID and Step name the step; Task is the job's task.
-	JobID string `json:"job_id"`
-	Step  int64  `json:"step"`
-	Task  string `json:"task"`
-	// State is the task state the step starts from, as canonical JSON
-	// text (a string, like vote keys).
-	State string `json:"state"`
-	// K is the job's voting margin, Samples the samples the step drew.
-	K       int `json:"k"`
-	Samples int `json:"samples"`
-	// Candidates are the step's tally, most votes first; the judge must
-	// choose one of their vote keys.
-	Candidates []TallyEntry `json:"candidates"`
-}
-
 // BreakGlassRequest asks the judge to put a panel of strong models on a
 // problem that resisted everything else. Published on the judge subject of
 // its tenant; its Nats-Msg-Id is the request id.
@@ -189,8 +170,6 @@ type BreakGlassRequest struct {
 	// Plugins takes the OpenRouter fusion shape: at most one plugin, id
 	// "fusion", naming the panel and judge models.
 	Plugins []FusionPlugin `json:"plugins,omitempty"`
-	// Arbitration is set when a voting step escalates to the judge.
-	Arbitration *ArbitrationStep `json:"arbitration,omitempty"`
 	// ParentRequestID is set on a request made from inside a panel; the
 	// judge refuses those (panels never open panels).
 	ParentRequestID string `json:"parent_request_id,omitempty"`
@@ -210,6 +189,9 @@ func (r *BreakGlassRequest) Validate() error {
 	}
 	if err := checkRequestIDs(k, r.RequestID, r.Tenant, r.Session); err != nil {
 		return err
+	}
+	if strings.HasPrefix(r.RequestID, ArbitrationIDPrefix) {
+		return invalid(k, "request_id %q: the prefix %q names arbitration requests", r.RequestID, ArbitrationIDPrefix)
 	}
 	if strings.TrimSpace(r.Problem) == "" {
 		return invalid(k, "problem is empty")
@@ -246,26 +228,6 @@ func (r *BreakGlassRequest) Validate() error {
 			return invalid(k, "plugin id %q: only \"fusion\" is supported", p.ID)
 		}
 	}
-	if a := r.Arbitration; a != nil {
-		if err := ValidJobID(a.JobID); err != nil {
-			return err
-		}
-		if err := nonNegative(k, count{"arbitration.step", a.Step}, count{"arbitration.k", int64(a.K)}, count{"arbitration.samples", int64(a.Samples)}); err != nil {
-			return err
-		}
-		if !taskRE.MatchString(a.Task) {
-			return invalid(k, "arbitration.task %q is not a task name", a.Task)
-		}
-		if len(a.Candidates) == 0 {
-			return invalid(k, "arbitration needs at least one candidate")
-		}
-		if a.State != "" && !json.Valid([]byte(a.State)) {
-			return invalid(k, "arbitration.state must be JSON")
-		}
-		if err := checkTally(k, a.Candidates); err != nil {
-			return err
-		}
-	}
 	if r.ParentRequestID != "" {
 		if err := ValidJobID(r.ParentRequestID); err != nil {
 			return invalid(k, "parent_request_id: %v", err)
@@ -297,7 +259,8 @@ type Solution struct {
 	FilesToChange []string `json:"files_to_change"`
 	// CodeSnippets maps a path to the code to put there.
 	CodeSnippets map[string]string `json:"code_snippets"`
-	// VoteKey is the chosen candidate of an arbitration request.
+	// VoteKey is the chosen candidate of an arbitration request (never
+	// set in a break-glass response).
 	VoteKey string `json:"vote_key,omitempty"`
 }
 
@@ -425,14 +388,19 @@ func (r *BreakGlassResponse) Validate() error {
 	if !inRange(r.Solution.Confidence, 0, 1) {
 		return invalid(k, "solution.confidence must be between 0 and 1, got %v", r.Solution.Confidence)
 	}
-	c := r.Cost
+	return checkCost(k, r.Cost, r.Members)
+}
+
+// checkCost checks a response's cost and its model calls: no figure
+// negative.
+func checkCost(k string, c BreakGlassCost, members []MemberResult) error {
 	if err := nonNegativeFigures(k, figure{"cost.estimate_usd", c.EstimateUSD}, figure{"cost.actual_usd", c.ActualUSD}, figure{"cost.budget_usd", c.BudgetUSD}); err != nil {
 		return err
 	}
 	if err := nonNegative(k, count{"cost.prompt_tokens", c.PromptTokens}, count{"cost.completion_tokens", c.CompletionTokens}); err != nil {
 		return err
 	}
-	for i, m := range r.Members {
+	for i, m := range members {
 		if err := nonNegative(k, count{"members.prompt_tokens", m.PromptTokens}, count{"members.completion_tokens", m.CompletionTokens}, count{"members.latency_ms", m.LatencyMS}); err != nil {
 			return invalid(k, "members[%d]: %v", i, err)
 		}
@@ -471,13 +439,17 @@ type BreakGlassAudit struct {
 	Tenant    string `json:"tenant"`
 	Session   string `json:"session"`
 	Requester string `json:"requester,omitempty"`
+	// RequestKind is the audited request's kind: break_glass_request
+	// (also when empty, as older records are) or arbitration_request
+	// (whose session is the job id).
+	RequestKind string `json:"request_kind,omitempty" jsonschema:"enum=,enum=break_glass_request,enum=arbitration_request"`
 	// Outcome is what happened: answered, degraded, refused, held,
 	// approved, denied or failed.
 	Outcome string `json:"outcome" jsonschema:"enum=answered,enum=degraded,enum=refused,enum=held,enum=approved,enum=denied,enum=failed"`
 	// Reason explains the outcome.
 	Reason string `json:"reason,omitempty"`
 	// Problem is the statement with key-like strings redacted, cut to 2000
-	// bytes.
+	// bytes; for an arbitration, a line naming the step.
 	Problem string `json:"problem"`
 	// ProblemType is the classification.
 	ProblemType string `json:"problem_type,omitempty"`
@@ -513,6 +485,11 @@ func (a *BreakGlassAudit) Validate() error {
 	if err := checkRequestIDs(k, a.RequestID, a.Tenant, a.Session); err != nil {
 		return err
 	}
+	switch a.RequestKind {
+	case "", KindBreakGlassRequest, KindArbitrationRequest:
+	default:
+		return invalid(k, "request_kind %q is not %s or %s", a.RequestKind, KindBreakGlassRequest, KindArbitrationRequest)
+	}
 	if err := checkOutcome(k, a.Outcome, a.Reason, true); err != nil {
 		return err
 	}
@@ -533,8 +510,10 @@ const (
 )
 
 // BreakGlassApproval is a request held for a person's approval, stored in
-// the approvals bucket under the request id. `maker judge approve|deny ID`
-// moves it from pending to approved or denied.
+// the approvals bucket under the request id: a break-glass request
+// (Request) or an arbitration (Arbitration, whose session is the job id).
+// `maker judge approve|deny ID` moves it from pending to approved or
+// denied.
 type BreakGlassApproval struct {
 	Header
 	// RequestID, Tenant and Session are the held request's.
@@ -549,8 +528,10 @@ type BreakGlassApproval struct {
 	Reason string `json:"reason"`
 	// DecidedBy is who approved or denied.
 	DecidedBy string `json:"decided_by,omitempty"`
-	// Request is the held request, re-published on approval.
-	Request BreakGlassRequest `json:"request"`
+	// Request or Arbitration (exactly one) is the held request,
+	// re-published on approval.
+	Request     *BreakGlassRequest  `json:"request,omitempty"`
+	Arbitration *ArbitrationRequest `json:"arbitration,omitempty"`
 	// RequestedAt is when the hold began; DecidedAt when a person decided
 	// (zero while pending).
 	RequestedAt time.Time `json:"requested_at"`
@@ -581,10 +562,22 @@ func (a *BreakGlassApproval) Validate() error {
 	if err := nonNegativeFigures(k, figure{"estimate_usd", a.EstimateUSD}); err != nil {
 		return err
 	}
-	if err := a.Request.Validate(); err != nil {
-		return err
+	var id, tenant, session string
+	switch r, arb := a.Request, a.Arbitration; {
+	case r != nil && arb == nil:
+		if err := r.Validate(); err != nil {
+			return err
+		}
+		id, tenant, session = r.RequestID, r.Tenant, r.Session
+	case arb != nil && r == nil:
+		if err := arb.Validate(); err != nil {
+			return err
+		}
+		id, tenant, session = arb.RequestID, arb.Tenant, arb.JobID
+	default:
+		return invalid(k, "an approval holds exactly one of request and arbitration")
 	}
-	if a.Request.RequestID != a.RequestID || a.Request.Tenant != a.Tenant || a.Request.Session != a.Session {
+	if id != a.RequestID || tenant != a.Tenant || session != a.Session {
 		return invalid(k, "request_id, tenant and session must match the held request's")
 	}
 	return nil
@@ -599,7 +592,8 @@ type ArbiterDecision struct {
 	Tenant string `json:"tenant"`
 	JobID  string `json:"job_id"`
 	Step   int64  `json:"step"`
-	// RequestID is the break-glass request that produced the decision.
+	// RequestID is the arbitration request that produced the decision
+	// ("person-<step>" for a person's answer).
 	RequestID string `json:"request_id"`
 	// Outcome is decided (VoteKey is the step's answer) or needs_human (the
 	// job pauses for a person).
@@ -614,7 +608,7 @@ type ArbiterDecision struct {
 	// JudgeModel and Panel are the models that decided.
 	JudgeModel string   `json:"judge_model,omitempty"`
 	Panel      []string `json:"panel,omitempty"`
-	// CostUSD is the break-glass call's actual cost.
+	// CostUSD is the arbitration's actual cost.
 	CostUSD float64 `json:"cost_usd"`
 	// DecidedAt is when the decision was made.
 	DecidedAt time.Time `json:"decided_at"`

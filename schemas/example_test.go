@@ -71,6 +71,8 @@ func ExampleAll() {
 	// break_glass_response https://makerfleet.dev/schemas/v1/break_glass_response.schema.json
 	// break_glass_audit https://makerfleet.dev/schemas/v1/break_glass_audit.schema.json
 	// break_glass_approval https://makerfleet.dev/schemas/v1/break_glass_approval.schema.json
+	// arbitration_request https://makerfleet.dev/schemas/v1/arbitration_request.schema.json
+	// arbitration_response https://makerfleet.dev/schemas/v1/arbitration_response.schema.json
 	// arbiter_decision https://makerfleet.dev/schemas/v1/arbiter_decision.schema.json
 	// task_record https://makerfleet.dev/schemas/v1/task_record.schema.json
 }

@@ -27,6 +27,12 @@ func FuzzDecodeBreakGlassAudit(f *testing.F) { fuzzDecode(f, schemas.KindBreakGl
 func FuzzDecodeBreakGlassApproval(f *testing.F) {
 	fuzzDecode(f, schemas.KindBreakGlassApproval)
 }
+func FuzzDecodeArbitrationRequest(f *testing.F) {
+	fuzzDecode(f, schemas.KindArbitrationRequest)
+}
+func FuzzDecodeArbitrationResponse(f *testing.F) {
+	fuzzDecode(f, schemas.KindArbitrationResponse)
+}
 func FuzzDecodeArbiterDecision(f *testing.F) { fuzzDecode(f, schemas.KindArbiterDecision) }
 
 // seedEdits turn a golden message into more seeds, each by a list of
@@ -66,17 +72,50 @@ var seedEdits = map[string][][]string{
 		{`"problem_type": "lean_proof",`, ``, `"budget_usd": 1,`, ``},
 		{`"plugins": [
     {"id": "fusion", "model": "anthropic/claude-opus-4.8", "analysis_models": ["anthropic/claude-opus", "deepseek/deepseek-v4", "google/gemini-3.1-pro"]}
-  ],`, `"arbitration": {"job_id": "j1", "step": 3, "task": "hanoi", "state": "{\"pegs\":[[1],[],[]]}", "k": 3, "samples": 100, "candidates": [{"vote_key": "a", "votes": 40}, {"vote_key": "b", "votes": 39}]}, "parent_request_id": "bg-0",`},
+  ],`, `"parent_request_id": "bg-0",`},
 	},
 	schemas.KindBreakGlassResponse: {
 		{`"outcome": "answered",`, `"outcome": "degraded", "reason": "judge output invalid twice",`},
 		{`"outcome": "answered",`, `"outcome": "refused", "reason": "no \"break glass:\" trigger",`},
 	},
-	schemas.KindBreakGlassAudit: {
-		{`"outcome": "answered",`, `"outcome": "approved",`, `"confidence": 0.85,`, ``},
-	},
 	schemas.KindBreakGlassApproval: {
 		{`"state": "approved",`, `"state": "pending",`, `"decided_by": "bob",`, ``, `"decided_at": "2025-11-29T21:05:00Z"`, `"decided_at": "0001-01-01T00:00:00Z"`},
+	},
+	schemas.KindBreakGlassAudit: {
+		{`"outcome": "answered",`, `"outcome": "approved",`, `"confidence": 0.85,`, ``},
+		{`"request_kind": "break_glass_request",`, `"request_kind": "arbitration_request",`},
+	},
+	schemas.KindArbitrationRequest: {
+		// Only the own model's rung; its tally decides the candidates.
+		{`,
+    {"rung": "stronger_model", "counted": 10, "valid": 10, "red_flagged": 0, "tally": [
+      {"vote_key": "{\"move\":[1,0,2],\"next_state\":[[10,9,8,7,6,5,4,3,2],[],[1]]}", "votes": 6},
+      {"vote_key": "{\"move\":[1,0,1],\"next_state\":[[10,9,8,7,6,5,4,3,2],[1],[]]}", "votes": 4}
+    ]}`, ``, `"votes": 49}`, `"votes": 45}`, `"votes": 46}`, `"votes": 40}`, `"samples": 110`, `"samples": 100`},
+		{`"min_confidence": 0.7`, `"min_confidence": 1`, `"red_flags": {"parse": 4}, `, ``},
+	},
+	schemas.KindArbitrationResponse: {
+		{`"outcome": "answered",`, `"outcome": "held", "reason": "estimated cost $2.40 is over $2.00: held until a person approves",`,
+			`  "decision": {
+    "version": 1,
+    "kind": "arbiter_decision",
+    "tenant": "acme",
+    "job_id": "hanoi-10-k3",
+    "step": 731,
+    "request_id": "arbitration-b65a9cc926c109637e22352bc5939f95",
+    "outcome": "decided",
+    "vote_key": "{\"move\":[1,0,1],\"next_state\":[[10,9,8,7,6,5,4,3,2],[1],[]]}",
+    "confidence": 0.9,
+    "threshold": 0.7,
+    "reason": "arbiter decision by anthropic/claude-opus-4.8 over a panel of 3 (confidence 0.90)",
+    "judge_model": "anthropic/claude-opus-4.8",
+    "panel": ["openai/gpt-5.5", "anthropic/claude-fable", "moonshotai/kimi-k2.6"],
+    "cost_usd": 0.12,
+    "decided_at": "2025-11-29T20:10:00Z"
+  },
+`, ``, `"failed_members": ["moonshotai/kimi-k2.6"],`, ``},
+		{`"outcome": "answered",`, `"outcome": "refused",`, `"outcome": "decided",`, `"outcome": "needs_human",`,
+			`"vote_key": "{\"move\":[1,0,1],\"next_state\":[[10,9,8,7,6,5,4,3,2],[1],[]]}",`, ``},
 	},
 	schemas.KindArbiterDecision: {
 		{`"outcome": "decided",`, `"outcome": "needs_human",`, `"vote_key": "{\"move\":[1,0,1],\"next_state\":[[10,9,8,7,6,5,4,3,2],[1],[]]}",`, ``},

@@ -79,6 +79,13 @@ func TestInvalid(t *testing.T) {
 		{"break_glass_audit.unknown_outcome", schemas.ErrInvalid, `unknown outcome "maybe"`, "rejects"},
 		{"break_glass_approval.request_mismatch", schemas.ErrInvalid, "must match the held request's", "accepts"},
 		{"arbiter_decision.decided_without_vote_key", schemas.ErrInvalid, "a decided arbiter decision needs a vote_key", "rejects"},
+		{"break_glass_request.arbitration_prefix", schemas.ErrInvalid, `the prefix "arbitration-" names arbitration requests`, "accepts"},
+		{"arbitration_request.request_id_of_another_step", schemas.ErrInvalid, "is not the step's: want \"arbitration-b65a9cc926c109637e22352bc5939f95\"", "accepts"},
+		{"arbitration_request.candidates_not_the_rungs", schemas.ErrInvalid, "candidates must be the rungs' tallies merged", "accepts"},
+		{"arbitration_request.control_character_in_key", schemas.ErrInvalid, "candidates[2].vote_key holds a control character", "accepts"},
+		{"arbitration_request.min_confidence_zero", schemas.ErrInvalid, "min_confidence must be in (0, 1], got 0", "rejects"},
+		{"arbitration_response.decided_when_degraded", schemas.ErrInvalid, "only an answered response decides the step, not a degraded one", "accepts"},
+		{"arbitration_response.held_without_reason", schemas.ErrInvalid, "a held response has a reason and no decision yet", "rejects"},
 	}
 	listed := make(map[string]bool)
 	for _, tt := range tests {

@@ -172,6 +172,19 @@ func minLength(n uint64) func(*jsonschema.Schema) {
 	return func(p *jsonschema.Schema) { p.MinLength = &n }
 }
 
+// maxLength bounds a string's characters: never stricter than a bound on
+// its bytes.
+func maxLength(n uint64) func(*jsonschema.Schema) {
+	return func(p *jsonschema.Schema) { p.MaxLength = &n }
+}
+
+func items(lo, hi uint64) func(*jsonschema.Schema) {
+	return func(p *jsonschema.Schema) { p.MinItems, p.MaxItems = &lo, &hi }
+}
+
+// arbitrationID is the shape of ArbitrationRequestID.
+var arbitrationID = pattern("^" + ArbitrationIDPrefix + "[0-9a-f]{32}$")
+
 // bare strips the anchors of a regexp so it can be part of another.
 func bare(re string) string { return strings.TrimSuffix(strings.TrimPrefix(re, "^"), "$") }
 
@@ -233,8 +246,15 @@ var fieldRules = map[string]func(*jsonschema.Schema){
 	"ArbiterDecision.confidence":      between(0, 1),
 	"ArbiterDecision.threshold":       between(0, 1),
 	"FusionPlugin.id":                 func(p *jsonschema.Schema) { p.Const = "fusion" },
-	"ArbitrationStep.candidates":      func(p *jsonschema.Schema) { one := uint64(1); p.MinItems = &one },
-	"ContextFile.path":                minLength(1),
+	"ArbitrationRequest.request_id":   arbitrationID,
+	"ArbitrationRequest.k":            between(1, MaxK),
+	"ArbitrationRequest.state":        maxLength(MaxArbitrationStateBytes),
+	"ArbitrationRequest.candidates":   items(1, MaxArbitrationCandidates),
+	"ArbitrationRequest.min_confidence": func(p *jsonschema.Schema) {
+		p.Minimum, p.ExclusiveMinimum, p.Maximum = "", "0", num(1)
+	},
+	"ArbitrationResponse.request_id": arbitrationID,
+	"ContextFile.path":               minLength(1),
 }
 
 // conditions return a kind's allOf: the rules that hang on another field.
@@ -248,6 +268,11 @@ var conditions = map[string]func() []*jsonschema.Schema{
 			when("outcome", &jsonschema.Schema{Enum: []any{OutcomeSkipped, OutcomeCancelled}},
 				object(nil, "vote_key", constant(""), "red_flag", constant(""))),
 		}
+	},
+	KindArbitrationResponse: func() []*jsonschema.Schema {
+		held := when("outcome", constant(BreakGlassHeld), object([]string{"reason"}, "reason", minLen1()))
+		held.Else = object([]string{"decision"})
+		return []*jsonschema.Schema{held}
 	},
 	KindArbiterDecision: func() []*jsonschema.Schema {
 		return []*jsonschema.Schema{

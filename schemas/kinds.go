@@ -28,6 +28,8 @@ func All() []MessageType {
 		{KindBreakGlassResponse, func() Message { return new(BreakGlassResponse) }},
 		{KindBreakGlassAudit, func() Message { return new(BreakGlassAudit) }},
 		{KindBreakGlassApproval, func() Message { return new(BreakGlassApproval) }},
+		{KindArbitrationRequest, func() Message { return new(ArbitrationRequest) }},
+		{KindArbitrationResponse, func() Message { return new(ArbitrationResponse) }},
 		{KindArbiterDecision, func() Message { return new(ArbiterDecision) }},
 		{KindTaskRecord, func() Message { return new(TaskRecord) }},
 	}
@@ -50,6 +52,8 @@ var (
 	_ Message = (*BreakGlassResponse)(nil)
 	_ Message = (*BreakGlassAudit)(nil)
 	_ Message = (*BreakGlassApproval)(nil)
+	_ Message = (*ArbitrationRequest)(nil)
+	_ Message = (*ArbitrationResponse)(nil)
 	_ Message = (*ArbiterDecision)(nil)
 	_ Message = (*TaskRecord)(nil)
 )

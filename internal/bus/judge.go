@@ -14,22 +14,38 @@ import (
 //
 //	stream MAKER_JUDGE        maker.v1.judge.<tenant>                  break-glass requests; work queue;
 //	                                                                   durable "judges" shared by all judges
+//	stream MAKER_ARBITRATE    maker.v1.arbitrate.<tenant>              arbitration requests; work queue;
+//	                                                                   durable "judges" shared by all judges
 //	stream MAKER_JUDGE_AUDIT  maker.v1.judge_audit.<tenant>.<session>  audit records; kept (limits policy)
 //	KV maker_judge_answers    <request id>                             responses (held, then final)
 //	KV maker_judge_sessions   <tenant>.<session>                       per-session invocations and spend
+//	                          <tenant>.job.<job>                       per-job arbitrations and spend
 //	KV maker_judge_approvals  <request id>                             requests held for a person
+//
+// Arbitration has a stream of its own, not a second subject on
+// MAKER_JUDGE: a judge stream made by an older release keeps working as
+// it is, and an operator can let the coordinator publish arbitrations
+// without letting it (or anyone) send break-glass requests, and the
+// other way round.
 
-// ConsumerJudges is the durable every judge pulls requests from.
+// ConsumerJudges is the durable every judge pulls requests from, on each
+// of its request streams.
 const ConsumerJudges = "judges"
 
 // JudgeStream names the namespace's break-glass request stream.
 func (ns Namespace) JudgeStream() string { return ns.stream("JUDGE") }
+
+// ArbitrateStream names the namespace's arbitration request stream.
+func (ns Namespace) ArbitrateStream() string { return ns.stream("ARBITRATE") }
 
 // JudgeAuditStream names the namespace's audit stream.
 func (ns Namespace) JudgeAuditStream() string { return ns.stream("JUDGE_AUDIT") }
 
 // JudgeSubject is where break-glass requests of tenant go.
 func (ns Namespace) JudgeSubject(tenant string) string { return ns.subject("judge") + tenant }
+
+// ArbitrateSubject is where the arbitration requests of tenant go.
+func (ns Namespace) ArbitrateSubject(tenant string) string { return ns.subject("arbitrate") + tenant }
 
 // JudgeAuditSubject is where the audit records of one session go.
 func (ns Namespace) JudgeAuditSubject(tenant, session string) string {
@@ -61,6 +77,11 @@ func (ns Namespace) JudgeApprovalsBucket() string { return ns.judgeBucket("appro
 
 // JudgeSessionKey is a session's key in the sessions bucket.
 func JudgeSessionKey(tenant, session string) string { return tenant + "." + session }
+
+// JudgeJobKey is a job's key in the sessions bucket, for its
+// arbitrations. Sessions and job ids hold no dot, so it never names a
+// session.
+func JudgeJobKey(tenant, job string) string { return tenant + ".job." + job }
 
 // JudgeConfig sets the judge topology's durability and timing. Zero fields
 // take the documented defaults.
@@ -137,44 +158,53 @@ func EnsureJudge(ctx context.Context, js jetstream.JetStream, cfg JudgeConfig) (
 
 func ensureJudgeOnce(ctx context.Context, js jetstream.JetStream, cfg JudgeConfig) (*JudgeTopology, error) {
 	ns := cfg.Namespace
-	streams := []jetstream.StreamConfig{
-		{
-			Name:        ns.JudgeStream(),
-			Description: "makerfleet break-glass requests",
-			Subjects:    []string{ns.subject("judge") + "*"},
+	// The request streams, one a kind, each pulled by every judge through
+	// its durable ConsumerJudges.
+	requests := []struct{ stream, subject, what string }{
+		{ns.JudgeStream(), ns.subject("judge") + "*", "break-glass requests"},
+		{ns.ArbitrateStream(), ns.subject("arbitrate") + "*", "arbitration requests"},
+	}
+	var streams []jetstream.StreamConfig
+	for _, r := range requests {
+		streams = append(streams, jetstream.StreamConfig{
+			Name:        r.stream,
+			Description: "makerfleet " + r.what,
+			Subjects:    []string{r.subject},
 			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     cfg.Storage,
 			Replicas:    cfg.Replicas,
 			MaxMsgSize:  cfg.MaxMsgSize,
 			MaxAge:      cfg.AnswerTTL,
 			Duplicates:  10 * time.Minute,
-		},
-		{
-			Name:        ns.JudgeAuditStream(),
-			Description: "makerfleet break-glass audit trail",
-			Subjects:    []string{ns.subject("judge_audit") + "*.*"},
-			Retention:   jetstream.LimitsPolicy,
-			Storage:     cfg.Storage,
-			Replicas:    cfg.Replicas,
-			MaxMsgSize:  cfg.MaxMsgSize,
-			Duplicates:  10 * time.Minute,
-		},
+		})
 	}
+	streams = append(streams, jetstream.StreamConfig{
+		Name:        ns.JudgeAuditStream(),
+		Description: "makerfleet break-glass audit trail",
+		Subjects:    []string{ns.subject("judge_audit") + "*.*"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     cfg.Storage,
+		Replicas:    cfg.Replicas,
+		MaxMsgSize:  cfg.MaxMsgSize,
+		Duplicates:  10 * time.Minute,
+	})
 	for _, sc := range streams {
 		if _, err := ensureStream(ctx, js, sc); err != nil {
 			return nil, err
 		}
 	}
-	if err := ensureConsumer(ctx, js, ns.JudgeStream(), jetstream.ConsumerConfig{
-		Durable:       ConsumerJudges,
-		Description:   "every judge pulls break-glass requests from here",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.AckWait,
-		MaxDeliver:    cfg.MaxDeliver,
-		MaxAckPending: 1000,
-		FilterSubject: ns.subject("judge") + "*",
-	}); err != nil {
-		return nil, err
+	for _, r := range requests {
+		if err := ensureConsumer(ctx, js, r.stream, jetstream.ConsumerConfig{
+			Durable:       ConsumerJudges,
+			Description:   "every judge pulls " + r.what + " from here",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       cfg.AckWait,
+			MaxDeliver:    cfg.MaxDeliver,
+			MaxAckPending: 1000,
+			FilterSubject: r.subject,
+		}); err != nil {
+			return nil, err
+		}
 	}
 	topo := &JudgeTopology{NS: ns, JS: js, Config: cfg}
 	buckets := []struct {
@@ -203,7 +233,7 @@ func ensureJudgeOnce(ctx context.Context, js jetstream.JetStream, cfg JudgeConfi
 // are skipped.
 func TeardownJudge(ctx context.Context, js jetstream.JetStream, ns Namespace) error {
 	var errs []error
-	for _, name := range []string{ns.JudgeStream(), ns.JudgeAuditStream()} {
+	for _, name := range []string{ns.JudgeStream(), ns.ArbitrateStream(), ns.JudgeAuditStream()} {
 		if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			errs = append(errs, err)
 		}

@@ -1,8 +1,13 @@
 package bus_test
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 )
@@ -27,6 +32,13 @@ func TestJudgeNames(t *testing.T) {
 	if got := bus.Namespace("").JudgeAuditFilter("", "s1"); got != "maker.v1.judge_audit.*.s1" {
 		t.Errorf("JudgeAuditFilter = %q", got)
 	}
+	if got := []string{bus.Namespace("blue-2").ArbitrateStream(), bus.Namespace("blue-2").ArbitrateSubject("acme")}; !slices.Equal(got, []string{"BLUE_2_ARBITRATE", "blue-2.v1.arbitrate.acme"}) {
+		t.Errorf("arbitration names %v", got)
+	}
+	// A job's key never names a session (session names hold no dot).
+	if got := bus.JudgeJobKey("acme", "j1"); got != "acme.job.j1" || got == bus.JudgeSessionKey("acme", "job") {
+		t.Errorf("JudgeJobKey = %q", got)
+	}
 }
 
 // EnsureJudge creates the judge's streams and buckets once, leaves them on
@@ -44,12 +56,14 @@ func TestEnsureJudge(t *testing.T) {
 			t.Fatal("missing bucket handle")
 		}
 	}
-	want := []string{"JT_JUDGE", "JT_JUDGE_AUDIT", "KV_jt_judge_answers", "KV_jt_judge_approvals", "KV_jt_judge_sessions"}
+	want := []string{"JT_ARBITRATE", "JT_JUDGE", "JT_JUDGE_AUDIT", "KV_jt_judge_answers", "KV_jt_judge_approvals", "KV_jt_judge_sessions"}
 	if got := names(t, js); !slices.Equal(got, want) {
 		t.Errorf("streams %v, want %v", got, want)
 	}
-	if _, err := js.Consumer(opCtx(t), "JT_JUDGE", bus.ConsumerJudges); err != nil {
-		t.Errorf("consumer: %v", err)
+	for _, stream := range []string{"JT_JUDGE", "JT_ARBITRATE"} {
+		if _, err := js.Consumer(opCtx(t), stream, bus.ConsumerJudges); err != nil {
+			t.Errorf("consumer on %s: %v", stream, err)
+		}
 	}
 	if err := bus.TeardownJudge(opCtx(t), js, "jt"); err != nil {
 		t.Fatal(err)
@@ -59,5 +73,39 @@ func TestEnsureJudge(t *testing.T) {
 	}
 	if _, err := bus.EnsureJudge(opCtx(t), js, bus.JudgeConfig{Namespace: "Bad NS"}); err == nil {
 		t.Error("EnsureJudge accepted an invalid namespace")
+	}
+}
+
+// A judge topology made before arbitration had its stream keeps working:
+// EnsureJudge adds the arbitration stream and its consumer beside it. An
+// arbitration stream that does not take the arbitration subjects is
+// reported, not used.
+func TestEnsureJudgeOverOlderTopology(t *testing.T) {
+	t.Parallel()
+	js := jetStream(t)
+	ns := bus.Namespace("old")
+	if _, err := js.CreateStream(opCtx(t), jetstream.StreamConfig{Name: ns.JudgeStream(), Subjects: []string{"old.v1.judge.*"},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateConsumer(opCtx(t), ns.JudgeStream(), jetstream.ConsumerConfig{Durable: bus.ConsumerJudges,
+		AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "old.v1.judge.*"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.EnsureJudge(opCtx(t), js, bus.JudgeConfig{Namespace: ns, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatalf("EnsureJudge over an older judge topology: %v", err)
+	}
+	if _, err := js.Consumer(opCtx(t), ns.ArbitrateStream(), bus.ConsumerJudges); err != nil {
+		t.Errorf("no arbitration consumer: %v", err)
+	}
+
+	other := bus.Namespace("odd")
+	if _, err := js.CreateStream(opCtx(t), jetstream.StreamConfig{Name: other.ArbitrateStream(), Subjects: []string{"odd.v1.arbitrate.acme"},
+		Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := bus.EnsureJudge(opCtx(t), js, bus.JudgeConfig{Namespace: other, Storage: jetstream.MemoryStorage, StartupWait: time.Second})
+	if !errors.Is(err, bus.ErrTopology) || !strings.Contains(err.Error(), "odd.v1.arbitrate.*") {
+		t.Errorf("EnsureJudge over a narrow arbitration stream: %v, want ErrTopology naming the subject", err)
 	}
 }

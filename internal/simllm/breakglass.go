@@ -10,14 +10,17 @@ import (
 	"time"
 )
 
-// Break-glass prompts (package judge). The model recognises a panel
-// member's prompt and the judge's prompt by the first line of the system
-// message ("makerfleet break-glass panel member", "makerfleet break-glass
-// judge") and answers with the JSON those prompts ask for:
+// Break-glass and arbitration prompts (package judge). The model
+// recognises a panel member's prompt and the judge's prompt by the first
+// line of the system message ("makerfleet break-glass panel member",
+// "makerfleet break-glass judge", and for an arbitration "makerfleet
+// arbitration panel member", "makerfleet arbitration judge") and answers
+// with the JSON those prompts ask for:
 //
 //   - a panel member: a diagnosis naming the problem, an approach naming
-//     the member, confidence 0.8, and for a voting step the candidate with
-//     the most votes (ties: the first listed);
+//     the member, confidence 0.8, and for an arbitration (its prompt lists
+//     "candidate N (votes V): KEY" lines) the candidate with the most votes
+//     (ties: the first listed);
 //   - the judge: the panel analysis of the "=== member M ===" answers in
 //     its prompt (consensus, contradictions between chosen candidates, one
 //     unique insight per member), the majority candidate, confidence 0.9;
@@ -34,8 +37,10 @@ import (
 //	@lowconf  the judge's confidence is 0.3
 //	@dissent  a member picks the candidate with the fewest votes
 const (
-	panelMarker = "makerfleet break-glass panel member"
-	judgeMarker = "makerfleet break-glass judge"
+	panelMarker            = "makerfleet break-glass panel member"
+	judgeMarker            = "makerfleet break-glass judge"
+	arbitrationPanelMarker = "makerfleet arbitration panel member"
+	arbitrationJudgeMarker = "makerfleet arbitration judge"
 )
 
 // slowWait bounds how long an @slow model holds a request.
@@ -57,8 +62,8 @@ func readBreakGlass(req *chatRequest, body []byte) (*bgPrompt, bool) {
 	first, _, _ := strings.Cut(req.texts[0], "\n")
 	p := &bgPrompt{modes: make(map[string]bool)}
 	switch strings.TrimSpace(first) {
-	case panelMarker:
-	case judgeMarker:
+	case panelMarker, arbitrationPanelMarker:
+	case judgeMarker, arbitrationJudgeMarker:
 		p.judge = true
 	default:
 		return nil, false

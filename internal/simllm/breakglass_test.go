@@ -30,14 +30,20 @@ func TestBreakGlassPanelAndJudge(t *testing.T) {
 		Confidence float64 `json:"confidence"`
 		VoteKey    string  `json:"vote_key"`
 	}
-	content := mustChat(t, s, bgBody(t, "m1", panelMarker+"\nrest", user, nil)).Choices[0].Message.Content
+	// A break-glass member: no candidates, no vote.
+	content := mustChat(t, s, bgBody(t, "m1", panelMarker+"\nrest", strings.TrimSuffix(user, bgCandidates), nil)).Choices[0].Message.Content
 	if err := json.Unmarshal([]byte(content), &member); err != nil {
 		t.Fatalf("member answer is not JSON: %v\n%s", err, content)
 	}
-	if member.VoteKey != "B" || member.Confidence != 0.8 || !strings.Contains(member.Diagnosis, "parser drops the last byte") {
-		t.Errorf("member answer %+v", member)
+	if member.VoteKey != "" || member.Confidence != 0.8 || !strings.Contains(member.Diagnosis, "parser drops the last byte") {
+		t.Errorf("break-glass member answer %+v", member)
 	}
-	content = mustChat(t, s, bgBody(t, "m2@dissent", panelMarker, user, nil)).Choices[0].Message.Content
+	// An arbitration member picks the candidate with the most votes.
+	content = mustChat(t, s, bgBody(t, "m1", arbitrationPanelMarker+"\nrest", user, nil)).Choices[0].Message.Content
+	if err := json.Unmarshal([]byte(content), &member); err != nil || member.VoteKey != "B" || member.Confidence != 0.8 {
+		t.Errorf("arbitration member answer %+v (%v)", member, err)
+	}
+	content = mustChat(t, s, bgBody(t, "m2@dissent", arbitrationPanelMarker, user, nil)).Choices[0].Message.Content
 	if !strings.Contains(content, `"vote_key":"C"`) {
 		t.Errorf("dissenting member: %s", content)
 	}
@@ -57,14 +63,14 @@ func TestBreakGlassPanelAndJudge(t *testing.T) {
 			UniqueInsights []string `json:"unique_insights"`
 		} `json:"panel_analysis"`
 	}
-	content = mustChat(t, s, bgBody(t, "j", judgeMarker, judgeUser, nil)).Choices[0].Message.Content
+	content = mustChat(t, s, bgBody(t, "j", arbitrationJudgeMarker, judgeUser, nil)).Choices[0].Message.Content
 	if err := json.Unmarshal([]byte(content), &judged); err != nil {
 		t.Fatalf("judge answer is not JSON: %v\n%s", err, content)
 	}
 	if judged.Solution.VoteKey != "A" || judged.Solution.Confidence != 0.9 || len(judged.PanelAnalysis.UniqueInsights) != 3 || len(judged.PanelAnalysis.Contradictions) != 1 {
 		t.Errorf("judge answer %s", content)
 	}
-	content = mustChat(t, s, bgBody(t, "j@lowconf", judgeMarker, judgeUser, nil)).Choices[0].Message.Content
+	content = mustChat(t, s, bgBody(t, "j@lowconf", arbitrationJudgeMarker, judgeUser, nil)).Choices[0].Message.Content
 	if !strings.Contains(content, `"confidence":0.3`) {
 		t.Errorf("lowconf judge: %s", content)
 	}
@@ -73,12 +79,12 @@ func TestBreakGlassPanelAndJudge(t *testing.T) {
 		t.Errorf("badjson judge answered JSON: %s", content)
 	}
 	// Pass-through: the fusion plugin's analysis models are the panel.
-	content = mustChat(t, s, bgBody(t, "openrouter/fusion", judgeMarker, user, map[string]any{
+	content = mustChat(t, s, bgBody(t, "openrouter/fusion", arbitrationJudgeMarker, user, map[string]any{
 		"plugins": []map[string]any{{"id": "fusion", "model": "j", "analysis_models": []string{"p1", "p2"}}}})).Choices[0].Message.Content
 	if !strings.Contains(content, "p1: approach") || !strings.Contains(content, `"vote_key":"B"`) {
 		t.Errorf("fusion answer: %s", content)
 	}
-	if st := s.Stats(); st.BreakGlass != 6 || st.Choices != 6 {
+	if st := s.Stats(); st.BreakGlass != 7 || st.Choices != 7 {
 		t.Errorf("stats %+v", st)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -71,7 +72,7 @@ func buildRequest(in bgInput) (*schemas.BreakGlassRequest, []string, error) {
 		ParentRequestID: os.Getenv(parentEnv),
 	}
 	if req.RequestID == "" {
-		req.RequestID = judge.NewRequestID("bg")
+		req.RequestID = judgeclient.NewRequestID("bg")
 	}
 	for _, kind := range schemas.RequiredAttempts() {
 		if note := strings.TrimSpace(in.Tried[kind]); note != "" {
@@ -220,7 +221,7 @@ stderr.`,
 			defer closeNC()
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			resp, err := judge.Ask(ctx, js, bus.DefaultNamespace, req, judge.OnHeld(func(r *schemas.BreakGlassResponse) {
+			resp, err := judgeclient.Ask(ctx, js, bus.DefaultNamespace, req, judgeclient.OnHeld(func(r *schemas.BreakGlassResponse) {
 				fmt.Fprintf(e.stderr, "maker: %s: %s; waiting (up to --timeout %s)\n", r.RequestID, r.Reason, timeout)
 			}))
 			if resp == nil {

@@ -29,11 +29,14 @@ func judgeCmd(e *env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "judge",
-		Short: "Run a judge: answers break-glass requests with a multi-model panel and a judge model",
+		Short: "Run a judge: answers break-glass and arbitration requests with a multi-model panel and a judge model",
 		Long: `judge takes break-glass requests from NATS (stream MAKER_JUDGE, subject maker.v1.judge.<tenant>),
 runs the trigger, prior-attempt, cost and session gates, calls the problem type's panel in
 parallel, has the judge model synthesise one structured answer and stores it (KV bucket
-maker_judge_answers) for the asker. Every invocation is audited (stream MAKER_JUDGE_AUDIT).
+maker_judge_answers) for the asker. It also takes the coordinator's arbitrations of voting
+steps (stream MAKER_ARBITRATE, subject maker.v1.arbitrate.<tenant>) through their own gates
+(shape, cost, per-job limits) and stores each step's decision the same way. Every
+invocation is audited (stream MAKER_JUDGE_AUDIT).
 
 Without --config every panel member and the judge live at --llm-base-url; a config file
 (YAML or JSON, see docs/judge.md) sets panels, per-model endpoints and keys, prices and limits.`,
@@ -113,9 +116,9 @@ func connectJS(natsURL, name string) (jetstream.JetStream, func(), error) {
 
 func judgeDecideCmd(e *env, approve bool) *cobra.Command {
 	var natsURL, by, reason string
-	use, short := "deny ID", "Deny a break-glass request held for approval"
+	use, short := "deny ID", "Deny a break-glass or arbitration request held for approval"
 	if approve {
-		use, short = "approve ID", "Approve a break-glass request held for approval (its estimate is over the approval threshold)"
+		use, short = "approve ID", "Approve a break-glass or arbitration request held for approval (its estimate is over the approval threshold)"
 	}
 	cmd := &cobra.Command{
 		Use:   use,
@@ -160,7 +163,7 @@ func judgePendingCmd(e *env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "pending",
-		Short: "List break-glass requests waiting for approval",
+		Short: "List break-glass and arbitration requests waiting for approval",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var list []schemas.BreakGlassApproval
@@ -172,7 +175,7 @@ func judgePendingCmd(e *env) *cobra.Command {
 			}
 			return printTable(e.stdout, asJSON, list, "REQUEST\tTENANT\tSESSION\tESTIMATE\tSINCE\tPROBLEM", func(a schemas.BreakGlassApproval) string {
 				return fmt.Sprintf("%s\t%s\t%s\t$%.2f\t%s\t%s", a.RequestID, a.Tenant, a.Session, a.EstimateUSD,
-					a.RequestedAt.Format(time.RFC3339), oneLine(judge.Redact(a.Request.Problem), 60))
+					a.RequestedAt.Format(time.RFC3339), oneLine(judge.HeldProblem(&a), 60))
 			})
 		},
 	}

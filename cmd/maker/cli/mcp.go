@@ -15,6 +15,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -82,7 +83,7 @@ func (s *mcpServer) breakGlass(ctx context.Context, _ *mcp.CallToolRequest, args
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	resp, err := judge.Ask(ctx, s.js, s.ns, req)
+	resp, err := judgeclient.Ask(ctx, s.js, s.ns, req)
 	if resp == nil {
 		return toolError("break glass failed: " + err.Error()), nil, nil
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -77,10 +78,10 @@ func Start(tb testing.TB, cfg simllm.Config) *Env {
 	return e
 }
 
-// TestSettings are cheap settings for tests: every type's panel is m1, m2
-// and m3, the judge is "judge", every model costs $1 in and $2 out per
-// million tokens, outputs are capped at 1000 (members) and 2000 (judge)
-// tokens, and the panel deadline is 20s.
+// TestSettings are cheap settings for tests: every type's panel (and so
+// the arbitration panel) is m1, m2 and m3, the judge is "judge", every
+// model costs $1 in and $2 out per million tokens, outputs are capped at
+// 1000 (members) and 2000 (judge) tokens, and the panel deadline is 20s.
 func TestSettings() judge.Settings {
 	panel := []string{"m1", "m2", "m3"}
 	s := judge.Settings{
@@ -137,11 +138,19 @@ func Request(id, session, problem string) *schemas.BreakGlassRequest {
 }
 
 // Ask sends req to the judges of the default namespace and waits.
-func (e *Env) Ask(req *schemas.BreakGlassRequest, opts ...judge.AskOption) (*schemas.BreakGlassResponse, error) {
+func (e *Env) Ask(req *schemas.BreakGlassRequest, opts ...judgeclient.AskOption) (*schemas.BreakGlassResponse, error) {
 	e.TB.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	return judge.Ask(ctx, e.JS, bus.DefaultNamespace, req, opts...)
+	return judgeclient.Ask(ctx, e.JS, bus.DefaultNamespace, req, opts...)
+}
+
+// Arbitrate sends req to the judges of the default namespace and waits.
+func (e *Env) Arbitrate(req *schemas.ArbitrationRequest) (*schemas.ArbiterDecision, error) {
+	e.TB.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	return judgeclient.Arbitrate(ctx, e.JS, bus.DefaultNamespace, req)
 }
 
 // Audit returns the audit records of session.

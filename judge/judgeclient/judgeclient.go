@@ -1,0 +1,219 @@
+// Package judgeclient asks the judges over NATS: break-glass requests
+// (Ask) and the coordinator's arbitrations of voting steps (Arbitrate).
+//
+// It is all a caller needs and nothing of the judge role itself (settings,
+// secrets, panels, model clients), so the coordinator and the CLI's asking
+// commands depend on it, not on package judge.
+//
+// Produces (names of the default namespace; see bus.Namespace):
+//   - break-glass requests (schemas.BreakGlassRequest) on
+//     maker.v1.judge.<tenant>, stream MAKER_JUDGE;
+//   - arbitration requests (schemas.ArbitrationRequest) on
+//     maker.v1.arbitrate.<tenant>, stream MAKER_ARBITRATE;
+//
+// each with the request id as Nats-Msg-Id, then watches the request id in
+// KV bucket maker_judge_answers for the judges' answer
+// (schemas.BreakGlassResponse or schemas.ArbitrationResponse).
+package judgeclient
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// Sentinel errors of a final break-glass response (ResponseError).
+var (
+	// ErrRefused: a gate refused the request; the response's Reason says
+	// which.
+	ErrRefused = errors.New("judge: request refused")
+	// ErrDenied: a person denied the held request.
+	ErrDenied = errors.New("judge: request denied")
+	// ErrFailed: the panel produced no answer (every member failed).
+	ErrFailed = errors.New("judge: no answer")
+)
+
+// AskOption configures Ask.
+type AskOption func(*askOptions)
+
+type askOptions struct {
+	onHeld func(*schemas.BreakGlassResponse)
+}
+
+// OnHeld is called when the request is held for a person's approval; Ask
+// keeps waiting for the final answer (until ctx ends).
+func OnHeld(fn func(*schemas.BreakGlassResponse)) AskOption {
+	return func(o *askOptions) { o.onHeld = fn }
+}
+
+// Ask sends a break-glass request to the judges of namespace ns and waits
+// until ctx ends for its final response. It fills the header and
+// SubmittedAt when unset. The response is returned with a nil error when
+// answered or degraded; with an error matching ErrRefused, ErrDenied or
+// ErrFailed (its reason in the message) otherwise; a nil response and an
+// error when the request is invalid or the bus failed.
+//
+// Ask is safe to call again with the same request id: the answer is
+// stored under it, and a request already answered is not run twice.
+func Ask(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, req *schemas.BreakGlassRequest, opts ...AskOption) (*schemas.BreakGlassResponse, error) {
+	var o askOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if req.Kind == "" {
+		req.Header = schemas.NewHeader(schemas.KindBreakGlassRequest)
+	}
+	if req.SubmittedAt.IsZero() {
+		req.SubmittedAt = time.Now().UTC()
+	}
+	r, err := send(ctx, js, ns, ns.JudgeSubject(req.Tenant), req.RequestID, req,
+		func(r *schemas.BreakGlassResponse) bool { return schemas.FinalBreakGlassOutcome(r.Outcome) }, o.onHeld)
+	if err != nil {
+		return nil, err
+	}
+	return r, ResponseError(r)
+}
+
+// ResponseError returns the error that goes with a final response: nil
+// for answered and degraded, else ErrRefused, ErrDenied or ErrFailed with
+// the reason.
+func ResponseError(r *schemas.BreakGlassResponse) error {
+	switch r.Outcome {
+	case schemas.BreakGlassRefused:
+		return fmt.Errorf("%w: %s", ErrRefused, r.Reason)
+	case schemas.BreakGlassDenied:
+		return fmt.Errorf("%w: %s", ErrDenied, r.Reason)
+	case schemas.BreakGlassFailed:
+		return fmt.Errorf("%w: %s", ErrFailed, r.Reason)
+	}
+	return nil
+}
+
+// Arbitrate asks the judges of namespace ns to settle a voting step and
+// waits until ctx ends for the step's decision: decided, with one of the
+// request's candidates, or needs_human, with the reason (a refusal, a
+// denial, a failure, a degraded or unconfident answer). It fills the
+// header, the request id (schemas.ArbitrationRequestID) and SubmittedAt
+// when unset.
+//
+// An error means the request cannot be sent (matching schemas.ErrInvalid:
+// nothing was published), the bus failed or ctx ended; a held request that
+// is still waiting when ctx ends says so in the error. Asking again for
+// the same step reads the stored answer.
+func Arbitrate(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, req *schemas.ArbitrationRequest) (*schemas.ArbiterDecision, error) {
+	if req.Kind == "" {
+		req.Header = schemas.NewHeader(schemas.KindArbitrationRequest)
+	}
+	if req.RequestID == "" {
+		req.RequestID = schemas.ArbitrationRequestID(req.Tenant, req.JobID, req.Step)
+	}
+	if req.SubmittedAt.IsZero() {
+		req.SubmittedAt = time.Now().UTC()
+	}
+	r, err := send(ctx, js, ns, ns.ArbitrateSubject(req.Tenant), req.RequestID, req,
+		func(r *schemas.ArbitrationResponse) bool { return r.Outcome != schemas.BreakGlassHeld }, nil)
+	if err != nil {
+		return nil, err
+	}
+	return decisionFor(req, r.Decision), nil
+}
+
+// decisionFor returns the stored decision d for req. The answer under the
+// step's request id may be one to another request for the same step (a
+// forged one, with other candidates or a lower bar): a decision that is
+// not one of req's candidates, or was judged against a lower confidence
+// than req asks, does not decide req's step.
+func decisionFor(req *schemas.ArbitrationRequest, d *schemas.ArbiterDecision) *schemas.ArbiterDecision {
+	if d.Outcome != schemas.ArbiterDecided {
+		return d
+	}
+	why := ""
+	switch {
+	case !slices.ContainsFunc(req.Candidates, func(c schemas.TallyEntry) bool { return c.VoteKey == d.VoteKey }):
+		why = "the stored decision chose a vote key that is not one of this step's candidates"
+	case d.Threshold < req.MinConfidence:
+		why = fmt.Sprintf("the stored decision was judged against min confidence %.2f, below this job's %.2f", d.Threshold, req.MinConfidence)
+	default:
+		return d
+	}
+	out := *d
+	out.Outcome, out.VoteKey, out.Threshold = schemas.ArbiterNeedsHuman, "", req.MinConfidence
+	out.Reason = why + " (was the request under " + req.RequestID + " another one?)"
+	return &out
+}
+
+// send publishes req on subject with id as its message id and waits for
+// the final answer stored under id: final tells a final answer from a held
+// one, onHeld (optional) hears of the first held one.
+func send[R any, PR interface {
+	*R
+	schemas.Message
+}](ctx context.Context, js jetstream.JetStream, ns bus.Namespace, subject, id string, req schemas.Message, final func(PR) bool, onHeld func(PR)) (PR, error) {
+	data, err := schemas.Encode(req)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > schemas.MaxMessageBytes {
+		return nil, fmt.Errorf("%w: the request is %d bytes, over the %d-byte message limit: send less context", schemas.ErrInvalid, len(data), schemas.MaxMessageBytes)
+	}
+	topo, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{Namespace: ns})
+	if err != nil {
+		return nil, err
+	}
+	// Watch before publishing, so the answer cannot slip past.
+	w, err := topo.Answers.Watch(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("judge: watch answer: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	if _, err := js.Publish(ctx, subject, data, jetstream.WithMsgID(id)); err != nil {
+		return nil, fmt.Errorf("judge: publish request: %w", err)
+	}
+	held := false
+	for {
+		select {
+		case <-ctx.Done():
+			if held {
+				return nil, fmt.Errorf("judge: %s still waits for approval (maker judge approve %s): %w", id, id, ctx.Err())
+			}
+			return nil, fmt.Errorf("judge: no answer to %s: %w", id, ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("judge: answer watch closed")
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			r := PR(new(R))
+			if err := schemas.Decode(e.Value(), r); err != nil {
+				return nil, fmt.Errorf("judge: answer of %s: %w", id, err)
+			}
+			if final(r) {
+				return r, nil
+			}
+			if !held && onHeld != nil {
+				onHeld(r)
+			}
+			held = true
+		}
+	}
+}
+
+// NewRequestID returns a fresh break-glass request id: prefix, the time
+// and random digits.
+func NewRequestID(prefix string) string {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		panic(errors.New("judge: no randomness: " + err.Error()))
+	}
+	return prefix + "-" + time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b)
+}
