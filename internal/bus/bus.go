@@ -243,19 +243,21 @@ func Transient(err error) bool {
 		return true
 	}
 	// A server still bringing JetStream up may fail to create a stream's
-	// store, or say it is not available yet.
+	// or a consumer's store, or say it is not available yet.
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) {
 		return false
 	}
 	return apiErr.ErrorCode == jsErrNotAvailable ||
-		apiErr.ErrorCode == jsErrStreamCreate && strings.HasPrefix(apiErr.Description, "error creating store")
+		(apiErr.ErrorCode == jsErrStreamCreate || apiErr.ErrorCode == jsErrConsumerCreate) &&
+			strings.HasPrefix(apiErr.Description, "error creating store")
 }
 
 // JetStream error codes nats.go has no name for.
 const (
-	jsErrStreamCreate jetstream.ErrorCode = 10049 // stream create failed: "{err}"
-	jsErrNotAvailable jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
+	jsErrStreamCreate   jetstream.ErrorCode = 10049 // stream create failed: "{err}"
+	jsErrConsumerCreate jetstream.ErrorCode = 10012 // consumer create failed: "{err}"
+	jsErrNotAvailable   jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
 )
 
 func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {
