@@ -43,30 +43,27 @@ func (sv *Service) hold(ctx context.Context, c *call, reason string) error {
 		State: schemas.ApprovalPending, EstimateUSD: c.resp.Cost.EstimateUSD, Reason: reason,
 		Request: *c.req, RequestedAt: time.Now().UTC(),
 	}
-	data, err := schemas.Encode(rec)
-	if err != nil {
-		return fmt.Errorf("judge: approval record: %w", err)
-	}
-	if _, err := sv.topo.Approvals.Create(ctx, c.req.RequestID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	if _, err := approvals(sv.topo.Approvals).Create(ctx, c.req.RequestID, rec); err != nil && !errors.Is(err, bus.ErrConflict) {
 		return fmt.Errorf("judge: store approval: %w", err)
 	}
 	sv.log.Info("judge: request held for approval", "request", c.req.RequestID, "estimate_usd", c.resp.Cost.EstimateUSD)
 	return sv.finish(ctx, c, schemas.BreakGlassHeld, reason)
 }
 
+// approvals is the typed view of the approvals bucket.
+func approvals(kv jetstream.KeyValue) *bus.KV[schemas.BreakGlassApproval] {
+	return bus.NewKV(kv, bus.MessageCodec[schemas.BreakGlassApproval]())
+}
+
 func getApproval(ctx context.Context, kv jetstream.KeyValue, id string) (*schemas.BreakGlassApproval, error) {
-	e, err := kv.Get(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	a, _, err := approvals(kv).Get(ctx, id)
+	if errors.Is(err, bus.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("judge: read approval %s: %w", id, err)
+		return nil, fmt.Errorf("judge: approval %s: %w", id, err)
 	}
-	var a schemas.BreakGlassApproval
-	if err := schemas.Decode(e.Value(), &a); err != nil {
-		return nil, fmt.Errorf("judge: stored approval %s: %w", id, err)
-	}
-	return &a, nil
+	return a, nil
 }
 
 // decide moves a pending approval to state, by who, atomically, and
@@ -75,14 +72,9 @@ func decide(ctx context.Context, kv jetstream.KeyValue, id, state, by, reason st
 	if strings.TrimSpace(by) == "" {
 		return nil, fmt.Errorf("%w: name who decides", ErrConfig)
 	}
-	var out *schemas.BreakGlassApproval
-	err := casUpdate(ctx, kv, id, func(cur []byte) ([]byte, error) {
-		if cur == nil {
+	return approvals(kv).Update(ctx, id, func(a *schemas.BreakGlassApproval) (*schemas.BreakGlassApproval, error) {
+		if a == nil {
 			return nil, fmt.Errorf("%w: no held request %q", ErrNotPending, id)
-		}
-		var a schemas.BreakGlassApproval
-		if err := schemas.Decode(cur, &a); err != nil {
-			return nil, err
 		}
 		if a.State != schemas.ApprovalPending {
 			return nil, fmt.Errorf("%w: %s is already %s by %s", ErrNotPending, id, a.State, a.DecidedBy)
@@ -91,10 +83,8 @@ func decide(ctx context.Context, kv jetstream.KeyValue, id, state, by, reason st
 		if reason != "" {
 			a.Reason = reason
 		}
-		out = &a
-		return schemas.Encode(&a)
+		return a, nil
 	})
-	return out, err
 }
 
 // Approve approves the held request id in person by and publishes it again
