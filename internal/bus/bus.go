@@ -1,6 +1,16 @@
 // Package bus is the fleet's NATS JetStream plumbing: subject names, the
 // streams, consumers and key-value buckets every role shares, connecting,
-// and an embedded nats-server for single-process runs and tests.
+// and the three loops every role would otherwise write for itself:
+//
+//   - Worker, the one consume loop of a durable pull consumer (slots
+//     reserved before fetching, keep-alive, two-stage stop, a handler's
+//     error deciding its message's fate), run by the voter, the judge and
+//     the coordinator's job intake;
+//   - KV, a typed view of a bucket with the one compare-and-set loop
+//     (Update) and conflict test, used by the job registry, the leases and
+//     the judge's sessions and approvals;
+//   - ReadOrdered, the one reader of a stream range in order, used by the
+//     journal, the dead-letter listing and the judge's audit trail.
 //
 // Topology of the default namespace "maker" (every subject carries the
 // tenant, so tenants never share one; another Namespace renames every
