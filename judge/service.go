@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -57,12 +56,10 @@ type Service struct {
 	models *models
 	log    *slog.Logger
 
-	startOnce sync.Once
-	stopOnce  sync.Once
-	stopFetch chan struct{}      // closed by Stop: no more fetching
-	cancel    context.CancelFunc // cancels handlers after SoftStop
-	loopDone  chan struct{}      // closed when the fetch loop and every handler ended
-	handlers  sync.WaitGroup
+	mu       sync.Mutex
+	worker   *bus.Worker // set by Start
+	stopped  bool
+	stopOnce sync.Once
 }
 
 // New validates cfg, ensures the judge's topology and returns a Service
@@ -99,31 +96,54 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 	if err != nil {
 		return nil, err
 	}
-	return &Service{
-		js: js, cfg: cfg, s: &s, topo: topo, log: cfg.Logger, models: ms,
-		stopFetch: make(chan struct{}),
-		loopDone:  make(chan struct{}),
-	}, nil
+	return &Service{js: js, cfg: cfg, s: &s, topo: topo, log: cfg.Logger, models: ms}, nil
 }
 
 // Start begins pulling requests; it returns at once. ctx bounds the
 // handlers (ending it is a hard stop); Stop is the graceful one.
 func (sv *Service) Start(ctx context.Context) error {
+	cons, err := sv.consumer(ctx)
+	if err != nil {
+		return err
+	}
+	w, err := bus.NewWorker(sv.js, cons, sv.process, bus.WorkerConfig{
+		Recreate:    sv.consumer,
+		Concurrency: sv.cfg.Concurrency,
+		SoftStop:    sv.cfg.SoftStop,
+		RetryDelay:  2 * time.Second,
+		DoubleAck:   true,
+		Redact:      Redact,
+		Logger:      sv.log,
+	})
+	if err != nil {
+		return fmt.Errorf("judge: %w", err)
+	}
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	switch {
+	case sv.worker != nil:
+		return errors.New("judge: already started")
+	case sv.stopped:
+		return errors.New("judge: stopped")
+	}
+	if err := w.Start(ctx); err != nil {
+		return fmt.Errorf("judge: %w", err)
+	}
+	sv.worker = w
+	return nil
+}
+
+// consumer returns the consumer every judge pulls from, creating the
+// judge's topology (again) where it is missing.
+func (sv *Service) consumer(ctx context.Context) (jetstream.Consumer, error) {
+	if _, err := bus.EnsureJudge(ctx, sv.js, bus.JudgeConfig{Namespace: sv.cfg.Namespace, Storage: sv.cfg.Storage}); err != nil {
+		return nil, err
+	}
 	cons, err := sv.js.Consumer(ctx, sv.topo.NS.JudgeStream(), bus.ConsumerJudges)
 	if err != nil {
-		return fmt.Errorf("judge: consumer: %w", err)
+		return nil, fmt.Errorf("judge: consumer: %w", err)
 	}
-	started := false
-	sv.startOnce.Do(func() {
-		started = true
-		hctx, cancel := context.WithCancel(ctx)
-		sv.cancel = cancel
-		go sv.loop(hctx, cons)
-	})
-	if !started {
-		return errors.New("judge: already started")
-	}
-	return nil
+	return cons, nil
 }
 
 // Stop stops fetching, lets requests in flight finish for up to SoftStop,
@@ -131,130 +151,34 @@ func (sv *Service) Start(ctx context.Context) error {
 // Shutdown order: fetch loop, handlers, model clients.
 func (sv *Service) Stop() {
 	sv.stopOnce.Do(func() {
-		close(sv.stopFetch)
-		if sv.cancel == nil { // never started
-			sv.models.close()
-			return
+		sv.mu.Lock()
+		sv.stopped = true
+		w := sv.worker
+		sv.mu.Unlock()
+		if w != nil {
+			w.Stop()
 		}
-		t := time.NewTimer(sv.cfg.SoftStop)
-		select {
-		case <-sv.loopDone:
-		case <-t.C:
-			sv.cancel()
-			<-sv.loopDone
-		}
-		t.Stop()
-		sv.cancel()
 		sv.models.close()
 	})
 }
 
-// loop reserves a slot, then fetches one request for it, until Stop.
-func (sv *Service) loop(ctx context.Context, cons jetstream.Consumer) {
-	defer close(sv.loopDone)
-	defer sv.handlers.Wait()
-	slots := make(chan struct{}, sv.cfg.Concurrency)
-	for {
-		select {
-		case slots <- struct{}{}:
-		case <-sv.stopFetch:
-			return
-		case <-ctx.Done():
-			return
-		}
-		msg, ok := sv.fetch(ctx, cons)
-		if !ok {
-			<-slots
-			select {
-			case <-sv.stopFetch:
-				return
-			case <-ctx.Done():
-				return
-			default:
-				continue
-			}
-		}
-		sv.handlers.Go(func() {
-			defer func() { <-slots }()
-			sv.process(ctx, msg)
-		})
-	}
-}
-
-// fetch waits up to a second for one request.
-func (sv *Service) fetch(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, bool) {
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
-	if err != nil {
-		if ctx.Err() == nil {
-			sv.log.Warn("judge: fetch", "err", err)
-			select {
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-			}
-		}
-		return nil, false
-	}
-	for msg := range batch.Messages() {
-		return msg, true
-	}
-	return nil, false
-}
-
-// process handles one message and decides its fate: acked when answered
-// (or refused, or unreadable: terminated), nak'd with a delay when the bus
-// failed, so another judge retries.
-func (sv *Service) process(ctx context.Context, msg jetstream.Msg) {
+// process handles one request; its error is the message's fate
+// (bus.Worker): answered, or refused (a refusal is a stored response) →
+// acked, confirmed by the server; unreadable → terminated; the bus failed
+// → handed back after 2s, so another judge retries (at once when this one
+// stops). The worker also keeps the message while the panel works, and
+// turns a panic into a retry.
+func (sv *Service) process(ctx context.Context, msg jetstream.Msg) error {
 	var req schemas.BreakGlassRequest
 	if err := schemas.Decode(msg.Data(), &req); err != nil {
 		sv.log.Warn("judge: unreadable request", "err", Redact(err.Error()))
-		_ = msg.TermWithReason(clip(err.Error(), 200))
-		return
+		return bus.Drop(err, clip(err.Error(), 200))
 	}
-	// Keep the message while the panel works.
-	stopBeat := sv.heartbeat(ctx, msg)
-	err := sv.safeHandle(ctx, &req)
-	stopBeat()
-	if err != nil {
+	if err := sv.handle(ctx, &req); err != nil {
 		sv.log.Warn("judge: request will be retried", "request", req.RequestID, "err", Redact(err.Error()))
-		_ = msg.NakWithDelay(2 * time.Second)
-		return
+		return err
 	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := msg.DoubleAck(actx); err != nil {
-		sv.log.Warn("judge: ack", "request", req.RequestID, "err", err)
-	}
-}
-
-// heartbeat signals progress every third of AckWait until stopped.
-func (sv *Service) heartbeat(ctx context.Context, msg jetstream.Msg) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(max(sv.topo.Config.AckWait/3, 100*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				_ = msg.InProgress()
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-	})
-	return func() { close(done); wg.Wait() }
-}
-
-// safeHandle recovers a handler panic into an error.
-func (sv *Service) safeHandle(ctx context.Context, req *schemas.BreakGlassRequest) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("judge: panic handling %s: %v\n%s", req.RequestID, r, debug.Stack())
-		}
-	}()
-	return sv.handle(ctx, req)
+	return nil
 }
 
 // call is one request in progress.

@@ -2,6 +2,7 @@ package judge_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
@@ -376,5 +380,56 @@ func TestSessionCapConcurrent(t *testing.T) {
 		if !strings.Contains(r.Reason, "session cap") || !strings.Contains(r.Reason, "$5.00") {
 			t.Errorf("reason %q", r.Reason)
 		}
+	}
+}
+
+// TestUnreadableRequestTerminated: a request that does not decode is
+// terminated with the decoder's reason (not dead-lettered: the judge keeps
+// no DLQ) and never delivered again, while the judge goes on answering.
+func TestUnreadableRequestTerminated(t *testing.T) {
+	t.Parallel()
+	env := judgetest.Start(t, simllm.Config{})
+	env.StartJudge(judgetest.TestSettings())
+	ns := bus.DefaultNamespace
+	var mu sync.Mutex
+	var terms []server.JSConsumerDeliveryTerminatedAdvisory
+	sub, err := env.NC.Subscribe(server.JSAdvisoryConsumerMsgTerminatedPre+"."+ns.JudgeStream()+"."+bus.ConsumerJudges, func(m *nats.Msg) {
+		var a server.JSConsumerDeliveryTerminatedAdvisory
+		if json.Unmarshal(m.Data, &a) == nil {
+			mu.Lock()
+			terms = append(terms, a)
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := env.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), judgetest.Timeout)
+	defer cancel()
+	if _, err := env.JS.Publish(ctx, ns.JudgeSubject("acme"), []byte(`{"version":1,"kind":"break_glass_request","surprise":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := judge.Ask(ctx, env.JS, ns, judgetest.Request("r-after", "s-unreadable", "the build fails"))
+	if err != nil || resp.Outcome != schemas.BreakGlassAnswered {
+		t.Fatalf("a request after the unreadable one: %+v, %v", resp, err)
+	}
+	deadline := time.Now().Add(judgetest.Timeout)
+	for {
+		mu.Lock()
+		n := len(terms)
+		mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(terms) != 1 || !strings.Contains(terms[0].Reason, "surprise") || terms[0].Deliveries != 1 {
+		t.Errorf("terminations %+v: want the unreadable request terminated once, naming the unknown field", terms)
 	}
 }
