@@ -2,7 +2,6 @@ package judge_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,11 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -391,23 +388,7 @@ func TestUnreadableRequestTerminated(t *testing.T) {
 	env := judgetest.Start(t, simllm.Config{})
 	env.StartJudge(judgetest.TestSettings())
 	ns := bus.DefaultNamespace
-	var mu sync.Mutex
-	var terms []server.JSConsumerDeliveryTerminatedAdvisory
-	sub, err := env.NC.Subscribe(server.JSAdvisoryConsumerMsgTerminatedPre+"."+ns.JudgeStream()+"."+bus.ConsumerJudges, func(m *nats.Msg) {
-		var a server.JSConsumerDeliveryTerminatedAdvisory
-		if json.Unmarshal(m.Data, &a) == nil {
-			mu.Lock()
-			terms = append(terms, a)
-			mu.Unlock()
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := env.NC.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	terms := testkit.Terminations(t, env.NC, ns.JudgeStream(), bus.ConsumerJudges)
 	ctx, cancel := context.WithTimeout(context.Background(), judgetest.Timeout)
 	defer cancel()
 	if _, err := env.JS.Publish(ctx, ns.JudgeSubject("acme"), []byte(`{"version":1,"kind":"break_glass_request","surprise":true}`)); err != nil {
@@ -417,19 +398,8 @@ func TestUnreadableRequestTerminated(t *testing.T) {
 	if err != nil || resp.Outcome != schemas.BreakGlassAnswered {
 		t.Fatalf("a request after the unreadable one: %+v, %v", resp, err)
 	}
-	deadline := time.Now().Add(judgetest.Timeout)
-	for {
-		mu.Lock()
-		n := len(terms)
-		mu.Unlock()
-		if n > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(terms) != 1 || !strings.Contains(terms[0].Reason, "surprise") || terms[0].Deliveries != 1 {
-		t.Errorf("terminations %+v: want the unreadable request terminated once, naming the unknown field", terms)
+	testkit.Eventually(t, judgetest.Timeout, func() bool { return len(terms()) > 0 }, "the unreadable request was not terminated")
+	if got := terms(); len(got) != 1 || !strings.Contains(got[0].Reason, "surprise") || got[0].Deliveries != 1 {
+		t.Errorf("terminations %+v: want the unreadable request terminated once, naming the unknown field", got)
 	}
 }

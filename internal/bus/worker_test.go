@@ -2,7 +2,6 @@ package bus_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,25 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 )
-
-// eventually polls cond until it holds, failing the test after timeout.
-func eventually(t *testing.T, timeout time.Duration, cond func() bool, format string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: "+format, append([]any{timeout}, args...)...)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // bench is a work-queue stream "W" on a fresh server, with one durable
 // pull consumer, for workers to share.
@@ -161,10 +147,11 @@ func (c *calls) recording(h func(ctx context.Context, msg jetstream.Msg, deliver
 		if md, err := msg.Metadata(); err == nil {
 			cl.delivered = md.NumDelivered
 		}
-		err := h(ctx, msg, cl.delivered)
-		cl.end, cl.ctxErr = time.Now(), ctx.Err()
-		c.add(cl)
-		return err
+		defer func() { // also when h panics
+			cl.end, cl.ctxErr = time.Now(), ctx.Err()
+			c.add(cl)
+		}()
+		return h(ctx, msg, cl.delivered)
 	}
 }
 
@@ -194,7 +181,7 @@ func TestWorkerSlots(t *testing.T) {
 		}
 	}), bus.WorkerConfig{Concurrency: concurrency})
 
-	eventually(t, 10*time.Second, func() bool { return inflight.Load() == concurrency }, "%d handlers running, want %d", inflight.Load(), concurrency)
+	testkit.Eventually(t, 10*time.Second, func() bool { return inflight.Load() == concurrency }, "%d handlers running, want %d", inflight.Load(), concurrency)
 	// Watched a while in the state where a prefetching worker would fill
 	// its buffer.
 	for range 20 {
@@ -203,8 +190,8 @@ func TestWorkerSlots(t *testing.T) {
 		}
 	}
 	close(release)
-	eventually(t, 10*time.Second, func() bool { return len(rec.get()) == queued }, "%d of %d handled", len(rec.get()), queued)
-	eventually(t, 10*time.Second, b.settledAll, "messages left unsettled: %+v", b.info())
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(rec.get()) == queued }, "%d of %d handled", len(rec.get()), queued)
+	testkit.Eventually(t, 10*time.Second, b.settledAll, "messages left unsettled: %+v", b.info())
 	if m := maxInflight.Load(); m != concurrency {
 		t.Errorf("up to %d handlers at once, want %d", m, concurrency)
 	}
@@ -238,13 +225,13 @@ func TestWorkerKeepAlive(t *testing.T) {
 			return ctx.Err()
 		}
 	}), bus.WorkerConfig{Concurrency: 2})
-	eventually(t, 10*time.Second, func() bool { return len(rec.get()) >= 1 }, "the message was never handled")
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(rec.get()) >= 1 }, "the message was never handled")
 	// Without the keep-alive the message would have come again after 1s,
 	// while the first call still ran.
 	if n := starts.Load(); n != 1 {
 		t.Errorf("the message was handled %d times: the keep-alive did not hold it", n)
 	}
-	eventually(t, 10*time.Second, b.settledAll, "message left unsettled: %+v", b.info())
+	testkit.Eventually(t, 10*time.Second, b.settledAll, "message left unsettled: %+v", b.info())
 	if got := rec.get(); got[0].delivered != 1 {
 		t.Errorf("calls %+v: want the message handled on its first delivery", got)
 	}
@@ -256,7 +243,7 @@ func TestKeepAlive(t *testing.T) {
 	t.Parallel()
 	m := &progressMsg{}
 	stop := bus.KeepAlive(m, 10*time.Millisecond)
-	eventually(t, 10*time.Second, func() bool { return m.n.Load() >= 3 }, "%d InProgress calls, want >= 3 at a 10ms interval", m.n.Load())
+	testkit.Eventually(t, 10*time.Second, func() bool { return m.n.Load() >= 3 }, "%d InProgress calls, want >= 3 at a 10ms interval", m.n.Load())
 	stop()
 	after := m.n.Load()
 	time.Sleep(50 * time.Millisecond) // five intervals: any stray tick would show
@@ -298,12 +285,12 @@ func TestWorkerSoftStop(t *testing.T) {
 			return nil
 		}), bus.WorkerConfig{Concurrency: 2, FetchWait: 200 * time.Millisecond})
 		<-started
-		eventually(t, 10*time.Second, func() bool { return b.info().NumWaiting >= 1 }, "the free slot never fetched")
+		testkit.Eventually(t, 10*time.Second, func() bool { return b.info().NumWaiting >= 1 }, "the free slot never fetched")
 		stopped := make(chan struct{})
 		go func() { w.Stop(); stopReturned.Store(true); close(stopped) }()
 		// The free slot's last fetch runs out: the loop has stopped, the
 		// handler still runs.
-		eventually(t, 10*time.Second, func() bool { return b.info().NumWaiting == 0 }, "the worker kept fetching after Stop")
+		testkit.Eventually(t, 10*time.Second, func() bool { return b.info().NumWaiting == 0 }, "the worker kept fetching after Stop")
 		close(release)
 		<-stopped
 		got := rec.get()
@@ -336,7 +323,7 @@ func TestWorkerSoftStop(t *testing.T) {
 		}
 		var again calls
 		b.worker(again.recording(func(context.Context, jetstream.Msg, uint64) error { return nil }), bus.WorkerConfig{})
-		eventually(t, 10*time.Second, func() bool { return len(again.get()) == 1 },
+		testkit.Eventually(t, 10*time.Second, func() bool { return len(again.get()) == 1 },
 			"the cancelled message did not reach another worker (handed back with a delay, or left to its 30s ack wait?)")
 		if got := again.get(); got[0].delivered != 2 {
 			t.Errorf("the other worker got delivery %d, want 2", got[0].delivered)
@@ -392,57 +379,37 @@ func TestWorkerConsumerRecreated(t *testing.T) {
 		}
 	}
 	b.publish("before")
-	eventually(t, 10*time.Second, handled("before"), "the first message was not handled")
+	testkit.Eventually(t, 10*time.Second, handled("before"), "the first message was not handled")
 
 	deleteConsumer()
 	b.publish("after-idle")
-	eventually(t, 20*time.Second, handled("after-idle"), "deleted under a fetch: work did not resume (%d recreations)", b.recreated.Load())
+	testkit.Eventually(t, 20*time.Second, handled("after-idle"), "deleted under a fetch: work did not resume (%d recreations)", b.recreated.Load())
 
 	b.publish("block")
 	<-started
 	deleteConsumer()
 	b.publish("after-busy")
 	close(release)
-	eventually(t, 20*time.Second, handled("after-busy"), "deleted between fetches: work did not resume (%d recreations)", b.recreated.Load())
+	testkit.Eventually(t, 20*time.Second, handled("after-busy"), "deleted between fetches: work did not resume (%d recreations)", b.recreated.Load())
 	if n := b.recreated.Load(); n < 2 {
 		t.Errorf("%d recreations, want one per deletion", n)
 	}
 }
 
-// TestWorkerPanicRetried: a handler's panic is recovered, and the message
-// is delivered again after RetryDelay.
-func TestWorkerPanicRetried(t *testing.T) {
-	t.Parallel()
-	b := newBench(t, 30*time.Second)
-	b.publish("m")
-	var rec calls
-	b.worker(rec.recording(func(_ context.Context, _ jetstream.Msg, delivered uint64) error {
-		if delivered == 1 {
-			panic("handler bug")
-		}
-		return nil
-	}), bus.WorkerConfig{RetryDelay: 100 * time.Millisecond})
-	eventually(t, 10*time.Second, func() bool { return len(rec.get()) == 1 }, "the panicking call was not recorded")
-	// The recorder records after the handler returns: a panic skips it,
-	// so the one call recorded is the second delivery.
-	if got := rec.get(); got[0].delivered != 2 {
-		t.Errorf("calls %+v: want the message delivered again after the panic", got)
-	}
-	eventually(t, 10*time.Second, b.settledAll, "message left unsettled: %+v", b.info())
-}
-
 // TestWorkerRetryDelays: Retry(err, d) hands the message back to come
-// again after d; a plain error after RetryDelay.
+// again after d; a plain error, or a panic (recovered), after RetryDelay.
 func TestWorkerRetryDelays(t *testing.T) {
 	t.Parallel()
 	const retryDelay = 400 * time.Millisecond
 	for _, tc := range []struct {
-		name string
-		err  error
-		want time.Duration
+		name   string
+		err    error // of the first delivery
+		panics bool  // instead
+		want   time.Duration
 	}{
-		{"Retry names the delay", bus.Retry(errors.New("later"), 700*time.Millisecond), 700 * time.Millisecond},
-		{"a plain error waits RetryDelay", errors.New("bus down"), retryDelay},
+		{"Retry names the delay", bus.Retry(errors.New("later"), 700*time.Millisecond), false, 700 * time.Millisecond},
+		{"a plain error waits RetryDelay", errors.New("bus down"), false, retryDelay},
+		{"a panic waits RetryDelay", nil, true, retryDelay},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -450,17 +417,20 @@ func TestWorkerRetryDelays(t *testing.T) {
 			b.publish("m")
 			var rec calls
 			b.worker(rec.recording(func(_ context.Context, _ jetstream.Msg, delivered uint64) error {
-				if delivered == 1 {
+				switch {
+				case delivered == 1 && tc.panics:
+					panic("handler bug")
+				case delivered == 1:
 					return tc.err
 				}
 				return nil
 			}), bus.WorkerConfig{RetryDelay: retryDelay})
-			eventually(t, 10*time.Second, func() bool { return len(rec.get()) == 2 }, "the message did not come again")
+			testkit.Eventually(t, 10*time.Second, func() bool { return len(rec.get()) == 2 }, "the message did not come again")
 			got := rec.get()
 			if gap := got[1].start.Sub(got[0].end); gap < tc.want || got[1].delivered != 2 {
 				t.Errorf("delivered again %s after the error (delivery %d), want after %s", gap, got[1].delivered, tc.want)
 			}
-			eventually(t, 10*time.Second, b.settledAll, "message left unsettled: %+v", b.info())
+			testkit.Eventually(t, 10*time.Second, b.settledAll, "message left unsettled: %+v", b.info())
 		})
 	}
 }
@@ -479,37 +449,9 @@ func TestWorkerSettled(t *testing.T) {
 		}
 		return nil
 	}), bus.WorkerConfig{RetryDelay: time.Millisecond})
-	eventually(t, 10*time.Second, func() bool { return len(rec.get()) == 2 }, "the unsettled message did not come again")
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(rec.get()) == 2 }, "the unsettled message did not come again")
 	if got := rec.get(); got[1].start.Sub(got[0].end) < 900*time.Millisecond {
 		t.Errorf("delivered again %s after ErrSettled: the worker settled it", got[1].start.Sub(got[0].end))
-	}
-}
-
-// terminations collects the server's message-terminated advisories of
-// stream/consumer.
-func terminations(t *testing.T, nc *nats.Conn, stream, consumer string) func() []server.JSConsumerDeliveryTerminatedAdvisory {
-	t.Helper()
-	var mu sync.Mutex
-	var got []server.JSConsumerDeliveryTerminatedAdvisory
-	sub, err := nc.Subscribe(server.JSAdvisoryConsumerMsgTerminatedPre+"."+stream+"."+consumer, func(m *nats.Msg) {
-		var a server.JSConsumerDeliveryTerminatedAdvisory
-		if json.Unmarshal(m.Data, &a) == nil {
-			mu.Lock()
-			got = append(got, a)
-			mu.Unlock()
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	return func() []server.JSConsumerDeliveryTerminatedAdvisory {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(got)
 	}
 }
 
@@ -538,7 +480,7 @@ func TestWorkerDrop(t *testing.T) {
 				t.Fatal(err)
 			}
 			ns, stream := topo.NS, topo.NS.SamplesStream()
-			terms := terminations(t, nc, stream, bus.ConsumerVoters)
+			terms := testkit.Terminations(t, nc, stream, bus.ConsumerVoters)
 			if _, err := js.Publish(opCtx(t), ns.SampleSubject("acme", "j1"), []byte("poison")); err != nil {
 				t.Fatal(err)
 			}
@@ -569,13 +511,13 @@ func TestWorkerDrop(t *testing.T) {
 			t.Cleanup(w.Stop)
 
 			if tc.ns.String() != ns.String() { // the dead letter had nowhere to go
-				eventually(t, 10*time.Second, func() bool { return len(rec.get()) == 2 }, "the message was not handed back: %+v", rec.get())
+				testkit.Eventually(t, 10*time.Second, func() bool { return len(rec.get()) == 2 }, "the message was not handed back: %+v", rec.get())
 				if got := terms(); len(got) != 0 {
 					t.Errorf("terminated %+v although its dead letter was not stored", got)
 				}
 				return
 			}
-			eventually(t, 10*time.Second, func() bool { return len(terms()) == 1 }, "the message was not terminated")
+			testkit.Eventually(t, 10*time.Second, func() bool { return len(terms()) == 1 }, "the message was not terminated")
 			if got := terms()[0]; got.Reason != "malformed sample request" || got.Deliveries != 1 {
 				t.Errorf("termination %+v, want the reason on the first delivery", got)
 			}
@@ -617,7 +559,7 @@ func TestWorkerStopStrandsNothing(t *testing.T) {
 	h := rec.recording(func(context.Context, jetstream.Msg, uint64) error { return nil })
 	for i := range rounds {
 		w := b.worker(h, bus.WorkerConfig{FetchWait: 300 * time.Millisecond})
-		eventually(t, 10*time.Second, func() bool { return b.info().NumWaiting >= 1 }, "worker %d never pulled", i)
+		testkit.Eventually(t, 10*time.Second, func() bool { return b.info().NumWaiting >= 1 }, "worker %d never pulled", i)
 		// The message and the stop cross: the server hands the message to
 		// the worker's pull while the worker is giving it up.
 		if err := b.nc.Publish("w.x", fmt.Appendf(nil, "m%d", i)); err != nil {
@@ -626,7 +568,7 @@ func TestWorkerStopStrandsNothing(t *testing.T) {
 		w.Stop()
 	}
 	b.worker(h, bus.WorkerConfig{Concurrency: 4})
-	eventually(t, 10*time.Second, func() bool { return len(rec.get()) == rounds },
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(rec.get()) == rounds },
 		"%d of %d messages handled (consumer %+v)", len(rec.get()), rounds, b.info())
 }
 
