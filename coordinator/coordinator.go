@@ -193,37 +193,39 @@ const jobPullWait = 250 * time.Millisecond
 
 // intake moves submitted jobs from the job stream into the registry, where
 // every coordinator can see them; a message is acked once its job is
-// registered (or found registered already).
+// registered (or found registered already). It pulls through a bus.Worker
+// until ctx is done.
 func (c *Coordinator) intake(ctx context.Context, topo *bus.Topology, cons jetstream.Consumer, poke chan<- struct{}) {
-	for ctx.Err() == nil {
-		msg, err := fetchOne(ctx, cons)
-		if err != nil {
-			c.log.Warn("fetch job", "err", err)
-			sleep(ctx, time.Second)
-			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
-				// Gone (reset by an operator, lost by a server): create it
-				// again, so intake resumes on its own.
-				if _, err := bus.Ensure(ctx, c.js, c.cfg.Bus); err == nil {
-					if cc, err := c.js.Consumer(ctx, topo.NS.JobsStream(), bus.ConsumerCoordinators); err == nil {
-						cons = cc
-					}
-				}
-			}
-			continue
-		}
-		if msg == nil {
-			continue
-		}
+	w, err := bus.NewWorker(c.js, cons, func(ctx context.Context, msg jetstream.Msg) error {
 		if err := c.register(ctx, topo, msg); err != nil {
 			c.log.Warn("register job; will retry", "err", err)
-			_ = msg.NakWithDelay(time.Second)
-			continue
+			return bus.Retry(err, time.Second)
 		}
 		select {
 		case poke <- struct{}{}:
 		default:
 		}
+		return bus.ErrSettled // register acked or terminated it
+	}, bus.WorkerConfig{
+		// Gone (reset by an operator, lost by a server): create it again,
+		// so intake resumes on its own.
+		Recreate: func(ctx context.Context) (jetstream.Consumer, error) {
+			if _, err := bus.Ensure(ctx, c.js, c.cfg.Bus); err != nil {
+				return nil, err
+			}
+			return c.js.Consumer(ctx, topo.NS.JobsStream(), bus.ConsumerCoordinators)
+		},
+		FetchWait: jobPullWait,
+		// A registration takes milliseconds: one in hand at shutdown gets
+		// a second, then is handed back.
+		SoftStop: time.Second,
+		Logger:   c.log,
+	})
+	if err != nil {
+		c.log.Error("job intake", "err", err)
+		return
 	}
+	_ = w.Run(ctx)
 }
 
 // register settles one job message: a valid new job is registered, a
@@ -265,33 +267,6 @@ func (c *Coordinator) register(ctx context.Context, topo *bus.Topology, msg jets
 	return nil
 }
 
-// fetchOne waits up to jobPullWait for one job message; nil if none. The
-// wait is not cut short at shutdown: a pull cancelled only on our side stays
-// open at the server, and a job delivered into it would sit unseen until its
-// ack wait ran out. A message that arrives as we stop is handed back.
-func fetchOne(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jobPullWait)
-	defer cancel()
-	batch, err := cons.Fetch(1, jetstream.FetchContext(fctx))
-	if err != nil {
-		if fctx.Err() != nil {
-			return nil, nil // no job within the wait
-		}
-		return nil, err
-	}
-	if msg, ok := <-batch.Messages(); ok {
-		if ctx.Err() != nil {
-			_ = msg.Nak()
-			return nil, nil
-		}
-		return msg, nil
-	}
-	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
-		return nil, err
-	}
-	return nil, nil
-}
-
 // failJob stores a failed report for spec.
 func (c *Coordinator) failJob(ctx context.Context, topo *bus.Topology, spec schemas.JobSpec, reason string) {
 	rep := failedReport(spec, reason)
@@ -301,13 +276,5 @@ func (c *Coordinator) failJob(ctx context.Context, topo *bus.Topology, spec sche
 	}
 	if err != nil {
 		c.log.Error("store failed report", "tenant", spec.Tenant, "job", spec.JobID, "err", err)
-	}
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
 	}
 }

@@ -55,30 +55,27 @@ func (sv *Service) costGate(ctx context.Context, id string, approver *string, ga
 func (sv *Service) storeHold(ctx context.Context, rec *schemas.BreakGlassApproval) error {
 	rec.Header = schemas.NewHeader(schemas.KindBreakGlassApproval)
 	rec.State, rec.RequestedAt = schemas.ApprovalPending, time.Now().UTC()
-	data, err := schemas.Encode(rec)
-	if err != nil {
-		return fmt.Errorf("judge: approval record: %w", err)
-	}
-	if _, err := sv.topo.Approvals.Create(ctx, rec.RequestID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	if _, err := approvals(sv.topo.Approvals).Create(ctx, rec.RequestID, rec); err != nil && !errors.Is(err, bus.ErrConflict) {
 		return fmt.Errorf("judge: store approval: %w", err)
 	}
 	sv.log.Info("judge: request held for approval", "request", rec.RequestID, "estimate_usd", rec.EstimateUSD)
 	return nil
 }
 
+// approvals is the typed view of the approvals bucket.
+func approvals(kv jetstream.KeyValue) *bus.KV[schemas.BreakGlassApproval] {
+	return bus.NewKV(kv, bus.MessageCodec[schemas.BreakGlassApproval]())
+}
+
 func getApproval(ctx context.Context, kv jetstream.KeyValue, id string) (*schemas.BreakGlassApproval, error) {
-	e, err := kv.Get(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	a, _, err := approvals(kv).Get(ctx, id)
+	if errors.Is(err, bus.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("judge: read approval %s: %w", id, err)
+		return nil, fmt.Errorf("judge: approval %s: %w", id, err)
 	}
-	var a schemas.BreakGlassApproval
-	if err := schemas.Decode(e.Value(), &a); err != nil {
-		return nil, fmt.Errorf("judge: stored approval %s: %w", id, err)
-	}
-	return &a, nil
+	return a, nil
 }
 
 // decide moves a pending approval to state, by who, atomically, and
@@ -87,14 +84,9 @@ func decide(ctx context.Context, kv jetstream.KeyValue, id, state, by, reason st
 	if strings.TrimSpace(by) == "" {
 		return nil, fmt.Errorf("%w: name who decides", ErrConfig)
 	}
-	var out *schemas.BreakGlassApproval
-	err := casUpdate(ctx, kv, id, func(cur []byte) ([]byte, error) {
-		if cur == nil {
+	return approvals(kv).Update(ctx, id, func(a *schemas.BreakGlassApproval) (*schemas.BreakGlassApproval, error) {
+		if a == nil {
 			return nil, fmt.Errorf("%w: no held request %q", ErrNotPending, id)
-		}
-		var a schemas.BreakGlassApproval
-		if err := schemas.Decode(cur, &a); err != nil {
-			return nil, err
 		}
 		if a.State != schemas.ApprovalPending {
 			return nil, fmt.Errorf("%w: %s is already %s by %s", ErrNotPending, id, a.State, a.DecidedBy)
@@ -103,10 +95,8 @@ func decide(ctx context.Context, kv jetstream.KeyValue, id, state, by, reason st
 		if reason != "" {
 			a.Reason = reason
 		}
-		out = &a
-		return schemas.Encode(&a)
+		return a, nil
 	})
-	return out, err
 }
 
 // HeldProblem says what a held request asks, for a person deciding it:

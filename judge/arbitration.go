@@ -52,18 +52,17 @@ func newArbitration(req *schemas.ArbitrationRequest, s *Settings) *arbitration {
 // (tenant, job, step and the request id they hash to) is answered with a
 // refusal, so its asker learns why at once; one that does not is
 // terminated.
-func (sv *Service) processArbitration(ctx context.Context, msg jetstream.Msg) {
+func (sv *Service) processArbitration(ctx context.Context, msg jetstream.Msg) error {
 	var req schemas.ArbitrationRequest
 	shape := schemas.Decode(msg.Data(), &req)
 	if shape != nil {
 		step, ok := readStep(msg.Data())
 		if !ok {
-			sv.drop(msg, shape)
-			return
+			return sv.unreadable(shape)
 		}
 		req = *step
 	}
-	sv.serve(ctx, msg, req.RequestID, func(ctx context.Context) error { return sv.arbitrate(ctx, &req, shape) })
+	return sv.retried(req.RequestID, sv.arbitrate(ctx, &req, shape))
 }
 
 // readStep reads the step a request that failed Decode names, if it names

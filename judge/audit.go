@@ -39,40 +39,18 @@ func appendAudit(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, 
 // ListAudit returns the audit records of tenant and session in the order
 // they were written; an empty tenant or session means all.
 func ListAudit(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, tenant, session string) ([]schemas.BreakGlassAudit, error) {
-	cons, err := js.OrderedConsumer(ctx, ns.JudgeAuditStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{ns.JudgeAuditFilter(tenant, session)},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("judge: read audit: %w", err)
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("judge: read audit: %w", err)
-	}
-	left := int(info.NumPending)
-	out := make([]schemas.BreakGlassAudit, 0, left)
-	for left > 0 {
-		batch, err := cons.Fetch(min(left, 256), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return nil, fmt.Errorf("judge: read audit: %w", err)
-		}
-		n := 0
-		for msg := range batch.Messages() {
-			n++
+	out := []schemas.BreakGlassAudit{} // "[]", not "null", in JSON
+	err := bus.ReadOrdered(ctx, js, bus.ReadRange{Stream: ns.JudgeAuditStream(), Subjects: []string{ns.JudgeAuditFilter(tenant, session)}},
+		func(_ uint64, data []byte) error {
 			var rec schemas.BreakGlassAudit
-			if err := schemas.Decode(msg.Data(), &rec); err != nil {
-				continue // unreadable records are skipped, not fatal
+			if err := schemas.Decode(data, &rec); err != nil {
+				return nil // unreadable records are skipped, not fatal
 			}
 			out = append(out, rec)
-		}
-		if err := batch.Error(); err != nil {
-			return nil, fmt.Errorf("judge: read audit: %w", err)
-		}
-		if n == 0 {
-			break
-		}
-		left -= n
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("judge: read audit: %w", err)
 	}
 	return out, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -34,7 +33,8 @@ type Config struct {
 	BaseURL string
 	// APIKey is the default endpoint's key (optional).
 	APIKey string
-	// Concurrency is how many requests one judge handles at once. Default 4.
+	// Concurrency is how many requests of each kind (break-glass,
+	// arbitration) one judge handles at once. Default 4.
 	Concurrency int
 	// SoftStop is how long Stop lets requests in flight finish before
 	// cancelling them. Default 30s.
@@ -57,19 +57,17 @@ type Service struct {
 	models *models
 	log    *slog.Logger
 
-	startOnce sync.Once
-	stopOnce  sync.Once
-	stopFetch chan struct{}      // closed by Stop: no more fetching
-	cancel    context.CancelFunc // cancels handlers after SoftStop
-	loopDone  chan struct{}      // closed when the fetch loops and every handler ended
-	handlers  sync.WaitGroup
+	mu       sync.Mutex
+	workers  []*bus.Worker // set by Start: one a request stream
+	stopped  bool
+	stopOnce sync.Once
 }
 
-// stream is one request stream a judge serves: its consumer and what
-// handles a message from it.
+// stream is one request stream a judge serves: how to get its consumer,
+// and what handles a message from it.
 type stream struct {
-	cons    jetstream.Consumer
-	process func(context.Context, jetstream.Msg)
+	consumer func(context.Context) (jetstream.Consumer, error)
+	process  bus.Handler
 }
 
 // New validates cfg, ensures the judge's topology and returns a Service
@@ -106,54 +104,77 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 	if err != nil {
 		return nil, err
 	}
-	return &Service{
-		js: js, cfg: cfg, s: &s, topo: topo, log: cfg.Logger, models: ms,
-		stopFetch: make(chan struct{}),
-		loopDone:  make(chan struct{}),
-	}, nil
+	return &Service{js: js, cfg: cfg, s: &s, topo: topo, log: cfg.Logger, models: ms}, nil
 }
 
 // Start begins pulling requests, break-glass and arbitration ones; it
 // returns at once. ctx bounds the handlers (ending it is a hard stop);
 // Stop is the graceful one.
 func (sv *Service) Start(ctx context.Context) error {
-	var streams []stream
+	var workers []*bus.Worker
+	for _, st := range sv.streams() {
+		cons, err := st.consumer(ctx)
+		if err != nil {
+			return err
+		}
+		w, err := bus.NewWorker(sv.js, cons, st.process, bus.WorkerConfig{
+			Recreate:    st.consumer,
+			Concurrency: sv.cfg.Concurrency,
+			SoftStop:    sv.cfg.SoftStop,
+			RetryDelay:  2 * time.Second,
+			DoubleAck:   true,
+			Redact:      Redact,
+			Logger:      sv.log,
+		})
+		if err != nil {
+			return fmt.Errorf("judge: %w", err)
+		}
+		workers = append(workers, w)
+	}
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	switch {
+	case sv.workers != nil:
+		return errors.New("judge: already started")
+	case sv.stopped:
+		return errors.New("judge: stopped")
+	}
+	for i, w := range workers {
+		if err := w.Start(ctx); err != nil {
+			for _, started := range workers[:i] {
+				started.Stop()
+			}
+			return fmt.Errorf("judge: %w", err)
+		}
+	}
+	sv.workers = workers
+	return nil
+}
+
+// streams are the request streams a judge serves: break-glass and
+// arbitration requests, each through its own worker.
+func (sv *Service) streams() []stream {
+	var out []stream
 	for _, st := range []struct {
 		name    string
-		process func(context.Context, jetstream.Msg)
+		process bus.Handler
 	}{
 		{sv.topo.NS.JudgeStream(), sv.processBreakGlass},
 		{sv.topo.NS.ArbitrateStream(), sv.processArbitration},
 	} {
-		cons, err := sv.js.Consumer(ctx, st.name, bus.ConsumerJudges)
-		if err != nil {
-			return fmt.Errorf("judge: consumer on %s: %w", st.name, err)
-		}
-		streams = append(streams, stream{cons, st.process})
+		out = append(out, stream{process: st.process, consumer: func(ctx context.Context) (jetstream.Consumer, error) {
+			// Create the judge's topology again where it is missing.
+			if _, err := bus.EnsureJudge(ctx, sv.js, bus.JudgeConfig{Namespace: sv.cfg.Namespace, Storage: sv.cfg.Storage}); err != nil {
+				return nil, err
+			}
+			cons, err := sv.js.Consumer(ctx, st.name, bus.ConsumerJudges)
+			if err != nil {
+				return nil, fmt.Errorf("judge: consumer on %s: %w", st.name, err)
+			}
+			return cons, nil
+		}})
 	}
-	started := false
-	sv.startOnce.Do(func() {
-		started = true
-		hctx, cancel := context.WithCancel(ctx)
-		sv.cancel = cancel
-		// One fetch loop a stream, sharing the Concurrency slots; this
-		// goroutine, owned by Stop (which waits for loopDone), closes
-		// loopDone once the loops and every handler they started ended.
-		slots := make(chan struct{}, sv.cfg.Concurrency)
-		var loops sync.WaitGroup
-		for _, st := range streams {
-			loops.Go(func() { sv.loop(hctx, st, slots) })
-		}
-		go func() {
-			loops.Wait()
-			sv.handlers.Wait()
-			close(sv.loopDone)
-		}()
-	})
-	if !started {
-		return errors.New("judge: already started")
-	}
-	return nil
+	return out
 }
 
 // Stop stops fetching, lets requests in flight finish for up to SoftStop,
@@ -161,140 +182,46 @@ func (sv *Service) Start(ctx context.Context) error {
 // Shutdown order: fetch loop, handlers, model clients.
 func (sv *Service) Stop() {
 	sv.stopOnce.Do(func() {
-		close(sv.stopFetch)
-		if sv.cancel == nil { // never started
-			sv.models.close()
-			return
+		sv.mu.Lock()
+		sv.stopped = true
+		workers := sv.workers
+		sv.mu.Unlock()
+		var wg sync.WaitGroup
+		for _, w := range workers {
+			wg.Go(w.Stop)
 		}
-		t := time.NewTimer(sv.cfg.SoftStop)
-		select {
-		case <-sv.loopDone:
-		case <-t.C:
-			sv.cancel()
-			<-sv.loopDone
-		}
-		t.Stop()
-		sv.cancel()
+		wg.Wait()
 		sv.models.close()
 	})
 }
 
-// loop reserves a slot, then fetches one request of st for it, until
-// Stop.
-func (sv *Service) loop(ctx context.Context, st stream, slots chan struct{}) {
-	for {
-		select {
-		case slots <- struct{}{}:
-		case <-sv.stopFetch:
-			return
-		case <-ctx.Done():
-			return
-		}
-		msg, ok := sv.fetch(ctx, st.cons)
-		if !ok {
-			<-slots
-			select {
-			case <-sv.stopFetch:
-				return
-			case <-ctx.Done():
-				return
-			default:
-				continue
-			}
-		}
-		sv.handlers.Go(func() {
-			defer func() { <-slots }()
-			st.process(ctx, msg)
-		})
-	}
-}
-
-// fetch waits up to a second for one request.
-func (sv *Service) fetch(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, bool) {
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
-	if err != nil {
-		if ctx.Err() == nil {
-			sv.log.Warn("judge: fetch", "err", err)
-			select {
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-			}
-		}
-		return nil, false
-	}
-	for msg := range batch.Messages() {
-		return msg, true
-	}
-	return nil, false
-}
-
-// processBreakGlass handles one break-glass request message; an
-// unreadable one is terminated.
-func (sv *Service) processBreakGlass(ctx context.Context, msg jetstream.Msg) {
+// processBreakGlass handles one break-glass request message; its error is
+// the message's fate (bus.Worker): answered, or refused (a refusal is a
+// stored response) → acked, confirmed by the server; unreadable →
+// terminated; the bus failed → handed back after 2s, so another judge
+// retries (at once when this one stops). The worker also keeps the message
+// while the panel works, and turns a panic into a retry.
+func (sv *Service) processBreakGlass(ctx context.Context, msg jetstream.Msg) error {
 	var req schemas.BreakGlassRequest
 	if err := schemas.Decode(msg.Data(), &req); err != nil {
-		sv.drop(msg, err)
-		return
+		return sv.unreadable(err)
 	}
-	sv.serve(ctx, msg, req.RequestID, func(ctx context.Context) error { return sv.handle(ctx, &req) })
+	return sv.retried(req.RequestID, sv.handle(ctx, &req))
 }
 
-// drop terminates an unreadable request: no answer can be stored for a
-// request without a usable id.
-func (sv *Service) drop(msg jetstream.Msg, err error) {
+// unreadable is the fate of a request no answer can be stored for (it
+// has no usable id): terminated.
+func (sv *Service) unreadable(err error) error {
 	sv.log.Warn("judge: unreadable request", "err", Redact(err.Error()))
-	_ = msg.TermWithReason(clip(err.Error(), 200))
+	return bus.Drop(err, clip(err.Error(), 200))
 }
 
-// serve runs handle for msg's request (id) and decides the message's fate:
-// acked when handled (answered or refused), nak'd with a delay when the
-// bus failed, so another judge retries.
-func (sv *Service) serve(ctx context.Context, msg jetstream.Msg, id string, handle func(context.Context) error) {
-	// Keep the message while the panel works.
-	stopBeat := sv.heartbeat(ctx, msg)
-	err := safely(id, func() error { return handle(ctx) })
-	stopBeat()
+// retried logs a request the bus failed for, to be retried.
+func (sv *Service) retried(id string, err error) error {
 	if err != nil {
 		sv.log.Warn("judge: request will be retried", "request", id, "err", Redact(err.Error()))
-		_ = msg.NakWithDelay(2 * time.Second)
-		return
 	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := msg.DoubleAck(actx); err != nil {
-		sv.log.Warn("judge: ack", "request", id, "err", err)
-	}
-}
-
-// heartbeat signals progress every third of AckWait until stopped.
-func (sv *Service) heartbeat(ctx context.Context, msg jetstream.Msg) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(max(sv.topo.Config.AckWait/3, 100*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				_ = msg.InProgress()
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-	})
-	return func() { close(done); wg.Wait() }
-}
-
-// safely runs handle for request id, recovering a panic into an error.
-func safely(id string, handle func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("judge: panic handling %s: %v\n%s", id, r, debug.Stack())
-		}
-	}()
-	return handle()
+	return err
 }
 
 // call is one request in progress.

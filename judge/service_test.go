@@ -12,6 +12,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/judge/judgeclient"
@@ -377,5 +378,29 @@ func TestSessionCapConcurrent(t *testing.T) {
 		if !strings.Contains(r.Reason, "session cap") || !strings.Contains(r.Reason, "$5.00") {
 			t.Errorf("reason %q", r.Reason)
 		}
+	}
+}
+
+// TestUnreadableRequestTerminated: a request that does not decode is
+// terminated with the decoder's reason (not dead-lettered: the judge keeps
+// no DLQ) and never delivered again, while the judge goes on answering.
+func TestUnreadableRequestTerminated(t *testing.T) {
+	t.Parallel()
+	env := judgetest.Start(t, simllm.Config{})
+	env.StartJudge(judgetest.TestSettings())
+	ns := bus.DefaultNamespace
+	terms := testkit.Terminations(t, env.NC, ns.JudgeStream(), bus.ConsumerJudges)
+	ctx, cancel := context.WithTimeout(context.Background(), judgetest.Timeout)
+	defer cancel()
+	if _, err := env.JS.Publish(ctx, ns.JudgeSubject("acme"), []byte(`{"version":1,"kind":"break_glass_request","surprise":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := judgeclient.Ask(ctx, env.JS, ns, judgetest.Request("r-after", "s-unreadable", "the build fails"))
+	if err != nil || resp.Outcome != schemas.BreakGlassAnswered {
+		t.Fatalf("a request after the unreadable one: %+v, %v", resp, err)
+	}
+	testkit.Eventually(t, judgetest.Timeout, func() bool { return len(terms()) > 0 }, "the unreadable request was not terminated")
+	if got := terms(); len(got) != 1 || !strings.Contains(got[0].Reason, "surprise") || got[0].Deliveries != 1 {
+		t.Errorf("terminations %+v: want the unreadable request terminated once, naming the unknown field", got)
 	}
 }

@@ -2,11 +2,11 @@ package judge
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
 )
 
 // limits are the caps reserve holds one key to: a break-glass session's
@@ -43,55 +43,59 @@ func (st sessionState) spent() float64 {
 	return sum
 }
 
+// sessions is the typed view of the sessions bucket.
+func sessions(kv jetstream.KeyValue) *bus.KV[sessionState] {
+	return bus.NewKV(kv, bus.JSONCodec[sessionState]())
+}
+
 // reserve counts request id against the key's limits, holding its
 // estimate, atomically (compare-and-set on the key). It returns a reason
 // when a limit refuses the call.
 func reserve(ctx context.Context, kv jetstream.KeyValue, key, id string, estimate float64, l limits) (reason string, err error) {
-	err = casUpdate(ctx, kv, key, func(cur []byte) ([]byte, error) {
+	_, err = sessions(kv).Update(ctx, key, func(st *sessionState) (*sessionState, error) {
 		reason = ""
-		st, err := decodeSession(cur)
-		if err != nil {
-			return nil, err
-		}
+		st = orNew(st)
 		if _, ok := st.Calls[id]; ok {
-			return nil, errAbort // a redelivery: already counted
+			return nil, bus.ErrAbort // a redelivery: already counted
 		}
 		if n := len(st.Calls); n >= l.invocations {
 			reason = fmt.Sprintf("%s limit: %d of %d %s already made in this %s", l.scope, n, l.invocations, l.calls, l.scope)
-			return nil, errAbort
+			return nil, bus.ErrAbort
 		}
 		if spent := st.spent(); spent+estimate > l.usd+1e-9 {
 			reason = fmt.Sprintf("%s cap: $%.2f spent or reserved plus this call's estimate $%.2f is over the %s's $%.2f", l.scope, spent, estimate, l.scope, l.usd)
-			return nil, errAbort
+			return nil, bus.ErrAbort
 		}
 		st.Calls[id] = estimate
-		return json.Marshal(st)
+		return st, nil
 	})
-	return reason, err
+	if err != nil {
+		return "", fmt.Errorf("judge: reserve %s: %w", key, err)
+	}
+	return reason, nil
 }
 
 // settle replaces request id's reservation with its actual cost.
 func settle(ctx context.Context, kv jetstream.KeyValue, key, id string, actual float64) error {
-	return casUpdate(ctx, kv, key, func(cur []byte) ([]byte, error) {
-		st, err := decodeSession(cur)
-		if err != nil {
-			return nil, err
-		}
+	_, err := sessions(kv).Update(ctx, key, func(st *sessionState) (*sessionState, error) {
+		st = orNew(st)
 		st.Calls[id] = actual
-		return json.Marshal(st)
+		return st, nil
 	})
+	if err != nil {
+		return fmt.Errorf("judge: settle %s: %w", key, err)
+	}
+	return nil
 }
 
-func decodeSession(cur []byte) (sessionState, error) {
-	st := sessionState{}
-	if cur != nil {
-		if err := json.Unmarshal(cur, &st); err != nil {
-			return st, fmt.Errorf("judge: session value: %w", err)
-		}
+// orNew returns st, or an empty state for a session not seen yet, with
+// its map made.
+func orNew(st *sessionState) *sessionState {
+	if st == nil {
+		st = &sessionState{}
 	}
-	st.Calls = maps.Clone(st.Calls)
 	if st.Calls == nil {
 		st.Calls = make(map[string]float64)
 	}
-	return st, nil
+	return st
 }

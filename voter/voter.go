@@ -18,9 +18,14 @@
 // client), and applies the red flags: finish_reason "length", more output
 // tokens than the request allows, or a reply the task's strict parser
 // rejects. It answers with the canonical vote key or the red-flag reason,
-// the token usage and the latency, and only then acks the request. Message
-// fate: answered → Ack; undecodable, or a request the model refuses (bad
-// request, bad key) → TermWithReason; any other model failure →
+// the token usage and the latency, and only then acks the request.
+//
+// The pull loop is a bus.Worker (slots, keep-alive, drain); handle's error
+// is the message's fate: answered (a request the model refuses for good is
+// answered as a red flag) → Ack, confirmed by the server; undecodable,
+// unknown task, bad state, or a model failure on the last delivery allowed
+// → bus.Drop: kept in the dead-letter stream, then TermWithReason; any
+// other model failure, or a result that cannot be published →
 // NakWithDelay, so another voter or a later attempt takes it.
 package voter
 
@@ -159,48 +164,38 @@ func (v *Voter) Stats() Stats {
 // samples in hand finish for up to DrainTimeout, cancels the rest (handing
 // them back to the stream) and returns.
 func (v *Voter) Run(ctx context.Context) error {
-	topo, err := bus.Ensure(ctx, v.js, v.cfg.Bus)
-	if err != nil {
-		return err
-	}
 	cons, err := v.consumer(ctx)
 	if err != nil {
 		return err
 	}
-	info := cons.CachedInfo()
-	keepAlive := topo.Config.SampleAckWait / 3
-	if info != nil && info.Config.AckWait > 0 {
-		keepAlive = info.Config.AckWait / 3
-	}
-	if info != nil {
-		v.maxDeliver.Store(int64(info.Config.MaxDeliver))
-	}
-
-	sub, err := v.nc.Subscribe(topo.NS.DecidedWildcard(), v.onDecided)
+	sub, err := v.nc.Subscribe(v.cfg.Bus.Namespace.DecidedWildcard(), v.onDecided)
 	if err != nil {
 		return fmt.Errorf("voter: subscribe decided events: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 
-	// Shutdown order: ctx done → stop pulling → workers finish what they
-	// hold → after DrainTimeout, cancel the work ctx → workers hand back.
-	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
-	var wg sync.WaitGroup
-	v.log.Info("voter started", "concurrency", v.cfg.Concurrency, "model", v.cfg.Model)
-	v.pull(ctx, work, cons, keepAlive, &wg)
-
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }() // owned: ends when the workers do
-	select {
-	case <-done:
-	case <-time.After(v.cfg.DrainTimeout):
-		v.log.Warn("drain timeout: cancelling samples in hand")
-		cancelWork()
-		<-done
+	// Shutdown order: ctx done → stop pulling → samples in hand finish →
+	// after DrainTimeout, cancel them → they are handed back (bus.Worker).
+	w, err := bus.NewWorker(v.js, cons, v.handle, bus.WorkerConfig{
+		Recreate:    v.consumer,
+		Concurrency: v.cfg.Concurrency,
+		FetchWait:   pullWait,
+		SoftStop:    v.cfg.DrainTimeout,
+		RetryDelay:  v.cfg.ModelErrorDelay,
+		// A lost ack would have the request sampled a second time, and
+		// until the server has it the request still counts as held.
+		DoubleAck:   true,
+		DeadLetters: true,
+		Namespace:   v.cfg.Bus.Namespace,
+		Logger:      v.log,
+	})
+	if err != nil {
+		return fmt.Errorf("voter: %w", err)
 	}
+	v.log.Info("voter started", "concurrency", v.cfg.Concurrency, "model", v.cfg.Model)
+	err = w.Run(ctx)
 	v.log.Info("voter stopped", "stats", v.Stats())
-	return nil
+	return err
 }
 
 // consumer returns the shared sample consumer, creating the topology
@@ -214,143 +209,48 @@ func (v *Voter) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("voter: consumer: %w", err)
 	}
+	if info := cons.CachedInfo(); info != nil {
+		v.maxDeliver.Store(int64(info.Config.MaxDeliver))
+	}
 	return cons, nil
 }
 
 // pullWait bounds one fetch; a fetch ends early once it has its requests.
-// A stopping voter waits for its last fetch to end (see pull), so it is
-// short: an idle voter sends one pull request a second.
+// A stopping voter waits for its last fetch to end, so it is short: an
+// idle voter sends one pull request a second.
 const pullWait = time.Second
 
-// pull fetches requests until ctx is done, each into a reserved slot: a
-// fetch asks for as many requests as there are free slots, so the voter
-// never holds a request it is not working on (which would sit with its ack
-// timer running, and which another voter could have taken).
-func (v *Voter) pull(ctx, work context.Context, cons jetstream.Consumer, keepAlive time.Duration, wg *sync.WaitGroup) {
-	slots := make(chan struct{}, v.cfg.Concurrency)
-	for range v.cfg.Concurrency {
-		slots <- struct{}{}
-	}
-	// One long-lived worker per slot: a free slot is an idle worker, so a
-	// fetched request never waits, and workers keep their grown stacks
-	// (a goroutine per request would copy its stack up every time).
-	requests := make(chan jetstream.Msg)
-	defer close(requests)
-	for range v.cfg.Concurrency {
-		wg.Add(1)
-		go func() { // owned: ends when pull closes requests
-			defer wg.Done()
-			for msg := range requests {
-				v.handle(work, msg, keepAlive)
-				slots <- struct{}{}
-			}
-		}()
-	}
-	backoff := time.Duration(0)
-	for {
-		select {
-		case <-slots:
-		case <-ctx.Done():
-			return
-		}
-		n := 1
-	more:
-		for n < v.cfg.Concurrency {
-			select {
-			case <-slots:
-				n++
-			default:
-				break more
-			}
-		}
-		// Not cut short when ctx ends: the server goes on sending to a
-		// pull until it expires, and a request sent after we stopped
-		// reading would sit unseen until its ack wait ran out. What the
-		// last fetch brings is worked on like the requests in hand.
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pullWait)
-		batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
-		got := 0
-		if err == nil {
-			for msg := range batch.Messages() {
-				got++
-				requests <- msg // a worker is free: its slot was reserved
-			}
-			err = batch.Error()
-		}
-		cancel()
-		for ; got < n; got++ {
-			slots <- struct{}{}
-		}
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-			backoff = 0
-		default:
-			// The server is away or the consumer is gone: say so, wait a
-			// little longer each time, and try again. A deleted consumer
-			// is created again (an operator reset it, or a server lost
-			// it), so voting resumes on its own.
-			backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
-			v.log.Warn("fetch sample requests", "err", err, "retry_in", backoff)
-			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
-				if c, rerr := v.consumer(ctx); rerr == nil {
-					cons = c
-					v.log.Info("sample consumer created again")
-				}
-			}
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-				return
-			}
-		}
-	}
-}
-
-// handle answers one request and settles its message.
-func (v *Voter) handle(ctx context.Context, msg jetstream.Msg, keepAlive time.Duration) {
+// handle answers one request; its error is the request's fate (see the
+// package comment and bus.Worker).
+func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 	v.requests.Add(1)
-	defer func() {
-		if p := recover(); p != nil {
-			v.log.Error("panic handling sample request; handing it back", "panic", p)
-			_ = msg.NakWithDelay(v.cfg.ModelErrorDelay)
-		}
-	}()
 	var req schemas.SampleRequest
 	if err := schemas.Decode(msg.Data(), &req); err != nil {
 		v.malformed.Add(1)
 		v.log.Warn("dropping malformed sample request", "err", err)
-		v.terminate(ctx, msg, "malformed sample request")
-		return
+		return bus.Drop(err, "malformed sample request")
 	}
 	if v.decided.isDecided(req.Tenant, req.JobID, req.Step, req.Epoch) {
 		v.skipped.Add(1)
-		v.reply(ctx, msg, &req, schemas.SampleResult{Outcome: schemas.OutcomeSkipped})
-		return
+		return v.reply(ctx, msg, &req, schemas.SampleResult{Outcome: schemas.OutcomeSkipped})
 	}
 	inst, err := v.instance(req.Task, req.Params)
 	if err != nil {
 		v.malformed.Add(1)
 		v.log.Warn("dropping sample request for a task this voter cannot run", "err", err, "sample", req.SampleID)
-		v.terminate(ctx, msg, "unknown task or params")
-		return
+		return bus.Drop(err, "unknown task or params")
 	}
 	prompt, err := inst.Prompt(req.State)
 	if err != nil {
 		v.malformed.Add(1)
 		v.log.Warn("dropping sample request with a bad state", "err", err, "sample", req.SampleID)
-		v.terminate(ctx, msg, "bad state")
-		return
+		return bus.Drop(err, "bad state")
 	}
 
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	unregister := v.decided.register(req.Tenant, req.JobID, req.Step, req.Epoch, cancel)
 	defer unregister()
-	// Tell JetStream we are alive during long calls, well before AckWait.
-	stopKeepAlive := keepAliveEvery(msg, keepAlive)
-	defer stopKeepAlive()
 
 	messages := make([]llm.Message, len(prompt))
 	for i, m := range prompt {
@@ -363,30 +263,32 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg, keepAlive time.Du
 	})
 	if err != nil {
 		switch {
-		case ctx.Err() != nil: // shutting down: hand it back now
+		case ctx.Err() != nil: // shutting down: the worker hands it back now
 			v.handedBack.Add(1)
-			_ = msg.Nak()
+			return err
 		case callCtx.Err() != nil: // the step was decided meanwhile
 			v.cancelled.Add(1)
-			v.reply(ctx, msg, &req, schemas.SampleResult{Outcome: schemas.OutcomeCancelled, LatencyMS: ms(resp.Latency)})
+			return v.reply(ctx, msg, &req, schemas.SampleResult{Outcome: schemas.OutcomeCancelled, LatencyMS: ms(resp.Latency)})
 		case errors.Is(err, llm.ErrPermanent):
 			// Retrying this request cannot help (bad request, unknown
 			// model, bad key): answer it as a red-flagged sample, with the
 			// reason. The step draws another sample in its place (perhaps
 			// on a voter configured right), and a step no model will answer
 			// reaches its sample cap and escalates or ends, rather than
-			// waiting forever. This worker pauses, so a misconfigured voter
-			// does not burn through the queue.
+			// waiting forever. This worker pauses (holding its slot, the
+			// answer already published), so a misconfigured voter does not
+			// burn through the queue.
 			v.modelErrors.Add(1)
 			v.redFlags.Add(1)
 			v.log.Error("model refused the request; answering it as a red flag", "err", err, "sample", req.SampleID)
-			v.reply(ctx, msg, &req, schemas.SampleResult{
+			rerr := v.reply(ctx, msg, &req, schemas.SampleResult{
 				Outcome: schemas.OutcomeRedFlag, RedFlag: schemas.RedFlagRefused, Detail: "model: " + truncate(err.Error(), 200),
 			})
 			select {
 			case <-time.After(v.cfg.ModelErrorDelay):
 			case <-ctx.Done():
 			}
+			return rerr
 		default:
 			v.modelErrors.Add(1)
 			delay := v.cfg.ModelErrorDelay
@@ -399,13 +301,11 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg, keepAlive time.Du
 				// here, where the request and the reason are in hand (the
 				// server drops a work-queue message once it gives up).
 				v.log.Error("model call failed on the request's last delivery; dead-lettering it", "err", err, "sample", req.SampleID)
-				v.terminate(ctx, msg, "max_deliveries: "+truncate(err.Error(), 200))
-				return
+				return bus.Drop(err, "max_deliveries: "+truncate(err.Error(), 200))
 			}
 			v.log.Warn("model call failed; handing the sample back", "err", err, "sample", req.SampleID, "delay", delay)
-			_ = msg.NakWithDelay(delay)
+			return bus.Retry(err, delay)
 		}
-		return
 	}
 	res := Judge(inst, &req, resp)
 	if res.Outcome == schemas.OutcomeVote {
@@ -413,7 +313,7 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg, keepAlive time.Du
 	} else {
 		v.redFlags.Add(1)
 	}
-	v.reply(ctx, msg, &req, res)
+	return v.reply(ctx, msg, &req, res)
 }
 
 // Judge turns a model response into a sample result: the vote, or the red
@@ -449,9 +349,10 @@ func Judge(inst task.Instance, req *schemas.SampleRequest, resp llm.Response) sc
 	return res
 }
 
-// reply publishes the result for req, then acks the request. If the result
-// cannot be published, the request is handed back instead.
-func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, res schemas.SampleResult) {
+// reply publishes the result for req. Only then is the request acked (by
+// the worker, on nil); if the result cannot be published, the error hands
+// the request back instead.
+func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, res schemas.SampleResult) error {
 	res.Header = schemas.NewHeader(schemas.KindSampleResult)
 	res.Tenant, res.JobID, res.SampleID = req.Tenant, req.JobID, req.SampleID
 	res.Step, res.Epoch, res.Index, res.Attempt = req.Step, req.Epoch, req.Index, req.Attempt
@@ -462,8 +363,7 @@ func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.Sampl
 	data, err := json.Marshal(&res)
 	if err != nil {
 		v.log.Error("encode result", "err", err)
-		_ = msg.NakWithDelay(v.cfg.ModelErrorDelay)
-		return
+		return fmt.Errorf("voter: encode result: %w", err)
 	}
 	out := &nats.Msg{Subject: v.cfg.Bus.Namespace.ResultSubject(req.Tenant, req.JobID, schemas.EpochGen(req.Epoch)), Data: data, Header: nats.Header{}}
 	// One id per delivery: a retried publish of this answer is dropped by
@@ -479,24 +379,15 @@ func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.Sampl
 	var perr error
 	for attempt := 0; attempt < 5; attempt++ {
 		if _, perr = v.js.PublishMsg(pubCtx, out); perr == nil {
-			break
+			return nil
 		}
 		if pubCtx.Err() != nil {
 			break
 		}
 		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
 	}
-	if perr != nil {
-		v.log.Warn("publish result failed; handing the sample back", "err", perr, "sample", req.SampleID)
-		_ = msg.NakWithDelay(v.cfg.ModelErrorDelay)
-		return
-	}
-	// Wait for the server to take the ack before the slot is free again:
-	// a lost ack would have the request sampled a second time, and until
-	// the server has it the request still counts as held by this voter.
-	if err := msg.DoubleAck(pubCtx); err != nil {
-		v.log.Debug("ack not confirmed; the request may be delivered again (its result is stored, the tally dedups it)", "err", err, "sample", req.SampleID)
-	}
+	v.log.Warn("publish result failed; handing the sample back", "err", perr, "sample", req.SampleID)
+	return fmt.Errorf("voter: publish result: %w", perr)
 }
 
 // instance binds (task, params) once and caches it.
@@ -523,35 +414,6 @@ func (v *Voter) onDecided(m *nats.Msg) {
 	v.decided.decide(ev.Tenant, ev.JobID, ev.Step, ev.Epoch)
 }
 
-// keepAliveEvery sends InProgress every d until stopped.
-func keepAliveEvery(msg jetstream.Msg, d time.Duration) (stop func()) {
-	if d <= 0 {
-		return func() {}
-	}
-	var mu sync.Mutex
-	stopped := false
-	var t *time.Timer
-	// Held while t is assigned: the callback may fire before AfterFunc
-	// returns when d is short, and it reads t.
-	mu.Lock()
-	t = time.AfterFunc(d, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		_ = msg.InProgress()
-		t.Reset(d)
-	})
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		t.Stop()
-	}
-}
-
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func truncate(s string, n int) string {
@@ -559,26 +421,4 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
-}
-
-// terminate gives up on a request for good: it keeps the original and the
-// reason in the dead-letter stream (for `maker dlq`), then terminates the
-// message so it is never delivered again. If the dead letter cannot be
-// stored, the message is handed back instead: nothing is dropped unrecorded.
-func (v *Voter) terminate(ctx context.Context, msg jetstream.Msg, reason string) {
-	dl := schemas.DeadLetter{
-		Header: schemas.NewHeader(schemas.KindDeadLetter), Subject: msg.Subject(), Reason: reason,
-		Consumer: bus.ConsumerVoters, Data: msg.Data(), At: time.Now().UTC(),
-	}
-	if md, err := msg.Metadata(); err == nil {
-		dl.Stream, dl.Seq, dl.Deliveries = md.Stream, md.Sequence.Stream, md.NumDelivered
-	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := bus.PublishDeadLetter(pctx, v.js, v.cfg.Bus.Namespace, &dl); err != nil {
-		v.log.Error("store dead letter; handing the request back", "err", err, "reason", reason)
-		_ = msg.NakWithDelay(v.cfg.ModelErrorDelay)
-		return
-	}
-	_ = msg.TermWithReason(reason)
 }

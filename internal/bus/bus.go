@@ -1,6 +1,16 @@
 // Package bus is the fleet's NATS JetStream plumbing: subject names, the
 // streams, consumers and key-value buckets every role shares, connecting,
-// and an embedded nats-server for single-process runs and tests.
+// and the three loops every role would otherwise write for itself:
+//
+//   - Worker, the one consume loop of a durable pull consumer (slots
+//     reserved before fetching, keep-alive, two-stage stop, a handler's
+//     error deciding its message's fate), run by the voter, the judge and
+//     the coordinator's job intake;
+//   - KV, a typed view of a bucket with the one compare-and-set loop
+//     (Update) and conflict test, used by the job registry, the leases and
+//     the judge's sessions and approvals;
+//   - ReadOrdered, the one reader of a stream range in order, used by the
+//     journal, the dead-letter listing and the judge's audit trail.
 //
 // Topology of the default namespace "maker" (every subject carries the
 // tenant, so tenants never share one; another Namespace renames every
@@ -243,19 +253,21 @@ func Transient(err error) bool {
 		return true
 	}
 	// A server still bringing JetStream up may fail to create a stream's
-	// store, or say it is not available yet.
+	// or a consumer's store, or say it is not available yet.
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) {
 		return false
 	}
 	return apiErr.ErrorCode == jsErrNotAvailable ||
-		apiErr.ErrorCode == jsErrStreamCreate && strings.HasPrefix(apiErr.Description, "error creating store")
+		(apiErr.ErrorCode == jsErrStreamCreate || apiErr.ErrorCode == jsErrConsumerCreate) &&
+			strings.HasPrefix(apiErr.Description, "error creating store")
 }
 
 // JetStream error codes nats.go has no name for.
 const (
-	jsErrStreamCreate jetstream.ErrorCode = 10049 // stream create failed: "{err}"
-	jsErrNotAvailable jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
+	jsErrStreamCreate   jetstream.ErrorCode = 10049 // stream create failed: "{err}"
+	jsErrConsumerCreate jetstream.ErrorCode = 10012 // consumer create failed: "{err}"
+	jsErrNotAvailable   jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
 )
 
 func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {

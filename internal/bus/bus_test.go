@@ -361,6 +361,10 @@ func TestTransient(t *testing.T) {
 		{&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
 		{&jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use with a different configuration"}, false},
 		{&jetstream.APIError{Code: 500, ErrorCode: 10049, Description: "replicas > 1 not supported in non-clustered mode"}, false},
+		// The server reports a consumer store it could not create (under
+		// load, while JetStream comes up) as 10012 with this text.
+		{fmt.Errorf("bus: create consumer voters: %w", &jetstream.APIError{Code: 500, ErrorCode: 10012, Description: "error creating store for consumer"}), true},
+		{&jetstream.APIError{Code: 500, ErrorCode: 10012, Description: "consumer name already in use"}, false},
 		{errors.New("bus: invalid config"), false},
 		{jetstream.ErrStreamNotFound, false},
 		{context.Canceled, false},

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -76,65 +75,23 @@ func ListDeadLetters(ctx context.Context, js jetstream.JetStream, ns Namespace, 
 	case job != "":
 		filter = ns.subject("dlq") + "*." + job
 	}
-	s, err := js.Stream(ctx, ns.DLQStream())
-	if err != nil {
-		return nil, fmt.Errorf("bus: dlq: %w", err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("bus: dlq: %w", err)
-	}
-	if info.State.Msgs == 0 {
+	if max <= 0 {
 		return nil, nil
 	}
-	cons, err := js.OrderedConsumer(ctx, ns.DLQStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	var out []StoredDeadLetter
+	err := ReadOrdered(ctx, js, ReadRange{Stream: ns.DLQStream(), Subjects: []string{filter}}, func(seq uint64, data []byte) error {
+		var dl schemas.DeadLetter
+		if err := schemas.Decode(data, &dl); err != nil {
+			dl = schemas.DeadLetter{Reason: "unreadable dead letter: " + err.Error(), Data: data}
+		}
+		out = append(out, StoredDeadLetter{DLQSeq: seq, DeadLetter: dl})
+		if len(out) == max {
+			return ErrStopRead
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("bus: dlq: %w", err)
-	}
-	var out []StoredDeadLetter
-	for idle := 0; len(out) < max && idle < 10; {
-		// No-wait fetches: a fetch left waiting would outlive this call.
-		batch, err := cons.FetchNoWait(min(256, max-len(out)))
-		if err != nil {
-			return nil, fmt.Errorf("bus: dlq: %w", err)
-		}
-		n, last := 0, false
-		var merr error
-		// Every message is taken from the batch: the fetch's goroutine
-		// ends only once it has handed them all over.
-		for m := range batch.Messages() {
-			n++
-			if last || merr != nil {
-				continue
-			}
-			md, err := m.Metadata()
-			if err != nil {
-				merr = fmt.Errorf("bus: dlq: %w", err)
-				continue
-			}
-			var dl schemas.DeadLetter
-			if err := schemas.Decode(m.Data(), &dl); err != nil {
-				dl = schemas.DeadLetter{Reason: "unreadable dead letter: " + err.Error(), Data: m.Data()}
-			}
-			out = append(out, StoredDeadLetter{DLQSeq: md.Sequence.Stream, DeadLetter: dl})
-			last = md.NumPending == 0
-		}
-		if merr != nil {
-			return nil, merr
-		}
-		if last {
-			return out, nil
-		}
-		if n > 0 {
-			idle = 0
-			continue
-		}
-		idle++ // the ordered consumer may still be starting
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
 	}
 	return out, nil
 }

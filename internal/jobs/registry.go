@@ -31,14 +31,12 @@ var (
 // id is ErrExists if it is the same job (the same spec, see SpecDiff), else
 // ErrConflict; either way nothing is written.
 func Register(ctx context.Context, topo *bus.Topology, rec *schemas.JobRecord) error {
-	data, err := schemas.Encode(rec)
-	if err != nil {
+	if err := rec.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	key := bus.JobKey(rec.Tenant, rec.JobID)
-	if _, err := topo.Jobs.Create(ctx, key, data); err == nil {
+	if _, err := registry(topo).Create(ctx, bus.JobKey(rec.Tenant, rec.JobID), rec); err == nil {
 		return nil
-	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+	} else if !errors.Is(err, bus.ErrConflict) {
 		return fmt.Errorf("register job: %w", err)
 	}
 	cur, _, err := Get(ctx, topo, rec.Tenant, rec.JobID)
@@ -46,6 +44,11 @@ func Register(ctx context.Context, topo *bus.Topology, rec *schemas.JobRecord) e
 		return err
 	}
 	return sameAs(cur, rec.Spec)
+}
+
+// registry is the typed view of the job registry bucket.
+func registry(topo *bus.Topology) *bus.KV[schemas.JobRecord] {
+	return bus.NewKV(topo.Jobs, bus.MessageCodec[schemas.JobRecord]())
 }
 
 // sameAs is ErrExists when spec is the job registered as cur (its whole
@@ -66,18 +69,14 @@ func Get(ctx context.Context, topo *bus.Topology, tenant, job string) (schemas.J
 	if err := checkRef(tenant, job); err != nil {
 		return schemas.JobRecord{}, 0, err
 	}
-	e, err := topo.Jobs.Get(ctx, bus.JobKey(tenant, job))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	rec, rev, err := registry(topo).Get(ctx, bus.JobKey(tenant, job))
+	if errors.Is(err, bus.ErrNotFound) {
 		return schemas.JobRecord{}, 0, fmt.Errorf("%w: %s/%s", ErrNotFound, tenant, job)
 	}
 	if err != nil {
 		return schemas.JobRecord{}, 0, fmt.Errorf("read job %s/%s: %w", tenant, job, err)
 	}
-	var rec schemas.JobRecord
-	if err := schemas.Decode(e.Value(), &rec); err != nil {
-		return schemas.JobRecord{}, 0, fmt.Errorf("read job %s/%s: %w", tenant, job, err)
-	}
-	return rec, e.Revision(), nil
+	return *rec, rev, nil
 }
 
 func checkRef(tenant, job string) error {
@@ -91,30 +90,25 @@ func checkRef(tenant, job string) error {
 }
 
 // update applies fn to tenant/job's record with compare-and-set, retrying
-// when another writer got in between.
+// when another writer got in between, and returns the record written.
 func update(ctx context.Context, topo *bus.Topology, tenant, job string, fn func(*schemas.JobRecord) error) (schemas.JobRecord, error) {
-	for attempt := 0; ; attempt++ {
-		rec, rev, err := Get(ctx, topo, tenant, job)
-		if err != nil {
-			return rec, err
-		}
-		if err := fn(&rec); err != nil {
-			return rec, err
-		}
-		rec.UpdatedAt = time.Now().UTC()
-		data, err := schemas.Encode(&rec)
-		if err != nil {
-			return rec, err
-		}
-		_, err = topo.Jobs.Update(ctx, bus.JobKey(tenant, job), data, rev)
-		if err == nil {
-			return rec, nil
-		}
-		var apiErr *jetstream.APIError
-		if attempt >= 20 || !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
-			return rec, fmt.Errorf("update job %s/%s: %w", tenant, job, err)
-		}
+	if err := checkRef(tenant, job); err != nil {
+		return schemas.JobRecord{}, err
 	}
+	rec, err := registry(topo).Update(ctx, bus.JobKey(tenant, job), func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
+		if cur == nil {
+			return nil, fmt.Errorf("%w: %s/%s", ErrNotFound, tenant, job)
+		}
+		if err := fn(cur); err != nil {
+			return nil, err
+		}
+		cur.UpdatedAt = time.Now().UTC()
+		return cur, nil
+	})
+	if err != nil {
+		return schemas.JobRecord{}, err
+	}
+	return *rec, nil
 }
 
 // MarkFinished records that tenant/job ended in state.

@@ -117,67 +117,18 @@ func Open(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, tenant,
 // read passes fn the entries on the subject with sequences in [from, to],
 // in order.
 func (j *Journal) read(ctx context.Context, from, to uint64, fn func(Entry) error) error {
-	cons, err := j.js.OrderedConsumer(ctx, j.stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{j.subject},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    from,
-	})
-	if err != nil {
-		return fmt.Errorf("journal: read: %w", err)
-	}
-	idle := 0
-	for {
-		// No-wait fetches: a fetch left waiting would outlive this call.
-		batch, err := cons.FetchNoWait(256)
-		if err != nil {
-			return fmt.Errorf("journal: read: %w", err)
-		}
-		n := 0
-		var ferr error
-		done := false
-		// Every message is taken from the batch, even past `to` or an
-		// error: the fetch's goroutine ends only once it has handed them
-		// all over.
-		for m := range batch.Messages() {
-			n++
-			if done || ferr != nil {
-				continue
-			}
-			md, err := m.Metadata()
-			if err != nil {
-				ferr = fmt.Errorf("journal: read: %w", err)
-				continue
-			}
+	err := bus.ReadOrdered(ctx, j.js, bus.ReadRange{Stream: j.stream, Subjects: []string{j.subject}, From: from, To: to},
+		func(seq uint64, data []byte) error {
 			var e schemas.JournalEntry
-			if err := schemas.Decode(m.Data(), &e); err != nil {
-				ferr = fmt.Errorf("%w: entry at %d: %w", ErrCorrupt, md.Sequence.Stream, err)
-				continue
+			if err := schemas.Decode(data, &e); err != nil {
+				return fmt.Errorf("%w: entry at %d: %w", ErrCorrupt, seq, err)
 			}
-			if err := fn(Entry{Seq: md.Sequence.Stream, JournalEntry: e}); err != nil {
-				ferr = err
-				continue
-			}
-			done = md.Sequence.Stream >= to
-		}
-		if ferr != nil || done {
-			return ferr
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("journal: read: %w", err)
-		}
-		if n > 0 {
-			idle = 0
-			continue
-		}
-		if idle++; idle > 100 {
-			return fmt.Errorf("journal: read: entries up to %d did not arrive", to)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+			return fn(Entry{Seq: seq, JournalEntry: e})
+		})
+	if errors.Is(err, bus.ErrReadStalled) {
+		return fmt.Errorf("journal: read: entries up to %d did not arrive: %w", to, err)
 	}
+	return err
 }
 
 func lastMsg(ctx context.Context, s jetstream.Stream, subject string) (*jetstream.RawStreamMsg, error) {

@@ -40,7 +40,7 @@ type Lease struct {
 
 // Manager takes, renews and releases leases in one bucket.
 type Manager struct {
-	kv    jetstream.KeyValue
+	kv    *bus.KV[schemas.Lease]
 	owner string
 	ttl   time.Duration
 	now   func() time.Time
@@ -51,7 +51,7 @@ func NewManager(kv jetstream.KeyValue, owner string, ttl time.Duration) (*Manage
 	if kv == nil || owner == "" || ttl < 100*time.Millisecond {
 		return nil, fmt.Errorf("lease: need a bucket, an owner and a ttl >= 100ms (got %v)", ttl)
 	}
-	return &Manager{kv: kv, owner: owner, ttl: ttl, now: time.Now}, nil
+	return &Manager{kv: bus.NewKV(kv, bus.MessageCodec[schemas.Lease]()), owner: owner, ttl: ttl, now: time.Now}, nil
 }
 
 // TTL is how long a lease lasts without renewal.
@@ -62,31 +62,29 @@ func (m *Manager) TTL() time.Duration { return m.ttl }
 func (m *Manager) Acquire(ctx context.Context, tenant, job string) (*Lease, error) {
 	key := bus.JobKey(tenant, job)
 	l := schemas.Lease{Header: schemas.NewHeader(schemas.KindLease), Tenant: tenant, JobID: job, Owner: m.owner, Token: 1}
-	e, err := m.kv.Get(ctx, key)
+	cur, rev, err := m.kv.Get(ctx, key)
 	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case errors.Is(err, bus.ErrNotFound):
 		l.ExpiresAt = m.now().Add(m.ttl).UTC()
-		rev, err := m.put(ctx, key, &l, 0, true)
+		rev, err := m.put(ctx, key, &l, 0)
 		if err != nil {
 			return nil, err
 		}
 		return &Lease{Lease: l, rev: rev}, nil
-	case err != nil:
-		return nil, fmt.Errorf("lease: get %s: %w", key, err)
-	}
-	var cur schemas.Lease
-	if err := schemas.Decode(e.Value(), &cur); err != nil {
+	case errors.Is(err, bus.ErrBadValue):
 		// An unreadable lease cannot fence anything; replace it, keeping
 		// tokens growing past anything it could have held.
-		cur = schemas.Lease{Token: int64(e.Revision())}
-	} else if (cur.Owner != m.owner || cur.HoldOff) && m.now().Before(cur.ExpiresAt) {
+		cur = &schemas.Lease{Token: int64(rev)}
+	case err != nil:
+		return nil, fmt.Errorf("lease: get %s: %w", key, err)
+	case (cur.Owner != m.owner || cur.HoldOff) && m.now().Before(cur.ExpiresAt):
 		// A lease in our own name is a leftover of this owner (a restart,
 		// or a write whose reply was lost): take it over under a new token.
 		return nil, fmt.Errorf("%w: %s holds %s until %s", ErrHeld, cur.Owner, key, cur.ExpiresAt.Format(time.RFC3339Nano))
 	}
 	l.Token = cur.Token + 1
 	l.ExpiresAt = m.now().Add(m.ttl).UTC()
-	rev, err := m.put(ctx, key, &l, e.Revision(), false)
+	rev, err = m.put(ctx, key, &l, rev)
 	if errors.Is(err, ErrLost) {
 		// Another coordinator took it between our read and our write.
 		return nil, fmt.Errorf("%w: %s was taken meanwhile", ErrHeld, key)
@@ -103,16 +101,13 @@ func (m *Manager) Renew(ctx context.Context, l *Lease) error {
 	next := l.Lease
 	next.ExpiresAt = m.now().Add(m.ttl).UTC()
 	key := bus.JobKey(l.Tenant, l.JobID)
-	rev, err := m.put(ctx, key, &next, l.rev, false)
+	rev, err := m.put(ctx, key, &next, l.rev)
 	if errors.Is(err, ErrLost) {
 		// Maybe our last renewal landed but its reply was lost: the lease
 		// is still ours if it holds our owner and token.
-		if e, gerr := m.kv.Get(ctx, key); gerr == nil {
-			var cur schemas.Lease
-			if schemas.Decode(e.Value(), &cur) == nil && cur.Owner == l.Owner && cur.Token == l.Token {
-				l.rev = e.Revision()
-				rev, err = m.put(ctx, key, &next, l.rev, false)
-			}
+		if cur, crev, gerr := m.kv.Get(ctx, key); gerr == nil && cur.Owner == l.Owner && cur.Token == l.Token {
+			l.rev = crev
+			rev, err = m.put(ctx, key, &next, l.rev)
 		}
 	}
 	if err != nil {
@@ -132,40 +127,24 @@ func (m *Manager) Release(ctx context.Context, l *Lease, after time.Duration) er
 	if after > 0 {
 		next.ExpiresAt, next.HoldOff = m.now().Add(after).UTC(), true
 	}
-	_, err := m.put(ctx, bus.JobKey(l.Tenant, l.JobID), &next, l.rev, false)
+	_, err := m.put(ctx, bus.JobKey(l.Tenant, l.JobID), &next, l.rev)
 	if errors.Is(err, ErrLost) {
 		return nil
 	}
 	return err
 }
 
-func (m *Manager) put(ctx context.Context, key string, l *schemas.Lease, rev uint64, create bool) (uint64, error) {
-	data, err := schemas.Encode(l)
-	if err != nil {
-		return 0, fmt.Errorf("lease: encode: %w", err)
-	}
-	var newRev uint64
-	if create {
-		newRev, err = m.kv.Create(ctx, key, data)
-	} else {
-		newRev, err = m.kv.Update(ctx, key, data, rev)
-	}
-	if isCASError(err) {
-		if create {
-			return 0, fmt.Errorf("%w: %s was taken meanwhile", ErrHeld, key)
-		}
+// put writes l to key if the key is still at revision rev (0: absent). A
+// lost race is ErrHeld when taking a free lease, else ErrLost.
+func (m *Manager) put(ctx context.Context, key string, l *schemas.Lease, rev uint64) (uint64, error) {
+	next, err := m.kv.PutAt(ctx, key, l, rev)
+	switch {
+	case errors.Is(err, bus.ErrConflict) && rev == 0:
+		return 0, fmt.Errorf("%w: %s was taken meanwhile", ErrHeld, key)
+	case errors.Is(err, bus.ErrConflict):
 		return 0, fmt.Errorf("%w: %s changed since revision %d", ErrLost, key, rev)
-	}
-	if err != nil {
+	case err != nil:
 		return 0, fmt.Errorf("lease: write %s: %w", key, err)
 	}
-	return newRev, nil
-}
-
-// isCASError reports a failed compare-and-set: the key changed (or
-// appeared) since the revision we based the write on.
-func isCASError(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.Is(err, jetstream.ErrKeyExists) ||
-		(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
+	return next, nil
 }

@@ -8,6 +8,7 @@ package testkit
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -137,4 +138,48 @@ func StartTopology(tb testing.TB) (jetstream.JetStream, *bus.Topology) {
 		tb.Fatal(err)
 	}
 	return js, topo
+}
+
+// Eventually polls cond until it holds, failing the test after timeout.
+func Eventually(tb testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("after %s: "+format, append([]any{timeout}, args...)...)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Terminations collects the server's advisories for the messages
+// terminated (Term or TermWithReason) on stream's consumer, "*" for any,
+// from now on, through nc; the returned function lists those seen so far.
+func Terminations(tb testing.TB, nc *nats.Conn, stream, consumer string) func() []server.JSConsumerDeliveryTerminatedAdvisory {
+	tb.Helper()
+	var (
+		mu  sync.Mutex
+		got []server.JSConsumerDeliveryTerminatedAdvisory
+	)
+	sub, err := nc.Subscribe(server.JSAdvisoryConsumerMsgTerminatedPre+"."+stream+"."+consumer, func(m *nats.Msg) {
+		var a server.JSConsumerDeliveryTerminatedAdvisory
+		if err := json.Unmarshal(m.Data, &a); err != nil {
+			return
+		}
+		mu.Lock()
+		got = append(got, a)
+		mu.Unlock()
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = sub.Unsubscribe() })
+	return func() []server.JSConsumerDeliveryTerminatedAdvisory {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]server.JSConsumerDeliveryTerminatedAdvisory(nil), got...)
+	}
 }

@@ -301,13 +301,7 @@ func (e *Env) Run(spec *schemas.JobSpec) schemas.JobReport {
 // test with msg after timeout.
 func Eventually(tb testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("after %s: "+format, append([]any{timeout}, args...)...)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.Eventually(tb, timeout, cond, format, args...)
 }
 
 // Recorder collects the messages published on a subject (core
@@ -409,31 +403,7 @@ func (w *tbWriter) close() {
 // from now on; the returned function lists those seen so far.
 func Terminations(e *Env, stream, consumer string) func() []server.JSConsumerDeliveryTerminatedAdvisory {
 	e.TB.Helper()
-	var (
-		mu  sync.Mutex
-		got []server.JSConsumerDeliveryTerminatedAdvisory
-	)
-	sub, err := e.NC.Subscribe(server.JSAdvisoryConsumerMsgTerminatedPre+"."+stream+"."+consumer, func(m *nats.Msg) {
-		var a server.JSConsumerDeliveryTerminatedAdvisory
-		if err := json.Unmarshal(m.Data, &a); err != nil {
-			return
-		}
-		mu.Lock()
-		got = append(got, a)
-		mu.Unlock()
-	})
-	if err != nil {
-		e.TB.Fatal(err)
-	}
-	if err := e.NC.Flush(); err != nil {
-		e.TB.Fatal(err)
-	}
-	e.TB.Cleanup(func() { _ = sub.Unsubscribe() })
-	return func() []server.JSConsumerDeliveryTerminatedAdvisory {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]server.JSConsumerDeliveryTerminatedAdvisory(nil), got...)
-	}
+	return testkit.Terminations(e.TB, e.NC, stream, consumer)
 }
 
 // ErrFake is returned by scripts that fail a call on purpose.
