@@ -307,7 +307,7 @@ func TestVoterSIGTERMDrainTimeoutHandsBack(t *testing.T) {
 	if took < drain || took > drain+5*time.Second {
 		t.Errorf("stuck voter exited %s after SIGTERM; want just after its %s drain timeout", took, drain)
 	}
-	if log := stuck.stderr(); !strings.Contains(log, "drain timeout") || strings.Contains(log, "HandedBack:0") {
+	if log := stuck.stderr(); !strings.Contains(log, "soft stop timeout") || strings.Contains(log, "HandedBack:0") {
 		t.Errorf("stuck voter should have timed out its drain and handed samples back:\n%s", log)
 	}
 	if code := sub.wait(60 * time.Second); code != 0 {
