@@ -16,6 +16,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/lease"
 	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -25,7 +26,8 @@ type Config struct {
 	// ID names this coordinator in leases and job status; it must be
 	// unique in the fleet. Default host-pid.
 	ID string
-	// Tasks resolves job tasks (required).
+	// Tasks are the built-in tasks (required); the task specs jobs name
+	// come from the fleet's task registry.
 	Tasks *task.Registry
 	// MaxJobs is how many jobs this coordinator runs at once. Default 16.
 	MaxJobs int
@@ -116,6 +118,7 @@ type Coordinator struct {
 	store  *store.Store
 	log    *slog.Logger
 	leases *lease.Manager
+	tasks  *taskreg.Registry // built-ins and the fleet's task specs; set by Run
 
 	mu      sync.Mutex
 	running map[string]bool // registry keys of the jobs this coordinator runs
@@ -144,6 +147,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.tasks = taskreg.New(topo.Tasks, c.cfg.Tasks)
 	if c.leases, err = lease.NewManager(topo.Leases, c.cfg.ID, c.cfg.LeaseTTL); err != nil {
 		return err
 	}
@@ -245,7 +249,7 @@ func (c *Coordinator) register(ctx context.Context, topo *bus.Topology, msg jets
 		Control: schemas.ControlRun, State: schemas.StateQueued, UpdatedAt: time.Now().UTC(),
 	}
 	var reason string
-	if _, err := c.cfg.Tasks.Bind(spec.Task, spec.Params); err != nil {
+	if _, err := task.BindRef(ctx, c.tasks, jobs.TaskRef(spec), spec.Params); err != nil {
 		reason = err.Error()
 		rec.Finished, rec.State = true, schemas.StateFailed
 	}

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -47,6 +48,9 @@ func (m *machine) decide(now time.Time, d *store.Decision) ([]action, error) {
 func (m *machine) commit(now time.Time, e *schemas.JournalEntry, counted int) ([]action, error) {
 	m.notePrev(counted)
 	if err := m.apply(e, false); err != nil {
+		if errors.Is(err, task.ErrEval) {
+			return m.failEval(err), nil
+		}
 		return nil, err
 	}
 	e.Work = m.acct.delta()
@@ -86,7 +90,9 @@ func (m *machine) apply(e *schemas.JournalEntry, replay bool) error {
 		return fmt.Errorf("coordinator: step %d: next state from the winning vote: %w", m.step, err)
 	}
 	if !replay {
-		m.countDecision(e, vote)
+		if err := m.countDecision(e, vote); err != nil {
+			return err
+		}
 	}
 	m.trace.Write([]byte(e.VoteKey))
 	m.trace.Write([]byte{'\n'})
@@ -102,11 +108,16 @@ func (m *machine) apply(e *schemas.JournalEntry, replay bool) error {
 	return nil
 }
 
-// countDecision adds a decided step to the figures.
-func (m *machine) countDecision(e *schemas.JournalEntry, vote task.Vote) {
+// countDecision adds a decided step to the figures. A verifier that cannot
+// judge the step (a spec's reference failing) is an error.
+func (m *machine) countDecision(e *schemas.JournalEntry, vote task.Vote) error {
 	f := &m.acct.Figures
 	if m.verifier != nil {
-		if err := m.verifier.Verify(m.state, vote); err != nil {
+		err := m.verifier.Verify(m.state, vote)
+		if errors.Is(err, task.ErrEval) {
+			return fmt.Errorf("coordinator: step %d: verifier: %w", m.step, err)
+		}
+		if err != nil {
 			f.Errors++
 			if len(f.ErrorSteps) < maxErrorSteps {
 				f.ErrorSteps = append(f.ErrorSteps, m.step)
@@ -132,14 +143,15 @@ func (m *machine) countDecision(e *schemas.JournalEntry, vote task.Vote) {
 		m.log.Warn("heavy-tailed step: many samples before consensus (correlated errors?)",
 			"step", m.step, "samples", e.Counted, "candidates", len(e.Tally))
 	}
+	return nil
 }
 
 // moveOn goes on from a decision applied, with the next step open in
 // Redis: the job ends after its last step; else a checkpoint when one is
 // due, a pause or cancel asked for, and the next step's first wave.
 func (m *machine) moveOn(now time.Time) ([]action, error) {
-	if m.finished() {
-		return m.atGoal(), nil
+	if acts := m.endIfOver(); acts != nil {
+		return acts, nil
 	}
 	var acts []action
 	if m.sinceCkpt++; m.sinceCkpt >= m.every {
@@ -167,6 +179,18 @@ func (m *machine) obeyControl() []action {
 	return nil
 }
 
+// endIfOver ends the job when its chain is over (nil: it is not).
+func (m *machine) endIfOver() []action {
+	over, err := m.over()
+	switch {
+	case err != nil:
+		return m.failEval(err)
+	case over:
+		return m.atGoal()
+	}
+	return nil
+}
+
 // atGoal ends the job where the chain is over: solved when the goal is
 // reached and the verifier found no wrong step.
 func (m *machine) atGoal() []action {
@@ -176,9 +200,18 @@ func (m *machine) atGoal() []action {
 		return m.finish(schemas.StateSolved, "", nil)
 	case m.inst.Done(m.state):
 		return m.finish(schemas.StateUnsolved, fmt.Sprintf("reached the goal, but the verifier found %d wrong steps", errs), nil)
+	case m.spec.StepLimit > 0 && m.step >= m.spec.StepLimit && m.step < m.inst.TotalSteps():
+		return m.finish(schemas.StateUnsolved, fmt.Sprintf("stopped at the job's step limit, %d steps (%d wrong steps)", m.step, errs), nil)
 	default:
 		return m.finish(schemas.StateUnsolved, fmt.Sprintf("not at the goal after %d steps (%d wrong steps)", m.acct.Steps, errs), nil)
 	}
+}
+
+// failEval ends the job failed at the open step: the task's own logic (a
+// spec's expression or template) failed there. Trying again cannot help.
+func (m *machine) failEval(err error) []action {
+	m.log.Error("the task failed at this step: ending the job", "step", m.step, "err", err)
+	return m.finish(schemas.StateFailed, fmt.Sprintf("the task failed at step %d: %v", m.step, err), nil)
 }
 
 // finish ends the job.

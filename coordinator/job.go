@@ -18,6 +18,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/journal"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
 )
 
 // jobRun is the shell around one job's step machine: it does the
@@ -68,7 +69,7 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int6
 	// current from here.
 	r.control.Store(rec.Control)
 	r.notePerson(rec)
-	inst, err := c.cfg.Tasks.Bind(spec.Task, spec.Params)
+	inst, err := task.BindRef(ctx, c.tasks, jobs.TaskRef(spec), spec.Params)
 	if err != nil {
 		rep := failedReport(spec, err.Error())
 		if perr := r.publishReport(ctx, rep); perr != nil {
@@ -139,8 +140,8 @@ func (r *jobRun) run(ctx context.Context) error {
 		return nil
 	}
 	r.sync()
-	if m.finished() {
-		return r.do(ctx, m.atGoal())
+	if acts := m.endIfOver(); acts != nil {
+		return r.do(ctx, acts)
 	}
 	if err := r.do(ctx, m.obeyControl()); err != nil || m.halted() {
 		return err
@@ -148,8 +149,8 @@ func (r *jobRun) run(ctx context.Context) error {
 	if err := r.personDecision(ctx); err != nil || m.halted() {
 		return err
 	}
-	if m.finished() {
-		return r.do(ctx, m.atGoal())
+	if acts := m.endIfOver(); acts != nil {
+		return r.do(ctx, acts)
 	}
 	if err := r.do(ctx, []action{m.open()}); err != nil {
 		return err

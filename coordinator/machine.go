@@ -142,10 +142,23 @@ func newMachine(spec schemas.JobSpec, inst task.Instance, cfg machineConfig) *ma
 	return m
 }
 
-// finished reports whether the chain is over at the current state: the
-// goal is reached or the task has no step left.
-func (m *machine) finished() bool {
-	return m.inst.Done(m.state) || m.step >= m.inst.TotalSteps()
+// over reports whether the chain is over at the current state: the goal
+// is reached, the task has no step left, or the job's step limit is
+// reached. A task that cannot judge the state (a spec's done expression
+// failing) is an error.
+func (m *machine) over() (bool, error) {
+	if d, ok := m.inst.(task.DoneChecker); ok {
+		done, err := d.DoneErr(m.state)
+		if err != nil {
+			return false, err
+		}
+		if done {
+			return true, nil
+		}
+	} else if m.inst.Done(m.state) {
+		return true, nil
+	}
+	return m.step >= m.inst.TotalSteps() || m.spec.StepLimit > 0 && m.step >= m.spec.StepLimit, nil
 }
 
 // resetStep forgets the open step's samples (a new step, or the same one

@@ -53,7 +53,7 @@ func failedReport(spec schemas.JobSpec, reason string) schemas.JobReport {
 	return schemas.JobReport{
 		Header: schemas.NewHeader(schemas.KindJobReport),
 		Tenant: spec.Tenant, JobID: spec.JobID, Task: spec.Task, Params: spec.Params, K: spec.K,
-		State: schemas.StateFailed, Reason: reason, Figures: schemas.Figures{RedFlags: map[string]int64{}},
+		TaskVersion: spec.TaskVersion, TaskHash: spec.TaskHash, State: schemas.StateFailed, Reason: reason, Figures: schemas.Figures{RedFlags: map[string]int64{}},
 		StartedAt: now, FinishedAt: now,
 	}
 }

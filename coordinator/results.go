@@ -57,7 +57,11 @@ func (m *machine) onResults(now time.Time, batch []incoming) []action {
 		if res.Outcome == schemas.OutcomeVote {
 			// A voter's key is counted only if the task could move on from
 			// it: a rogue or broken voter cannot win a step with garbage.
-			if _, err := m.inst.Next(m.state, task.Vote{Key: res.VoteKey}); err != nil {
+			if _, err := m.inst.Next(m.state, task.Vote{Key: res.VoteKey}); errors.Is(err, task.ErrEval) {
+				// Not the vote's fault: the task cannot move on from a
+				// readable answer (a spec's next expression failing).
+				return append(acts, m.failEval(err)...)
+			} else if err != nil {
 				m.addTokens(&res, 1)
 				m.acct.MalformedMessages++
 				m.log.Warn("dropping a vote the task cannot read", "voter", res.VoterID, "step", res.Step, "index", res.Index, "err", err)

@@ -200,6 +200,7 @@ func (r *jobRun) report() schemas.JobReport {
 	rep := schemas.JobReport{
 		Header: schemas.NewHeader(schemas.KindJobReport),
 		Tenant: r.spec.Tenant, JobID: r.spec.JobID, Task: r.spec.Task, Params: r.spec.Params,
+		TaskVersion: r.spec.TaskVersion, TaskHash: r.spec.TaskHash,
 		K: r.spec.K, PEstimate: r.spec.PEstimate, StartedAt: r.started.UTC(),
 	}
 	if m == nil {

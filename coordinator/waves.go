@@ -2,11 +2,13 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
 )
 
 // topUp publishes the samples the step needs now: up to k − lead valid
@@ -16,6 +18,14 @@ import (
 // nobody) is replaced by the next top-up. When the cap is spent and every
 // sample is counted, the step climbs its escalation ladder.
 func (m *machine) topUp(now time.Time) ([]action, error) {
+	if m.dispatched == 0 {
+		// The step's prompt is the voters' to build; one that the task
+		// cannot build (a spec's template failing for this state) would
+		// have every sample dead-lettered: the job fails here instead.
+		if _, err := m.inst.Prompt(m.state); errors.Is(err, task.ErrEval) {
+			return m.failEval(err), nil
+		}
+	}
 	uncounted := m.dispatched - m.counters.Next
 	need := m.spec.K - m.counters.Lead - uncounted
 	if room := m.capN - m.dispatched; need > room {
@@ -55,6 +65,8 @@ func (m *machine) publish(now time.Time, index, attempt int) action {
 		Index:           index,
 		Attempt:         attempt,
 		Task:            m.spec.Task,
+		TaskVersion:     m.spec.TaskVersion,
+		TaskHash:        m.spec.TaskHash,
 		Params:          m.params,
 		State:           m.state,
 		Temperature:     temp,

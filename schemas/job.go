@@ -43,6 +43,14 @@ type JobSpec struct {
 	// object only the task can judge.
 	Task   string          `json:"task"`
 	Params json.RawMessage `json:"params"`
+	// TaskVersion and TaskHash pin a registered task spec (maker task
+	// register): its version and content hash, filled in at submit; empty
+	// for a built-in task.
+	TaskVersion string `json:"task_version,omitempty"`
+	TaskHash    string `json:"task_hash,omitempty"`
+	// StepLimit stops the job after this many decided steps, a trial run
+	// (maker task test); 0 leaves the task's own most steps.
+	StepLimit int64 `json:"step_limit,omitempty"`
 	// K is the voting margin: a step is decided when one candidate leads
 	// every other by K valid votes.
 	K int `json:"k"`
@@ -127,6 +135,12 @@ func (s *JobSpec) Validate() error {
 	}
 	if !isObject(s.Params) {
 		return invalid(k, "params must be a JSON object")
+	}
+	if err := checkTaskPin(k, s.TaskVersion, s.TaskHash); err != nil {
+		return err
+	}
+	if s.StepLimit < 0 {
+		return invalid(k, "step_limit must be >= 0, got %d", s.StepLimit)
 	}
 	if s.K < 1 || s.K > MaxK {
 		return invalid(k, "k must be between 1 and %d, got %d", MaxK, s.K)
@@ -307,6 +321,10 @@ type JobReport struct {
 	JobID  string          `json:"job_id"`
 	Task   string          `json:"task"`
 	Params json.RawMessage `json:"params"`
+	// TaskVersion and TaskHash name the registered task spec the job ran
+	// (empty for a built-in task).
+	TaskVersion string `json:"task_version,omitempty"`
+	TaskHash    string `json:"task_hash,omitempty"`
 	// State is solved, unsolved, no_consensus, failed or cancelled; Solved
 	// is true exactly when the task reached its goal and the verifier (if
 	// any) found no wrong step.
@@ -373,6 +391,9 @@ func (r *JobReport) Validate() error {
 	if !taskRE.MatchString(r.Task) {
 		return invalid(k, "task %q is not a task name", r.Task)
 	}
+	if err := checkTaskPin(k, r.TaskVersion, r.TaskHash); err != nil {
+		return err
+	}
 	// Params are the job's; nil is written as null.
 	if len(r.Params) > 0 && !json.Valid(r.Params) {
 		return invalid(k, "params must be JSON")
@@ -415,6 +436,20 @@ func (r *JobReport) Validate() error {
 		if err := validPrior(k, nc.Prior); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkTaskPin checks a task spec's pinned version and hash: both or
+// neither (a built-in task).
+func checkTaskPin(k, version, hash string) error {
+	switch {
+	case version == "" && hash == "":
+		return nil
+	case !ValidTaskSpecVersion(version):
+		return invalid(k, "task_version %q is not a task version", version)
+	case !ValidTaskHash(hash):
+		return invalid(k, "task_hash %q is not sha256:<64 hex digits>", hash)
 	}
 	return nil
 }

@@ -208,6 +208,13 @@ var identifierRules = map[string]func(*jsonschema.Schema){
 var fieldRules = map[string]func(*jsonschema.Schema){
 	"JobSpec.params":               func(p *jsonschema.Schema) { p.Type = "object" },
 	"TaskSpec.name":                pattern(taskSpecNameRE.String()),
+	"SampleResult.red_flag":        pattern(redFlagNameRE.String()),
+	"JobSpec.task_version":         pattern(taskSpecVersionRE.String()),
+	"JobSpec.task_hash":            pattern(taskHashRE.String()),
+	"SampleRequest.task_version":   pattern(taskSpecVersionRE.String()),
+	"SampleRequest.task_hash":      pattern(taskHashRE.String()),
+	"JobReport.task_version":       pattern(taskSpecVersionRE.String()),
+	"JobReport.task_hash":          pattern(taskHashRE.String()),
 	"TaskSpec.version":             pattern(taskSpecVersionRE.String()),
 	"TaskSpec.params":              func(p *jsonschema.Schema) { p.Type = "object" },
 	"TaskSpec.initial":             minLength(1),

@@ -27,9 +27,12 @@ type SampleRequest struct {
 	// Attempt counts re-publishes of the same index after a timeout; the
 	// tally keeps the first answer that arrives for an index.
 	Attempt int `json:"attempt"`
-	// Task and Params select and configure the task.
-	Task   string          `json:"task"`
-	Params json.RawMessage `json:"params"`
+	// Task and Params select and configure the task; TaskVersion and
+	// TaskHash pin a registered task spec (empty for a built-in task).
+	Task        string          `json:"task"`
+	TaskVersion string          `json:"task_version,omitempty"`
+	TaskHash    string          `json:"task_hash,omitempty"`
+	Params      json.RawMessage `json:"params"`
 	// State is the task state the step starts from, canonical JSON.
 	State json.RawMessage `json:"state"`
 	// Temperature for the model call: 0 for index 0, else the job's rest
@@ -61,6 +64,9 @@ func (r *SampleRequest) Validate() error {
 	}
 	if !taskRE.MatchString(r.Task) {
 		return invalid(k, "task %q is not a task name", r.Task)
+	}
+	if err := checkTaskPin(k, r.TaskVersion, r.TaskHash); err != nil {
+		return err
 	}
 	if !json.Valid(r.Params) || !json.Valid(r.State) {
 		return invalid(k, "params and state must be JSON")
@@ -156,8 +162,9 @@ type SampleResult struct {
 	Outcome string `json:"outcome" jsonschema:"enum=vote,enum=red_flag,enum=skipped,enum=cancelled"`
 	// VoteKey is the canonical parsed answer (outcome vote only).
 	VoteKey string `json:"vote_key,omitempty"`
-	// RedFlag is the red-flag reason (outcome red_flag only).
-	RedFlag string `json:"red_flag,omitempty" jsonschema:"enum=,enum=length,enum=too_long,enum=parse,enum=empty,enum=refused"`
+	// RedFlag is the red-flag reason (outcome red_flag only): length,
+	// too_long, parse, empty, refused, or a task spec's own red flag name.
+	RedFlag string `json:"red_flag,omitempty"`
 	// Detail explains a red flag, briefly.
 	Detail string `json:"detail,omitempty"`
 	// FinishReason is the model's finish_reason.
@@ -194,10 +201,10 @@ func (r *SampleResult) Validate() error {
 			return invalid(k, "a vote has no red_flag")
 		}
 	case OutcomeRedFlag:
-		switch r.RedFlag {
-		case RedFlagLength, RedFlagTooLong, RedFlagParse, RedFlagEmpty, RedFlagRefused:
-		default:
-			return invalid(k, "unknown red_flag %q", r.RedFlag)
+		// The voter's own reasons (length, too_long, parse, empty,
+		// refused) or a task spec's red flag names: one pattern.
+		if !ValidRedFlagName(r.RedFlag) {
+			return invalid(k, "red_flag %q is not a red flag reason (1-40 of a-z, 0-9 and '_')", r.RedFlag)
 		}
 		if r.VoteKey != "" {
 			return invalid(k, "a red-flagged sample has no vote_key")

@@ -16,7 +16,7 @@ import (
 // Expression variables: params (the job's params), state (the state the
 // step starts from), answer (a parsed reply, as an object).
 type TaskSpec struct {
-	// Name is the task's registry name: 1-63 of a-z, 0-9, '_' and '-',
+	// Name is the task's registry name: 1-32 of a-z, 0-9, '_' and '-',
 	// starting with a letter.
 	Name string `json:"name"`
 	// Version names this revision of the task, e.g. "1.0.0": 1-32 of
@@ -136,7 +136,7 @@ type TaskCheck struct {
 }
 
 var (
-	taskSpecNameRE    = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+	taskSpecNameRE    = taskRE
 	taskSpecVersionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$`)
 	redFlagNameRE     = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
 )

@@ -149,12 +149,12 @@ func TestValidateRules(t *testing.T) {
 		{"result/vote with red flag", func(t *testing.T) schemas.Message {
 			return mutate(t, res, func(r Rs) { r.RedFlag = schemas.RedFlagParse })
 		}, schemas.ErrInvalid, "a vote has no red_flag"},
-		{"result/unknown red flag", func(t *testing.T) schemas.Message {
-			return mutate(t, res, func(r Rs) { r.Outcome, r.VoteKey, r.RedFlag = schemas.OutcomeRedFlag, "", "rude" })
-		}, schemas.ErrInvalid, `unknown red_flag "rude"`},
+		{"result/red flag reason not a name", func(t *testing.T) schemas.Message {
+			return mutate(t, res, func(r Rs) { r.Outcome, r.VoteKey, r.RedFlag = schemas.OutcomeRedFlag, "", "Rude Words!" })
+		}, schemas.ErrInvalid, `red_flag "Rude Words!" is not a red flag reason`},
 		{"result/red flag without reason", func(t *testing.T) schemas.Message {
 			return mutate(t, res, func(r Rs) { r.Outcome, r.VoteKey = schemas.OutcomeRedFlag, "" })
-		}, schemas.ErrInvalid, `unknown red_flag ""`},
+		}, schemas.ErrInvalid, `red_flag "" is not a red flag reason`},
 		{"result/red flag with key", func(t *testing.T) schemas.Message {
 			return mutate(t, res, func(r Rs) { r.Outcome, r.RedFlag = schemas.OutcomeRedFlag, schemas.RedFlagLength })
 		}, schemas.ErrInvalid, "a red-flagged sample has no vote_key"},

@@ -15,6 +15,7 @@
 package task
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -80,6 +81,12 @@ type Verifier interface {
 	Verify(s State, v Vote) error
 }
 
+// DoneChecker is implemented by instances whose Done can fail (a spec's
+// expression): DoneErr says why, where Done only says "not done".
+type DoneChecker interface {
+	DoneErr(s State) (bool, error)
+}
+
 // Progresser is implemented by instances that can tell how far a state is
 // along the task; job status shows it. Without it, progress is decided
 // steps over TotalSteps.
@@ -116,6 +123,39 @@ func (r *RedFlag) Error() string { return "task: red flag " + r.Reason + ": " + 
 // Is makes errors.Is(err, ErrMalformed) hold.
 func (r *RedFlag) Is(target error) bool { return target == ErrMalformed }
 
+// Ref names a task exactly: a built-in task by its name; a spec task by
+// its name, version and the content hash of the spec a job pinned.
+type Ref struct {
+	Name    string
+	Version string
+	Hash    string
+}
+
+// String is the name, or name@version.
+func (r Ref) String() string {
+	if r.Version == "" {
+		return r.Name
+	}
+	return r.Name + "@" + r.Version
+}
+
+// Source finds the task a reference names. *Registry is the source of the
+// built-in tasks; the fleet's task registry adds registered specs.
+type Source interface {
+	Task(ctx context.Context, ref Ref) (Task, error)
+}
+
+var _ Source = (*Registry)(nil)
+
+// BindRef finds ref's task in src and binds params.
+func BindRef(ctx context.Context, src Source, ref Ref, params json.RawMessage) (Instance, error) {
+	t, err := src.Task(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return t.Bind(params)
+}
+
 // Registry maps task names to tasks. The zero value is empty; it is safe
 // for concurrent reads once built.
 type Registry struct {
@@ -138,6 +178,14 @@ func (r *Registry) Lookup(name string) (Task, error) {
 		return t, nil
 	}
 	return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownTask, name, r.Names())
+}
+
+// Task implements Source: built-in tasks have no versions.
+func (r *Registry) Task(_ context.Context, ref Ref) (Task, error) {
+	if ref.Version != "" || ref.Hash != "" {
+		return nil, fmt.Errorf("%w %q: built-in tasks have no versions", ErrUnknownTask, ref.String())
+	}
+	return r.Lookup(ref.Name)
 }
 
 // Bind looks up name and binds params.

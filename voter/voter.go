@@ -46,6 +46,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/llm"
+	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -61,8 +62,13 @@ var _ Model = (*llm.Client)(nil)
 type Config struct {
 	// ID names this voter in results. Default voter-host-pid.
 	ID string
-	// Tasks resolves request tasks (required).
+	// Tasks are the built-in tasks (required); the task specs requests name
+	// come from the fleet's task registry.
 	Tasks *task.Registry
+	// SimHints sends the simulated model (internal/simllm) which task step
+	// a request is (llm.SimHint), so it can answer task specs from their
+	// reference. Off for real models. Default false.
+	SimHints bool
 	// Model names the model in results (the client decides what is called).
 	Model string
 	// Concurrency is how many samples this voter works on at once. Default 8.
@@ -129,7 +135,8 @@ type Voter struct {
 	model   Model
 	log     *slog.Logger
 	decided *tracker
-	insts   sync.Map // task+params → task.Instance
+	tasks   *taskreg.Registry // set by Run, before any request is handled
+	insts   sync.Map          // task+params → task.Instance
 
 	requests, modelCalls, votes, redFlags, skipped, cancelled atomic.Int64
 	modelErrors, malformed, handedBack                        atomic.Int64
@@ -164,6 +171,11 @@ func (v *Voter) Stats() Stats {
 // samples in hand finish for up to DrainTimeout, cancels the rest (handing
 // them back to the stream) and returns.
 func (v *Voter) Run(ctx context.Context) error {
+	topo, err := bus.Ensure(ctx, v.js, v.cfg.Bus)
+	if err != nil {
+		return err
+	}
+	v.tasks = taskreg.New(topo.Tasks, v.cfg.Tasks)
 	cons, err := v.consumer(ctx)
 	if err != nil {
 		return err
@@ -234,7 +246,7 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 		v.skipped.Add(1)
 		return v.reply(ctx, msg, &req, schemas.SampleResult{Outcome: schemas.OutcomeSkipped})
 	}
-	inst, err := v.instance(req.Task, req.Params)
+	inst, err := v.instance(ctx, &req)
 	if err != nil {
 		v.malformed.Add(1)
 		v.log.Warn("dropping sample request for a task this voter cannot run", "err", err, "sample", req.SampleID)
@@ -257,10 +269,14 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 		messages[i] = llm.Message{Role: m.Role, Content: m.Content}
 	}
 	seed := req.Seed
-	v.modelCalls.Add(1)
-	resp, err := v.model.Complete(callCtx, llm.Request{
+	call := llm.Request{
 		Messages: messages, Temperature: req.Temperature, MaxTokens: req.MaxOutputTokens, Seed: &seed, N: 1, Model: req.Model,
-	})
+	}
+	if v.cfg.SimHints && req.TaskVersion != "" {
+		call.Headers = llm.SimHint{Task: req.Task, Version: req.TaskVersion, Hash: req.TaskHash, Params: req.Params, State: req.State}.Headers()
+	}
+	v.modelCalls.Add(1)
+	resp, err := v.model.Complete(callCtx, call)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil: // shutting down: the worker hands it back now
@@ -340,9 +356,14 @@ func Judge(inst task.Instance, req *schemas.SampleRequest, resp llm.Response) sc
 		res.Detail = fmt.Sprintf("%d output tokens, limit %d", resp.CompletionTokens, req.MaxOutputTokens)
 	default:
 		vote, err := inst.Parse(req.State, ch.Content)
-		if err != nil {
+		var rf *task.RedFlag
+		switch {
+		case errors.As(err, &rf) && schemas.ValidRedFlagName(rf.Reason):
+			// A task spec's own red flag, by its name.
+			res.Outcome, res.RedFlag, res.Detail = schemas.OutcomeRedFlag, rf.Reason, truncate(rf.Detail, 200)
+		case err != nil:
 			res.Outcome, res.RedFlag, res.Detail = schemas.OutcomeRedFlag, schemas.RedFlagParse, truncate(err.Error(), 200)
-		} else {
+		default:
 			res.Outcome, res.VoteKey = schemas.OutcomeVote, vote.Key
 		}
 	}
@@ -390,13 +411,14 @@ func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.Sampl
 	return fmt.Errorf("voter: publish result: %w", perr)
 }
 
-// instance binds (task, params) once and caches it.
-func (v *Voter) instance(name string, params json.RawMessage) (task.Instance, error) {
-	key := name + "\x00" + string(params)
+// instance binds the request's task (a built-in, or the task spec version
+// and hash the job pinned) and params once and caches it.
+func (v *Voter) instance(ctx context.Context, req *schemas.SampleRequest) (task.Instance, error) {
+	key := req.Task + "\x00" + req.TaskVersion + "\x00" + req.TaskHash + "\x00" + string(req.Params)
 	if in, ok := v.insts.Load(key); ok {
 		return in.(task.Instance), nil
 	}
-	in, err := v.cfg.Tasks.Bind(name, params)
+	in, err := task.BindRef(ctx, v.tasks, task.Ref{Name: req.Task, Version: req.TaskVersion, Hash: req.TaskHash}, req.Params)
 	if err != nil {
 		return nil, err
 	}

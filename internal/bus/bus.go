@@ -30,6 +30,7 @@
 //	core subject          maker.v1.decided.<tenant>.<job>  step-decided events (voters skip/cancel)
 //	KV maker_jobs         <tenant>.<job>                   job registry: spec, control, finished
 //	KV maker_leases       <tenant>.<job>                   which coordinator owns a job, until when
+//	KV maker_tasks        <name>.<version>                 registered task specs (immutable)
 //	KV maker_status       <tenant>.<job>                   job progress, a few updates a second
 //	KV maker_reports      <tenant>.<job>                   final job reports
 package bus
@@ -46,6 +47,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/schemas"
 )
 
 // ErrTopology: an existing stream does not fit what this release needs.
@@ -106,6 +109,9 @@ func (ns Namespace) StatusBucket() string  { return ns.bucket("status") }
 func (ns Namespace) ReportsBucket() string { return ns.bucket("reports") }
 func (ns Namespace) JobsBucket() string    { return ns.bucket("jobs") }
 func (ns Namespace) LeasesBucket() string  { return ns.bucket("leases") }
+
+// TasksBucket names the namespace's task registry bucket.
+func (ns Namespace) TasksBucket() string { return ns.bucket("tasks") }
 
 func (ns Namespace) subject(kind string) string { return ns.String() + ".v1." + kind + "." }
 
@@ -219,6 +225,9 @@ type Topology struct {
 	Reports jetstream.KeyValue
 	Jobs    jetstream.KeyValue
 	Leases  jetstream.KeyValue
+	// Tasks is the task registry: registered task specs (schemas.TaskRecord)
+	// under <name>.<version>.
+	Tasks jetstream.KeyValue
 }
 
 // Ensure creates the streams, shared consumers and buckets that are missing.
@@ -392,7 +401,14 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topol
 	if err != nil {
 		return nil, err
 	}
-	return &Topology{NS: ns, JS: js, Config: cfg, Status: status, Reports: reports, Jobs: jobs, Leases: leases}, nil
+	tasks, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket: ns.TasksBucket(), Description: "makerfleet task registry: task specs by name and version, immutable",
+		History: 1, MaxValueSize: int32(schemas.MaxTaskSpecBytes) + 64<<10, Storage: cfg.Storage, Replicas: cfg.Replicas,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Topology{NS: ns, JS: js, Config: cfg, Status: status, Reports: reports, Jobs: jobs, Leases: leases, Tasks: tasks}, nil
 }
 
 func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
@@ -480,7 +496,7 @@ func Teardown(ctx context.Context, js jetstream.JetStream, ns Namespace) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, name := range []string{ns.StatusBucket(), ns.ReportsBucket(), ns.JobsBucket(), ns.LeasesBucket()} {
+	for _, name := range []string{ns.StatusBucket(), ns.ReportsBucket(), ns.JobsBucket(), ns.LeasesBucket(), ns.TasksBucket()} {
 		if err := js.DeleteKeyValue(ctx, name); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			errs = append(errs, err)
 		}

@@ -36,7 +36,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, e
 			[]string{ns.JobsStream(), ns.SamplesStream(), ns.ResultsStream(), ns.JournalStream(), ns.DLQStream()},
 			map[string]*jetstream.KeyValue{
 				ns.StatusBucket(): &topo.Status, ns.ReportsBucket(): &topo.Reports,
-				ns.JobsBucket(): &topo.Jobs, ns.LeasesBucket(): &topo.Leases,
+				ns.JobsBucket(): &topo.Jobs, ns.LeasesBucket(): &topo.Leases, ns.TasksBucket(): &topo.Tasks,
 			},
 			ErrNoFleet, ns, "start a coordinator, or submit a job")
 		if err != nil {

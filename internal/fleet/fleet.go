@@ -35,6 +35,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
 	"github.com/makerfleet/makerfleet/voter"
@@ -99,7 +100,10 @@ type Fleet struct {
 	// the voters AddVoter starts without a model of their own.
 	ModelURL string
 	Model    *llm.Client
+	// Tasks are the built-in tasks; Registry adds the task specs
+	// registered in the fleet's task registry.
 	Tasks    *task.Registry
+	Registry *taskreg.Registry
 	// NC, JS and Topo are the fleet's own client connection and topology.
 	NC   *nats.Conn
 	JS   jetstream.JetStream
@@ -107,6 +111,7 @@ type Fleet struct {
 
 	log       *slog.Logger
 	modelName string
+	simHints  bool // the voters' model is the simulated one
 	errs      chan error
 
 	mu      sync.Mutex
@@ -170,6 +175,9 @@ func Start(ctx context.Context, o Options) (_ *Fleet, err error) {
 	if f.Topo, err = bus.Ensure(ctx, f.JS, f.Bus); err != nil {
 		return nil, err
 	}
+	f.mu.Lock()
+	f.Registry = taskreg.New(f.Topo.Tasks, f.Tasks)
+	f.mu.Unlock()
 	for range o.Coordinators {
 		if _, err := f.AddCoordinator(o.Coordinator); err != nil {
 			return nil, err
@@ -270,6 +278,10 @@ func (f *Fleet) startModel(ctx context.Context, o Options) error {
 		f.modelName = simllm.DefaultModel
 	}
 	var hc *http.Client
+	// The simulated model answers task specs from the fleet's registry
+	// (set once the topology is up; a request before that finds none).
+	o.Sim.Tasks = registrySource{f}
+	f.simHints = f.ModelURL == ""
 	switch {
 	case f.ModelURL != "":
 	case o.SimHTTP:
@@ -347,4 +359,17 @@ func (f *Fleet) Close() {
 	for i := len(closers) - 1; i >= 0; i-- {
 		closers[i]()
 	}
+}
+
+// registrySource finds tasks in the fleet's registry, once it exists.
+type registrySource struct{ f *Fleet }
+
+func (s registrySource) Task(ctx context.Context, ref task.Ref) (task.Task, error) {
+	s.f.mu.Lock()
+	reg := s.f.Registry
+	s.f.mu.Unlock()
+	if reg == nil {
+		return nil, fmt.Errorf("%w %q: the fleet is starting", task.ErrUnknownTask, ref.String())
+	}
+	return reg.Task(ctx, ref)
 }

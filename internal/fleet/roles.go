@@ -138,6 +138,9 @@ func (f *Fleet) AddVoter(m voter.Model, cfg voter.Config) (*Role, error) {
 	if cfg.DrainTimeout == 0 {
 		cfg.DrainTimeout = 2 * time.Second
 	}
+	if m == f.Model && f.simHints {
+		cfg.SimHints = true
+	}
 	nc, err := f.connect(cfg.ID)
 	if err != nil {
 		return nil, err

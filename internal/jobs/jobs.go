@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -60,9 +61,19 @@ func NewJobID() string {
 	return "j" + strconv.FormatInt(time.Now().UnixMilli(), 36) + "-" + hex.EncodeToString(b[:])
 }
 
-// Prepare fills defaults (and a job id) and checks spec completely,
-// including the task's own params, without sending anything.
-func Prepare(spec *schemas.JobSpec, tasks *task.Registry) error {
+// Tasks pins and loads the tasks jobs name: *taskreg.Registry.
+type Tasks interface {
+	task.Source
+	// Resolve pins name (at version, or the latest registered): a
+	// built-in's name, or a spec's name, version and hash.
+	Resolve(ctx context.Context, name, version string) (task.Ref, error)
+}
+
+// Prepare fills defaults (and a job id), pins the job's task (a registered
+// spec's version and hash; the latest version unless spec names one) and
+// checks spec completely, including the task's own params, without
+// sending anything.
+func Prepare(ctx context.Context, spec *schemas.JobSpec, tasks Tasks) error {
 	spec.ApplyDefaults()
 	if spec.JobID == "" {
 		spec.JobID = NewJobID()
@@ -70,15 +81,27 @@ func Prepare(spec *schemas.JobSpec, tasks *task.Registry) error {
 	if spec.SubmittedAt.IsZero() {
 		spec.SubmittedAt = time.Now().UTC()
 	}
+	if spec.TaskHash == "" {
+		ref, err := tasks.Resolve(ctx, spec.Task, spec.TaskVersion)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		spec.TaskVersion, spec.TaskHash = ref.Version, ref.Hash
+	}
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	inst, err := tasks.Bind(spec.Task, spec.Params)
+	inst, err := task.BindRef(ctx, tasks, TaskRef(*spec), spec.Params)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	spec.Params = inst.Params()
 	return nil
+}
+
+// TaskRef is the task a job pinned.
+func TaskRef(spec schemas.JobSpec) task.Ref {
+	return task.Ref{Name: spec.Task, Version: spec.TaskVersion, Hash: spec.TaskHash}
 }
 
 // Submitted says what Submit did.
@@ -95,17 +118,31 @@ type Submitted struct {
 // is taken once: resubmitting the same job (the same spec, but for when it
 // was submitted) is a no-op (Duplicate), and a different job under a taken
 // id is ErrConflict naming what differs, with nothing written.
-func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *schemas.JobSpec, tasks *task.Registry) (Submitted, error) {
-	if err := Prepare(spec, tasks); err != nil {
-		return Submitted{}, err
-	}
-	data, err := schemas.Encode(spec)
-	if err != nil {
-		return Submitted{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+//
+// builtin are the tasks that ship; a job may also name a task spec
+// registered in the fleet's task registry.
+func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *schemas.JobSpec, builtin *task.Registry) (Submitted, error) {
+	// A built-in task is checked before anything is touched; a spec task
+	// needs the fleet's task registry.
+	_, lookupErr := builtin.Lookup(spec.Task)
+	isBuiltin := lookupErr == nil && spec.TaskVersion == ""
+	if isBuiltin {
+		if err := Prepare(ctx, spec, taskreg.New(nil, builtin)); err != nil {
+			return Submitted{}, err
+		}
 	}
 	topo, err := bus.Ensure(ctx, js, cfg)
 	if err != nil {
 		return Submitted{}, err
+	}
+	if !isBuiltin {
+		if err := Prepare(ctx, spec, taskreg.New(topo.Tasks, builtin)); err != nil {
+			return Submitted{}, err
+		}
+	}
+	data, err := schemas.Encode(spec)
+	if err != nil {
+		return Submitted{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	// A job id is taken once, by one job: a resubmission of the same job
 	// changes nothing. The registry holds the whole spec; the report of a

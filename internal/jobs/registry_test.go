@@ -14,6 +14,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
@@ -44,7 +45,7 @@ func record(t *testing.T, tenant, id string, disks, k int, submitted time.Time) 
 	t.Helper()
 	spec := hanoiSpec(id, disks, k)
 	spec.Tenant, spec.SubmittedAt = tenant, submitted
-	if err := jobs.Prepare(&spec, builtin.Registry()); err != nil {
+	if err := jobs.Prepare(context.Background(), &spec, taskreg.New(nil, builtin.Registry())); err != nil {
 		t.Fatal(err)
 	}
 	return schemas.JobRecord{

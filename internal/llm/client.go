@@ -32,6 +32,9 @@ type Request struct {
 	// Model overrides the client's model for this call ("" keeps it): an
 	// escalated step asks a stronger model on the same server.
 	Model string
+	// Headers are sent with the request (the simulated model's hints:
+	// SimHint).
+	Headers map[string]string
 }
 
 // Choice is one returned completion.
@@ -96,7 +99,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	}
 	var out openai.ChatCompletionResponse
 	attempts, err := c.retry(ctx, "complete", c.cfg.MaxAttempts, func(actx context.Context, st *attemptState) error {
-		st.setTemperature, st.temperature = true, req.Temperature
+		st.setTemperature, st.temperature, st.headers = true, req.Temperature, req.Headers
 		var err error
 		out, err = c.oa.CreateChatCompletion(actx, oreq)
 		if err == nil && len(out.Choices) == 0 {

@@ -27,6 +27,7 @@ type attemptState struct {
 	// Inputs.
 	setTemperature bool
 	temperature    float64
+	headers        map[string]string // extra request headers
 
 	// Observations.
 	called       bool  // the request reached the doer, i.e. left go-openai
@@ -47,6 +48,9 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		return d.hc.Do(req)
 	}
 	st.called = true
+	for k, v := range st.headers {
+		req.Header.Set(k, v)
+	}
 	if st.setTemperature {
 		r2, err := withTemperature(req, st.temperature)
 		if err != nil {

@@ -48,7 +48,7 @@ func newStep(p hanoiPrompt) (*step, bool) {
 
 // generate draws one choice. st is nil for an unrecognised prompt; pEff is
 // the chance a valid answer is right; limit is the token limit (0: none).
-func generate(rng *rand.Rand, st *step, pEff float64, overlongRate, malformedRate float64, limit int) choice {
+func generate(rng *rand.Rand, st *step, pEff float64, overlongRate, malformedRate float64, spread, limit int) choice {
 	var b strings.Builder
 	b.Grow(512)
 	out := outUnrecognized
@@ -67,7 +67,7 @@ func generate(rng *rand.Rand, st *step, pEff float64, overlongRate, malformedRat
 			st.writeAnswer(&b, rng, st.right, st.next)
 		default:
 			out = outWrong
-			m, next := st.wrong(rng)
+			m, next := st.wrong(rng, spread)
 			st.writeAnswer(&b, rng, m, next)
 		}
 	}
@@ -154,9 +154,46 @@ const (
 	numWrong
 )
 
-// wrong draws a wrong but well-formed answer.
-func (st *step) wrong(rng *rand.Rand) (hanoi.Move, hanoi.Pegs) {
-	return st.wrongKind(rng, rng.IntN(numWrong))
+// wrong draws a wrong but well-formed answer: of any kind (spread 0), or
+// one of the first spread wrong candidates in a fixed order (spread 1:
+// always the same one).
+func (st *step) wrong(rng *rand.Rand, spread int) (hanoi.Move, hanoi.Pegs) {
+	if spread <= 0 {
+		return st.wrongKind(rng, rng.IntN(numWrong))
+	}
+	cands := st.wrongCandidates()
+	c := cands[rng.IntN(min(spread, len(cands)))]
+	return c.m, c.next
+}
+
+// wrongCandidate is one wrong answer.
+type wrongCandidate struct {
+	m    hanoi.Move
+	next hanoi.Pegs
+}
+
+// wrongCandidates lists the step's wrong answers in a fixed order: the
+// reversed move first (the likeliest slip), then the right move with a
+// wrong state, then the other legal moves; each once, never the right one.
+func (st *step) wrongCandidates() []wrongCandidate {
+	var out []wrongCandidate
+	seen := map[string]bool{hanoi.Answer{Move: st.right, NextState: st.next}.Key(): true}
+	add := func(m hanoi.Move, next hanoi.Pegs) {
+		k := hanoi.Answer{Move: m, NextState: next}.Key()
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, wrongCandidate{m, next})
+		}
+	}
+	for _, kind := range []int{wrongReversed, wrongPeg, wrongBottom, wrongUnchanged} {
+		m, next := st.wrongKind(nil, kind)
+		add(m, next)
+	}
+	for _, alt := range st.otherLegalMoves() {
+		next, _ := hanoi.Apply(st.p.pegs, alt)
+		add(alt, next)
+	}
+	return out
 }
 
 // wrongKind returns a wrong answer of the given kind, or the unchanged
@@ -293,7 +330,7 @@ func overlong(rng *rand.Rand, st *step, limit int) choice {
 	if rng.IntN(2) == 0 {
 		m, next := st.right, st.next
 		if rng.IntN(2) == 0 {
-			m, next = st.wrong(rng)
+			m, next = st.wrong(rng, 0)
 		}
 		b.WriteString("\nTentatively:\nmove = " + hanoi.FormatMove(m) + "\nnext_state = " + hanoi.FormatPegs(next) + "\n")
 	}

@@ -90,7 +90,7 @@ func TestWrongAnswersSpread(t *testing.T) {
 		keys := map[string]bool{}
 		rng := testRNG(uint64(i))
 		for range 200 {
-			m, next := st.wrong(rng)
+			m, next := st.wrong(rng, 0)
 			keys[hanoi.Answer{Move: m, NextState: next}.Key()] = true
 		}
 		if len(keys) < 4 {

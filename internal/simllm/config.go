@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/makerfleet/makerfleet/task"
 )
 
 // Defaults applied to zero-valued Config fields, and fixed limits.
@@ -64,6 +66,20 @@ type Config struct {
 	// APIKey, if set, must come as "Authorization: Bearer <key>" on /v1
 	// endpoints, else 401.
 	APIKey string
+	// WrongSpread bounds how many different wrong answers a step's wrong
+	// samples spread over: 1 makes every wrong answer of a step the same
+	// (the worst case MAKER's formulas assume), N their first N in a fixed
+	// order. 0 (the default) spreads them over every kind the model has.
+	WrongSpread int
+	// HardFraction of the steps (chosen by a hash of the prompt, so every
+	// sample of a step agrees) are answered at HardAccuracy instead of
+	// Accuracy, like the paper's step that needed 18 rounds. 0: none.
+	HardFraction, HardAccuracy float64
+	// Tasks finds the task specs that requests with hints name (a voter's
+	// llm.SimHint), so their steps are answered from the spec's reference
+	// answer with accuracy p. Nil: only Towers of Hanoi prompts are
+	// answered.
+	Tasks task.Source
 	// LogRequests, if set, receives every parseable chat-completions
 	// request after authentication: its whole body as one compact JSON line,
 	// with "temperature": null added when the body has no temperature key.
@@ -99,6 +115,14 @@ func (c Config) Validate() error {
 	if math.IsNaN(c.TemperatureSensitivity) || math.IsInf(c.TemperatureSensitivity, 0) {
 		errs = append(errs, fmt.Errorf("TemperatureSensitivity %v is not a finite number", c.TemperatureSensitivity))
 	}
+	if c.WrongSpread < 0 {
+		errs = append(errs, fmt.Errorf("negative WrongSpread %d", c.WrongSpread))
+	}
+	rate("HardFraction", c.HardFraction)
+	rate("HardAccuracy", c.HardAccuracy)
+	if c.HardFraction > 0 && c.HardAccuracy == 0 {
+		errs = append(errs, errors.New("HardFraction needs a HardAccuracy above 0"))
+	}
 	if c.Model != "" && strings.TrimSpace(c.Model) != c.Model {
 		errs = append(errs, fmt.Errorf("spaces around Model %q", c.Model))
 	}
@@ -129,7 +153,11 @@ func (c Config) withDefaults() Config {
 // temperature t (see the package comment). c's zero fields take defaults.
 func (c Config) EffectiveAccuracy(t float64) float64 {
 	c = c.withDefaults()
-	a := c.Accuracy
+	return c.effective(c.Accuracy, t)
+}
+
+// effective is p_eff for accuracy a at temperature t; c has its defaults.
+func (c Config) effective(a, t float64) float64 {
 	if a <= 0.5 || c.TemperatureSensitivity < 0 {
 		return a
 	}

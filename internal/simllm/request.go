@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/makerfleet/makerfleet/internal/llm"
 )
 
 // chatRequest is the part of a chat-completions body the sim reads; other
@@ -30,7 +32,8 @@ type chatRequest struct {
 	texts          []string // message contents
 	msgHash        uint64   // hash of roles and contents
 	promptTokens   int
-	breakGlass     *bgPrompt // set by chat for a break-glass prompt
+	breakGlass     *bgPrompt    // set by chat for a break-glass prompt
+	hint           *llm.SimHint // set by chat when the request carries one
 }
 
 type chatMessage struct {

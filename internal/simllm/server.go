@@ -15,6 +15,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/makerfleet/makerfleet/internal/llm"
+	"github.com/makerfleet/makerfleet/task/spec"
 )
 
 // modelCreated is the fixed "created" time /v1/models reports.
@@ -71,6 +74,8 @@ type Server struct {
 	times   map[uint64]int // arrivals per "X-Sim-Fault: ...; times=N" request
 
 	logMu sync.Mutex // serializes Config.LogRequests writes
+
+	specs *specs // the task specs hinted requests name
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -88,6 +93,7 @@ func New(cfg Config) (*Server, error) {
 		idBase:      mix(uint64(time.Now().UnixNano()), seed),
 		faultRNG:    rand.New(rand.NewPCG(mix(seed, 0xfa017), mix(seed, 0x5eed))),
 		times:       make(map[uint64]int),
+		specs:       &specs{src: cfg.Tasks, in: map[string]*spec.Instance{}},
 	}
 	model := appendModel(nil, cfg.Model)
 	s.modelBody = model
@@ -248,6 +254,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if aerr == nil || aerr.logged {
 		s.logRequest(body, req.temperatureSet)
 	}
+	if h, ok := llm.ReadSimHint(r.Header); ok && req != nil {
+		req.hint = &h
+	}
 	if aerr == nil {
 		aerr = req.validate()
 	}
@@ -326,7 +335,11 @@ func (s *Server) complete(req *chatRequest, body []byte, id [24]byte, out []byte
 	if p, ok := readPrompt(req.texts); ok {
 		st, _ = newStep(p)
 	}
-	pEff := s.cfg.EffectiveAccuracy(req.temperature)
+	var sst *specStep
+	if st == nil && req.hint != nil {
+		sst, _ = s.specs.step(*req.hint)
+	}
+	pEff := s.cfg.effective(s.accuracy(req.msgHash), req.temperature)
 
 	// Content depends only on these inputs (see Determinism in doc.go).
 	greedy := req.temperature == 0
@@ -356,10 +369,13 @@ func (s *Server) complete(req *chatRequest, body []byte, id [24]byte, out []byte
 		k := mix(base, idx)
 		rng := rand.New(rand.NewPCG(k, mix(k, 0x9e37)))
 		var c choice
-		if req.breakGlass != nil {
+		switch {
+		case req.breakGlass != nil:
 			c = breakGlassChoice(breakGlassReply(req.breakGlass), req.limit)
-		} else {
-			c = generate(rng, st, pEff, s.cfg.OverlongRate, s.cfg.MalformedRate, req.limit)
+		case sst != nil:
+			c = generateSpec(rng, sst, pEff, s.cfg.OverlongRate, s.cfg.MalformedRate, s.cfg.WrongSpread, req.limit)
+		default:
+			c = generate(rng, st, pEff, s.cfg.OverlongRate, s.cfg.MalformedRate, s.cfg.WrongSpread, req.limit)
 		}
 		s.count(c.outcome)
 		completionTokens += c.tokens
@@ -389,6 +405,19 @@ func (s *Server) complete(req *chatRequest, body []byte, id [24]byte, out []byte
 	s.st.promptTokens.Add(int64(req.promptTokens))
 	s.st.completionTokens.Add(int64(completionTokens))
 	return out
+}
+
+// accuracy is the model's accuracy for the step whose messages hash to
+// msgHash: HardAccuracy for the HardFraction of steps the hash picks, else
+// Accuracy. Every sample of a step has the same messages, so they agree.
+func (s *Server) accuracy(msgHash uint64) float64 {
+	if f := s.cfg.HardFraction; f > 0 {
+		u := float64(mix(uint64(s.cfg.Seed)^0x4a5d, msgHash)>>11) / (1 << 53)
+		if u < f {
+			return s.cfg.HardAccuracy
+		}
+	}
+	return s.cfg.Accuracy
 }
 
 func (s *Server) count(o outcome) {

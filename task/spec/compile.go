@@ -79,14 +79,16 @@ func Compile(src []byte) (*Task, error) {
 	var probs Errors
 	add := func(ps Errors) { probs = append(probs, ps...) }
 	add(checkShape(d))
-	if len(probs) > 0 {
-		sortProblems(probs)
-		return nil, probs
-	}
+	// Past the shape's problems (an unknown field, say), the rest is
+	// checked too when its fields read, so one run names every problem.
 	raw, _ := json.Marshal(d.value)
 	var sp schemas.TaskSpec
 	if err := json.Unmarshal(raw, &sp); err != nil {
-		return nil, Errors{{Msg: err.Error()}}
+		if len(probs) == 0 {
+			probs = Errors{{Msg: err.Error()}}
+		}
+		sortProblems(probs)
+		return nil, probs
 	}
 	t := &Task{spec: sp, source: bytes.Clone(src), hash: Hash(src)}
 	env, err := newEnv()

@@ -52,9 +52,9 @@ func TestCompileRefusesBadSpecs(t *testing.T) {
 	}{
 		{"not YAML", func(string) string { return "name: [x\n  y: :" }, []string{"not valid YAML or JSON", "line"}},
 		{"missing fields", func(string) string { return "name: x\nversion: '1'\n" },
-			[]string{"missing properties", "initial", "prompt"}},
-		{"unknown field", func(s string) string { return s + "colour: blue\n" }, []string{"unknown field(s)", "colour", "line 1"}},
-		{"bad name", func(s string) string { return strings.Replace(s, "name: counter", "name: Counter!", 1) }, []string{"name (line 1, column 7)"}},
+			[]string{"initial (line 1, column 1): missing (required)", "prompt (line 1, column 1): missing (required)"}},
+		{"unknown field", func(s string) string { return s + "colour: blue\n" }, []string{"colour (line 20, column 1): unknown field"}},
+		{"bad name", func(s string) string { return strings.Replace(s, "name: counter", "name: Counter!", 1) }, []string{"name (line 1, column 1)", "does not match pattern"}},
 		{"wrong type", func(s string) string { return strings.Replace(s, "max_steps: params.n", "max_steps: [1]", 1) },
 			[]string{"max_steps (line 8"}},
 		{"CEL syntax", func(s string) string { return strings.Replace(s, "done: state.i == params.n", "done: state.i ==", 1) },

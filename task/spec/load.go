@@ -159,6 +159,8 @@ func (d *doc) node(n *yaml.Node, path string, depth int, probs *Errors) any {
 				continue
 			}
 			obj[k.Value] = d.node(v, join(path, k.Value), depth+1, probs)
+			// A field is found by its key: point there.
+			d.pos[join(path, k.Value)] = [2]int{k.Line, k.Column}
 		}
 		return obj
 	case yaml.SequenceNode:

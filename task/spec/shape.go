@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
@@ -63,13 +63,24 @@ func checkShape(d *doc) Errors {
 			return
 		}
 		path := d.path(e.InstanceLocation)
-		msg := e.ErrorKind.LocalizedString(printer)
-		if k := e.ErrorKind.KeywordPath(); len(k) > 0 && k[0] == "additionalProperties" {
-			msg = "unknown field(s): " + strings.TrimPrefix(msg, "additional properties ")
+		add := func(path, msg string) {
+			if key := path + "\x00" + msg; !seen[key] {
+				seen[key] = true
+				probs = append(probs, d.problem(path, msg))
+			}
 		}
-		if key := path + "\x00" + msg; !seen[key] {
-			seen[key] = true
-			probs = append(probs, d.problem(path, msg))
+		switch k := e.ErrorKind.(type) {
+		case *kind.AdditionalProperties:
+			// Each unknown field at its own place in the file.
+			for _, f := range k.Properties {
+				add(join(path, f), "unknown field")
+			}
+		case *kind.Required:
+			for _, f := range k.Missing {
+				add(join(path, f), "missing (required)")
+			}
+		default:
+			add(path, e.ErrorKind.LocalizedString(printer))
 		}
 	}
 	walk(ve)

@@ -21,10 +21,15 @@ import (
 const (
 	targetStepsPerSecond  = 1000
 	targetSamplesVsTheory = 1.02
+	// The task spec examples/tasks/hanoi.yaml against the built-in hanoi
+	// (issue "Bring your own task").
+	targetSpecVsBuiltin = 0.8
 )
 
 // benchResult is what `maker bench --json` prints.
 type benchResult struct {
+	// Task is the task benched: hanoi, or a spec's name@version.
+	Task        string  `json:"task"`
 	Disks       int     `json:"disks"`
 	Steps       int64   `json:"steps"`
 	K           int     `json:"k"`
@@ -53,6 +58,11 @@ type benchResult struct {
 	WastedSamples          int64   `json:"wasted_samples"`
 	TraceSHA256            string  `json:"trace_sha256"`
 
+	// Spec is the task spec's figures (--task-file), SpecVsBuiltin its
+	// steps/s over the built-in's.
+	Spec          *benchResult `json:"spec,omitempty"`
+	SpecVsBuiltin float64      `json:"spec_vs_builtin,omitempty"`
+
 	TargetStepsPerSecond  float64 `json:"target_steps_per_second"`
 	TargetSamplesVsTheory float64 `json:"target_samples_vs_theory"`
 	MeetsTargets          bool    `json:"meets_targets"`
@@ -60,13 +70,14 @@ type benchResult struct {
 
 func benchCmd(e *env) *cobra.Command {
 	var (
-		jf      jobFlags
-		sf      simFlags
-		svc     serviceFlags
-		asJSON  bool
-		profile string
-		runs    int
-		procs   int
+		jf       jobFlags
+		sf       simFlags
+		svc      serviceFlags
+		asJSON   bool
+		profile  string
+		runs     int
+		procs    int
+		taskFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -78,7 +89,10 @@ fleet: embedded nats-server over loopback, a redis-server it starts on a free po
 It prints steps/s, the per-step overhead and samples per step against MAKER theory,
 with the targets: >= 1000 steps/s and samples per step <= 1.02 x theory.
 The simulated model defaults to accuracy 0.998, the per-step accuracy the paper measured
-for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another model.`,
+for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another model.
+With --task-file, jobs of that task spec (with --params, or {"disks": --disks}) run
+alternately with the built-in hanoi's in the same fleet, and both are reported, with the
+spec's steps/s over the built-in's (target for examples/tasks/hanoi.yaml: >= 0.8).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runs < 1 {
@@ -104,9 +118,28 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 			if p >= 1 {
 				return usagef("bench needs --sim-accuracy below 1, so theory is defined")
 			}
-			spec, _, err := jf.spec(cmd, p, fmt.Sprintf("the simulated model's accuracy at temperature %g (--sim-accuracy)", jf.tempRest), 1-sf.malformed-sf.overlong)
+			pSource := fmt.Sprintf("the simulated model's accuracy at temperature %g (--sim-accuracy)", jf.tempRest)
+			valid := 1 - sf.malformed - sf.overlong
+			spec, _, err := jf.spec(cmd, p, pSource, valid, builtinTasks())
 			if err != nil {
 				return err
+			}
+			var specJob *schemas.JobSpec
+			var src []byte
+			if taskFile != "" {
+				sj := jf
+				if sj.params == "" {
+					sj.params = string(spec.Params)
+				}
+				tasks, s, err := taskFileFlag(cmd, &sj, taskFile)
+				if err != nil {
+					return err
+				}
+				js, _, err := sj.spec(cmd, p, pSource, valid, tasks)
+				if err != nil {
+					return err
+				}
+				specJob, src = &js, s
 			}
 			log := e.logger(slog.LevelWarn)
 			opts, err := svc.options(simCfg, log)
@@ -121,16 +154,29 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 				return err
 			}
 			defer f.Close()
+			if src != nil {
+				if _, _, err := f.Registry.Register(ctx, src, "maker bench"); err != nil {
+					return err
+				}
+			}
+			run := func(s schemas.JobSpec) (schemas.JobReport, error) {
+				s.JobID = jobs.NewJobID()
+				if _, err := jobs.Submit(ctx, f.JS, f.Bus, &s, builtin.Registry()); err != nil {
+					return schemas.JobReport{}, err
+				}
+				return jobs.Wait(ctx, f.Topo, s.Tenant, s.JobID, nil)
+			}
 
 			// Warm-up: connections, scripts, JIT-free but cache-warm paths.
 			warm := spec
-			warm.JobID = jobs.NewJobID()
 			warm.Params = json.RawMessage(`{"disks":5}`)
-			if _, err := jobs.Submit(ctx, f.JS, f.Bus, &warm, builtin.Registry()); err != nil {
+			if _, err := run(warm); err != nil {
 				return err
 			}
-			if _, err := jobs.Wait(ctx, f.Topo, warm.Tenant, warm.JobID, nil); err != nil {
-				return err
+			if specJob != nil {
+				if _, err := run(*specJob); err != nil {
+					return err
+				}
 			}
 			if profile != "" {
 				pf, err := os.Create(profile)
@@ -143,25 +189,30 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 				}
 				defer pprof.StopCPUProfile()
 			}
-			reps := make([]schemas.JobReport, 0, runs)
+			// Alternately, so both see the same machine.
+			var reps, specReps []schemas.JobReport
 			for i := 0; i < runs; i++ {
-				run := spec
-				run.JobID = jobs.NewJobID()
-				if _, err := jobs.Submit(ctx, f.JS, f.Bus, &run, builtin.Registry()); err != nil {
-					return err
-				}
-				rep, err := jobs.Wait(ctx, f.Topo, run.Tenant, run.JobID, nil)
+				rep, err := run(spec)
 				if err != nil {
 					return err
 				}
 				reps = append(reps, rep)
+				if specJob != nil {
+					rep, err := run(*specJob)
+					if err != nil {
+						return err
+					}
+					specReps = append(specReps, rep)
+				}
 			}
-			sort.Slice(reps, func(i, j int) bool { return reps[i].StepsPerSecond < reps[j].StepsPerSecond })
-			rep := reps[len(reps)/2]
-			res := benchFrom(rep, jf.disks, sf.accuracy, f.RedisKind, svc, opts.concurrency)
-			res.Runs = len(reps)
-			for _, r := range reps {
-				res.RunStepsPerSecond = append(res.RunStepsPerSecond, math.Round(r.StepsPerSecond))
+			res := benchOf(reps, jf.disks, sf.accuracy, f.RedisKind, svc, opts.concurrency)
+			if specJob != nil {
+				sr := benchOf(specReps, jf.disks, sf.accuracy, f.RedisKind, svc, opts.concurrency)
+				sr.Task = specJob.Task + "@" + specJob.TaskVersion
+				res.Spec = &sr
+				if res.StepsPerSecond > 0 {
+					res.SpecVsBuiltin = sr.StepsPerSecond / res.StepsPerSecond
+				}
 			}
 			if asJSON {
 				enc := json.NewEncoder(e.stdout)
@@ -182,6 +233,7 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the measured jobs to FILE")
 	cmd.Flags().IntVar(&runs, "runs", 5, "measured jobs; the median one is reported")
+	cmd.Flags().StringVar(&taskFile, "task-file", "", "also bench the task spec in FILE, alternately with the built-in hanoi")
 	// One job on an in-process fleet is a chain of hand-offs (coordinator,
 	// NATS, voter, model, NATS, coordinator, Redis). On one P they never
 	// cross CPUs, which on small VMs costs more than the work itself, and
@@ -194,13 +246,25 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 	return cmd
 }
 
+// benchOf is the result of the runs in reps: the median run's figures
+// (by steps/s) and every run's steps/s.
+func benchOf(reps []schemas.JobReport, disks int, acc float64, redisKind string, svc serviceFlags, conc int) benchResult {
+	sort.Slice(reps, func(i, j int) bool { return reps[i].StepsPerSecond < reps[j].StepsPerSecond })
+	res := benchFrom(reps[len(reps)/2], disks, acc, redisKind, svc, conc)
+	res.Runs = len(reps)
+	for _, r := range reps {
+		res.RunStepsPerSecond = append(res.RunStepsPerSecond, math.Round(r.StepsPerSecond))
+	}
+	return res
+}
+
 func benchFrom(rep schemas.JobReport, disks int, acc float64, redisKind string, svc serviceFlags, conc int) benchResult {
 	natsKind := "embedded"
 	if svc.nats != "" {
 		natsKind = "external"
 	}
 	res := benchResult{
-		Disks: disks, Steps: rep.Steps, K: rep.K, SimAccuracy: acc, Redis: redisKind, NATS: natsKind,
+		Task: rep.Task, Disks: disks, Steps: rep.Steps, K: rep.K, SimAccuracy: acc, Redis: redisKind, NATS: natsKind,
 		Concurrency: conc, CPUs: runtime.NumCPU(), GoMaxProcs: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
 		Solved: rep.Solved, Errors: rep.Errors, WallSeconds: rep.WallSeconds, StepsPerSecond: rep.StepsPerSecond,
 		SamplesPerStep: rep.SamplesPerStep, ExpectedSamplesPerStep: rep.ExpectedSamplesPerStep,
@@ -233,4 +297,16 @@ func printBench(e *env, r benchResult) {
 	fmt.Fprintf(w, "  samples/step       %8.3f   theory %.3f   ratio %.3f (target <= %.2f: %s)\n",
 		r.SamplesPerStep, r.ExpectedSamplesPerStep, r.SamplesVsTheory, targetSamplesVsTheory, mark(r.SamplesVsTheory <= targetSamplesVsTheory))
 	fmt.Fprintf(w, "  solved %v, wrong steps %d, wasted samples %d, wall %.2fs\n", r.Solved, r.Errors, r.WastedSamples, r.WallSeconds)
+	if sp := r.Spec; sp != nil {
+		fmt.Fprintf(w, "task spec %s, the same job, alternately in the same fleet:\n", sp.Task)
+		fmt.Fprintf(w, "  median of %d runs  (steps/s per run: %v)\n", sp.Runs, sp.RunStepsPerSecond)
+		fmt.Fprintf(w, "  steps/s            %8.0f   %.2f× the built-in (target >= %.1f: %s)\n", sp.StepsPerSecond, r.SpecVsBuiltin,
+			targetSpecVsBuiltin, mark(r.SpecVsBuiltin >= targetSpecVsBuiltin))
+		fmt.Fprintf(w, "  samples/step       %8.3f   solved %v, wrong steps %d, trace sha256 %s\n", sp.SamplesPerStep, sp.Solved, sp.Errors, sp.TraceSHA256)
+		same := "the same as"
+		if sp.TraceSHA256 != r.TraceSHA256 {
+			same = "NOT the same as"
+		}
+		fmt.Fprintf(w, "  trace %s the built-in's\n", same)
+	}
 }

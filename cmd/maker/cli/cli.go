@@ -95,7 +95,7 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 	root.AddCommand(
 		runCmd(e), planCmd(e), simllmCmd(e), coordinatorCmd(e), voterCmd(e), submitCmd(e), benchCmd(e),
 		jobsCmd(e), statusCmd(e), resultCmd(e), pauseCmd(e), resumeCmd(e), cancelCmd(e), decideCmd(e), dlqCmd(e),
-		judgeCmd(e), breakglassCmd(e), mcpCmd(e),
+		judgeCmd(e), breakglassCmd(e), mcpCmd(e), taskCmd(e),
 	)
 	return root
 }

@@ -165,7 +165,7 @@ func TestREADMENATSFlag(t *testing.T) {
 	var without []string
 	walk(root, func(cmd *cobra.Command) {
 		if cmd.Runnable() && !cmd.HasSubCommands() && cmd.Flags().Lookup("nats") == nil {
-			without = append(without, cmd.Name())
+			without = append(without, strings.TrimPrefix(cmd.CommandPath(), root.Name()+" "))
 		}
 	})
 	t.Logf("checked %d README command lines with --nats; commands without it: %v", checked, without)

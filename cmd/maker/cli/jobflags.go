@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/plan"
+	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
@@ -38,9 +41,9 @@ type jobFlags struct {
 
 func addJobFlags(cmd *cobra.Command, f *jobFlags, defaultP string) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.task, "task", "hanoi", "task to run")
+	fl.StringVar(&f.task, "task", "hanoi", "task to run: a built-in one, or a registered task spec as NAME or NAME@VERSION (the latest version when none is given)")
 	fl.IntVar(&f.disks, "disks", 10, "hanoi: number of disks, 1..30 (2^n - 1 steps)")
-	fl.StringVar(&f.params, "params", "", `task params as JSON (overrides --disks), e.g. '{"disks":12}'`)
+	fl.StringVar(&f.params, "params", "", `task params as JSON (overrides --disks), e.g. '{"disks":12}', or @FILE to read them from a file`)
 	fl.IntVar(&f.k, "k", 0, "voting margin k (default: the smallest k that reaches --target at --p)")
 	fl.Float64Var(&f.p, "p", 0, "estimated chance one valid sample is right, in (0.5, 1), used to pick k and for theory figures (default "+defaultP+")")
 	fl.Float64Var(&f.target, "target", schemas.DefaultTarget, "wanted chance the whole task is solved, used to pick k")
@@ -69,10 +72,10 @@ func (f *jobFlags) checkTemperatures() error {
 	return nil
 }
 
-// spec builds and fully validates the job spec. p is the estimate to use
-// when --p is not set (0: none known), pSource says where it comes from.
-// Nothing is sent.
-func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFraction float64) (schemas.JobSpec, task.Instance, error) {
+// spec builds and fully validates the job spec, its task found through
+// tasks. p is the estimate to use when --p is not set (0: none known),
+// pSource says where it comes from. Nothing is sent.
+func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFraction float64, tasks jobs.Tasks) (schemas.JobSpec, task.Instance, error) {
 	if err := f.checkTemperatures(); err != nil {
 		return schemas.JobSpec{}, nil, err
 	}
@@ -87,21 +90,21 @@ func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFrac
 	if !(validFraction > 0) {
 		return schemas.JobSpec{}, nil, usagef("every sample would be red-flagged (valid fraction %v): no vote could ever be counted", validFraction)
 	}
-	tasks := builtin.Registry()
-	// An unknown task is reported as such, not as missing --params.
-	if _, err := tasks.Lookup(f.task); err != nil {
+	ctx := cmd.Context()
+	name, version, err := taskreg.ParseRef(f.task)
+	if err != nil {
 		return schemas.JobSpec{}, nil, usageError{err}
 	}
-	params := json.RawMessage(f.params)
-	if f.params == "" {
-		if f.task != "hanoi" {
-			return schemas.JobSpec{}, nil, usagef("--params is required for task %q", f.task)
-		}
-		params, _ = json.Marshal(map[string]int{"disks": f.disks})
-	} else if !json.Valid(params) {
-		return schemas.JobSpec{}, nil, usagef("--params is not valid JSON: %s", f.params)
+	// An unknown task is reported as such, not as missing --params.
+	ref, err := tasks.Resolve(ctx, name, version)
+	if err != nil {
+		return schemas.JobSpec{}, nil, usageError{err}
 	}
-	inst, err := tasks.Bind(f.task, params)
+	params, err := f.paramsFor(ref)
+	if err != nil {
+		return schemas.JobSpec{}, nil, err
+	}
+	inst, err := task.BindRef(ctx, tasks, ref, params)
 	if err != nil {
 		return schemas.JobSpec{}, nil, usageError{err}
 	}
@@ -154,7 +157,9 @@ func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFrac
 		Header:            schemas.NewHeader(schemas.KindJobSpec),
 		JobID:             f.jobID,
 		Tenant:            f.tenant,
-		Task:              f.task,
+		Task:              ref.Name,
+		TaskVersion:       ref.Version,
+		TaskHash:          ref.Hash,
 		Params:            params,
 		K:                 k,
 		MaxSamplesPerStep: f.maxSamples,
@@ -169,13 +174,55 @@ func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFrac
 	if f.inputPrice > 0 || f.outputPrice > 0 {
 		spec.Pricing = &schemas.Pricing{InputUSDPerMTok: f.inputPrice, OutputUSDPerMTok: f.outputPrice}
 	}
-	if err := jobs.Prepare(&spec, tasks); err != nil {
+	if err := jobs.Prepare(ctx, &spec, tasks); err != nil {
 		return schemas.JobSpec{}, nil, usageError{err}
 	}
 	return spec, inst, nil
 }
 
+// paramsFor reads --params (JSON, or @FILE), or makes hanoi's from
+// --disks.
+func (f *jobFlags) paramsFor(ref task.Ref) (json.RawMessage, error) {
+	raw := f.params
+	if file, ok := strings.CutPrefix(raw, "@"); ok {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, usagef("--params %s: %v", raw, err)
+		}
+		raw = string(data)
+	}
+	if raw == "" {
+		if ref.Name != "hanoi" || ref.Version != "" {
+			return nil, usagef("--params is required for task %q", ref.String())
+		}
+		params, _ := json.Marshal(map[string]int{"disks": f.disks})
+		return params, nil
+	}
+	if !json.Valid([]byte(raw)) {
+		return nil, usagef("--params is not valid JSON: %s", clipText(raw, 200))
+	}
+	return json.RawMessage(raw), nil
+}
+
+// builtinTasks pins built-in tasks only: a command that has no fleet to
+// ask (yet).
+func builtinTasks() *taskreg.Registry { return taskreg.New(nil, builtin.Registry()) }
+
+// isBuiltin reports whether --task names a built-in task.
+func (f *jobFlags) isBuiltin() bool {
+	_, err := builtin.Registry().Lookup(f.task)
+	return err == nil
+}
+
 // describe is a one-line summary of a spec.
 func describe(spec schemas.JobSpec) string {
 	return fmt.Sprintf("%s %s k=%d seed=%d job=%s/%s", spec.Task, string(spec.Params), spec.K, spec.Seed, spec.Tenant, spec.JobID)
+}
+
+// clipText shortens s to n bytes for a message.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

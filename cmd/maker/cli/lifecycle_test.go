@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
@@ -66,7 +68,7 @@ func TestControlMessages(t *testing.T) {
 		t.Helper()
 		spec := schemas.JobSpec{Header: schemas.NewHeader(schemas.KindJobSpec), Tenant: "default", JobID: id,
 			Task: "hanoi", Params: json.RawMessage(`{"disks":3}`), K: 1}
-		if err := jobs.Prepare(&spec, builtin.Registry()); err != nil {
+		if err := jobs.Prepare(context.Background(), &spec, taskreg.New(nil, builtin.Registry())); err != nil {
 			t.Fatal(err)
 		}
 		rec := schemas.JobRecord{Header: schemas.NewHeader(schemas.KindJobRecord), Tenant: "default", JobID: id, Spec: spec,

@@ -17,8 +17,10 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	"github.com/makerfleet/makerfleet/task/spec"
 )
 
 // simFlags configure the simulated model of an in-process fleet.
@@ -26,6 +28,8 @@ type simFlags struct {
 	accuracy, malformed, overlong, rateLimit, serverError float64
 	latency, jitter                                       time.Duration
 	http                                                  bool
+	wrongSpread                                           int
+	hardSteps                                             string
 }
 
 func addSimFlags(cmd *cobra.Command, s *simFlags) {
@@ -37,6 +41,8 @@ func addSimFlags(cmd *cobra.Command, s *simFlags) {
 	fl.Float64Var(&s.serverError, "sim-server-error-rate", 0, "simulated model: share of requests answered 500")
 	fl.DurationVar(&s.latency, "sim-latency", 0, "simulated model: fixed latency per call")
 	fl.DurationVar(&s.jitter, "sim-latency-jitter", 0, "simulated model: extra uniform random latency per call")
+	fl.IntVar(&s.wrongSpread, "sim-wrong-spread", 0, "simulated model: a step's wrong answers spread over at most N candidates (1: all the same, MAKER's worst case; 0: every kind)")
+	fl.StringVar(&s.hardSteps, "sim-hard-steps", "", "simulated model: FRACTION:ACCURACY, that share of steps answered with that accuracy (e.g. 0.01:0.6)")
 	fl.BoolVar(&s.http, "sim-http", false, "serve the simulated model on a loopback HTTP port (default: called in memory, through the same client)")
 }
 
@@ -47,6 +53,11 @@ func (s *simFlags) config(seed int64) (simllm.Config, error) {
 	cfg := simllm.Config{
 		Accuracy: s.accuracy, Seed: seed, MalformedRate: s.malformed, OverlongRate: s.overlong,
 		RateLimitRate: s.rateLimit, ServerErrorRate: s.serverError, Latency: s.latency, LatencyJitter: s.jitter,
+		WrongSpread: s.wrongSpread,
+	}
+	var err error
+	if cfg.HardFraction, cfg.HardAccuracy, err = parseHardSteps(s.hardSteps); err != nil {
+		return simllm.Config{}, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return simllm.Config{}, usageError{err}
@@ -90,12 +101,13 @@ func (s *serviceFlags) options(sim simllm.Config, log *slog.Logger) (fleetOption
 
 func runCmd(e *env) *cobra.Command {
 	var (
-		jf      jobFlags
-		sf      simFlags
-		svc     serviceFlags
-		asJSON  bool
-		quiet   bool
-		timeout time.Duration
+		jf       jobFlags
+		sf       simFlags
+		svc      serviceFlags
+		asJSON   bool
+		quiet    bool
+		timeout  time.Duration
+		taskFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -107,6 +119,7 @@ simulated model — submits one job, shows its progress and prints its report.
 With the simulated model, --seed seeds both the job and the model, and k defaults to
 the smallest margin that reaches --target at p = --sim-accuracy.`,
 		Example: `  maker run --task hanoi --disks 10
+  maker run --task-file examples/tasks/multiply.yaml --params '{"a": "1234", "b": "5678"}'
   maker run --disks 12 --k 4 --sim-accuracy 0.9 --json
   maker run --disks 5 --llm-base-url http://localhost:8000/v1 --model my-model --p 0.99`,
 		Args: cobra.NoArgs,
@@ -132,7 +145,11 @@ the smallest margin that reaches --target at p = --sim-accuracy.`,
 			} else if !cmd.Flags().Changed("p") {
 				p = 0.99
 			}
-			spec, _, err := jf.spec(cmd, p, fmt.Sprintf("the simulated model's accuracy at temperature %g (--sim-accuracy)", jf.tempRest), valid)
+			tasks, src, err := taskFileFlag(cmd, &jf, taskFile)
+			if err != nil {
+				return err
+			}
+			spec, _, err := jf.spec(cmd, p, fmt.Sprintf("the simulated model's accuracy at temperature %g (--sim-accuracy)", jf.tempRest), valid, tasks)
 			if err != nil {
 				return err
 			}
@@ -148,7 +165,7 @@ the smallest margin that reaches --target at p = --sim-accuracy.`,
 				ctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
 			}
-			rep, err := runJob(ctx, opts, &spec, progressFor(e.stderr, quiet))
+			rep, err := runJob(ctx, opts, &spec, src, progressFor(e.stderr, quiet))
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) && timeout > 0 {
 					return fmt.Errorf("job %s did not finish within --timeout %s", spec.JobID, timeout)
@@ -164,16 +181,57 @@ the smallest margin that reaches --target at p = --sim-accuracy.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (default: no limit)")
+	cmd.Flags().StringVar(&taskFile, "task-file", "", "run the task spec in FILE (YAML or JSON; see docs/tasks.md) instead of --task")
 	return cmd
 }
 
-// runJob starts an in-process fleet, submits spec and waits for its report.
-func runJob(ctx context.Context, opts fleetOptions, spec *schemas.JobSpec, onStatus func(schemas.JobStatus)) (schemas.JobReport, error) {
+// taskFileFlag compiles --task-file, when given, and returns the tasks a
+// job may name (the built-ins, and that spec) and the spec's source (nil
+// without one). The job's task becomes the spec's.
+func taskFileFlag(cmd *cobra.Command, jf *jobFlags, file string) (*taskreg.Registry, []byte, error) {
+	tasks := builtinTasks()
+	if file == "" {
+		return tasks, nil, nil
+	}
+	if cmd.Flags().Changed("task") {
+		return nil, nil, usagef("give --task or --task-file, not both")
+	}
+	src, t, err := readSpec(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	tasks.Add(t)
+	jf.task = t.Name() + "@" + t.Version()
+	return tasks, src, nil
+}
+
+// readSpec reads and compiles a task spec file; an invalid one is a usage
+// error listing every problem.
+func readSpec(file string) ([]byte, *spec.Task, error) {
+	src, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, usagef("task spec: %v", err)
+	}
+	t, err := spec.Compile(src)
+	if err != nil {
+		return nil, nil, usagef("%s: %w", file, err)
+	}
+	return src, t, nil
+}
+
+// runJob starts an in-process fleet, registers the task spec src (if any)
+// with it, submits spec and waits for its report.
+func runJob(ctx context.Context, opts fleetOptions, spec *schemas.JobSpec, src []byte, onStatus func(schemas.JobStatus)) (schemas.JobReport, error) {
 	f, err := startFleet(ctx, opts)
 	if err != nil {
 		return schemas.JobReport{}, err
 	}
 	defer f.Close()
+	if src != nil {
+		if _, _, err := f.Registry.Register(ctx, src, "maker run"); err != nil {
+			return schemas.JobReport{}, err
+		}
+	}
 	if _, err := jobs.Submit(ctx, f.JS, f.Bus, spec, builtin.Registry()); err != nil {
 		return schemas.JobReport{}, err
 	}

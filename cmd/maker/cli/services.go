@@ -8,8 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -20,7 +23,9 @@ import (
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
 	"github.com/makerfleet/makerfleet/voter"
 )
@@ -34,6 +39,8 @@ func simllmCmd(e *env) *cobra.Command {
 		addr, logPath, model, apiKey string
 		cfg                          simllm.Config
 		retryAfter                   time.Duration
+		natsURL, hardSteps           string
+		taskFiles                    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "simllm",
@@ -43,14 +50,21 @@ It reads hanoi step prompts and answers correctly with probability --accuracy (l
 above temperature 0.1, and a request without a temperature counts as 1.0), otherwise a
 wrong but well-formed answer. Answers are a function of --seed and the request (its
 seed, messages, temperature), never of arrival order. Fault rates inject malformed and
-over-long answers, 429s with Retry-After, 500s and latency. GET /sim/stats counts calls.`,
-		Example: `  maker simllm --addr 127.0.0.1:8080 --accuracy 0.9 --seed 7 --log-requests requests.jsonl`,
-		Args:    cobra.NoArgs,
+over-long answers, 429s with Retry-After, 500s and latency. GET /sim/stats counts calls.
+
+It also answers the steps of task specs, from the spec's reference answer with the same
+accuracy, when a voter started with --sim-hints says which step a request is: the
+specs come from --task-file files, or from a fleet's task registry (--nats).
+--wrong-spread and --hard-steps shape its errors (docs/tasks.md).`,
+		Example: `  maker simllm --addr 127.0.0.1:8080 --accuracy 0.9 --seed 7 --log-requests requests.jsonl
+  maker simllm --accuracy 0.99 --wrong-spread 1 --hard-steps 0.01:0.6 --nats nats://127.0.0.1:4222`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := e.logger(slog.LevelInfo)
 			if cmd.Flags().Changed("accuracy") && !(cfg.Accuracy > 0 && cfg.Accuracy <= 1) {
 				return usagef("--accuracy %v must be in (0, 1]", cfg.Accuracy)
 			}
+			var err error
 			cfg.Model, cfg.APIKey = model, apiKey
 			cfg.RetryAfter = retryAfter
 			if retryAfter == 0 {
@@ -64,10 +78,31 @@ over-long answers, 429s with Retry-After, 500s and latency. GET /sim/stats count
 				defer f.Close()
 				cfg.LogRequests = f
 			}
+			if cfg.HardFraction, cfg.HardAccuracy, err = parseHardSteps(hardSteps); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			tasks := builtinTasks()
+			for _, file := range taskFiles {
+				_, t, err := readSpec(file)
+				if err != nil {
+					return err
+				}
+				tasks.Add(t)
+			}
+			if natsURL != "" {
+				reg, closeFn, err := taskRegistry(ctx, natsURL, false)
+				if err != nil {
+					return err
+				}
+				defer closeFn()
+				cfg.Tasks = fallbackSource{tasks, reg}
+			} else {
+				cfg.Tasks = tasks
+			}
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
-			ctx := cmd.Context()
 			rn, err := simllm.Start(ctx, addr, cfg)
 			if err != nil {
 				return err
@@ -98,6 +133,10 @@ over-long answers, 429s with Retry-After, 500s and latency. GET /sim/stats count
 	fl.Float64Var(&cfg.TemperatureSensitivity, "temperature-sensitivity", simllm.DefaultTemperatureSensitivity, "how fast accuracy falls above temperature 0.1 (negative: off)")
 	fl.StringVar(&model, "model", simllm.DefaultModel, "model id listed by /v1/models")
 	fl.StringVar(&apiKey, "api-key", "", "require this bearer key")
+	fl.IntVar(&cfg.WrongSpread, "wrong-spread", 0, "wrong answers of a step spread over at most N candidates (1: every wrong answer the same, the worst case MAKER's formulas assume; 0: every kind)")
+	fl.StringVar(&hardSteps, "hard-steps", "", "FRACTION:ACCURACY: that share of steps is answered with that accuracy, e.g. 0.01:0.6")
+	fl.StringArrayVar(&taskFiles, "task-file", nil, "a task spec to answer (repeatable), for voters sending --sim-hints")
+	fl.StringVar(&natsURL, "nats", "", "answer the task specs registered with the fleet at this NATS URL (default: none)")
 	return cmd
 }
 
@@ -178,6 +217,7 @@ func voterCmd(e *env) *cobra.Command {
 		natsURL, baseURL, model, apiKey, id string
 		concurrency, maxAttempts            int
 		attemptTimeout, drain               time.Duration
+		simHints                            bool
 	)
 	cmd := &cobra.Command{
 		Use:     "voter",
@@ -227,7 +267,7 @@ func voterCmd(e *env) *cobra.Command {
 			}
 			defer nc.Close()
 			v, err := voter.New(nc, client, voter.Config{ID: id, Tasks: builtin.Registry(), Model: model,
-				Concurrency: concurrency, DrainTimeout: drain, Logger: log})
+				Concurrency: concurrency, DrainTimeout: drain, Logger: log, SimHints: simHints})
 			if err != nil {
 				return usageError{err}
 			}
@@ -244,6 +284,7 @@ func voterCmd(e *env) *cobra.Command {
 	fl.DurationVar(&attemptTimeout, "attempt-timeout", llm.DefaultAttemptTimeout, "timeout of one model call attempt")
 	fl.DurationVar(&drain, "drain-timeout", 30*time.Second, "on SIGTERM, time to finish samples in hand before handing them back")
 	fl.StringVar(&id, "id", "", "voter id (default voter-host-pid)")
+	fl.BoolVar(&simHints, "sim-hints", false, "tell the model which task step each request is (for maker simllm answering task specs; never for a real model)")
 	return cmd
 }
 
@@ -268,7 +309,33 @@ func submitCmd(e *env) *cobra.Command {
 		Example: `  maker submit --nats nats://127.0.0.1:4222 --task hanoi --disks 8 --k 3 --wait --json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			spec, _, err := jf.spec(cmd, 0.95, "--p", 1)
+			ctx := cmd.Context()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			// A built-in task is checked before anything is sent; a task
+			// spec is looked up in the fleet's task registry.
+			tasks := builtinTasks()
+			var nc *nats.Conn
+			if !jf.isBuiltin() {
+				var err error
+				if nc, err = bus.Connect(natsURL, "maker-submit"); err != nil {
+					return err
+				}
+				defer nc.Close()
+				js, err := jetstream.New(nc)
+				if err != nil {
+					return err
+				}
+				topo, err := bus.Ensure(ctx, js, bus.Config{})
+				if err != nil {
+					return err
+				}
+				tasks = taskreg.New(topo.Tasks, builtin.Registry())
+			}
+			spec, _, err := jf.spec(cmd, 0.95, "--p", 1, tasks)
 			if err != nil {
 				return err
 			}
@@ -296,17 +363,12 @@ func submitCmd(e *env) *cobra.Command {
 			if queuedAfter <= 0 {
 				return usagef("--queued-notice must be > 0")
 			}
-			ctx := cmd.Context()
-			if timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, timeout)
-				defer cancel()
+			if nc == nil {
+				if nc, err = bus.Connect(natsURL, "maker-submit"); err != nil {
+					return err
+				}
+				defer nc.Close()
 			}
-			nc, err := bus.Connect(natsURL, "maker-submit")
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
 			js, err := jetstream.New(nc)
 			if err != nil {
 				return err
@@ -420,4 +482,29 @@ func waitReport(ctx context.Context, w io.Writer, topo *bus.Topology, tenant, jo
 	cancel()
 	<-done
 	return rep, err
+}
+
+// parseHardSteps reads --hard-steps FRACTION:ACCURACY ("" for none).
+func parseHardSteps(s string) (fraction, accuracy float64, err error) {
+	if s == "" {
+		return 0, 0, nil
+	}
+	f, a, ok := strings.Cut(s, ":")
+	fraction, err1 := strconv.ParseFloat(f, 64)
+	accuracy, err2 := strconv.ParseFloat(a, 64)
+	if !ok || err1 != nil || err2 != nil || !(fraction > 0 && fraction <= 1) || !(accuracy > 0 && accuracy <= 1) {
+		return 0, 0, usagef("hard steps %q: want FRACTION:ACCURACY, both in (0, 1], e.g. 0.01:0.6", s)
+	}
+	return fraction, accuracy, nil
+}
+
+// fallbackSource finds a task in first, then in second.
+type fallbackSource struct{ first, second task.Source }
+
+func (s fallbackSource) Task(ctx context.Context, ref task.Ref) (task.Task, error) {
+	t, err := s.first.Task(ctx, ref)
+	if err == nil {
+		return t, nil
+	}
+	return s.second.Task(ctx, ref)
 }

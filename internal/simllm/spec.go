@@ -1,0 +1,139 @@
+package simllm
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/makerfleet/makerfleet/internal/llm"
+	"github.com/makerfleet/makerfleet/task"
+	"github.com/makerfleet/makerfleet/task/spec"
+)
+
+// A task spec's step: a request whose hints (llm.SimHint, sent by a voter
+// told to) name a task spec is answered from the spec's reference answer,
+// written as the spec's render template writes it; wrong answers are the
+// spec's wrong ones (or alterations of the reference), malformed ones are
+// prose with no answer in it.
+
+// specStep is a recognised spec step: the right answer's reply and the
+// wrong answers' replies.
+type specStep struct {
+	right string
+	wrong []string
+}
+
+// specs caches bound spec instances by hash and params.
+type specs struct {
+	src task.Source
+	mu  sync.Mutex
+	in  map[string]*spec.Instance
+}
+
+// maxSpecInstances bounds the cache; it starts over when full.
+const maxSpecInstances = 256
+
+// step returns the step h names, or false when the task is unknown, not a
+// spec, or has no reference for the state.
+func (sp *specs) step(h llm.SimHint) (*specStep, bool) {
+	if sp == nil || sp.src == nil {
+		return nil, false
+	}
+	in, ok := sp.instance(h)
+	if !ok {
+		return nil, false
+	}
+	_, right, err := in.Reference(h.State)
+	if err != nil {
+		return nil, false
+	}
+	st := &specStep{}
+	if st.right, err = in.Render(h.State, right); err != nil {
+		return nil, false
+	}
+	wrong, _ := in.Wrong(h.State)
+	for _, w := range wrong {
+		if r, err := in.Render(h.State, w); err == nil {
+			st.wrong = append(st.wrong, r)
+		}
+	}
+	return st, true
+}
+
+func (sp *specs) instance(h llm.SimHint) (*spec.Instance, bool) {
+	key := h.Hash + "\x00" + string(h.Params)
+	sp.mu.Lock()
+	in, ok := sp.in[key]
+	sp.mu.Unlock()
+	if ok {
+		return in, true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t, err := sp.src.Task(ctx, task.Ref{Name: h.Task, Version: h.Version, Hash: h.Hash})
+	if err != nil {
+		return nil, false
+	}
+	st, ok := t.(*spec.Task)
+	if !ok {
+		return nil, false
+	}
+	bound, err := st.Bind(h.Params)
+	if err != nil {
+		return nil, false
+	}
+	in = bound.(*spec.Instance)
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if len(sp.in) >= maxSpecInstances {
+		sp.in = map[string]*spec.Instance{}
+	}
+	sp.in[key] = in
+	return in, true
+}
+
+// generateSpec draws one choice for a spec step, like generate does for a
+// Hanoi one.
+func generateSpec(rng *rand.Rand, st *specStep, pEff, overlongRate, malformedRate float64, spread, limit int) choice {
+	var b strings.Builder
+	out := outCorrect
+	u := rng.Float64()
+	switch {
+	case u < overlongRate:
+		// Rambles to the limit, the right answer buried in it: the red
+		// flag must catch it, not the parser.
+		if limit <= 0 {
+			limit = OverlongTokens
+		}
+		b.WriteString(st.right)
+		for b.Len() < limit*4 {
+			b.WriteString(" Let me double-check that once more before I commit to it.")
+		}
+		text := b.String()[:limit*4]
+		return choice{content: text, finish: "length", tokens: limit, outcome: outOverlong}
+	case u < overlongRate+malformedRate:
+		out = outMalformed
+		b.WriteString(pick(rng, []string{
+			"I am not certain about this step; I would rather not guess.",
+			"This needs more context than I have.",
+			"Working through it, the answer depends on details I cannot see.",
+		}))
+	case rng.Float64() < pEff || len(st.wrong) == 0:
+		b.WriteString(st.right)
+	default:
+		out = outWrong
+		n := len(st.wrong)
+		if spread > 0 && spread < n {
+			n = spread
+		}
+		b.WriteString(st.wrong[rng.IntN(n)])
+	}
+	text := b.String()
+	tokens := tokenCount(text)
+	if limit > 0 && tokens > limit {
+		return choice{content: text[:limit*4], finish: "length", tokens: limit, outcome: outOverlong}
+	}
+	return choice{content: text, finish: "stop", tokens: tokens, outcome: out}
+}
