@@ -37,7 +37,6 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +45,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/llm"
+	"github.com/makerfleet/makerfleet/internal/lru"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
@@ -135,8 +135,8 @@ type Voter struct {
 	model   Model
 	log     *slog.Logger
 	decided *tracker
-	tasks   *taskreg.Registry // set by Run, before any request is handled
-	insts   sync.Map          // task+params → task.Instance
+	tasks   *taskreg.Registry                 // set by Run, before any request is handled
+	insts   *lru.Cache[string, task.Instance] // task+params → bound instance
 
 	requests, modelCalls, votes, redFlags, skipped, cancelled atomic.Int64
 	modelErrors, malformed, handedBack                        atomic.Int64
@@ -155,7 +155,8 @@ func New(nc *nats.Conn, model Model, cfg Config) (*Voter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("voter: jetstream: %w", err)
 	}
-	return &Voter{cfg: cfg, nc: nc, js: js, model: model, log: cfg.Logger.With("voter", cfg.ID), decided: newTracker()}, nil
+	return &Voter{cfg: cfg, nc: nc, js: js, model: model, log: cfg.Logger.With("voter", cfg.ID), decided: newTracker(),
+		insts: lru.New[string, task.Instance](maxInstances)}, nil
 }
 
 // Stats returns the counters.
@@ -411,18 +412,23 @@ func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.Sampl
 	return fmt.Errorf("voter: publish result: %w", perr)
 }
 
+// maxInstances bounds the bound instances a voter keeps: far more than
+// the jobs a fleet runs at once, and a stream of requests naming new
+// params (forged or not) cannot grow it.
+const maxInstances = 256
+
 // instance binds the request's task (a built-in, or the task spec version
 // and hash the job pinned) and params once and caches it.
 func (v *Voter) instance(ctx context.Context, req *schemas.SampleRequest) (task.Instance, error) {
 	key := req.Task + "\x00" + req.TaskVersion + "\x00" + req.TaskHash + "\x00" + string(req.Params)
-	if in, ok := v.insts.Load(key); ok {
-		return in.(task.Instance), nil
+	if in, ok := v.insts.Get(key); ok {
+		return in, nil
 	}
 	in, err := task.BindRef(ctx, v.tasks, task.Ref{Name: req.Task, Version: req.TaskVersion, Hash: req.TaskHash}, req.Params)
 	if err != nil {
 		return nil, err
 	}
-	v.insts.Store(key, in)
+	v.insts.Put(key, in)
 	return in, nil
 }
 

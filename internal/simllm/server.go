@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/llm"
-	"github.com/makerfleet/makerfleet/task/spec"
+	"github.com/makerfleet/makerfleet/internal/plainjson"
 )
 
 // modelCreated is the fixed "created" time /v1/models reports.
@@ -93,7 +93,7 @@ func New(cfg Config) (*Server, error) {
 		idBase:      mix(uint64(time.Now().UnixNano()), seed),
 		faultRNG:    rand.New(rand.NewPCG(mix(seed, 0xfa017), mix(seed, 0x5eed))),
 		times:       make(map[uint64]int),
-		specs:       &specs{src: cfg.Tasks, in: map[string]*spec.Instance{}},
+		specs:       newSpecs(cfg.Tasks),
 	}
 	model := appendModel(nil, cfg.Model)
 	s.modelBody = model
@@ -103,7 +103,7 @@ func New(cfg Config) (*Server, error) {
 
 func appendModel(b []byte, id string) []byte {
 	b = append(b, `{"id":`...)
-	b = appendString(b, id)
+	b = plainjson.AppendString(b, id)
 	b = append(b, `,"object":"model","created":`...)
 	b = appendInt(b, modelCreated)
 	return append(b, `,"owned_by":"makerfleet"}`...)
@@ -358,7 +358,7 @@ func (s *Server) complete(req *chatRequest, body []byte, id [24]byte, out []byte
 	out = append(out, `","object":"chat.completion","created":`...)
 	out = appendInt(out, time.Now().Unix())
 	out = append(out, `,"model":`...)
-	out = appendString(out, req.Model)
+	out = plainjson.AppendString(out, req.Model)
 	out = append(out, `,"choices":[`...)
 	completionTokens := 0
 	for i := range req.n {
@@ -385,7 +385,7 @@ func (s *Server) complete(req *chatRequest, body []byte, id [24]byte, out []byte
 		out = append(out, `{"index":`...)
 		out = appendInt(out, int64(i))
 		out = append(out, `,"message":{"role":"assistant","content":`...)
-		out = appendString(out, c.content)
+		out = plainjson.AppendString(out, c.content)
 		out = append(out, `,"refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"`...)
 		out = append(out, c.finish...)
 		out = append(out, `"}`...)
@@ -397,7 +397,7 @@ func (s *Server) complete(req *chatRequest, body []byte, id [24]byte, out []byte
 	out = append(out, `,"total_tokens":`...)
 	out = appendInt(out, int64(req.promptTokens+completionTokens))
 	out = append(out, `,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default","system_fingerprint":`...)
-	out = appendString(out, s.fingerprint)
+	out = plainjson.AppendString(out, s.fingerprint)
 	out = append(out, '}')
 
 	s.st.completions.Add(1)
@@ -582,9 +582,9 @@ type apiError struct {
 func writeError(w http.ResponseWriter, e *apiError) {
 	b := make([]byte, 0, 128+len(e.message))
 	b = append(b, `{"error":{"message":`...)
-	b = appendString(b, e.message)
+	b = plainjson.AppendString(b, e.message)
 	b = append(b, `,"type":`...)
-	b = appendString(b, e.typ)
+	b = plainjson.AppendString(b, e.typ)
 	b = append(b, `,"param":`...)
 	b = appendNullable(b, e.param)
 	b = append(b, `,"code":`...)
@@ -597,7 +597,7 @@ func appendNullable(b []byte, s string) []byte {
 	if s == "" {
 		return append(b, "null"...)
 	}
-	return appendString(b, s)
+	return plainjson.AppendString(b, s)
 }
 
 func writeJSON(w http.ResponseWriter, status int, b []byte) {

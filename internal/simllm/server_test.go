@@ -688,23 +688,6 @@ func TestStatsInvariants(t *testing.T) {
 	}
 }
 
-func TestAppendString(t *testing.T) {
-	t.Parallel()
-	for _, s := range []string{"", "plain", "quote\" back\\slash", "ctl\x00\x01\x1f\n\r\t", "utf8 é → 🙂", "bad \xff utf8", "html <&>", "sep \u2028\u2029"} {
-		got := appendString(nil, s)
-		var back string
-		if err := json.Unmarshal(got, &back); err != nil {
-			t.Fatalf("%q -> %s: %v", s, got, err)
-		}
-		want, _ := json.Marshal(s)
-		var wantBack string
-		_ = json.Unmarshal(want, &wantBack)
-		if back != wantBack {
-			t.Errorf("%q round-trips to %q, want %q", s, back, wantBack)
-		}
-	}
-}
-
 func TestServeErrorsAreNotPanics(t *testing.T) {
 	t.Parallel()
 	// The handler must survive a body that fails mid-read.

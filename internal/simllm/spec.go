@@ -4,10 +4,10 @@ import (
 	"context"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/llm"
+	"github.com/makerfleet/makerfleet/internal/lru"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/spec"
 )
@@ -25,21 +25,27 @@ type specStep struct {
 	wrong []string
 }
 
-// specs caches bound spec instances by hash and params.
+// specs caches bound spec instances by hash and params, and the steps
+// recently answered: every sample of a step asks for the same one.
 type specs struct {
-	src task.Source
-	mu  sync.Mutex
-	in  map[string]*spec.Instance
+	src   task.Source
+	in    *lru.Cache[string, *spec.Instance]
+	steps *lru.Cache[string, *specStep]
 }
 
-// maxSpecInstances bounds the cache; it starts over when full.
-const maxSpecInstances = 256
+func newSpecs(src task.Source) *specs {
+	return &specs{src: src, in: lru.New[string, *spec.Instance](256), steps: lru.New[string, *specStep](64)}
+}
 
 // step returns the step h names, or false when the task is unknown, not a
 // spec, or has no reference for the state.
 func (sp *specs) step(h llm.SimHint) (*specStep, bool) {
 	if sp == nil || sp.src == nil {
 		return nil, false
+	}
+	key := h.Hash + "\x00" + string(h.Params) + "\x00" + string(h.State)
+	if st, ok := sp.steps.Get(key); ok {
+		return st, true
 	}
 	in, ok := sp.instance(h)
 	if !ok {
@@ -59,15 +65,13 @@ func (sp *specs) step(h llm.SimHint) (*specStep, bool) {
 			st.wrong = append(st.wrong, r)
 		}
 	}
+	sp.steps.Put(key, st)
 	return st, true
 }
 
 func (sp *specs) instance(h llm.SimHint) (*spec.Instance, bool) {
 	key := h.Hash + "\x00" + string(h.Params)
-	sp.mu.Lock()
-	in, ok := sp.in[key]
-	sp.mu.Unlock()
-	if ok {
+	if in, ok := sp.in.Get(key); ok {
 		return in, true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -84,13 +88,8 @@ func (sp *specs) instance(h llm.SimHint) (*spec.Instance, bool) {
 	if err != nil {
 		return nil, false
 	}
-	in = bound.(*spec.Instance)
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	if len(sp.in) >= maxSpecInstances {
-		sp.in = map[string]*spec.Instance{}
-	}
-	sp.in[key] = in
+	in := bound.(*spec.Instance)
+	sp.in.Put(key, in)
 	return in, true
 }
 

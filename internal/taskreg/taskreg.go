@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/lru"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/spec"
@@ -45,17 +46,24 @@ type Registry struct {
 	kv      *bus.KV[schemas.TaskRecord]
 	builtin *task.Registry
 
-	mu     sync.Mutex
-	byHash map[string]*spec.Task // compiled, by content hash
-	local  map[string]*spec.Task // added from files (Add), by name
+	mu    sync.Mutex
+	local map[string]*spec.Task // added from files (Add), by name
+	known map[string]bool       // hashes this registry has found or added
 }
+
+// compiled holds compiled specs by content hash for every registry in the
+// process: a hash names one source, so the roles of an in-process fleet
+// compile a spec once and share its bound instances (spec.Task.Bind). A
+// registry still only serves the hashes it found in its own bucket (or was
+// given), never another's.
+var compiled = lru.New[string, *spec.Task](64)
 
 var _ task.Source = (*Registry)(nil)
 
 // New returns the registry over bucket kv (nil: built-ins only), with
 // builtin the tasks that ship.
 func New(kv jetstream.KeyValue, builtin *task.Registry) *Registry {
-	r := &Registry{raw: kv, builtin: builtin, byHash: map[string]*spec.Task{}, local: map[string]*spec.Task{}}
+	r := &Registry{raw: kv, builtin: builtin, local: map[string]*spec.Task{}, known: map[string]bool{}}
 	if kv != nil {
 		r.kv = bus.NewKV(kv, bus.MessageCodec[schemas.TaskRecord]())
 	}
@@ -238,7 +246,10 @@ func (r *Registry) Task(ctx context.Context, ref task.Ref) (task.Task, error) {
 	if ref.Hash != "" && rec.Hash != ref.Hash {
 		return nil, fmt.Errorf("%w: %s holds %s, the job pinned %s", ErrChanged, ref.String(), rec.Hash, ref.Hash)
 	}
-	if t := r.compiled(rec.Hash); t != nil {
+	// Found in this registry's bucket: another registry's compilation of
+	// the same source will do.
+	if t, ok := compiled.Get(rec.Hash); ok {
+		r.remember(t)
 		return t, nil
 	}
 	t, err := spec.Compile([]byte(rec.Source))
@@ -257,12 +268,18 @@ func (r *Registry) compiled(hash string) *spec.Task {
 		return nil
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.byHash[hash]
+	known := r.known[hash]
+	r.mu.Unlock()
+	if !known {
+		return nil
+	}
+	t, _ := compiled.Get(hash)
+	return t
 }
 
 func (r *Registry) remember(t *spec.Task) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.byHash[t.Hash()] = t
+	r.known[t.Hash()] = true
+	r.mu.Unlock()
+	compiled.Put(t.Hash(), t)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/makerfleet/makerfleet/internal/plainjson"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -73,13 +74,13 @@ func convertGroup(text, typ string) (any, error) {
 	case "bool":
 		return strconv.ParseBool(strings.TrimSpace(text))
 	case "json":
-		return decodeJSON([]byte(text))
+		return plainjson.Decode([]byte(text))
 	}
 	return text, nil
 }
 
 func decodeJSONNumber(s string) (any, error) {
-	v, err := decodeJSON([]byte(s))
+	v, err := plainjson.Decode([]byte(s))
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +130,7 @@ func lastObject(s string) (map[string]any, bool) {
 			}
 			depth--
 			if depth == 0 && start >= 0 {
-				if v, err := decodeJSON([]byte(s[start : i+1])); err == nil {
+				if v, err := plainjson.Decode([]byte(s[start : i+1])); err == nil {
 					if obj, ok := v.(map[string]any); ok {
 						last = obj
 					}
@@ -142,8 +143,8 @@ func lastObject(s string) (map[string]any, bool) {
 }
 
 // checkAnswer validates an answer object against the answer schema.
-func checkAnswer(sch *jsonschema.Schema, obj map[string]any) error {
-	if err := sch.Validate(jsonValue(obj)); err != nil {
+func checkAnswer(sch *schema, obj map[string]any) error {
+	if err := sch.validate(obj); err != nil {
 		return fmt.Errorf("%w: the answer does not fit the answer schema: %s", task.ErrMalformed, schemaMessage(err))
 	}
 	return nil
@@ -218,7 +219,7 @@ func (t *Task) voteKey(obj map[string]any) (string, error) {
 			v[f] = val
 		}
 	}
-	b, err := canonical(v)
+	b, err := plainjson.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", task.ErrMalformed, err)
 	}

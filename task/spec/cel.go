@@ -62,6 +62,11 @@ func newEnv() (*cel.Env, error) {
 	)
 }
 
+// errTimeout: an evaluation ran past EvalTimeout. Unlike every other
+// failure it may not happen again, so results that end in it are not
+// cached.
+var errTimeout = fmt.Errorf("took longer than %s", EvalTimeout)
+
 // expr is a compiled expression, ready to evaluate.
 type expr struct {
 	src  string
@@ -173,11 +178,10 @@ func (e *expr) eval(name string, vars map[string]any) (any, error) {
 	defer cancel()
 	val, _, err := e.prog.ContextEval(ctx, vars)
 	if err != nil {
-		msg := err.Error()
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			msg = fmt.Sprintf("took longer than %s", EvalTimeout)
+			return nil, fmt.Errorf("%w: %s (%s): %w", task.ErrEval, name, e.src, errTimeout)
 		}
-		return nil, fmt.Errorf("%w: %s (%s): %s", task.ErrEval, name, e.src, msg)
+		return nil, fmt.Errorf("%w: %s (%s): %s", task.ErrEval, name, e.src, err)
 	}
 	v, err := native(val, 0)
 	if err != nil {

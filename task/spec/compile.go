@@ -12,6 +12,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/makerfleet/makerfleet/internal/lru"
+	"github.com/makerfleet/makerfleet/internal/plainjson"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -23,13 +25,13 @@ type Task struct {
 	source []byte
 	hash   string
 
-	params   *jsonschema.Schema
+	params   *schema
 	initial  *expr
 	maxSteps *expr
 	system   *tmpl
 	user     *tmpl
 	reader   reader
-	answer   *jsonschema.Schema
+	answer   *schema
 	render   *tmpl
 	vote     []string
 	next     *expr
@@ -39,6 +41,11 @@ type Task struct {
 	ref      *expr
 	wrong    *expr
 	progress *expr
+
+	// bound are recent instances by params: the roles of a fleet in one
+	// process, and a voter's jobs with the same params, share one (and
+	// its caches).
+	bound *lru.Cache[string, result[*Instance]]
 }
 
 var _ task.Task = (*Task)(nil)
@@ -90,7 +97,7 @@ func Compile(src []byte) (*Task, error) {
 		sortProblems(probs)
 		return nil, probs
 	}
-	t := &Task{spec: sp, source: bytes.Clone(src), hash: Hash(src)}
+	t := &Task{spec: sp, source: bytes.Clone(src), hash: Hash(src), bound: lru.New[string, result[*Instance]](16)}
 	env, err := newEnv()
 	if err != nil {
 		return nil, fmt.Errorf("spec: CEL environment: %w", err)
@@ -240,7 +247,7 @@ func (t *Task) answerHas(f string) bool {
 
 // compileSchema compiles the JSON Schema at path (nil: any object, when
 // optional).
-func compileSchema(d *doc, path string, raw json.RawMessage, optional bool) (*jsonschema.Schema, Errors) {
+func compileSchema(d *doc, path string, raw json.RawMessage, optional bool) (*schema, Errors) {
 	if len(raw) == 0 || string(raw) == "null" {
 		if !optional {
 			return nil, Errors{d.problem(path, "a JSON Schema is required")}
@@ -263,7 +270,12 @@ func compileSchema(d *doc, path string, raw json.RawMessage, optional bool) (*js
 	if err != nil {
 		return nil, Errors{d.problem(path, "not a JSON Schema: "+err.Error())}
 	}
-	return sch, nil
+	// The quick form reads the same document the compiler accepted.
+	var q *quick
+	if doc, err := plainjson.Decode(raw); err == nil {
+		q = newQuick(doc, 0)
+	}
+	return &schema{full: sch, quick: q}, nil
 }
 
 // noLoader refuses every external schema.

@@ -205,3 +205,43 @@ func TestParseAndNext(t *testing.T) {
 		}
 	}
 }
+
+// TestBindShares: the same params give the one instance (the roles of an
+// in-process fleet share its caches); other params another; bad params the
+// same error every time.
+func TestBindShares(t *testing.T) {
+	tk := compile(t, counter)
+	a, err := tk.Bind(json.RawMessage(`{"n": 3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := tk.Bind(json.RawMessage(`{"n": 3}`))
+	c, _ := tk.Bind(json.RawMessage(`{"n": 4}`))
+	if a != b || a == c {
+		t.Fatalf("same params shared %v, other params separate %v", a == b, a != c)
+	}
+	for range 2 {
+		if _, err := tk.Bind(json.RawMessage(`{"n": 0}`)); !errors.Is(err, task.ErrInvalidParams) {
+			t.Fatalf("n=0: %v, want ErrInvalidParams", err)
+		}
+	}
+}
+
+// TestPromptIsTheCallers: a cached prompt is handed out as a copy, so one
+// caller changing it does not change another's.
+func TestPromptIsTheCallers(t *testing.T) {
+	in, err := compile(t, counter).Bind(json.RawMessage(`{"n": 3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, err := in.Prompt(in.Initial())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := p1[0].Content
+	p1[0].Content = "changed"
+	p2, _ := in.Prompt(in.Initial())
+	if p2[0].Content != want {
+		t.Fatalf("second prompt %q, want %q", p2[0].Content, want)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/makerfleet/makerfleet/internal/lru"
+	"github.com/makerfleet/makerfleet/internal/plainjson"
 	"github.com/makerfleet/makerfleet/task"
 )
 
@@ -22,12 +24,56 @@ type Instance struct {
 	total     int64
 	initial   task.State
 
-	// states decodes recently seen states once: every sample of a step
-	// reads the same one.
-	mu     sync.Mutex
-	states map[string]any
-	order  []string
+	// Recent results, by state: every sample of a step reads the same
+	// state, asks the same prompt and mostly gives the same answer; the
+	// winner's next state is asked when it is screened and when it is
+	// decided; the reference answer when it is verified (and by the
+	// simulated model for every sample). Cached values are shared: nothing
+	// may change them.
+	states  *lru.Cache[string, result[any]]
+	prompts *lru.Cache[string, result[[]task.Message]]
+	answers *lru.Cache[string, result[string]]
+	nexts   *lru.Cache[string, result[task.State]]
+	refs    *lru.Cache[string, reference]
+
+	// The system prompt, when it cannot read the state: written once.
+	sysOnce sync.Once
+	sys     string
+	sysErr  error
 }
+
+// reference is the reference answer from one state.
+type reference struct {
+	key    string
+	answer map[string]any
+	err    error
+}
+
+// maxCacheKey bounds a cache key (a state, with an answer or a vote):
+// bigger ones are not cached, so an instance's caches hold a few MB at
+// most however large what they are asked about.
+const maxCacheKey = 16 << 10
+
+// result is a cached value, or the error making it gave.
+type result[V any] struct {
+	val V
+	err error
+}
+
+// once returns key's value from c, made by fill when c has none (and by
+// one caller when several ask at once). A key too big to keep is made
+// each time.
+func once[V any](c *lru.Cache[string, V], key string, fill func() (V, bool)) V {
+	if len(key) > maxCacheKey {
+		v, _ := fill()
+		return v
+	}
+	return c.Do(key, fill)
+}
+
+// lasting says whether a result may be kept: every failure happens again
+// the same way except running out of time.
+func lasting(err error) bool { return !errors.Is(err, errTimeout) }
 
 var (
 	_ task.Instance   = (*Instance)(nil)
@@ -36,23 +82,31 @@ var (
 )
 
 // Bind implements task.Task: params must satisfy the spec's params schema;
-// the initial state and max steps are computed from them once.
+// the initial state and max steps are computed from them once. The same
+// params give the same instance, shared.
 func (t *Task) Bind(raw json.RawMessage) (task.Instance, error) {
-	return t.bind(raw)
+	r := once(t.bound, string(raw), func() (result[*Instance], bool) {
+		in, err := t.bind(raw)
+		return result[*Instance]{in, err}, lasting(err)
+	})
+	if r.err != nil {
+		return nil, r.err
+	}
+	return r.val, nil
 }
 
 func (t *Task) bind(raw json.RawMessage) (*Instance, error) {
 	if len(raw) == 0 {
 		raw = json.RawMessage("{}")
 	}
-	v, err := decodeJSON(raw)
+	v, err := plainjson.Decode(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s params are not one JSON value: %v", task.ErrInvalidParams, t.spec.Name, err)
 	}
 	if _, ok := v.(map[string]any); !ok {
 		return nil, fmt.Errorf("%w: %s params must be a JSON object", task.ErrInvalidParams, t.spec.Name)
 	}
-	if err := t.params.Validate(jsonValue(v)); err != nil {
+	if err := t.params.validate(v); err != nil {
 		return nil, fmt.Errorf("%w: %s params: %s", task.ErrInvalidParams, t.spec.Name, schemaMessage(err))
 	}
 	vars := map[string]any{varParams: v}
@@ -65,15 +119,21 @@ func (t *Task) bind(raw json.RawMessage) (*Instance, error) {
 			return nil, fmt.Errorf("%w: %s params refused by check %s (%s)", task.ErrInvalidParams, t.spec.Name, c.name, c.when.src)
 		}
 	}
-	in := &Instance{t: t, params: v, states: map[string]any{}}
-	if in.paramsRaw, err = canonical(v); err != nil {
+	in := &Instance{t: t, params: v,
+		states:  lru.New[string, result[any]](16),
+		prompts: lru.New[string, result[[]task.Message]](8),
+		answers: lru.New[string, result[string]](64),
+		nexts:   lru.New[string, result[task.State]](16),
+		refs:    lru.New[string, reference](16),
+	}
+	if in.paramsRaw, err = plainjson.Marshal(v); err != nil {
 		return nil, fmt.Errorf("%w: %v", task.ErrInvalidParams, err)
 	}
 	st, err := t.initial.eval("initial", vars)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", task.ErrInvalidParams, err)
 	}
-	if in.initial, err = canonical(st); err != nil {
+	if in.initial, err = plainjson.Marshal(st); err != nil {
 		return nil, fmt.Errorf("%w: initial: %v", task.ErrInvalidParams, err)
 	}
 	n, err := t.maxSteps.eval("max_steps", vars)
@@ -98,32 +158,44 @@ func (in *Instance) Initial() task.State { return in.initial }
 // TotalSteps implements task.Instance.
 func (in *Instance) TotalSteps() int64 { return in.total }
 
-// state decodes s (cached).
+// state decodes s (cached). Decoded values are shared: nothing may change
+// them.
 func (in *Instance) state(s task.State) (any, error) {
-	key := string(s)
-	in.mu.Lock()
-	v, ok := in.states[key]
-	in.mu.Unlock()
-	if ok {
-		return v, nil
-	}
-	v, err := decodeJSON(s)
+	r := once(in.states, string(s), func() (result[any], bool) {
+		v, err := plainjson.Decode(s)
+		if err != nil {
+			err = fmt.Errorf("%w: %v", task.ErrInvalidState, err)
+		}
+		return result[any]{v, err}, true
+	})
+	return r.val, r.err
+}
+
+// vars are the expression variables from s: params, state and, when
+// answer is not nil, answer.
+func (in *Instance) vars(s task.State, answer map[string]any) (map[string]any, error) {
+	st, err := in.state(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", task.ErrInvalidState, err)
+		return nil, err
 	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if len(in.order) >= 64 {
-		delete(in.states, in.order[0])
-		in.order = in.order[1:]
+	vars := map[string]any{varParams: in.params, varState: st}
+	if answer != nil {
+		vars[varAnswer] = answer
 	}
-	in.states[key] = v
-	in.order = append(in.order, key)
-	return v, nil
+	return vars, nil
 }
 
 // Prompt implements task.Instance.
 func (in *Instance) Prompt(s task.State) ([]task.Message, error) {
+	r := once(in.prompts, string(s), func() (result[[]task.Message], bool) {
+		p, err := in.prompt(s)
+		return result[[]task.Message]{p, err}, true
+	})
+	// A copy each time: the caller owns what it is given.
+	return slices.Clone(r.val), r.err
+}
+
+func (in *Instance) prompt(s task.State) ([]task.Message, error) {
 	st, err := in.state(s)
 	if err != nil {
 		return nil, err
@@ -131,7 +203,13 @@ func (in *Instance) Prompt(s task.State) ([]task.Message, error) {
 	data := map[string]any{varState: st, varParams: in.params}
 	var msgs []task.Message
 	if in.t.system != nil {
-		sys, err := in.t.system.render(data)
+		var sys string
+		if in.t.system.stateFree {
+			in.sysOnce.Do(func() { in.sys, in.sysErr = in.t.system.render(data) })
+			sys, err = in.sys, in.sysErr
+		} else {
+			sys, err = in.t.system.render(data)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -152,37 +230,64 @@ func (in *Instance) Parse(s task.State, reply string) (task.Vote, error) {
 	if err != nil {
 		return task.Vote{}, err
 	}
+	// The same answer from the same state is judged once.
+	canon, err := plainjson.Marshal(obj)
+	if err != nil {
+		return task.Vote{}, fmt.Errorf("%w: %v", task.ErrMalformed, err)
+	}
+	r := once(in.answers, string(s)+"\x00"+string(canon), func() (result[string], bool) {
+		key, err := in.judge(s, obj)
+		return result[string]{key, err}, lasting(err)
+	})
+	return task.Vote{Key: r.val}, r.err
+}
+
+// judge checks an answer read from a reply from s (schema, red flags) and
+// returns its vote key.
+func (in *Instance) judge(s task.State, obj map[string]any) (string, error) {
 	if err := checkAnswer(in.t.answer, obj); err != nil {
-		return task.Vote{}, err
+		return "", err
 	}
 	if len(in.t.redFlags) > 0 {
-		st, err := in.state(s)
+		vars, err := in.vars(s, obj)
 		if err != nil {
-			return task.Vote{}, err
+			return "", err
 		}
-		vars := map[string]any{varParams: in.params, varState: st, varAnswer: obj}
 		for _, rf := range in.t.redFlags {
 			hit, err := rf.when.eval("red flag "+rf.name, vars)
 			if err != nil {
 				// An answer this expression cannot judge is not a vote.
-				return task.Vote{}, &task.RedFlag{Reason: "eval", Detail: err.Error()}
+				return "", &evalFlag{RedFlag: task.RedFlag{Reason: "eval", Detail: err.Error()}, err: err}
 			}
 			if hit.(bool) {
-				return task.Vote{}, &task.RedFlag{Reason: rf.name, Detail: rf.when.src}
+				return "", &task.RedFlag{Reason: rf.name, Detail: rf.when.src}
 			}
 		}
 	}
-	key, err := in.t.voteKey(obj)
-	if err != nil {
-		return task.Vote{}, err
-	}
-	return task.Vote{Key: key}, nil
+	return in.t.voteKey(obj)
 }
+
+// evalFlag is the red flag for an answer a red flag expression could not
+// judge; it keeps the expression's error for lasting.
+type evalFlag struct {
+	task.RedFlag
+	err error
+}
+
+func (e *evalFlag) Unwrap() []error { return []error{&e.RedFlag, e.err} }
 
 // Next implements task.Instance: the next state is the winner's own
 // answer field, or the next expression over the winner's vote fields. A
 // key that is not the canonical form Parse writes is malformed.
 func (in *Instance) Next(s task.State, v task.Vote) (task.State, error) {
+	r := once(in.nexts, string(s)+"\x00"+v.Key, func() (result[task.State], bool) {
+		next, err := in.next(s, v)
+		return result[task.State]{next, err}, lasting(err)
+	})
+	return r.val, r.err
+}
+
+func (in *Instance) next(s task.State, v task.Vote) (task.State, error) {
 	obj, err := in.voteObject(v.Key)
 	if err != nil {
 		return nil, err
@@ -194,15 +299,15 @@ func (in *Instance) Next(s task.State, v task.Vote) (task.State, error) {
 			return nil, fmt.Errorf("%w: the vote has no %q", task.ErrMalformed, f)
 		}
 	} else {
-		st, err := in.state(s)
+		vars, err := in.vars(s, obj)
 		if err != nil {
 			return nil, err
 		}
-		if next, err = in.t.next.eval("next", map[string]any{varParams: in.params, varState: st, varAnswer: obj}); err != nil {
+		if next, err = in.t.next.eval("next", vars); err != nil {
 			return nil, err
 		}
 	}
-	out, err := canonical(next)
+	out, err := plainjson.Marshal(next)
 	if err != nil {
 		return nil, fmt.Errorf("%w: next state: %v", task.ErrEval, err)
 	}
@@ -212,7 +317,7 @@ func (in *Instance) Next(s task.State, v task.Vote) (task.State, error) {
 // voteObject reads a vote key back: a JSON object of exactly the vote
 // fields, in canonical form.
 func (in *Instance) voteObject(key string) (map[string]any, error) {
-	v, err := decodeJSON([]byte(key))
+	v, err := plainjson.Decode([]byte(key))
 	if err != nil {
 		return nil, fmt.Errorf("%w: vote key: %v", task.ErrMalformed, err)
 	}
@@ -232,7 +337,7 @@ func (in *Instance) voteObject(key string) (map[string]any, error) {
 	} else if err := checkAnswer(in.t.answer, obj); err != nil {
 		return nil, err
 	}
-	if c, err := canonical(obj); err != nil || string(c) != key {
+	if c, err := plainjson.Marshal(obj); err != nil || string(c) != key {
 		return nil, fmt.Errorf("%w: vote key is not canonical (want %s)", task.ErrMalformed, c)
 	}
 	return obj, nil
@@ -247,11 +352,11 @@ func (in *Instance) Done(s task.State) bool {
 
 // DoneErr is Done with the expression's error.
 func (in *Instance) DoneErr(s task.State) (bool, error) {
-	st, err := in.state(s)
+	vars, err := in.vars(s, nil)
 	if err != nil {
 		return false, err
 	}
-	v, err := in.t.done.eval("done", map[string]any{varParams: in.params, varState: st})
+	v, err := in.t.done.eval("done", vars)
 	if err != nil {
 		return false, err
 	}
@@ -263,16 +368,24 @@ var ErrNoReference = errors.New("spec: no reference answer for this state")
 
 // Reference returns the right answer from s (its vote key and the whole
 // answer): ErrNoReference when the spec has no reference expression, or it
-// gives null for s.
+// gives null for s. The answer is shared: nothing may change it.
 func (in *Instance) Reference(s task.State) (key string, answer map[string]any, err error) {
 	if in.t.ref == nil {
 		return "", nil, ErrNoReference
 	}
-	st, err := in.state(s)
+	r := once(in.refs, string(s), func() (reference, bool) {
+		key, answer, err := in.reference(s)
+		return reference{key, answer, err}, lasting(err)
+	})
+	return r.key, r.answer, r.err
+}
+
+func (in *Instance) reference(s task.State) (key string, answer map[string]any, err error) {
+	vars, err := in.vars(s, nil)
 	if err != nil {
 		return "", nil, err
 	}
-	v, err := in.t.ref.eval("reference", map[string]any{varParams: in.params, varState: st})
+	v, err := in.t.ref.eval("reference", vars)
 	if err != nil {
 		return "", nil, err
 	}
@@ -311,11 +424,11 @@ func (in *Instance) Progress(s task.State) float64 {
 	if in.t.progress == nil {
 		return 0
 	}
-	st, err := in.state(s)
+	vars, err := in.vars(s, nil)
 	if err != nil {
 		return 0
 	}
-	v, err := in.t.progress.eval("progress", map[string]any{varParams: in.params, varState: st})
+	v, err := in.t.progress.eval("progress", vars)
 	if err != nil {
 		return 0
 	}
@@ -349,11 +462,11 @@ func (in *Instance) Wrong(s task.State) ([]map[string]any, error) {
 	}
 	var out []map[string]any
 	if in.t.wrong != nil {
-		st, err := in.state(s)
+		vars, err := in.vars(s, nil)
 		if err != nil {
 			return nil, err
 		}
-		v, err := in.t.wrong.eval("wrong", map[string]any{varParams: in.params, varState: st})
+		v, err := in.t.wrong.eval("wrong", vars)
 		if err != nil {
 			return nil, err
 		}
@@ -444,7 +557,7 @@ func shift(v any, d int64) (any, bool) {
 // template, else its JSON.
 func (in *Instance) Render(s task.State, answer map[string]any) (string, error) {
 	if in.t.render == nil {
-		b, err := canonical(answer)
+		b, err := plainjson.Marshal(answer)
 		return string(b), err
 	}
 	st, err := in.state(s)

@@ -2,10 +2,8 @@ package spec
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"sort"
 	"strconv"
@@ -13,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v4"
 
+	"github.com/makerfleet/makerfleet/internal/plainjson"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -129,8 +128,8 @@ func yamlProblem(err error) Problem {
 }
 
 // maxDepth bounds nesting, so a hostile file cannot make the reader
-// recurse without end.
-const maxDepth = 64
+// recurse without end: as deep as JSON values go anywhere in a spec task.
+const maxDepth = plainjson.MaxDepth
 
 func (d *doc) node(n *yaml.Node, path string, depth int, probs *Errors) any {
 	d.pos[path] = [2]int{n.Line, n.Column}
@@ -234,61 +233,4 @@ func sortProblems(ps Errors) {
 		}
 		return a.Path < b.Path
 	})
-}
-
-// canonical is v as canonical JSON: object keys sorted, no spaces.
-// encoding/json sorts map keys and writes int64 as integers.
-func canonical(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
-}
-
-// decodeJSON reads one JSON value into plain values (int64 for integer
-// literals, float64 for other numbers). Trailing data is an error.
-func decodeJSON(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after the JSON value")
-	}
-	return plainNumbers(v)
-}
-
-// plainNumbers replaces json.Number with int64 or float64, in place.
-func plainNumbers(v any) (any, error) {
-	switch x := v.(type) {
-	case json.Number:
-		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-			return i, nil
-		}
-		f, err := strconv.ParseFloat(string(x), 64)
-		if err != nil || math.IsInf(f, 0) {
-			return nil, fmt.Errorf("number %s out of range", x)
-		}
-		return f, nil
-	case map[string]any:
-		for k, e := range x {
-			var err error
-			if x[k], err = plainNumbers(e); err != nil {
-				return nil, err
-			}
-		}
-	case []any:
-		for i, e := range x {
-			var err error
-			if x[i], err = plainNumbers(e); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return v, nil
 }

@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"text/template/parse"
 
+	"github.com/makerfleet/makerfleet/internal/plainjson"
 	"github.com/makerfleet/makerfleet/task"
 )
 
@@ -82,7 +84,7 @@ var funcs = template.FuncMap{
 			if s, ok := e.(string); ok {
 				parts[i] = s
 			} else {
-				b, err := canonical(e)
+				b, err := plainjson.Marshal(e)
 				if err != nil {
 					return "", err
 				}
@@ -115,7 +117,7 @@ func arith(f func(a, b int64) (int64, error)) func(a, b any) (int64, error) {
 
 // toJSON is v as canonical JSON.
 func toJSON(v any) (string, error) {
-	b, err := canonical(v)
+	b, err := plainjson.Marshal(v)
 	return string(b), err
 }
 
@@ -178,6 +180,9 @@ func writePlain(b *strings.Builder, v any, depth int) error {
 type tmpl struct {
 	name string
 	t    *template.Template
+	// stateFree: nothing in it can read the state, so for one instance it
+	// always writes the same text (a system prompt, usually).
+	stateFree bool
 }
 
 // compileTemplate parses src, reporting problems at path.
@@ -187,7 +192,73 @@ func compileTemplate(d *doc, path, src string) (*tmpl, Errors) {
 		msg := strings.TrimPrefix(err.Error(), "template: ")
 		return nil, Errors{d.problem(path, "template: "+msg)}
 	}
-	return &tmpl{name: path, t: t}, nil
+	free := true
+	for _, x := range t.Templates() {
+		if x.Tree != nil && mayReadState(x.Tree.Root) {
+			free = false
+		}
+	}
+	return &tmpl{name: path, t: t, stateFree: free}, nil
+}
+
+// mayReadState reports whether a template node might read the state:
+// a field path starting at state (.state, $.state), or the data as a whole
+// (a bare . or $, which a function such as get could look into). It errs
+// on the side of yes: a .state inside {{with .params}} counts.
+func mayReadState(n parse.Node) bool {
+	switch x := n.(type) {
+	case nil:
+		return false
+	case *parse.ListNode:
+		if x == nil {
+			return false
+		}
+		for _, c := range x.Nodes {
+			if mayReadState(c) {
+				return true
+			}
+		}
+		return false
+	case *parse.ActionNode:
+		return mayReadState(x.Pipe)
+	case *parse.IfNode:
+		return mayReadState(x.Pipe) || mayReadState(x.List) || mayReadState(x.ElseList)
+	case *parse.RangeNode:
+		return mayReadState(x.Pipe) || mayReadState(x.List) || mayReadState(x.ElseList)
+	case *parse.WithNode:
+		return mayReadState(x.Pipe) || mayReadState(x.List) || mayReadState(x.ElseList)
+	case *parse.TemplateNode:
+		return true // what it is handed is read by another tree
+	case *parse.PipeNode:
+		if x == nil {
+			return false
+		}
+		for _, c := range x.Cmds {
+			if mayReadState(c) {
+				return true
+			}
+		}
+		return false
+	case *parse.CommandNode:
+		for _, a := range x.Args {
+			if mayReadState(a) {
+				return true
+			}
+		}
+		return false
+	case *parse.ChainNode:
+		return mayReadState(x.Node)
+	case *parse.DotNode:
+		return true
+	case *parse.FieldNode:
+		return len(x.Ident) > 0 && x.Ident[0] == varState
+	case *parse.VariableNode:
+		return len(x.Ident) == 1 && x.Ident[0] == "$" || len(x.Ident) > 1 && x.Ident[0] == "$" && x.Ident[1] == varState
+	case *parse.TextNode, *parse.CommentNode, *parse.IdentifierNode, *parse.BoolNode,
+		*parse.NumberNode, *parse.StringNode, *parse.NilNode, *parse.BreakNode, *parse.ContinueNode:
+		return false
+	}
+	return true // a node kind this does not know
 }
 
 // render runs the template on data.
