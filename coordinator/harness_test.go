@@ -179,6 +179,13 @@ type harness struct {
 
 func newHarness(t *testing.T, spec schemas.JobSpec, steps int64, answer script) *harness {
 	t.Helper()
+	return harnessFor(t, spec, walk{steps}, answer)
+}
+
+// harnessFor is newHarness for a task instance of the test's own (a
+// variant of walk).
+func harnessFor(t *testing.T, spec schemas.JobSpec, inst task.Instance, answer script) *harness {
+	t.Helper()
 	spec.ApplyDefaults()
 	if spec.JobID == "" {
 		spec.JobID, spec.Task = "j1", "walk"
@@ -186,7 +193,7 @@ func newHarness(t *testing.T, spec schemas.JobSpec, steps int64, answer script) 
 	if err := spec.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	m := newMachine(spec, walk{steps}, machineConfig{token: 1, owner: "c1", checkpointEvery: 1000})
+	m := newMachine(spec, inst, machineConfig{token: 1, owner: "c1", checkpointEvery: 1000})
 	h := &harness{t: t, m: m, now: time.Unix(1_700_000_000, 0), answer: answer}
 	h.do(nil, []action{m.open()})
 	return h

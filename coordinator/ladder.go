@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -133,12 +134,16 @@ func (m *machine) arbitrate() []action {
 
 // arbitrated records the judge's decision d for the open step: its choice
 // is journaled as an arbiter entry (not votes); a needs_human answer, or a
-// choice the task cannot take, pauses the job for a person.
+// choice the task cannot take, pauses the job for a person. A choice the
+// task cannot evaluate (a spec's next expression failing) fails the job,
+// as a vote's would.
 func (m *machine) arbitrated(now time.Time, d *schemas.ArbiterDecision) ([]action, error) {
 	if d.Outcome != schemas.ArbiterDecided {
 		return m.needsHuman(d.Reason), nil
 	}
-	if _, err := m.inst.Next(m.state, task.Vote{Key: d.VoteKey}); err != nil {
+	if _, err := m.inst.Next(m.state, task.Vote{Key: d.VoteKey}); errors.Is(err, task.ErrEval) {
+		return m.failEval(err), nil
+	} else if err != nil {
 		return m.needsHuman(fmt.Sprintf("the judge's choice %q is not a move the task can take: %v", d.VoteKey, err)), nil
 	}
 	m.log.Warn("arbiter decision", "step", m.step, "vote_key", d.VoteKey, "confidence", d.Confidence, "judge", d.JudgeModel)
@@ -151,9 +156,13 @@ func (m *machine) arbitrated(now time.Time, d *schemas.ArbiterDecision) ([]actio
 // person records a person's answer (maker decide) for the open step, as
 // an arbiter entry of rung "person", instead of sampling the step (the
 // caller then opens the next step and moves on). An answer the task cannot
-// take pauses the job again, saying why.
+// take pauses the job again, saying why; one the task cannot evaluate (a
+// spec's next or reference expression failing for the step's state) fails
+// the job at the step, as a vote's would.
 func (m *machine) person(d schemas.PersonDecision) ([]action, bool) {
-	if _, err := m.inst.Next(m.state, task.Vote{Key: d.VoteKey}); err != nil {
+	if _, err := m.inst.Next(m.state, task.Vote{Key: d.VoteKey}); errors.Is(err, task.ErrEval) {
+		return m.failEval(err), false
+	} else if err != nil {
 		// Paused again: the next `maker decide` replaces the answer.
 		return m.needsHuman(fmt.Sprintf("%s's answer %q for step %d is not a move the task can take: %v", d.By, d.VoteKey, d.Step, err)), false
 	}
@@ -166,7 +175,9 @@ func (m *machine) person(d schemas.PersonDecision) ([]action, bool) {
 		VoteKey: d.VoteKey, Confidence: 1, Reason: "decided by " + d.By, JudgeModel: "person:" + d.By, DecidedAt: d.At,
 	}
 	m.notePrev(m.counters.Next)
-	if err := m.apply(&e, false); err != nil {
+	if err := m.apply(&e, false); errors.Is(err, task.ErrEval) {
+		return m.failEval(err), false
+	} else if err != nil {
 		return m.needsHuman(err.Error()), false
 	}
 	e.Work = m.acct.delta()

@@ -1,7 +1,9 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -207,6 +209,9 @@ func (r *jobRun) report() schemas.JobReport {
 		return rep
 	}
 	rep.Params, rep.TotalSteps, rep.Figures = m.params, m.inst.TotalSteps(), m.acct.Figures.Clone()
+	if json.Valid(m.state) {
+		rep.FinalState = bytes.Clone(m.state)
+	}
 	if e := m.end; e != nil {
 		rep.State, rep.Solved, rep.Reason, rep.NoConsensus = e.state, e.state == schemas.StateSolved, e.reason, e.noConsensus
 	}

@@ -325,6 +325,11 @@ type JobReport struct {
 	// (empty for a built-in task).
 	TaskVersion string `json:"task_version,omitempty"`
 	TaskHash    string `json:"task_hash,omitempty"`
+	// FinalState is the state the job ended at, in the task's encoding
+	// (canonical JSON for a spec task): where a task's result is (a
+	// product's digits, a ledger's closing balances, every record's
+	// label). Empty when the job failed before its first step.
+	FinalState json.RawMessage `json:"final_state,omitempty"`
 	// State is solved, unsolved, no_consensus, failed or cancelled; Solved
 	// is true exactly when the task reached its goal and the verifier (if
 	// any) found no wrong step.

@@ -74,9 +74,11 @@ type TaskSpec struct {
 }
 
 // TaskPrompt is a step's prompt as text/template templates. Templates see
-// .state and .params, and the functions json (compact JSON), plain (JSON
-// with ", " between list items, as people write lists), add, sub, mul, div,
-// mod, len and join.
+// .state and .params, the template language's own functions (len, index,
+// eq, printf...) and json (compact JSON), plain (JSON with ", " between
+// list items, as people write lists), add, sub, mul, div, mod (integers),
+// at (a string's character or a list's item), get (an optional key) and
+// join.
 type TaskPrompt struct {
 	// System is the system message (the rules, the strategy, the answer
 	// format); optional.

@@ -43,7 +43,7 @@ func (sp *specs) step(h llm.SimHint) (*specStep, bool) {
 	if sp == nil || sp.src == nil {
 		return nil, false
 	}
-	key := h.Hash + "\x00" + string(h.Params) + "\x00" + string(h.State)
+	key := taskKey(h) + "\x00" + string(h.State)
 	if st, ok := sp.steps.Get(key); ok {
 		return st, true
 	}
@@ -51,7 +51,7 @@ func (sp *specs) step(h llm.SimHint) (*specStep, bool) {
 	if !ok {
 		return nil, false
 	}
-	_, right, err := in.Reference(h.State)
+	rightKey, right, err := in.Reference(h.State)
 	if err != nil {
 		return nil, false
 	}
@@ -59,9 +59,19 @@ func (sp *specs) step(h llm.SimHint) (*specStep, bool) {
 	if st.right, err = in.Render(h.State, right); err != nil {
 		return nil, false
 	}
+	// Only replies the task reads as another vote, each vote once: Wrong
+	// may alter the reference past the answer schema or into a red flag
+	// (a malformed reply, not a wrong one), and may list a vote twice
+	// (which would narrow WrongSpread).
 	wrong, _ := in.Wrong(h.State)
+	seen := map[string]bool{rightKey: true}
 	for _, w := range wrong {
-		if r, err := in.Render(h.State, w); err == nil {
+		r, err := in.Render(h.State, w)
+		if err != nil {
+			continue
+		}
+		if v, err := in.Parse(h.State, r); err == nil && !seen[v.Key] {
+			seen[v.Key] = true
 			st.wrong = append(st.wrong, r)
 		}
 	}
@@ -69,8 +79,15 @@ func (sp *specs) step(h llm.SimHint) (*specStep, bool) {
 	return st, true
 }
 
+// taskKey names h's task and params in the caches: the whole reference,
+// so a hint whose name or version does not match the hash is looked up,
+// not served what another hint found.
+func taskKey(h llm.SimHint) string {
+	return h.Task + "\x00" + h.Version + "\x00" + h.Hash + "\x00" + string(h.Params)
+}
+
 func (sp *specs) instance(h llm.SimHint) (*spec.Instance, bool) {
-	key := h.Hash + "\x00" + string(h.Params)
+	key := taskKey(h)
 	if in, ok := sp.in.Get(key); ok {
 		return in, true
 	}

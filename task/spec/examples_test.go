@@ -50,20 +50,23 @@ func walk(t *testing.T, in task.Instance) (task.State, int64) {
 		if err := in.(task.Verifier).Verify(st, v); err != nil {
 			t.Fatalf("step %d: %v", steps, err)
 		}
-		// Every wrong answer the simulated model would give is well formed
-		// and another candidate.
+		// Every wrong answer the simulated model would give reads as a
+		// vote for another candidate, each candidate once.
 		wrong, err := si.Wrong(st)
 		if err != nil {
 			t.Fatalf("step %d: wrong answers: %v", steps, err)
 		}
+		seen := map[string]bool{}
 		for _, w := range wrong {
 			r, err := si.Render(st, w)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if wv, err := in.Parse(st, r); err == nil && wv.Key == key {
-				t.Fatalf("step %d: a wrong answer %q reads as the right one", steps, r)
+			wv, err := in.Parse(st, r)
+			if err != nil || wv.Key == key || seen[wv.Key] {
+				t.Fatalf("step %d: a wrong answer %q reads as %v, %v: want a vote for another candidate, once", steps, r, wv, err)
 			}
+			seen[wv.Key] = true
 		}
 		if st, err = in.Next(st, v); err != nil {
 			t.Fatalf("step %d: next: %v", steps, err)

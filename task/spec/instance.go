@@ -453,8 +453,9 @@ func toFloat(v any) float64 {
 }
 
 // Wrong returns wrong but well-formed answers from s: the spec's wrong
-// expression, else alterations of the reference answer's fields, never the
-// reference's own vote.
+// expression, else alterations of the reference answer's fields; only
+// answers that would be votes (schema and red flags pass them), each vote
+// once, never the reference's own.
 func (in *Instance) Wrong(s task.State) ([]map[string]any, error) {
 	right, ref, err := in.Reference(s)
 	if err != nil {
@@ -478,10 +479,16 @@ func (in *Instance) Wrong(s task.State) ([]map[string]any, error) {
 	} else {
 		out = alter(ref, in.t.vote)
 	}
-	// Keep the ones that are another candidate than the right one.
+	// Keep the ones a reply could be a vote for (the answer schema and the
+	// red flags pass them), each candidate once, none the right one.
+	seen := map[string]bool{right: true}
 	return slices.DeleteFunc(out, func(a map[string]any) bool {
-		k, err := in.t.voteKey(a)
-		return err != nil || k == right
+		k, err := in.judge(s, a)
+		if err != nil || seen[k] {
+			return true
+		}
+		seen[k] = true
+		return false
 	}), nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strconv"
@@ -34,8 +35,11 @@ func (p Problem) String() string {
 	if at == "" {
 		at = "(spec)"
 	}
-	if p.Line > 0 {
+	switch {
+	case p.Line > 0 && p.Column > 0:
 		at = fmt.Sprintf("%s (line %d, column %d)", at, p.Line, p.Column)
+	case p.Line > 0: // a YAML syntax error says its line only
+		at = fmt.Sprintf("%s (line %d)", at, p.Line)
 	}
 	return at + ": " + p.Msg
 }
@@ -94,9 +98,15 @@ func load(src []byte) (*doc, error) {
 	if err := dec.Decode(&root); err != nil {
 		return nil, Errors{yamlProblem(err)}
 	}
+	// What follows the spec must be nothing: not a second document, and
+	// not text that does not parse (after a flow mapping, the first
+	// document's decoding does not look at it).
 	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
+	switch err := dec.Decode(&extra); {
+	case err == nil:
 		return nil, Errors{{Line: extra.Line, Column: extra.Column, Msg: "more than one document in the file"}}
+	case !errors.Is(err, io.EOF):
+		return nil, Errors{yamlProblem(err)}
 	}
 	d := &doc{pos: map[string][2]int{}}
 	var probs Errors

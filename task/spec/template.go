@@ -268,7 +268,12 @@ func (t *tmpl) render(data map[string]any) (string, error) {
 	}
 	var b limitedBuffer
 	if err := t.t.Execute(&b, data); err != nil {
-		return "", fmt.Errorf("%w: %s: %v", task.ErrEval, t.name, strings.TrimPrefix(err.Error(), "template: "))
+		// Go's message names the template and the place in it, mostly.
+		msg := strings.TrimPrefix(err.Error(), "template: ")
+		if !strings.HasPrefix(msg, t.name) {
+			msg = t.name + ": " + msg
+		}
+		return "", fmt.Errorf("%w: %s", task.ErrEval, msg)
 	}
 	return b.String(), nil
 }

@@ -24,6 +24,7 @@ type jobFlags struct {
 	task            string
 	disks           int
 	params          string
+	paramsJSONL     []string // FIELD=FILE
 	k               int
 	p               float64
 	target          float64
@@ -44,6 +45,7 @@ func addJobFlags(cmd *cobra.Command, f *jobFlags, defaultP string) {
 	fl.StringVar(&f.task, "task", "hanoi", "task to run: a built-in one, or a registered task spec as NAME or NAME@VERSION (the latest version when none is given)")
 	fl.IntVar(&f.disks, "disks", 10, "hanoi: number of disks, 1..30 (2^n - 1 steps)")
 	fl.StringVar(&f.params, "params", "", `task params as JSON (overrides --disks), e.g. '{"disks":12}', or @FILE to read them from a file`)
+	fl.StringArrayVar(&f.paramsJSONL, "params-jsonl", nil, "FIELD=FILE: set params field FIELD to the JSON values in FILE, one a line (JSON Lines), e.g. transfers=ledger.jsonl; repeatable")
 	fl.IntVar(&f.k, "k", 0, "voting margin k (default: the smallest k that reaches --target at --p)")
 	fl.Float64Var(&f.p, "p", 0, "estimated chance one valid sample is right, in (0.5, 1), used to pick k and for theory figures (default "+defaultP+")")
 	fl.Float64Var(&f.target, "target", schemas.DefaultTarget, "wanted chance the whole task is solved, used to pick k")
@@ -180,8 +182,8 @@ func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFrac
 	return spec, inst, nil
 }
 
-// paramsFor reads --params (JSON, or @FILE), or makes hanoi's from
-// --disks.
+// paramsFor reads --params (JSON, or @FILE) and --params-jsonl, or makes
+// hanoi's from --disks.
 func (f *jobFlags) paramsFor(ref task.Ref) (json.RawMessage, error) {
 	raw := f.params
 	if file, ok := strings.CutPrefix(raw, "@"); ok {
@@ -191,17 +193,70 @@ func (f *jobFlags) paramsFor(ref task.Ref) (json.RawMessage, error) {
 		}
 		raw = string(data)
 	}
-	if raw == "" {
+	if raw == "" && len(f.paramsJSONL) == 0 {
 		if ref.Name != "hanoi" || ref.Version != "" {
 			return nil, usagef("--params is required for task %q", ref.String())
 		}
 		params, _ := json.Marshal(map[string]int{"disks": f.disks})
 		return params, nil
 	}
-	if !json.Valid([]byte(raw)) {
+	if raw != "" && !json.Valid([]byte(raw)) {
 		return nil, usagef("--params is not valid JSON: %s", clipText(raw, 200))
 	}
-	return json.RawMessage(raw), nil
+	if len(f.paramsJSONL) == 0 {
+		return json.RawMessage(raw), nil
+	}
+	obj := map[string]json.RawMessage{}
+	if raw != "" {
+		if err := json.Unmarshal([]byte(raw), &obj); err != nil || obj == nil {
+			return nil, usagef("--params must be a JSON object to add --params-jsonl fields to")
+		}
+	}
+	for _, arg := range f.paramsJSONL {
+		field, list, err := readJSONL(arg)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := obj[field]; dup {
+			return nil, usagef("--params-jsonl %s: params already has %q", arg, field)
+		}
+		obj[field] = list
+	}
+	params, err := json.Marshal(obj)
+	if err != nil {
+		return nil, usagef("--params: %v", err)
+	}
+	return params, nil
+}
+
+// readJSONL reads a --params-jsonl FIELD=FILE: the file's JSON values, one
+// a line (blank lines skipped), as a JSON list.
+func readJSONL(arg string) (field string, list json.RawMessage, err error) {
+	field, file, ok := strings.Cut(arg, "=")
+	if !ok || field == "" || file == "" {
+		return "", nil, usagef("--params-jsonl %q: want FIELD=FILE", arg)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", nil, usagef("--params-jsonl %s: %v", arg, err)
+	}
+	out := []byte{'['}
+	n := 0
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if !json.Valid([]byte(line)) {
+			return "", nil, usagef("--params-jsonl %s: line %d is not one JSON value: %s", file, i+1, clipText(line, 120))
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, line...)
+		n++
+	}
+	return field, append(out, ']'), nil
 }
 
 // builtinTasks pins built-in tasks only: a command that has no fleet to

@@ -206,7 +206,7 @@ func taskFileFlag(cmd *cobra.Command, jf *jobFlags, file string) (*taskreg.Regis
 }
 
 // readSpec reads and compiles a task spec file; an invalid one is a usage
-// error listing every problem.
+// error listing every problem, and so is one named like a built-in task.
 func readSpec(file string) ([]byte, *spec.Task, error) {
 	src, err := os.ReadFile(file)
 	if err != nil {
@@ -216,7 +216,19 @@ func readSpec(file string) ([]byte, *spec.Task, error) {
 	if err != nil {
 		return nil, nil, usagef("%s: %w", file, err)
 	}
+	if msg := builtinName(t); msg != "" {
+		return nil, nil, usagef("%s: name: %s", file, msg)
+	}
 	return src, t, nil
+}
+
+// builtinName says why a spec named like a built-in task cannot be used
+// (no fleet registers it, so no job runs it); "" for any other name.
+func builtinName(t *spec.Task) string {
+	if _, err := builtin.Registry().Lookup(t.Name()); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%q is a built-in task's name; give the spec another name", t.Name())
 }
 
 // runJob starts an in-process fleet, registers the task spec src (if any)
@@ -315,7 +327,11 @@ func printReport(w io.Writer, rep schemas.JobReport, asJSON bool) error {
 		return enc.Encode(rep)
 	}
 	verdict := strings.ToUpper(rep.State)
-	fmt.Fprintf(w, "job %s/%s  %s %s  k=%d  %s\n", rep.Tenant, rep.JobID, rep.Task, string(rep.Params), rep.K, verdict)
+	name := rep.Task
+	if rep.TaskVersion != "" {
+		name += "@" + rep.TaskVersion // the spec version the job pinned
+	}
+	fmt.Fprintf(w, "job %s/%s  %s %s  k=%d  %s\n", rep.Tenant, rep.JobID, name, clipText(string(rep.Params), 200), rep.K, verdict)
 	if rep.Reason != "" {
 		fmt.Fprintf(w, "  reason           %s\n", rep.Reason)
 	}
@@ -362,6 +378,9 @@ func printReport(w io.Writer, rep schemas.JobReport, asJSON bool) error {
 		printTally(w, nc.Tally)
 	}
 	fmt.Fprintf(w, "  trace sha256     %s\n", rep.TraceSHA256)
+	if len(rep.FinalState) > 0 {
+		fmt.Fprintf(w, "  final state      %s\n", clipText(string(rep.FinalState), 400))
+	}
 	return nil
 }
 

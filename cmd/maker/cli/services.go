@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -91,11 +92,18 @@ specs come from --task-file files, or from a fleet's task registry (--nats).
 				tasks.Add(t)
 			}
 			if natsURL != "" {
-				reg, closeFn, err := taskRegistry(ctx, natsURL, false)
+				// The fleet's registry is found when a request first needs
+				// it: the model may start before any coordinator has made
+				// the topology.
+				nc, err := bus.Connect(natsURL, "maker-simllm")
 				if err != nil {
 					return err
 				}
-				defer closeFn()
+				defer nc.Close()
+				reg, err := newLazyRegistry(nc)
+				if err != nil {
+					return err
+				}
 				cfg.Tasks = fallbackSource{tasks, reg}
 			} else {
 				cfg.Tasks = tasks
@@ -316,7 +324,9 @@ func submitCmd(e *env) *cobra.Command {
 				defer cancel()
 			}
 			// A built-in task is checked before anything is sent; a task
-			// spec is looked up in the fleet's task registry.
+			// spec is looked up in the fleet's task registry, which is only
+			// opened: a refused job leaves nothing on the server, and a
+			// server without a fleet has no spec registered.
 			tasks := builtinTasks()
 			var nc *nats.Conn
 			if !jf.isBuiltin() {
@@ -329,11 +339,15 @@ func submitCmd(e *env) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				topo, err := bus.Ensure(ctx, js, bus.Config{})
-				if err != nil {
+				topo, err := bus.Open(ctx, js, bus.Config{})
+				switch {
+				case errors.Is(err, bus.ErrNoFleet):
+					// Built-ins only: the spec is reported unknown.
+				case err != nil:
 					return err
+				default:
+					tasks = taskreg.New(topo.Tasks, builtin.Registry())
 				}
-				tasks = taskreg.New(topo.Tasks, builtin.Registry())
 			}
 			spec, _, err := jf.spec(cmd, 0.95, "--p", 1, tasks)
 			if err != nil {
@@ -500,6 +514,39 @@ func parseHardSteps(s string) (fraction, accuracy float64, err error) {
 
 // fallbackSource finds a task in first, then in second.
 type fallbackSource struct{ first, second task.Source }
+
+// lazyRegistry is the task registry of the fleet on nc, opened on first
+// use and again after a failure (no topology yet): the bucket is never
+// created here.
+type lazyRegistry struct {
+	js  jetstream.JetStream
+	mu  sync.Mutex
+	reg *taskreg.Registry
+}
+
+func newLazyRegistry(nc *nats.Conn) (*lazyRegistry, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return &lazyRegistry{js: js}, nil
+}
+
+func (l *lazyRegistry) Task(ctx context.Context, ref task.Ref) (task.Task, error) {
+	l.mu.Lock()
+	reg := l.reg
+	if reg == nil {
+		topo, err := bus.Open(ctx, l.js, bus.Config{})
+		if err != nil {
+			l.mu.Unlock()
+			return nil, fmt.Errorf("%w: %w", task.ErrUnknownTask, err)
+		}
+		reg = taskreg.New(topo.Tasks, builtin.Registry())
+		l.reg = reg
+	}
+	l.mu.Unlock()
+	return reg.Task(ctx, ref)
+}
 
 func (s fallbackSource) Task(ctx context.Context, ref task.Ref) (task.Task, error) {
 	t, err := s.first.Task(ctx, ref)

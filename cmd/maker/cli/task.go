@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -47,7 +48,14 @@ func taskValidateCmd(e *env) *cobra.Command {
 			}
 			t, err := spec.Compile(src)
 			var probs spec.Errors
-			if errors.As(err, &probs) {
+			if err == nil {
+				if msg := builtinName(t); msg != "" {
+					probs = spec.Errors{{Path: "name", Msg: msg}}
+				}
+			} else if !errors.As(err, &probs) {
+				return err
+			}
+			if len(probs) > 0 {
 				if asJSON {
 					if err := writeJSON(e.stdout, map[string]any{"valid": false, "problems": probs}); err != nil {
 						return err
@@ -58,9 +66,6 @@ func taskValidateCmd(e *env) *cobra.Command {
 					}
 				}
 				return usagef("%s: %d problem(s)", args[0], len(probs))
-			}
-			if err != nil {
-				return err
 			}
 			if asJSON {
 				return writeJSON(e.stdout, map[string]any{"valid": true, "name": t.Name(), "version": t.Version(), "hash": t.Hash()})
@@ -100,8 +105,11 @@ func taskInitCmd(e *env) *cobra.Command {
 				flag = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 			}
 			f, err := os.OpenFile(out, flag, 0o644)
+			if errors.Is(err, fs.ErrExist) {
+				return usagef("%s exists: nothing written (--force overwrites it)", out)
+			}
 			if err != nil {
-				return usagef("%v (--force overwrites)", err)
+				return usagef("%v", err)
 			}
 			if _, err := f.WriteString(src); err != nil {
 				_ = f.Close()
@@ -133,7 +141,8 @@ func taskTestCmd(e *env) *cobra.Command {
 nats-server and Redis, the simulated model answering from the spec's reference answer
 with accuracy --sim-accuracy), for at most --steps steps, and prints its report: the
 wrong steps the verifier found, the red flags by reason, samples per step. A spec
-without a reference cannot be tested this way (the simulated model cannot answer it).`,
+without a reference, or whose reference is null for the params given, cannot be
+tested this way (the simulated model cannot answer it).`,
 		Example: `  maker task test examples/tasks/multiply.yaml --params '{"a": "1234", "b": "567"}' --steps 20`,
 		Args:    exactArgs(1, "FILE (a task spec)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -163,9 +172,16 @@ without a reference cannot be tested this way (the simulated model cannot answer
 				_ = cmd.Flags().Set("k", "1")
 				p = 0
 			}
-			job, _, err := jf.spec(cmd, p, "the simulated model's accuracy (--sim-accuracy)", 1-sf.malformed-sf.overlong, tasks)
+			job, inst, err := jf.spec(cmd, p, "the simulated model's accuracy (--sim-accuracy)", 1-sf.malformed-sf.overlong, tasks)
 			if err != nil {
 				return err
+			}
+			// A reference may give null for some params (classify.yaml's,
+			// without truth): the simulated model could only fail to answer.
+			if in, ok := inst.(*spec.Instance); ok {
+				if _, _, err := in.Reference(in.Initial()); errors.Is(err, spec.ErrNoReference) {
+					return usagef("%s: its reference gives no answer (null) for these params: the simulated model cannot answer it (give params it answers, or run it against a real model with maker run --task-file)", args[0])
+				}
 			}
 			job.StepLimit = steps
 			opts := fleetOptions{sim: simCfg, concurrency: 16, log: e.logger(slog.LevelWarn)}
@@ -181,6 +197,7 @@ without a reference cannot be tested this way (the simulated model cannot answer
 	for _, name := range []string{"task", "disks", "tenant", "job-id"} {
 		_ = cmd.Flags().MarkHidden(name)
 	}
+	cmd.Flags().Lookup("params").Usage = "the job's params as JSON (checked against the spec's params schema), or @FILE to read them from a file"
 	cmd.Flags().Int64Var(&steps, "steps", 20, "stop after this many decided steps (0: run the whole job)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
