@@ -25,6 +25,7 @@ var groupTypes = map[string]bool{"string": true, "int": true, "number": true, "b
 type reader struct {
 	format string
 	re     *regexp.Regexp
+	scan   *scanner          // re's matches
 	groups map[string]string // group name → type
 }
 
@@ -45,7 +46,7 @@ func (r *reader) read(reply string) (map[string]any, error) {
 	// that reasons first and answers last is read by its answer.
 	obj := map[string]any{}
 	caps := map[string]string{}
-	for _, m := range r.re.FindAllStringSubmatchIndex(reply, -1) {
+	for _, m := range r.scan.all(reply) {
 		for i, name := range r.re.SubexpNames() {
 			if name != "" && m[2*i] >= 0 {
 				caps[name] = reply[m[2*i]:m[2*i+1]]

@@ -197,7 +197,7 @@ func (t *Task) compileAnswer(d *doc) Errors {
 		case err != nil:
 			probs = append(probs, d.problem("answer.regex", "not a valid regular expression: "+strings.TrimPrefix(err.Error(), "error parsing regexp: ")))
 		default:
-			t.reader.re = re
+			t.reader.re, t.reader.scan = re, newScanner(re)
 			names := map[string]bool{}
 			for _, n := range re.SubexpNames() {
 				if n != "" {
