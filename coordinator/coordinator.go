@@ -187,6 +187,9 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	c.mu.Unlock()
 	c.log.Info("coordinator stopping: handing its jobs back at a step boundary", "running_jobs", running)
 	wg.Wait()
+	c.mu.Lock()
+	clear(c.running) // the jobs wound down by the stop (see schedule)
+	c.mu.Unlock()
 	c.log.Info("coordinator stopped")
 	return nil
 }

@@ -93,7 +93,14 @@ func (c *Coordinator) schedule(ctx context.Context, topo *bus.Topology, poke <-c
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				defer c.setRunning(key, false)
+				defer func() {
+					// A job wound down by the coordinator's stop stays
+					// counted until Run returns: the stop's log line says
+					// how many it hands back, however fast they go.
+					if ctx.Err() == nil {
+						c.setRunning(key, false)
+					}
+				}()
 				c.own(ctx, topo, l, rec)
 			}()
 		}
