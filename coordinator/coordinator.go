@@ -158,18 +158,27 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: job consumer: %w", err)
 	}
+	// People's pause, resume, cancel and decide requests, answered by one
+	// coordinator each (control.go).
+	stopControl, err := c.serveControl(ctx, topo)
+	if err != nil {
+		return err
+	}
 	c.log.Info("coordinator started", "max_jobs", c.cfg.MaxJobs, "lease_ttl", c.cfg.LeaseTTL)
 
 	// Subscribed before anything runs, so no advisory goes unheard.
 	events := make(chan *nats.Msg, 256)
 	advisories, err := c.nc.ChanQueueSubscribe(bus.MaxDeliveriesAdvisory(topo.NS.SamplesStream(), bus.ConsumerVoters), "coordinators", events)
 	if err != nil {
+		stopControl()
 		return fmt.Errorf("coordinator: subscribe to max-deliveries advisories: %w", err)
 	}
 
 	// Shutdown order: ctx done → the scheduler stops taking jobs → every
 	// running job stops at a step boundary, checkpoints and releases its
-	// lease → intake and the dead-letter mover end → Run returns.
+	// lease → intake and the dead-letter mover end → the control service
+	// stops (it answers until then: a pause asked meanwhile is recorded for
+	// the next owner) → Run returns.
 	var wg sync.WaitGroup
 	poke := make(chan struct{}, 1)
 	wg.Add(2)
@@ -187,6 +196,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	c.mu.Unlock()
 	c.log.Info("coordinator stopping: handing its jobs back at a step boundary", "running_jobs", running)
 	wg.Wait()
+	stopControl()
 	c.mu.Lock()
 	clear(c.running) // the jobs wound down by the stop (see schedule)
 	c.mu.Unlock()
@@ -247,6 +257,16 @@ func (c *Coordinator) register(ctx context.Context, topo *bus.Topology, msg jets
 		return nil
 	}
 	log := c.log.With("tenant", spec.Tenant, "job", spec.JobID)
+	// The subject proves the tenant: on a secured server only tenant T
+	// (and the admin) may publish on T's job subject, but nobody checks
+	// the body. A job naming another tenant is refused, and nothing is
+	// written for the tenant it names (not even a failed report).
+	if want := topo.NS.JobSubject(spec.Tenant); msg.Subject() != want {
+		log.Error("refusing a job whose body names another tenant than its subject; it does not run",
+			"subject", msg.Subject(), "want_subject", want)
+		_ = msg.TermWithReason("job names another tenant than its subject")
+		return nil
+	}
 	rec := schemas.JobRecord{
 		Header: schemas.NewHeader(schemas.KindJobRecord), Tenant: spec.Tenant, JobID: spec.JobID, Spec: spec,
 		Control: schemas.ControlRun, State: schemas.StateQueued, UpdatedAt: time.Now().UTC(),

@@ -13,18 +13,55 @@ import (
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
-// deadLetters moves sample requests the voters gave up on (MaxDeliver
-// deliveries, announced by the server's advisory) to the dead-letter
-// stream, with the original payload and the reason, and removes them from
-// the work queue, so nothing stays un-acked outside the DLQ. Coordinators
-// share the work through a queue group; the DLQ's message ids make a
-// repeat harmless.
+// orphanSweepEvery is how often a coordinator removes the results no
+// consumer will read (bus.PurgeOrphanResults) and restores missing parts
+// of the topology; it also does once at start.
+const orphanSweepEvery = time.Minute
+
+// consumerCheckEvery is how often a coordinator checks that the shared
+// consumers exist (voters wait for theirs while it is gone).
+const consumerCheckEvery = 5 * time.Second
+
+// deadLetters keeps the work queues free of what nobody will settle.
+//
+// It moves sample requests the voters gave up on (MaxDeliver deliveries,
+// announced by the server's advisory) to the dead-letter stream, with the
+// original payload (or, too large, a reference to it) and the reason, and
+// removes them from the work queue, so nothing stays un-acked outside the
+// DLQ. Coordinators share the work through a queue group; the DLQ's
+// message ids make a repeat harmless.
+//
+// It creates again what an operator removed from the topology (the
+// voters' consumer, say): voters do not create the topology, they wait
+// for it, so it is the coordinators' to keep.
+//
+// And it removes late results nobody reads: those a voter published
+// after the consumer of their job's lease generation was gone (the job
+// taken over, or finished). Results of a generation whose owner still
+// reads them are consumed by it and counted in its report as late
+// (late_samples); these can no longer reach a report, so they are
+// counted in the log.
 func (c *Coordinator) deadLetters(ctx context.Context, topo *bus.Topology, sub *nats.Subscription, events <-chan *nats.Msg) {
 	defer func() { _ = sub.Unsubscribe() }()
+	sweep := time.NewTimer(0)
+	defer sweep.Stop()
+	check := time.NewTimer(consumerCheckEvery)
+	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-sweep.C:
+			c.sweepOrphans(ctx, topo)
+			c.restoreTopology(ctx)
+			sweep.Reset(orphanSweepEvery)
+		case <-check.C:
+			// Voters wait while their consumer is gone: a quick look
+			// often, the whole topology with the sweep.
+			if !c.consumersIntact(ctx, topo) {
+				c.restoreTopology(ctx)
+			}
+			check.Reset(consumerCheckEvery)
 		case m := <-events:
 			var ev bus.MaxDeliveriesEvent
 			if err := json.Unmarshal(m.Data, &ev); err != nil || ev.StreamSeq == 0 {
@@ -74,4 +111,42 @@ func (c *Coordinator) deadLetter(ctx context.Context, topo *bus.Topology, ev bus
 		return err
 	}
 	return nil
+}
+
+// sweepOrphans removes the results no consumer will read, and logs them.
+func (c *Coordinator) sweepOrphans(ctx context.Context, topo *bus.Topology) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	removed, err := bus.PurgeOrphanResults(ctx, c.js, topo.NS)
+	for subject, n := range removed {
+		c.log.Info("removed late results no consumer reads (their job's lease generation ended)", "subject", subject, "late_results", n)
+	}
+	if err != nil && ctx.Err() == nil {
+		c.log.Warn("remove late results no consumer reads; trying again later", "err", err)
+	}
+}
+
+// restoreTopology creates what is missing from the topology again.
+func (c *Coordinator) restoreTopology(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cfg := c.cfg.Bus
+	cfg.StartupWait = time.Second // a server that does not answer: next time
+	if _, err := bus.Ensure(ctx, c.js, cfg); err != nil && ctx.Err() == nil {
+		c.log.Warn("restore the fleet topology; trying again later", "err", err)
+	}
+}
+
+// consumersIntact reports whether the shared consumers exist (an answer
+// other than "not found" counts as intact: the next look will tell).
+func (c *Coordinator) consumersIntact(ctx context.Context, topo *bus.Topology) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, sc := range [][2]string{{topo.NS.SamplesStream(), bus.ConsumerVoters}, {topo.NS.JobsStream(), bus.ConsumerCoordinators}} {
+		_, err := c.js.Consumer(ctx, sc[0], sc[1])
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			return false
+		}
+	}
+	return true
 }

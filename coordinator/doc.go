@@ -13,6 +13,14 @@
 //     MAKER_RESULTS, through a durable consumer per job and lease generation;
 //   - the server's max-deliveries advisories for the voters' consumer, to
 //     move poison requests to the dead-letter stream (MAKER_DLQ).
+//   - people's requests, core request/reply in the queue group
+//     "coordinators" (one coordinator answers each; control.go):
+//     schemas.ControlRequest (pause, resume, cancel) on
+//     maker.v1.control.<tenant>.<job> and schemas.DecideRequest (a person's
+//     answer for a step) on maker.v1.decide.<tenant>.<job>, the job named
+//     by the subject only; each is checked against the job's registry
+//     record and status (internal/jobs) and answered with a
+//     schemas.ControlReply.
 //
 // Produces:
 //   - sample requests (schemas.SampleRequest) on maker.v1.sample.<tenant>.<job>
@@ -45,7 +53,8 @@
 // new owner's rebuild from the journal). The shell is job.go (the loop and
 // the actions), resume.go (journal, takeover, cleanup), arbitrate.go (the
 // judge), report.go (status and report); schedule.go takes and renews the
-// leases of jobs, coordinator.go takes jobs in.
+// leases of jobs, coordinator.go takes jobs in, control.go answers
+// people's controls and decisions.
 //
 // # The step loop
 //

@@ -221,3 +221,56 @@ func TestTakeoverKeepsStart(t *testing.T) {
 		t.Errorf("wall_seconds %.3f, want the whole job's %.3f", rep.WallSeconds, want)
 	}
 }
+
+// TestIntakeRefusesForgedTenant: the subject proves the tenant. A job
+// published on tenant beta's subject whose body names tenant alpha (what
+// tenant beta's identity could send on a secured server) is refused: it
+// does not run, and nothing is written for alpha (no registry entry, no
+// report). Beta's next job runs as usual.
+func TestIntakeRefusesForgedTenant(t *testing.T) {
+	t.Parallel()
+	env, _, _ := simFleet(t, simllm.Config{Accuracy: 0.95, Seed: 2}, llm.Config{}, voter.Config{})
+	forged := fleettest.HanoiSpec(3, 2, 1)
+	forged.Tenant, forged.JobID = "alpha", "forged"
+	forged.ApplyDefaults()
+	forged.SubmittedAt = time.Now().UTC()
+	data, err := schemas.Encode(&forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := env.JS.Publish(ctx, bus.DefaultNamespace.JobSubject("beta"), data); err != nil {
+		t.Fatal(err)
+	}
+	good := fleettest.HanoiSpec(3, 2, 1)
+	good.Tenant = "beta"
+	checkSolved(t, env.Run(&good), 3)
+	// Beta's job was queued after the forgery: once the intake has settled
+	// every message, the forgery was refused, not put aside.
+	cons, err := env.JS.Consumer(ctx, bus.DefaultNamespace.JobsStream(), bus.ConsumerCoordinators)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumPending == 0 && info.NumAckPending == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the intake still holds messages: %d pending, %d unacked", info.NumPending, info.NumAckPending)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	key := bus.JobKey("alpha", "forged")
+	if _, err := env.Topo.Jobs.Get(ctx, key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("the registry holds the forged alpha job (%v)", err)
+	}
+	if _, err := env.Topo.Reports.Get(ctx, key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("the reports hold the forged alpha job (%v)", err)
+	}
+}

@@ -58,6 +58,11 @@ func TestJudgeCLIApproval(t *testing.T) {
 	if res.code != cli.ExitOK || !strings.Contains(res.stdout, `"request_id":"held-e2e"`) {
 		t.Fatalf("pending: exit %d, %s %s", res.code, res.stdout, res.stderr)
 	}
+	// The requester's identity (tenant-<T>) may not approve its own call;
+	// the approver (the default --as) may.
+	if res := runMaker(t, 30*time.Second, "judge", "approve", "held-e2e", "--nats", natsURL, "--by", "mallory", "--as", "tenant-default"); res.code != cli.ExitUsage || !strings.Contains(res.stderr, "tenant-default asked for held-e2e, and a requester never decides its own call") {
+		t.Fatalf("approve by the requester: exit %d, %q %q", res.code, res.stdout, res.stderr)
+	}
 	if res := runMaker(t, 30*time.Second, "judge", "approve", "held-e2e", "--nats", natsURL, "--by", "alice"); res.code != cli.ExitOK || res.stdout != "approved held-e2e\n" {
 		t.Fatalf("approve: exit %d, %q %q", res.code, res.stdout, res.stderr)
 	}
@@ -81,6 +86,14 @@ func TestJudgeCLIApproval(t *testing.T) {
 		if !strings.Contains(res.stdout, want) {
 			t.Errorf("audit table lacks %q:\n%s", want, res.stdout)
 		}
+	}
+
+	// The answer is the asking tenant's alone.
+	if res := runMaker(t, 30*time.Second, "judge", "answer", "held-e2e", "--nats", natsURL, "--json"); res.code != cli.ExitOK || !strings.Contains(res.stdout, `"outcome": "answered"`) {
+		t.Errorf("answer: exit %d, %q %q", res.code, res.stdout, res.stderr)
+	}
+	if res := runMaker(t, 30*time.Second, "judge", "answer", "held-e2e", "--nats", natsURL, "--tenant", "beta"); res.code != cli.ExitError || !strings.Contains(res.stderr, `no request "held-e2e" of tenant beta has an answer`) {
+		t.Errorf("another tenant's answer: exit %d, %q %q", res.code, res.stdout, res.stderr)
 	}
 }
 

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +13,11 @@ import (
 // TestPauseResumeCancelRunningJob: pause stops a running job at a step
 // boundary (no step is decided while it is paused), resume lets any
 // coordinator pick it up where it stopped and it still ends with the true
-// solution; cancel ends another job with a cancelled report.
+// solution; cancel ends another job with a cancelled report. The controls
+// go through the coordinator's control service: a pause asked twice is
+// paused, and a person's answer for the paused healthy job's step is
+// refused (finding 4: it used to override the step, and the job ended
+// unsolved).
 func TestPauseResumeCancelRunningJob(t *testing.T) {
 	const disks = 8
 	svc := startServices(t, true)
@@ -33,6 +39,16 @@ func TestPauseResumeCancelRunningJob(t *testing.T) {
 		res := runMaker(t, 30*time.Second, "status", "pausable", "--nats", svc.natsURL, "--json")
 		return res.code == 0 && json.Unmarshal([]byte(res.stdout), &paused) == nil && paused.State == schemas.StatePaused
 	}, sub, coord, v)
+	if res := runMaker(t, 30*time.Second, "pause", "pausable", "--nats", svc.natsURL); res.code != 0 || res.stdout != "default/pausable: already paused\n" {
+		t.Errorf("pause of the paused job: exit %d, %q, %s; want it already paused", res.code, res.stdout, res.stderr)
+	}
+	for _, step := range []int64{paused.Steps, paused.Steps + 1, 1 << 40} {
+		res := runMaker(t, 30*time.Second, "decide", "pausable", "--step", strconv.FormatInt(step, 10),
+			"--vote", `{"move":[1,0,2],"next_state":[[8,7,6,5,4,3,2],[],[1]]}`, "--by", "mallory", "--nats", svc.natsURL)
+		if res.code != 2 || !strings.Contains(res.stderr, "not waiting for a person") {
+			t.Errorf("decide step %d of the paused healthy job: exit %d, stderr %q; want it refused (exit 2)", step, res.code, res.stderr)
+		}
+	}
 	time.Sleep(time.Second)
 	if st, _ := svc.status(t, "pausable"); st.Steps != paused.Steps {
 		t.Fatalf("steps moved from %d to %d while paused", paused.Steps, st.Steps)

@@ -73,10 +73,12 @@ func (s *services) topology(t *testing.T) *bus.Topology {
 }
 
 // TestJobLifecycleCommands: submit without --wait prints the job id (and
-// with --json a job_id); jobs list and status show the job queued; pause,
-// resume and cancel change its control; result of an unfinished job fails
-// saying so; a job being cancelled or finished cannot be paused or
-// resumed.
+// with --json a job_id); jobs list (of --tenant, default "default", or
+// --all-tenants) and status show the job queued; pause, resume and cancel
+// change its control (no coordinator runs: written to the registry
+// directly); result of an unfinished job fails saying so; a job being
+// cancelled or finished cannot be paused or resumed; a JOB naming another
+// tenant than --tenant is refused.
 func TestJobLifecycleCommands(t *testing.T) {
 	svc := startServices(t, false)
 	submit := []string{"submit", "--k", "1", "--disks", "3"}
@@ -95,7 +97,7 @@ func TestJobLifecycleCommands(t *testing.T) {
 		t.Errorf("submit printed %q, want the job id", res.stdout)
 	}
 
-	rows := svc.jobList(t)
+	rows := svc.jobList(t, "--all-tenants")
 	if len(rows) != 3 {
 		t.Fatalf("jobs list shows %d jobs, want 3: %+v", len(rows), rows)
 	}
@@ -110,6 +112,19 @@ func TestJobLifecycleCommands(t *testing.T) {
 	}
 	if rows := svc.jobList(t, "--tenant", "nobody"); len(rows) != 0 {
 		t.Errorf("jobs list --tenant nobody = %+v, want []", rows)
+	}
+	if rows := svc.jobList(t); len(rows) != 2 || rows[0].Tenant != schemas.DefaultTenant || rows[1].Tenant != schemas.DefaultTenant {
+		t.Errorf("jobs list = %+v, want only the default tenant's two jobs", rows)
+	}
+	for _, args := range [][]string{
+		{"status", "beta/life-3", "--tenant", "default"},
+		{"pause", "beta/life-3", "--tenant", "alpha"},
+		{"cancel", "default/life-1", "--tenant", "beta"},
+	} {
+		res := svc.maker(t, cli.ExitUsage, args...)
+		if res.stdout != "" || !strings.Contains(res.stderr, "names tenant") {
+			t.Errorf("maker %v: stdout %q, stderr %q; want it refused for naming another tenant", args, res.stdout, res.stderr)
+		}
 	}
 	if res := svc.maker(t, cli.ExitOK, "jobs", "list"); !strings.Contains(res.stdout, "life-1") || !strings.Contains(res.stdout, "STATE") {
 		t.Errorf("jobs list (text) printed %q", res.stdout)

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -17,22 +20,61 @@ import (
 // request whose estimate is over ApprovalUSD is held: its approval record
 // (state pending, with the whole request) goes to the approvals bucket, a
 // held response to the answers bucket (the asker sees it and keeps
-// waiting) and a held record to the audit. Approve moves the record to
-// approved and publishes the request again on its kind's subject; a judge
-// then finds it approved and runs it, naming the approver. Deny moves it
-// to denied and writes the final denied response. Both are
-// compare-and-set, so two people deciding at once cannot both win.
+// waiting) and a held record to the audit.
+//
+// A person decides with an schemas.ApprovalDecision sent as a request on
+// the approval subject of the identity they act as
+// (<ns>.v1.judge_approve.<identity>); a judge serves it (queue group
+// "judges"). The NATS server lets an identity publish there only under
+// its own name, so the subject proves who decides; the judge refuses a
+// decision by the requester's own identity (tenant-<T> for a break-glass
+// request of tenant T, as its subject proves; coordinator for an
+// arbitration). Approving moves the record to approved and publishes the
+// request again on its kind's subject; a judge then finds it approved and
+// runs it, naming the approver. Denying moves it to denied and writes the
+// final denied response. Both are compare-and-set, so two people deciding
+// at once cannot both win.
+
+// Sentinel errors of a decision (besides ErrNotPending).
+var (
+	// ErrOwnRequest: the identity deciding is the one that asked.
+	ErrOwnRequest = errors.New("judge: a requester cannot decide its own held request")
+	// ErrDecision: the decision is malformed or ambiguous.
+	ErrDecision = errors.New("judge: invalid decision")
+)
 
 // gateDenied is costGate's decision on a request a person denied.
 const gateDenied = schemas.ApprovalDenied
 
-// costGate applies the cost gate to request id: gate's decision (Gate or
-// ArbitrationGate on the estimate) given whether a person approved the
-// request, a hold's reason naming how to approve it, or gateDenied when a
-// person denied it (Deny wrote its answer and audit record). It sets
-// *approver to who approved.
-func (sv *Service) costGate(ctx context.Context, id string, approver *string, gate func(approved bool) (decision, reason string)) (decision, reason string, err error) {
-	a, err := getApproval(ctx, sv.topo.Approvals, id)
+// Identities a requester has: a tenant's client, and the coordinator for
+// its arbitrations (see docs/security.md).
+const (
+	coordinatorIdentity  = "coordinator"
+	tenantIdentityPrefix = "tenant-"
+)
+
+// requesterIdentity is the identity that asked for the held request a:
+// the one that may not decide it.
+func requesterIdentity(a *schemas.BreakGlassApproval) string {
+	if a.Arbitration != nil {
+		return coordinatorIdentity
+	}
+	return tenantIdentityPrefix + a.Tenant
+}
+
+// approver is who decided a held request: the person's name, and the
+// identity the approval's subject proves.
+type approver struct {
+	by, as string
+}
+
+// costGate applies the cost gate to tenant's request id: gate's decision
+// (RequestGate or ArbitrationGate on the estimate) given whether a person
+// approved the request, a hold's reason naming how to approve it, or
+// gateDenied when a person denied it (Deny already wrote its answer). An
+// approval is handed over to who approved.
+func (sv *Service) costGate(ctx context.Context, tenant, id string, who *approver, gate func(approved bool) (decision, reason string)) (decision, reason string, err error) {
+	a, err := getApproval(ctx, sv.topo.Approvals, bus.JudgeApprovalKey(tenant, id))
 	if err != nil {
 		return "", "", err
 	}
@@ -41,7 +83,7 @@ func (sv *Service) costGate(ctx context.Context, id string, approver *string, ga
 	}
 	approved := a != nil && a.State == schemas.ApprovalApproved
 	if approved {
-		*approver = a.DecidedBy
+		*who = approver{by: a.DecidedBy, as: a.DecidedAs}
 	}
 	decision, reason = gate(approved)
 	if decision == GateHold {
@@ -55,10 +97,10 @@ func (sv *Service) costGate(ctx context.Context, id string, approver *string, ga
 func (sv *Service) storeHold(ctx context.Context, rec *schemas.BreakGlassApproval) error {
 	rec.Header = schemas.NewHeader(schemas.KindBreakGlassApproval)
 	rec.State, rec.RequestedAt = schemas.ApprovalPending, time.Now().UTC()
-	if _, err := approvals(sv.topo.Approvals).Create(ctx, rec.RequestID, rec); err != nil && !errors.Is(err, bus.ErrConflict) {
+	if _, err := approvals(sv.topo.Approvals).Create(ctx, bus.JudgeApprovalKey(rec.Tenant, rec.RequestID), rec); err != nil && !errors.Is(err, bus.ErrConflict) {
 		return fmt.Errorf("judge: store approval: %w", err)
 	}
-	sv.log.Info("judge: request held for approval", "request", rec.RequestID, "estimate_usd", rec.EstimateUSD)
+	sv.log.Info("judge: request held for approval", "request", rec.RequestID, "tenant", rec.Tenant, "estimate_usd", rec.EstimateUSD)
 	return nil
 }
 
@@ -67,31 +109,62 @@ func approvals(kv jetstream.KeyValue) *bus.KV[schemas.BreakGlassApproval] {
 	return bus.NewKV(kv, bus.MessageCodec[schemas.BreakGlassApproval]())
 }
 
-func getApproval(ctx context.Context, kv jetstream.KeyValue, id string) (*schemas.BreakGlassApproval, error) {
-	a, _, err := approvals(kv).Get(ctx, id)
+func getApproval(ctx context.Context, kv jetstream.KeyValue, key string) (*schemas.BreakGlassApproval, error) {
+	a, _, err := approvals(kv).Get(ctx, key)
 	if errors.Is(err, bus.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("judge: approval %s: %w", id, err)
+		return nil, fmt.Errorf("judge: approval %s: %w", key, err)
 	}
 	return a, nil
 }
 
-// decide moves a pending approval to state, by who, atomically, and
-// returns the updated record.
-func decide(ctx context.Context, kv jetstream.KeyValue, id, state, by, reason string) (*schemas.BreakGlassApproval, error) {
-	if strings.TrimSpace(by) == "" {
-		return nil, fmt.Errorf("%w: name who decides", ErrConfig)
+// approvalKey finds the key of the held request d names: its tenant's,
+// when d names the tenant; else the one key of that id, refusing an id two
+// tenants hold (the decider must name the tenant).
+func approvalKey(ctx context.Context, kv jetstream.KeyValue, d *schemas.ApprovalDecision) (string, error) {
+	if d.Tenant != "" {
+		return bus.JudgeApprovalKey(d.Tenant, d.RequestID), nil
 	}
-	return approvals(kv).Update(ctx, id, func(a *schemas.BreakGlassApproval) (*schemas.BreakGlassApproval, error) {
+	lister, err := kv.ListKeysFiltered(ctx, bus.JudgeApprovalKey("*", d.RequestID))
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return "", fmt.Errorf("%w: no held request %q", ErrNotPending, d.RequestID)
+	}
+	if err != nil {
+		return "", fmt.Errorf("judge: list approvals: %w", err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	switch len(keys) {
+	case 0:
+		return "", fmt.Errorf("%w: no held request %q", ErrNotPending, d.RequestID)
+	case 1:
+		return keys[0], nil
+	}
+	return "", fmt.Errorf("%w: %d tenants hold a request %q; name the tenant (--tenant)", ErrDecision, len(keys), d.RequestID)
+}
+
+// decide moves the pending approval under key to state, by who,
+// atomically, and returns the updated record. The requester's own
+// identity may not decide.
+func decide(ctx context.Context, kv jetstream.KeyValue, key, id, state string, who approver, reason string) (*schemas.BreakGlassApproval, error) {
+	if strings.TrimSpace(who.by) == "" || strings.TrimSpace(who.as) == "" {
+		return nil, fmt.Errorf("%w: name who decides, and as which identity", ErrDecision)
+	}
+	return approvals(kv).Update(ctx, key, func(a *schemas.BreakGlassApproval) (*schemas.BreakGlassApproval, error) {
 		if a == nil {
 			return nil, fmt.Errorf("%w: no held request %q", ErrNotPending, id)
+		}
+		if req := requesterIdentity(a); who.as == req {
+			return nil, fmt.Errorf("%w: %s asked for %s, and a requester never decides its own call", ErrOwnRequest, req, id)
 		}
 		if a.State != schemas.ApprovalPending {
 			return nil, fmt.Errorf("%w: %s is already %s by %s", ErrNotPending, id, a.State, a.DecidedBy)
 		}
-		a.State, a.DecidedBy, a.DecidedAt = state, by, time.Now().UTC()
+		a.State, a.DecidedBy, a.DecidedAs, a.DecidedAt = state, who.by, who.as, time.Now().UTC()
 		if reason != "" {
 			a.Reason = reason
 		}
@@ -113,7 +186,8 @@ func HeldProblem(a *schemas.BreakGlassApproval) string {
 func decisionAudit(a *schemas.BreakGlassApproval, outcome, reason string) *schemas.BreakGlassAudit {
 	rec := &schemas.BreakGlassAudit{
 		RequestID: a.RequestID, Tenant: a.Tenant, Session: a.Session, RequestKind: schemas.KindBreakGlassRequest,
-		Outcome: outcome, Reason: reason, Problem: HeldProblem(a), EstimateUSD: a.EstimateUSD, Approver: a.DecidedBy,
+		Outcome: outcome, Reason: reason, Problem: HeldProblem(a), EstimateUSD: a.EstimateUSD,
+		Approver: a.DecidedBy, ApproverIdentity: a.DecidedAs,
 	}
 	if a.Arbitration != nil {
 		rec.Requester, rec.RequestKind = arbitrationRequester, schemas.KindArbitrationRequest
@@ -123,19 +197,31 @@ func decisionAudit(a *schemas.BreakGlassApproval, outcome, reason string) *schem
 	return rec
 }
 
-// Approve approves the held request id in person by and publishes it again
-// for a judge to run.
-func Approve(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, id, by string) error {
-	topo, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{Namespace: ns})
+// decideHeld carries out d, sent by identity as: it approves or denies the
+// held request d names and returns its updated record.
+func (sv *Service) decideHeld(ctx context.Context, as string, d *schemas.ApprovalDecision) (*schemas.BreakGlassApproval, error) {
+	key, err := approvalKey(ctx, sv.topo.Approvals, d)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	a, err := decide(ctx, topo.Approvals, id, schemas.ApprovalApproved, by, "")
+	who := approver{by: d.By, as: as}
+	if d.Decision == schemas.DecisionApprove {
+		return sv.approve(ctx, key, d.RequestID, who)
+	}
+	return sv.deny(ctx, key, d.RequestID, who, d.Reason)
+}
+
+// approve approves the held request under key and publishes it again for
+// a judge to run. The message id is the tenant's, so another tenant's
+// request of the same id is not taken for a duplicate.
+func (sv *Service) approve(ctx context.Context, key, id string, who approver) (*schemas.BreakGlassApproval, error) {
+	ns := sv.topo.NS
+	a, err := decide(ctx, sv.topo.Approvals, key, id, schemas.ApprovalApproved, who, "")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := appendAudit(ctx, js, ns, decisionAudit(a, schemas.BreakGlassApproved, "approved by "+by)); err != nil {
-		return err
+	if err := appendAudit(ctx, sv.js, ns, decisionAudit(a, schemas.BreakGlassApproved, "approved by "+who.by+" as "+who.as)); err != nil {
+		return nil, err
 	}
 	var req schemas.Message = a.Request
 	subject := ns.JudgeSubject(a.Tenant)
@@ -144,47 +230,49 @@ func Approve(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, id, 
 	}
 	data, err := schemas.Encode(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := js.Publish(ctx, subject, data, jetstream.WithMsgID(id+".approved")); err != nil {
-		return fmt.Errorf("judge: publish approved request: %w", err)
+	if _, err := sv.js.Publish(ctx, subject, data, jetstream.WithMsgID(judgeclient.MsgID(a.Tenant, id)+".approved")); err != nil {
+		return nil, fmt.Errorf("judge: publish approved request: %w", err)
 	}
-	return nil
+	sv.log.Info("judge: held request approved", "request", id, "tenant", a.Tenant, "by", who.by, "as", who.as)
+	return a, nil
 }
 
-// Deny denies the held request id in person by, with a reason, and stores
-// the final denied response: a break-glass answer, or an arbitration's
+// deny denies the held request under key, with a reason, and stores the
+// final denied response: a break-glass answer, or an arbitration's
 // needs_human decision.
-func Deny(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, id, by, reason string) error {
-	topo, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{Namespace: ns})
-	if err != nil {
-		return err
-	}
-	why := "denied by " + by
+func (sv *Service) deny(ctx context.Context, key, id string, who approver, reason string) (*schemas.BreakGlassApproval, error) {
+	answers := sv.topo.Answers
+	why := "denied by " + who.by
 	if strings.TrimSpace(reason) != "" {
 		why += ": " + reason
 	}
-	a, err := decide(ctx, topo.Approvals, id, schemas.ApprovalDenied, by, why)
+	a, err := decide(ctx, sv.topo.Approvals, key, id, schemas.ApprovalDenied, who, why)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rec := decisionAudit(a, schemas.BreakGlassDenied, why)
 	var resp schemas.Message
 	if a.Arbitration != nil {
-		resp, err = deniedArbitration(ctx, topo.Answers, a, why)
+		resp, err = deniedArbitration(ctx, answers, a, why)
 	} else {
 		var bg *schemas.BreakGlassResponse
-		if bg, err = deniedBreakGlass(ctx, topo.Answers, a, why); err == nil {
+		if bg, err = deniedBreakGlass(ctx, answers, a, why); err == nil {
 			rec.ProblemType, resp = bg.ProblemType, bg
 		}
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := appendAudit(ctx, js, ns, rec); err != nil {
-		return err
+	if err := appendAudit(ctx, sv.js, sv.topo.NS, rec); err != nil {
+		return nil, err
 	}
-	return putAnswer(ctx, topo.Answers, id, resp)
+	if err := putAnswer(ctx, answers, a.Tenant, id, resp); err != nil {
+		return nil, err
+	}
+	sv.log.Info("judge: held request denied", "request", id, "tenant", a.Tenant, "by", who.by, "as", who.as)
+	return a, nil
 }
 
 // deniedBreakGlass is the final answer of the denied break-glass request
@@ -201,7 +289,7 @@ func deniedBreakGlass(ctx context.Context, answers jetstream.KeyValue, a *schema
 		AnsweredAt:    time.Now().UTC(),
 	}
 	var prev schemas.BreakGlassResponse
-	if found, err := getAnswer(ctx, answers, a.RequestID, &prev); err != nil {
+	if found, err := getAnswer(ctx, answers, a.Tenant, a.RequestID, &prev); err != nil {
 		return nil, err
 	} else if found {
 		resp.ProblemType, resp.TypeSource, resp.Panel, resp.JudgeModel, resp.Mode = prev.ProblemType, prev.TypeSource, prev.Panel, prev.JudgeModel, prev.Mode
@@ -214,9 +302,9 @@ func deniedBreakGlass(ctx context.Context, answers jetstream.KeyValue, a *schema
 // step needs a person.
 func deniedArbitration(ctx context.Context, answers jetstream.KeyValue, a *schemas.BreakGlassApproval, why string) (*schemas.ArbitrationResponse, error) {
 	c := newArbitration(a.Arbitration, nil)
-	c.resp.Cost.EstimateUSD, c.approver = a.EstimateUSD, a.DecidedBy
+	c.resp.Cost.EstimateUSD, c.approver = a.EstimateUSD, approver{by: a.DecidedBy, as: a.DecidedAs}
 	var prev schemas.ArbitrationResponse
-	if found, err := getAnswer(ctx, answers, a.RequestID, &prev); err != nil {
+	if found, err := getAnswer(ctx, answers, a.Tenant, a.RequestID, &prev); err != nil {
 		return nil, err
 	} else if found {
 		c.resp.Cost.BudgetUSD = prev.Cost.BudgetUSD
@@ -225,13 +313,17 @@ func deniedArbitration(ctx context.Context, answers jetstream.KeyValue, a *schem
 	return c.resp, nil
 }
 
-// Pending lists the requests waiting for approval.
+// Pending lists the requests waiting for approval, of every tenant: for
+// the approver and the admin.
 func Pending(ctx context.Context, js jetstream.JetStream, ns bus.Namespace) ([]schemas.BreakGlassApproval, error) {
-	topo, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{Namespace: ns})
+	topo, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{Namespace: ns})
 	if err != nil {
 		return nil, err
 	}
 	lister, err := topo.Approvals.ListKeys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("judge: list approvals: %w", err)
 	}
@@ -243,4 +335,101 @@ func Pending(ctx context.Context, js jetstream.JetStream, ns bus.Namespace) ([]s
 		}
 	}
 	return out, nil
+}
+
+// approvalServer serves the approval subject: one subscription in the
+// judges' queue group and the goroutine that handles its messages, one
+// at a time (a decision is a few bus writes).
+type approvalServer struct {
+	sub  *nats.Subscription
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// serveApprovals subscribes to every identity's approval subject. ctx
+// bounds the decisions (its end is a hard stop); stop is the graceful one.
+func (sv *Service) serveApprovals(ctx context.Context) (*approvalServer, error) {
+	ch := make(chan *nats.Msg, 64)
+	sub, err := sv.js.Conn().ChanQueueSubscribe(sv.topo.NS.JudgeApproveFilter(), bus.ConsumerJudges, ch)
+	if err != nil {
+		return nil, fmt.Errorf("judge: subscribe to approvals: %w", err)
+	}
+	s := &approvalServer{sub: sub, done: make(chan struct{})}
+	s.wg.Go(func() {
+		for {
+			select {
+			case <-s.done:
+				return
+			case <-ctx.Done():
+				return
+			case m := <-ch:
+				sv.handleApproval(ctx, m)
+			}
+		}
+	})
+	return s, nil
+}
+
+// stop unsubscribes and waits for the decision in hand. Decisions still
+// queued get no reply; their senders time out and may send again (a
+// decision is idempotent: the second finds the request decided).
+func (s *approvalServer) stop() {
+	_ = s.sub.Unsubscribe()
+	close(s.done)
+	s.wg.Wait()
+}
+
+// approvalTimeout bounds one decision's bus writes.
+const approvalTimeout = 30 * time.Second
+
+// handleApproval decides one approval message and replies: the updated
+// record, or an error status (judgeclient.Decide reads both).
+func (sv *Service) handleApproval(ctx context.Context, m *nats.Msg) {
+	ctx, cancel := context.WithTimeout(ctx, approvalTimeout)
+	defer cancel()
+	as, ok := sv.topo.NS.JudgeApproveIdentity(m.Subject)
+	var d schemas.ApprovalDecision
+	var err error
+	switch {
+	case !ok:
+		err = fmt.Errorf("%w: subject %q names no identity", ErrDecision, m.Subject)
+	default:
+		if derr := schemas.Decode(m.Data, &d); derr != nil {
+			err = fmt.Errorf("%w: %w", ErrDecision, derr)
+		}
+	}
+	var rec *schemas.BreakGlassApproval
+	if err == nil {
+		rec, err = sv.decideHeld(ctx, as, &d)
+	}
+	if err != nil {
+		sv.log.Warn("judge: decision refused", "subject", m.Subject, "request", d.RequestID, "err", Redact(err.Error()))
+	}
+	if m.Reply == "" {
+		return
+	}
+	reply := nats.NewMsg(m.Reply)
+	if err != nil {
+		reply.Header.Set(judgeclient.ErrorHeader, Redact(err.Error()))
+		reply.Header.Set(judgeclient.ErrorCodeHeader, decisionCode(err))
+	} else if reply.Data, err = schemas.Encode(rec); err != nil {
+		reply.Header.Set(judgeclient.ErrorHeader, err.Error())
+		reply.Header.Set(judgeclient.ErrorCodeHeader, judgeclient.CodeFailed)
+	}
+	if err := m.RespondMsg(reply); err != nil {
+		sv.log.Warn("judge: reply to a decision", "err", err)
+	}
+}
+
+// decisionCode is the status of a refused decision.
+func decisionCode(err error) string {
+	switch {
+	case errors.Is(err, ErrOwnRequest):
+		return judgeclient.CodeOwnRequest
+	case errors.Is(err, ErrNotPending):
+		return judgeclient.CodeNotPending
+	case errors.Is(err, ErrDecision):
+		return judgeclient.CodeInvalid
+	}
+	return judgeclient.CodeFailed
 }

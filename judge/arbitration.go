@@ -29,7 +29,7 @@ type arbitration struct {
 	resp       *schemas.ArbitrationResponse
 	panel      []string
 	judgeModel string
-	approver   string
+	approver   approver
 	diagnosis  string // the judge's, for the audit trail
 }
 
@@ -52,7 +52,16 @@ func newArbitration(req *schemas.ArbitrationRequest, s *Settings) *arbitration {
 // (tenant, job, step and the request id they hash to) is answered with a
 // refusal, so its asker learns why at once; one that does not is
 // terminated.
+//
+// The subject proves the tenant (only the coordinator may publish
+// arbitrations, each on its job's tenant's subject): a request whose body
+// names another tenant is terminated, as no answer can be stored where
+// its asker would look.
 func (sv *Service) processArbitration(ctx context.Context, msg jetstream.Msg) error {
+	tenant, ok := sv.topo.NS.JudgeRequestTenant(msg.Subject())
+	if !ok {
+		return sv.unreadable(fmt.Errorf("judge: subject %q names no tenant", msg.Subject()))
+	}
 	var req schemas.ArbitrationRequest
 	shape := schemas.Decode(msg.Data(), &req)
 	if shape != nil {
@@ -61,6 +70,9 @@ func (sv *Service) processArbitration(ctx context.Context, msg jetstream.Msg) er
 			return sv.unreadable(shape)
 		}
 		req = *step
+	}
+	if req.Tenant != tenant {
+		return sv.unreadable(fmt.Errorf("judge: arbitration %s names tenant %q but came on tenant %q's subject", req.RequestID, req.Tenant, tenant))
 	}
 	return sv.retried(req.RequestID, sv.arbitrate(ctx, &req, shape))
 }
@@ -85,7 +97,7 @@ func readStep(data []byte) (*schemas.ArbitrationRequest, bool) {
 func (sv *Service) arbitrate(ctx context.Context, req *schemas.ArbitrationRequest, shape error) error {
 	// A redelivered request that was already answered is done.
 	var prev schemas.ArbitrationResponse
-	if found, err := getAnswer(ctx, sv.topo.Answers, req.RequestID, &prev); err != nil || found && prev.Outcome != schemas.BreakGlassHeld {
+	if found, err := getAnswer(ctx, sv.topo.Answers, req.Tenant, req.RequestID, &prev); err != nil || found && prev.Outcome != schemas.BreakGlassHeld {
 		return err
 	}
 	// 1. Shape: Decode checked sizes, the candidates against the rungs
@@ -105,7 +117,7 @@ func (sv *Service) arbitrate(ctx context.Context, req *schemas.ArbitrationReques
 	c.resp.Cost.EstimateUSD = estimate
 
 	// 4. The cost gate, with approval.
-	decision, reason, err := sv.costGate(ctx, req.RequestID, &c.approver, func(approved bool) (string, string) {
+	decision, reason, err := sv.costGate(ctx, req.Tenant, req.RequestID, &c.approver, func(approved bool) (string, string) {
 		return sv.s.ArbitrationGate(estimate, approved)
 	})
 	switch {
@@ -122,8 +134,8 @@ func (sv *Service) arbitrate(ctx context.Context, req *schemas.ArbitrationReques
 	}
 
 	// 5. Per-job limits, atomically across replicas.
-	key := bus.JudgeJobKey(req.Tenant, req.JobID)
-	reason, err = reserve(ctx, sv.topo.Sessions, key, req.RequestID, estimate, sv.s.jobLimits())
+	key, jl, seed := bus.JudgeJobKey(req.Tenant, req.JobID), sv.s.jobLimits(), sv.auditSeed(req.Tenant, req.JobID, schemas.KindArbitrationRequest, 0)
+	reason, err = reserve(ctx, sv.topo.Sessions, key, req.RequestID, estimate, jl, seed)
 	if err != nil {
 		return err
 	}
@@ -139,7 +151,7 @@ func (sv *Service) arbitrate(ctx context.Context, req *schemas.ArbitrationReques
 	if ctx.Err() != nil {
 		return ctx.Err() // stopped mid-call: another judge retries (the reservation is kept)
 	}
-	if err := settle(ctx, sv.topo.Sessions, key, req.RequestID, c.resp.Cost.ActualUSD); err != nil {
+	if err := settle(ctx, sv.topo.Sessions, key, req.RequestID, c.resp.Cost.ActualUSD, jl, seed); err != nil {
 		return err
 	}
 	c.resp.Members, c.resp.FailedMembers = con.members, con.failed
@@ -218,7 +230,7 @@ func (c *arbitration) decide(outcome, reason string, syn *synthesis) *schemas.Ar
 // decision (syn: the judge's answer, when answered).
 func (c *arbitration) end(outcome, reason string, syn *synthesis) {
 	r := c.resp
-	r.Outcome, r.Approver, r.AnsweredAt = outcome, c.approver, time.Now().UTC()
+	r.Outcome, r.Approver, r.AnsweredAt = outcome, c.approver.by, time.Now().UTC()
 	if outcome == schemas.BreakGlassHeld {
 		r.Reason = Redact(reason)
 		return
@@ -238,7 +250,7 @@ func (sv *Service) finishArbitration(ctx context.Context, c *arbitration, outcom
 		RequestID: r.RequestID, Tenant: r.Tenant, Session: r.JobID, Requester: arbitrationRequester,
 		RequestKind: schemas.KindArbitrationRequest, Outcome: outcome, Reason: r.Reason, Problem: arbitrationSummary(c.req),
 		Panel: c.panel, JudgeModel: c.judgeModel, EstimateUSD: r.Cost.EstimateUSD, ActualUSD: r.Cost.ActualUSD,
-		Diagnosis: c.diagnosis, Approver: c.approver, FailedMembers: r.FailedMembers,
+		Diagnosis: c.diagnosis, Approver: c.approver.by, ApproverIdentity: c.approver.as, FailedMembers: r.FailedMembers,
 	}
 	if d := r.Decision; d != nil {
 		rec.Reason, rec.Confidence = d.Reason, d.Confidence
@@ -248,7 +260,7 @@ func (sv *Service) finishArbitration(ctx context.Context, c *arbitration, outcom
 	if err := appendAudit(ctx, sv.js, sv.topo.NS, &rec); err != nil {
 		return err
 	}
-	if err := putAnswer(ctx, sv.topo.Answers, r.RequestID, r); err != nil {
+	if err := putAnswer(ctx, sv.topo.Answers, r.Tenant, r.RequestID, r); err != nil {
 		return err
 	}
 	sv.log.Info("judge: arbitration done", "request", r.RequestID, "outcome", outcome, "reason", rec.Reason,

@@ -15,6 +15,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
 	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -219,10 +220,15 @@ func TestArbitrationCostGate(t *testing.T) {
 			t.Fatalf("the model was called %d times before approval", n)
 		}
 		idOf := func(job string) string { return schemas.ArbitrationRequestID("acme", job, 7) }
-		if err := judge.Approve(ctx, env.JS, bus.DefaultNamespace, idOf("j-approve"), "bob"); err != nil {
+		// The coordinator asked: it may not decide its own arbitration.
+		if _, err := decide(ctx, env, "coordinator", idOf("j-approve"), schemas.DecisionApprove, "coord"); !errors.Is(err, judgeclient.ErrOwnRequest) {
+			t.Errorf("approval by the coordinator: %v, want ErrOwnRequest", err)
+		}
+		if _, err := decide(ctx, env, "approver", idOf("j-approve"), schemas.DecisionApprove, "bob"); err != nil {
 			t.Fatal(err)
 		}
-		if err := judge.Deny(ctx, env.JS, bus.DefaultNamespace, idOf("j-deny"), "bob", "too expensive today"); err != nil {
+		if _, err := judgeclient.Decide(ctx, env.NC, bus.DefaultNamespace, "approver", &schemas.ApprovalDecision{
+			RequestID: idOf("j-deny"), Tenant: "acme", Decision: schemas.DecisionDeny, By: "bob", Reason: "too expensive today"}); err != nil {
 			t.Fatal(err)
 		}
 		if d := <-approved; d == nil || d.Outcome != schemas.ArbiterDecided || d.VoteKey != keyA {

@@ -14,14 +14,12 @@ import (
 // maxAuditText bounds the problem and diagnosis kept in an audit record.
 const maxAuditText = 2000
 
-// appendAudit publishes one audit record; the message id (request id and
-// outcome) makes a redelivered request's record a duplicate the stream
-// drops.
+// appendAudit publishes one audit record; the message id (tenant, request
+// id and outcome) makes a redelivered request's record a duplicate the
+// stream drops, and no other tenant's.
 func appendAudit(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, rec *schemas.BreakGlassAudit) error {
 	rec.Header = schemas.NewHeader(schemas.KindBreakGlassAudit)
-	rec.Problem = clip(Redact(rec.Problem), maxAuditText)
-	rec.Diagnosis = clip(Redact(rec.Diagnosis), maxAuditText)
-	rec.Reason = Redact(rec.Reason)
+	redactAudit(rec) // the audit stream never stores a secret (secrets_audit.go)
 	if rec.At.IsZero() {
 		rec.At = time.Now().UTC()
 	}
@@ -30,7 +28,7 @@ func appendAudit(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, 
 		return fmt.Errorf("judge: audit record: %w", err)
 	}
 	if _, err := js.Publish(ctx, ns.JudgeAuditSubject(rec.Tenant, rec.Session), data,
-		jetstream.WithMsgID(rec.RequestID+"."+rec.Outcome)); err != nil {
+		jetstream.WithMsgID(rec.Tenant+"."+rec.RequestID+"."+rec.Outcome)); err != nil {
 		return fmt.Errorf("judge: append audit: %w", err)
 	}
 	return nil

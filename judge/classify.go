@@ -75,11 +75,17 @@ func Classify(req *schemas.BreakGlassRequest) (typ, source string) {
 	if req.ProblemType != "" {
 		return req.ProblemType, SourceRequest
 	}
+	return DetectRequest(req), SourceDetected
+}
+
+// DetectRequest is Classify's detection on req, whatever type it
+// declares: the cost gate compares the two (Settings.GateType).
+func DetectRequest(req *schemas.BreakGlassRequest) string {
 	paths := make([]string, len(req.Files))
 	for i, f := range req.Files {
 		paths[i] = f.Path
 	}
-	return Detect(req.Problem, paths), SourceDetected
+	return Detect(req.Problem, paths)
 }
 
 // Detect is Classify's detection on a problem statement and file paths.

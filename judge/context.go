@@ -184,7 +184,7 @@ type Assembled struct {
 func Assemble(req *schemas.BreakGlassRequest, typ string, history []schemas.BreakGlassAudit, s *Settings) Assembled {
 	a := Assembled{
 		Problem:  Redact(strings.TrimSpace(req.Problem)),
-		Excluded: append([]schemas.ExcludedFile(nil), req.ExcludedFiles...),
+		Excluded: redactExcluded(req.ExcludedFiles),
 		Nonce:    newNonce(),
 	}
 	var files []schemas.ContextFile
@@ -192,11 +192,11 @@ func Assemble(req *schemas.BreakGlassRequest, typ string, history []schemas.Brea
 	budget := s.MaxContextBytes - len(buildLog) - min(len(req.Constraints), s.MaxFileBytes)
 	for _, f := range req.Files {
 		if reason := screenFile(f.Path, f.Content, s.MaxFileBytes); reason != "" {
-			a.Excluded = append(a.Excluded, schemas.ExcludedFile{Path: f.Path, Reason: reason})
+			a.Excluded = append(a.Excluded, schemas.ExcludedFile{Path: Redact(f.Path), Reason: reason})
 			continue
 		}
 		if len(f.Content) > budget {
-			a.Excluded = append(a.Excluded, schemas.ExcludedFile{Path: f.Path, Reason: "over the context size cap"})
+			a.Excluded = append(a.Excluded, schemas.ExcludedFile{Path: Redact(f.Path), Reason: "over the context size cap"})
 			continue
 		}
 		budget -= len(f.Content)
@@ -210,7 +210,7 @@ func Assemble(req *schemas.BreakGlassRequest, typ string, history []schemas.Brea
 		}
 		if len(files) > 0 {
 			last := files[len(files)-1]
-			a.Excluded = append(a.Excluded, schemas.ExcludedFile{Path: last.Path, Reason: "over the context token cap"})
+			a.Excluded = append(a.Excluded, schemas.ExcludedFile{Path: Redact(last.Path), Reason: "over the context token cap"})
 			files = files[:len(files)-1]
 			continue
 		}
@@ -248,4 +248,17 @@ func newNonce() string {
 // fence wraps data between nonce markers.
 func fence(b *strings.Builder, nonce, label, data string) {
 	fmt.Fprintf(b, "<<<DATA %s %s\n%s\nDATA %s>>>\n", nonce, label, strings.TrimRight(data, "\n"), nonce)
+}
+
+// redactExcluded copies a list of withheld files with their names
+// redacted: the answer echoes the list, and a token can be a file name.
+func redactExcluded(in []schemas.ExcludedFile) []schemas.ExcludedFile {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]schemas.ExcludedFile, 0, len(in))
+	for _, f := range in {
+		out = append(out, schemas.ExcludedFile{Path: Redact(f.Path), Reason: Redact(f.Reason)})
+	}
+	return out
 }

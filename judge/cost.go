@@ -48,6 +48,26 @@ func (s *Settings) Gate(typ string, estimate, budget float64, approved bool) (de
 	return s.gate("the "+typ+" threshold", s.Threshold(typ), estimate, budget, "raise --budget or send less context", approved)
 }
 
+// GateType is the problem type whose threshold the cost gate applies to a
+// request that declared type declared and whose text and files detect as
+// detected: the stricter of the two (the lower threshold; declared on a
+// tie). A requester can thus tighten the gate by naming a type, never
+// loosen it: a code bug named "architecture" is still priced as a code
+// bug. note says which was taken when they differ, for the refusal.
+func (s *Settings) GateType(declared, detected string) (typ, note string) {
+	if declared == "" || declared == detected || s.Threshold(declared) <= s.Threshold(detected) {
+		return firstNonEmpty(declared, detected), ""
+	}
+	return detected, " (the detected type; the request declared " + declared + ", whose threshold is higher)"
+}
+
+// RequestGate is Gate for a break-glass request that declared type
+// declared (or none) and detects as detected: the threshold is GateType's.
+func (s *Settings) RequestGate(declared, detected string, estimate, budget float64, approved bool) (decision, reason string) {
+	typ, note := s.GateType(declared, detected)
+	return s.gate("the "+typ+" threshold"+note, s.Threshold(typ), estimate, budget, "raise --budget or send less context", approved)
+}
+
 // ArbitrationGate is Gate for an arbitration: the arbitration section's
 // threshold and budget.
 func (s *Settings) ArbitrationGate(estimate float64, approved bool) (decision, reason string) {

@@ -12,11 +12,19 @@
 //   - break-glass requests (schemas.BreakGlassRequest) from stream
 //     MAKER_JUDGE, subject maker.v1.judge.<tenant>;
 //   - arbitration requests (schemas.ArbitrationRequest) from stream
-//     MAKER_ARBITRATE, subject maker.v1.arbitrate.<tenant>.
+//     MAKER_ARBITRATE, subject maker.v1.arbitrate.<tenant>;
+//   - a person's approvals and denials of held requests
+//     (schemas.ApprovalDecision), core NATS requests on
+//     maker.v1.judge_approve.<identity>, queue group "judges": the
+//     identity in the subject decides, and never the requester's own.
+//
+// The tenant of a request is the one its subject names (a secured server
+// lets only that tenant's identity publish there); a body naming another
+// is refused (break-glass) or dropped (arbitration).
 //
 // Produces:
 //   - responses (schemas.BreakGlassResponse, schemas.ArbitrationResponse)
-//     in KV bucket maker_judge_answers under the request id: a held
+//     in KV bucket maker_judge_answers under <tenant>.<request id>: a held
 //     response while a person must approve, then the final one, which for
 //     an arbitration carries the step's schemas.ArbiterDecision; the
 //     askers watch that key;
@@ -25,10 +33,13 @@
 //     maker.v1.judge_audit.<tenant>.<session> (an arbitration's session is
 //     its job id), one per event;
 //   - held requests (schemas.BreakGlassApproval) in KV bucket
-//     maker_judge_approvals, moved on by Approve and Deny;
-//   - per-session and per-job invocation and spend counters in KV bucket
-//     maker_judge_sessions, updated by compare-and-set so that limits hold
-//     across concurrent calls and judge replicas.
+//     maker_judge_approvals under <tenant>.<request id>, moved on by a
+//     person's decision (replied to with the updated record);
+//   - per-session, per-tenant (rolling window) and per-job invocation and
+//     spend counters in KV bucket maker_judge_sessions, updated by
+//     compare-and-set so that limits hold across concurrent calls and
+//     judge replicas, and rebuilt from the audit stream when a key is
+//     missing, so that deleting one resets no limit.
 //
 // A break-glass request passes these gates in order (Service.handle), and
 // is refused with a reason at the first it fails (refusals are audited
@@ -43,10 +54,12 @@
 //     the request's fusion plugin);
 //  5. context assembly (Assemble): files re-checked by the secret guard,
 //     secrets redacted, size and token caps;
-//  6. cost gate (Settings.Gate): an estimate above RefuseFactor × the
-//     type's threshold is refused ("escalate to a human"), one above the
-//     call's budget is refused, one above ApprovalUSD is held for a person;
-//  7. session limits, reserved atomically before any model is called.
+//  6. cost gate (Settings.RequestGate): an estimate above RefuseFactor ×
+//     the threshold of the stricter of the declared and the detected type
+//     is refused ("escalate to a human"), one above the call's budget is
+//     refused, one above ApprovalUSD is held for a person;
+//  7. session limits, then the tenant's over its rolling window, reserved
+//     atomically before any model is called.
 //
 // An arbitration request has no trigger, no prior attempts and no
 // classification: a coordinator sends it for a step its own rungs drew

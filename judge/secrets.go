@@ -2,72 +2,108 @@ package judge
 
 import (
 	"path"
-	"regexp"
 	"strings"
 )
 
 // The secret guard. Nothing that looks like a credential is sent to a
-// model: files whose name marks them as credentials, and files whose text
-// holds an API key or private key, are withheld whole; key-like strings in
-// the problem, build log, constraints and notes are replaced by Redacted,
-// and so are those in audit records and logs.
+// model or stored in the audit stream:
+//   - a file is withheld whole (listed in excluded_files with the reason)
+//     when its name marks it as credentials (.env, id_rsa, .git/config…),
+//     when its name holds a secret (a token used as a file name), or when
+//     its text holds one;
+//   - in the problem, build log, constraints, notes, a step's state and
+//     the panel's answers, each secret is replaced by Redacted, and so it
+//     is in audit records, held-call listings and logs.
+//
+// Names and text are normalised first (secrets_normalize.go: invisible
+// characters, NFKC, look-alike letters) and then read by gitleaks'
+// maintained rules, the guard's own rules and an entropy check
+// (secrets_detect.go).
 
 // Redacted replaces every key-like string.
 const Redacted = "[REDACTED]"
 
-// secretPatterns match API keys, tokens and private keys.
-var secretPatterns = []*regexp.Regexp{
-	// OpenAI-style keys, including sk-proj-, sk-ant-, sk-or-v1-.
-	regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`),
-	// PEM private keys (RSA, EC, OPENSSH, ENCRYPTED, PGP blocks).
-	regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----`),
-	// NATS user credentials and nkey seeds.
-	regexp.MustCompile(`-----BEGIN NATS USER JWT-----`),
-	regexp.MustCompile(`\bS[UAONCX][A-Z2-7]{56}\b`),
-	// AWS access key ids, GitHub, Slack, Google, Stripe, Hugging Face tokens.
-	regexp.MustCompile(`\b(AKIA|ASIA)[0-9A-Z]{16}\b`),
-	regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{30,}`),
-	regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{30,}`),
-	regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`),
-	regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}`),
-	regexp.MustCompile(`\b[rs]k_live_[A-Za-z0-9]{16,}`),
-	regexp.MustCompile(`\bhf_[A-Za-z0-9]{30,}`),
-	// key = value assignments of secret-named variables.
-	regexp.MustCompile(`(?i)\b[A-Z0-9_]*(api[_-]?key|secret|token|passw(or)?d|private[_-]?key)[A-Z0-9_]*\s*[:=]\s*["']?[^\s"',;]{12,}`),
-}
-
 // credentialNames match file names that hold credentials, whatever they
-// contain.
+// contain (on the normalised, lower-case base name).
 var credentialNames = []string{
 	".env", ".env.*", "*.env", "*.pem", "*.key", "*.creds", "*.nk", "*.p12", "*.pfx", "*.jks", "*.keystore",
 	"*.kdbx", "*.ppk", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", "_netrc", ".npmrc", ".pypirc",
 	".pgpass", ".git-credentials", "credentials", "credentials.*", "secret.y*ml", "secrets.y*ml", "*.secret", "*.tfstate", "*.tfvars",
-	"kubeconfig", "shadow", "htpasswd", ".htpasswd",
+	"kubeconfig", "shadow", "htpasswd", ".htpasswd", ".dockercfg", "*.ovpn", "*.gpg", "*.asc",
 }
 
-// ContainsSecret reports whether text holds a key-like string.
+// credentialPaths match the last elements of paths that hold credentials
+// (on the normalised, lower-case path).
+var credentialPaths = []string{
+	".git/config", ".ssh/*", ".aws/*", ".docker/config.json", ".kube/config", ".gnupg/*", ".config/gh/hosts.y*ml",
+	".config/gcloud/*", ".azure/*", ".terraform.d/credentials.tfrc.json",
+}
+
+// ContainsSecret reports whether text holds a credential.
 func ContainsSecret(text string) bool {
-	for _, re := range secretPatterns {
-		if re.MatchString(text) {
-			return true
+	return scanSecrets(normalize(text), "").found()
+}
+
+// Redact replaces every credential in text with Redacted. Invisible
+// characters (zero-width spaces and the like) are dropped too: they hide
+// text from a person reading it, and a model reads it anyway.
+func Redact(text string) string {
+	if text == "" {
+		return text
+	}
+	n := normalizeMap(text)
+	res := scanSecrets(n.s, "")
+	if res.whole != "" {
+		return Redacted
+	}
+	spans := make([][2]int, 0, len(res.spans))
+	for _, sp := range res.spans {
+		if sp.end > sp.start {
+			a, b := n.span(sp.start, sp.end)
+			spans = append(spans, [2]int{a, b})
 		}
 	}
-	return false
-}
-
-// Redact replaces every key-like string in text with Redacted.
-func Redact(text string) string {
-	for _, re := range secretPatterns {
-		text = re.ReplaceAllString(text, Redacted)
+	var out strings.Builder
+	prev := 0
+	for _, sp := range mergeSpans(spans) {
+		out.WriteString(stripInvisible(text[prev:sp[0]]))
+		out.WriteString(Redacted)
+		prev = sp[1]
 	}
-	return text
+	out.WriteString(stripInvisible(text[prev:]))
+	return out.String()
 }
 
-// credentialName returns the pattern a file name matches, if any.
+// stripInvisible drops the runes normalize drops as invisible.
+func stripInvisible(s string) string {
+	if isASCII(s) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if invisible(r) {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// credentialName returns the pattern a file name matches, if any, after
+// normalisation (".en\u200bv" and ".еnv" with a Cyrillic "е" are ".env").
 func credentialName(p string) (string, bool) {
-	base := strings.ToLower(path.Base(strings.ReplaceAll(p, `\`, "/")))
+	name := normalizeName(p)
+	base := path.Base(name)
 	for _, pat := range credentialNames {
 		if ok, _ := path.Match(pat, base); ok {
+			return pat, true
+		}
+	}
+	els := strings.Split(name, "/")
+	for _, pat := range credentialPaths {
+		k := strings.Count(pat, "/") + 1
+		if len(els) < k {
+			continue
+		}
+		if ok, _ := path.Match(pat, strings.Join(els[len(els)-k:], "/")); ok {
 			return pat, true
 		}
 	}
@@ -75,14 +111,20 @@ func credentialName(p string) (string, bool) {
 }
 
 // screenFile returns why a file must be withheld, or "" when it may be
-// sent. It checks the name, the path shape (relative, no ".."), the size,
-// binary content and key-like strings.
+// sent. It checks the path shape (relative, no ".."), the name, secrets in
+// the name, the size, binary content and secrets in the content.
 func screenFile(p, content string, maxBytes int) string {
-	if reason := screenPath(p); reason != "" {
-		return reason
+	name := normalizeName(p)
+	for _, q := range []string{p, name} {
+		if reason := screenPath(q); reason != "" {
+			return reason
+		}
 	}
 	if pat, ok := credentialName(p); ok {
 		return "credential file name (" + pat + ")"
+	}
+	if res := scanSecrets(name, name); res.found() {
+		return "the file name holds a secret (" + res.rule() + ")"
 	}
 	if len(content) > maxBytes {
 		return "larger than the per-file cap"
@@ -90,8 +132,8 @@ func screenFile(p, content string, maxBytes int) string {
 	if strings.IndexByte(content, 0) >= 0 {
 		return "binary content"
 	}
-	if ContainsSecret(content) {
-		return "holds an API key or private key pattern"
+	if res := scanSecrets(normalize(content), name); res.found() {
+		return "holds an API key, token, password or private key (" + res.rule() + ")"
 	}
 	return ""
 }

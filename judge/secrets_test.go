@@ -27,6 +27,14 @@ func TestRedact(t *testing.T) {
 		{"password: hunter2hunter2", "[REDACTED]"},
 		{fakeAWS + " and " + fakeNKeySeed, "[REDACTED] and [REDACTED]"},
 		{"nothing secret: sk-short, token count 12", "nothing secret: sk-short, token count 12"},
+		// Context stays where the secret is a part: a URL's password, a
+		// netrc password, a bearer token, a JSON value.
+		{"DATABASE_URL=postgres://admin:" + "Vx9kQ2mZp7Lw@db:5432/app", "DATABASE_URL=postgres://admin:[REDACTED]@db:5432/app"},
+		{"machine git.example.com login alice password " + "Vx9kQ2mZp7Lw", "machine git.example.com login alice password [REDACTED]"},
+		{"curl -H 'Authorization: Bearer " + "abc123XYZ789def456GHI" + "'", "curl -H 'Authorization: Bearer [REDACTED]'"},
+		{`{"user": "app", "password": "` + "Vx9kQ2mZp7Lw" + `"}`, `{"user": "app", "password": "[REDACTED]"}`},
+		// A random token no rule names, caught by its entropy.
+		{"session cookie Zq7Xv2Lm9Kp4Rt8Wn3Bc6Yd1Hf5J then", "session cookie [REDACTED] then"},
 	}
 	for _, tt := range tests {
 		if got := judge.Redact(tt.in); got != tt.want {

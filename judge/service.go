@@ -57,10 +57,11 @@ type Service struct {
 	models *models
 	log    *slog.Logger
 
-	mu       sync.Mutex
-	workers  []*bus.Worker // set by Start: one a request stream
-	stopped  bool
-	stopOnce sync.Once
+	mu        sync.Mutex
+	workers   []*bus.Worker   // set by Start: one a request stream
+	approvals *approvalServer // set by Start
+	stopped   bool
+	stopOnce  sync.Once
 }
 
 // stream is one request stream a judge serves: how to get its consumer,
@@ -147,7 +148,14 @@ func (sv *Service) Start(ctx context.Context) error {
 			return fmt.Errorf("judge: %w", err)
 		}
 	}
-	sv.workers = workers
+	ap, err := sv.serveApprovals(ctx)
+	if err != nil {
+		for _, w := range workers {
+			w.Stop()
+		}
+		return err
+	}
+	sv.workers, sv.approvals = workers, ap
 	return nil
 }
 
@@ -179,13 +187,17 @@ func (sv *Service) streams() []stream {
 
 // Stop stops fetching, lets requests in flight finish for up to SoftStop,
 // then cancels them (they are redelivered to another judge), and waits.
-// Shutdown order: fetch loop, handlers, model clients.
+// Shutdown order: approvals (the decision in hand finishes), fetch loop,
+// handlers, model clients.
 func (sv *Service) Stop() {
 	sv.stopOnce.Do(func() {
 		sv.mu.Lock()
 		sv.stopped = true
-		workers := sv.workers
+		workers, ap := sv.workers, sv.approvals
 		sv.mu.Unlock()
+		if ap != nil {
+			ap.stop()
+		}
 		var wg sync.WaitGroup
 		for _, w := range workers {
 			wg.Go(w.Stop)
@@ -202,11 +214,15 @@ func (sv *Service) Stop() {
 // retries (at once when this one stops). The worker also keeps the message
 // while the panel works, and turns a panic into a retry.
 func (sv *Service) processBreakGlass(ctx context.Context, msg jetstream.Msg) error {
+	tenant, ok := sv.topo.NS.JudgeRequestTenant(msg.Subject())
+	if !ok {
+		return sv.unreadable(fmt.Errorf("judge: subject %q names no tenant", msg.Subject()))
+	}
 	var req schemas.BreakGlassRequest
 	if err := schemas.Decode(msg.Data(), &req); err != nil {
 		return sv.unreadable(err)
 	}
-	return sv.retried(req.RequestID, sv.handle(ctx, &req))
+	return sv.retried(req.RequestID, sv.handle(ctx, &req, tenant))
 }
 
 // unreadable is the fate of a request no answer can be stored for (it
@@ -229,15 +245,21 @@ type call struct {
 	req      *schemas.BreakGlassRequest
 	resp     *schemas.BreakGlassResponse
 	audit    schemas.BreakGlassAudit
-	approver string
+	approver approver
 }
 
-// handle runs the gates and the panel for req and stores the response. An
-// error means the bus failed (retry); every refusal is a stored response.
-func (sv *Service) handle(ctx context.Context, req *schemas.BreakGlassRequest) error {
+// handle runs the gates and the panel for req, which came on tenant's
+// subject, and stores the response. An error means the bus failed
+// (retry); every refusal is a stored response.
+func (sv *Service) handle(ctx context.Context, req *schemas.BreakGlassRequest, tenant string) error {
+	// The subject proves the tenant (a secured server lets only tenant T's
+	// identity publish on T's subject); the body's tenant is only a claim.
+	// Everything below is keyed by the proven one.
+	claimed := req.Tenant
+	req.Tenant = tenant
 	// A redelivered request that was already answered is done.
 	var prev schemas.BreakGlassResponse
-	if found, err := getAnswer(ctx, sv.topo.Answers, req.RequestID, &prev); err != nil || found && schemas.FinalBreakGlassOutcome(prev.Outcome) {
+	if found, err := getAnswer(ctx, sv.topo.Answers, tenant, req.RequestID, &prev); err != nil || found && schemas.FinalBreakGlassOutcome(prev.Outcome) {
 		return err
 	}
 	c := &call{req: req, resp: &schemas.BreakGlassResponse{
@@ -253,9 +275,12 @@ func (sv *Service) handle(ctx context.Context, req *schemas.BreakGlassRequest) e
 	if c.resp.Cost.BudgetUSD == 0 {
 		c.resp.Cost.BudgetUSD = sv.s.DefaultBudgetUSD
 	}
-	c.resp.ExcludedFiles = req.ExcludedFiles
+	c.resp.ExcludedFiles = redactExcluded(req.ExcludedFiles)
 
 	// Gates that need nothing but the request.
+	if claimed != tenant {
+		return sv.finish(ctx, c, schemas.BreakGlassRefused, fmt.Sprintf("tenant mismatch: the request names tenant %q but came on tenant %q's subject; a client asks only for its own tenant", claimed, tenant))
+	}
 	if req.ParentRequestID != "" {
 		return sv.finish(ctx, c, schemas.BreakGlassRefused, "recursion guard: a request made from inside a panel (parent "+req.ParentRequestID+") cannot open another panel")
 	}
@@ -292,9 +317,11 @@ func (sv *Service) handle(ctx context.Context, req *schemas.BreakGlassRequest) e
 	estimate := sv.s.Estimate(a, panel, judgeModel)
 	c.resp.Cost.EstimateUSD = estimate
 
-	// The cost gate, with approval.
-	decision, reason, err := sv.costGate(ctx, req.RequestID, &c.approver, func(approved bool) (string, string) {
-		return sv.s.Gate(typ, estimate, c.resp.Cost.BudgetUSD, approved)
+	// The cost gate, with approval, at the stricter of the declared and
+	// the detected type's threshold.
+	detected := DetectRequest(req)
+	decision, reason, err := sv.costGate(ctx, tenant, req.RequestID, &c.approver, func(approved bool) (string, string) {
+		return sv.s.RequestGate(req.ProblemType, detected, estimate, c.resp.Cost.BudgetUSD, approved)
 	})
 	switch {
 	case err != nil || decision == gateDenied:
@@ -309,9 +336,8 @@ func (sv *Service) handle(ctx context.Context, req *schemas.BreakGlassRequest) e
 		return sv.finish(ctx, c, schemas.BreakGlassHeld, reason)
 	}
 
-	// Session limits, atomically across replicas.
-	key := bus.JudgeSessionKey(req.Tenant, req.Session)
-	reason, err = reserve(ctx, sv.topo.Sessions, key, req.RequestID, estimate, sv.s.sessionLimits())
+	// Session and tenant limits, atomically across replicas.
+	reason, err = sv.reserveCall(ctx, req, estimate)
 	if err != nil {
 		return err
 	}
@@ -324,7 +350,7 @@ func (sv *Service) handle(ctx context.Context, req *schemas.BreakGlassRequest) e
 	if ctx.Err() != nil {
 		return ctx.Err() // stopped mid-call: another judge retries (the reservation is kept)
 	}
-	if err := settle(ctx, sv.topo.Sessions, key, req.RequestID, c.resp.Cost.ActualUSD); err != nil {
+	if err := sv.settleCall(ctx, req, c.resp.Cost.ActualUSD); err != nil {
 		return err
 	}
 	c.resp.Members, c.resp.FailedMembers = con.members, con.failed
@@ -441,7 +467,7 @@ func emptyAnalysis() schemas.PanelAnalysis {
 func (sv *Service) finish(ctx context.Context, c *call, outcome, reason string) error {
 	r := c.resp
 	r.Outcome, r.Reason = outcome, Redact(reason)
-	r.Approver = c.approver
+	r.Approver = c.approver.by
 	r.AnsweredAt = time.Now().UTC()
 	// The audit record first: once the answer is visible, so is its
 	// record (a redelivery's duplicate record is dropped by its msg id).
@@ -450,11 +476,12 @@ func (sv *Service) finish(ctx context.Context, c *call, outcome, reason string) 
 	rec.ProblemType, rec.Panel, rec.JudgeModel = r.ProblemType, r.Panel, r.JudgeModel
 	rec.EstimateUSD, rec.ActualUSD = r.Cost.EstimateUSD, r.Cost.ActualUSD
 	rec.Confidence, rec.Diagnosis = r.Solution.Confidence, r.Diagnosis
-	rec.Approver, rec.FailedMembers, rec.ExcludedFiles = c.approver, r.FailedMembers, r.ExcludedFiles
+	rec.Approver, rec.ApproverIdentity = c.approver.by, c.approver.as
+	rec.FailedMembers, rec.ExcludedFiles = r.FailedMembers, r.ExcludedFiles
 	if err := appendAudit(ctx, sv.js, sv.topo.NS, &rec); err != nil {
 		return err
 	}
-	if err := putAnswer(ctx, sv.topo.Answers, r.RequestID, r); err != nil {
+	if err := putAnswer(ctx, sv.topo.Answers, r.Tenant, r.RequestID, r); err != nil {
 		return err
 	}
 	sv.log.Info("judge: request done", "request", r.RequestID, "outcome", outcome, "reason", r.Reason,
@@ -462,22 +489,23 @@ func (sv *Service) finish(ctx context.Context, c *call, outcome, reason string) 
 	return nil
 }
 
-// putAnswer stores r, a response of either kind, under request id.
-func putAnswer(ctx context.Context, kv jetstream.KeyValue, id string, r schemas.Message) error {
+// putAnswer stores r, a response of either kind, under tenant's key of
+// request id.
+func putAnswer(ctx context.Context, kv jetstream.KeyValue, tenant, id string, r schemas.Message) error {
 	data, err := schemas.Encode(r)
 	if err != nil {
 		return fmt.Errorf("judge: response: %w", err)
 	}
-	if _, err := kv.Put(ctx, id, data); err != nil {
+	if _, err := kv.Put(ctx, bus.JudgeAnswerKey(tenant, id), data); err != nil {
 		return fmt.Errorf("judge: store answer: %w", err)
 	}
 	return nil
 }
 
-// getAnswer reads the stored response of id into r; found is false when
-// there is none.
-func getAnswer(ctx context.Context, kv jetstream.KeyValue, id string, r schemas.Message) (found bool, err error) {
-	e, err := kv.Get(ctx, id)
+// getAnswer reads the stored response of tenant's request id into r;
+// found is false when there is none.
+func getAnswer(ctx context.Context, kv jetstream.KeyValue, tenant, id string, r schemas.Message) (found bool, err error) {
+	e, err := kv.Get(ctx, bus.JudgeAnswerKey(tenant, id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, nil
 	}
@@ -510,4 +538,34 @@ func (sv *Service) history(ctx context.Context, req *schemas.BreakGlassRequest) 
 		out = out[len(out)-n:]
 	}
 	return out, nil
+}
+
+// reserveCall counts a break-glass call against its session's limits,
+// then its tenant's over the rolling window, atomically across replicas;
+// a call the tenant's limits refuse gives its session reservation back.
+// Each key's counters are rebuilt from the audit trail when the key is
+// missing (auditSeed), so deleting one resets nothing.
+func (sv *Service) reserveCall(ctx context.Context, req *schemas.BreakGlassRequest, estimate float64) (reason string, err error) {
+	skey, sl := bus.JudgeSessionKey(req.Tenant, req.Session), sv.s.sessionLimits()
+	reason, err = reserve(ctx, sv.topo.Sessions, skey, req.RequestID, estimate, sl, sv.auditSeed(req.Tenant, req.Session, schemas.KindBreakGlassRequest, 0))
+	if err != nil || reason != "" {
+		return reason, err
+	}
+	tl := sv.s.tenantLimits()
+	reason, err = reserve(ctx, sv.topo.Sessions, bus.JudgeTenantKey(req.Tenant), req.RequestID, estimate, tl, sv.auditSeed(req.Tenant, "", schemas.KindBreakGlassRequest, tl.window))
+	if err == nil && reason != "" {
+		err = release(ctx, sv.topo.Sessions, skey, req.RequestID)
+	}
+	return reason, err
+}
+
+// settleCall replaces a call's reservations with its actual cost.
+func (sv *Service) settleCall(ctx context.Context, req *schemas.BreakGlassRequest, actual float64) error {
+	sl, tl := sv.s.sessionLimits(), sv.s.tenantLimits()
+	if err := settle(ctx, sv.topo.Sessions, bus.JudgeSessionKey(req.Tenant, req.Session), req.RequestID, actual, sl,
+		sv.auditSeed(req.Tenant, req.Session, schemas.KindBreakGlassRequest, 0)); err != nil {
+		return err
+	}
+	return settle(ctx, sv.topo.Sessions, bus.JudgeTenantKey(req.Tenant), req.RequestID, actual, tl,
+		sv.auditSeed(req.Tenant, "", schemas.KindBreakGlassRequest, tl.window))
 }

@@ -222,10 +222,17 @@ func TestCostGate(t *testing.T) {
 	if err != nil || len(pending) != 1 || pending[0].RequestID != "held-1" {
 		t.Fatalf("pending %v, %v", pending, err)
 	}
-	if err := judge.Approve(ctx, env.JS, bus.DefaultNamespace, "held-1", "bob"); err != nil {
-		t.Fatal(err)
+	// The requester's own identity may neither approve nor deny; the
+	// approver may.
+	for _, d := range []string{schemas.DecisionApprove, schemas.DecisionDeny} {
+		if _, err := decide(ctx, env, "tenant-acme", "held-1", d, "mallory"); !errors.Is(err, judgeclient.ErrOwnRequest) {
+			t.Errorf("%s by the requester: %v, want ErrOwnRequest", d, err)
+		}
 	}
-	if err := judge.Approve(ctx, env.JS, bus.DefaultNamespace, "held-1", "eve"); !errors.Is(err, judge.ErrNotPending) {
+	if rec, err := decide(ctx, env, "approver", "held-1", schemas.DecisionApprove, "bob"); err != nil || rec.DecidedBy != "bob" || rec.DecidedAs != "approver" {
+		t.Fatalf("approve: %+v, %v", rec, err)
+	}
+	if _, err := decide(ctx, env, "admin", "held-1", schemas.DecisionApprove, "eve"); !errors.Is(err, judgeclient.ErrNotPending) {
 		t.Errorf("second approval: %v, want ErrNotPending", err)
 	}
 	if err := <-done; err != nil {
@@ -243,13 +250,14 @@ func TestCostGate(t *testing.T) {
 		done <- err
 	}()
 	<-held
-	if err := judge.Deny(ctx, env.JS, bus.DefaultNamespace, "held-2", "bob", "too expensive today"); err != nil {
+	if _, err := judgeclient.Decide(ctx, env.NC, bus.DefaultNamespace, "approver", &schemas.ApprovalDecision{
+		RequestID: "held-2", Decision: schemas.DecisionDeny, By: "bob", Reason: "too expensive today"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; !errors.Is(err, judgeclient.ErrDenied) || !strings.Contains(err.Error(), "too expensive today") {
 		t.Errorf("denied: %v", err)
 	}
-	if err := judge.Deny(ctx, env.JS, bus.DefaultNamespace, "nope", "bob", ""); !errors.Is(err, judge.ErrNotPending) {
+	if _, err := decide(ctx, env, "approver", "nope", schemas.DecisionDeny, "bob"); !errors.Is(err, judgeclient.ErrNotPending) {
 		t.Errorf("deny unknown: %v", err)
 	}
 
@@ -259,9 +267,50 @@ func TestCostGate(t *testing.T) {
 		t.Errorf("audit %v, want %v", got, want)
 	}
 	for _, r := range recs {
-		if (r.Outcome == schemas.BreakGlassAnswered || r.Outcome == schemas.BreakGlassDenied) && r.Approver != "bob" {
-			t.Errorf("%s: approver %q", r.Outcome, r.Approver)
+		if (r.Outcome == schemas.BreakGlassAnswered || r.Outcome == schemas.BreakGlassApproved || r.Outcome == schemas.BreakGlassDenied) &&
+			(r.Approver != "bob" || r.ApproverIdentity != "approver") {
+			t.Errorf("%s: approver %q as %q", r.Outcome, r.Approver, r.ApproverIdentity)
 		}
+	}
+}
+
+// decide sends a decision on the held request id as identity as, by a
+// person named by.
+func decide(ctx context.Context, env *judgetest.Env, as, id, decision, by string) (*schemas.BreakGlassApproval, error) {
+	return judgeclient.Decide(ctx, env.NC, bus.DefaultNamespace, as, &schemas.ApprovalDecision{RequestID: id, Decision: decision, By: by})
+}
+
+// The problem type a request declares cannot loosen the cost gate: a code
+// bug estimated at $2.50 is refused as code_bug (over 3 × $0.30), and
+// still refused when it claims to be architecture (whose 3 × $1.00 would
+// let it through to a person's approval). A declared type that is
+// stricter than the detected one applies.
+func TestCostGateStricterType(t *testing.T) {
+	t.Parallel()
+	env := judgetest.Start(t, simllm.Config{})
+	env.StartJudge(costly(2.5))
+	tests := []struct {
+		id, problem, declared string
+		want                  string
+	}{
+		{"as-detected", "a nil pointer panic crashes the parser", "", "the code_bug threshold $0.30"},
+		{"as-architecture", "a nil pointer panic crashes the parser", schemas.ProblemArchitecture, "the code_bug threshold (the detected type; the request declared architecture"},
+		{"stricter-declared", "redesign the module boundaries", schemas.ProblemCodeBug, "the code_bug threshold $0.30"},
+	}
+	for _, tt := range tests {
+		req := judgetest.Request(tt.id, "s-type", tt.problem)
+		req.ProblemType, req.BudgetUSD = tt.declared, 3
+		resp, err := env.Ask(req)
+		if !errors.Is(err, judgeclient.ErrRefused) || resp == nil || !strings.Contains(resp.Reason, "escalate to a human") || !strings.Contains(resp.Reason, tt.want) {
+			t.Errorf("%s: %v, %+v; want refused at %q", tt.id, err, resp, tt.want)
+			continue
+		}
+		if tt.declared != "" && (resp.ProblemType != tt.declared || resp.TypeSource != judge.SourceRequest) {
+			t.Errorf("%s: type %s (%s): the declared type still picks the panel", tt.id, resp.ProblemType, resp.TypeSource)
+		}
+	}
+	if n := env.Sim.Stats().Requests; n != 0 {
+		t.Errorf("refused requests reached the model %d times", n)
 	}
 }
 

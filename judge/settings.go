@@ -53,6 +53,14 @@ type Settings struct {
 	// session's spend (default 5.00).
 	SessionInvocations int     `yaml:"session_invocations" json:"session_invocations"`
 	SessionUSD         float64 `yaml:"session_usd" json:"session_usd"`
+	// TenantInvocations caps one tenant's calls over every session in the
+	// last TenantWindow (default 10 in 24h), TenantUSD their spend
+	// (default 20.00): a new session does not reset them. The tenant is
+	// the one the request's subject names, which the NATS server's
+	// permissions tie to the client's identity.
+	TenantInvocations int           `yaml:"tenant_invocations" json:"tenant_invocations"`
+	TenantUSD         float64       `yaml:"tenant_usd" json:"tenant_usd"`
+	TenantWindow      time.Duration `yaml:"tenant_window" json:"tenant_window"`
 	// MemberTimeout is the panel's deadline: members still running then are
 	// counted as failed. Default 2m.
 	MemberTimeout time.Duration `yaml:"member_timeout" json:"member_timeout"`
@@ -244,6 +252,9 @@ func (s *Settings) fill() {
 	setF(&s.DefaultBudgetUSD, 1.00)
 	setF(&s.SessionUSD, 5.00)
 	setI(&s.SessionInvocations, 3)
+	setI(&s.TenantInvocations, 10)
+	setF(&s.TenantUSD, 20.00)
+	setD(&s.TenantWindow, 24*time.Hour)
 	setD(&s.MemberTimeout, 2*time.Minute)
 	setD(&s.JudgeTimeout, 2*time.Minute)
 	setI(&s.MemberMaxTokens, 2048)
@@ -312,6 +323,7 @@ func (s *Settings) validate() error {
 	money("approval_usd", s.ApprovalUSD)
 	money("default_budget_usd", s.DefaultBudgetUSD)
 	money("session_usd", s.SessionUSD)
+	money("tenant_usd", s.TenantUSD)
 	money("arbitration.threshold", s.Arbitration.Threshold)
 	money("arbitration.budget_usd", s.Arbitration.BudgetUSD)
 	money("arbitration.job_usd", s.Arbitration.JobUSD)
@@ -324,7 +336,7 @@ func (s *Settings) validate() error {
 		errs = append(errs, errors.New("default_price must be >= 0"))
 	}
 	for name, v := range map[string]int{
-		"session_invocations": s.SessionInvocations, "member_max_tokens": s.MemberMaxTokens,
+		"session_invocations": s.SessionInvocations, "tenant_invocations": s.TenantInvocations, "member_max_tokens": s.MemberMaxTokens,
 		"judge_max_tokens": s.JudgeMaxTokens, "max_attempts": s.MaxAttempts, "max_file_bytes": s.MaxFileBytes,
 		"max_context_bytes": s.MaxContextBytes, "max_context_tokens": s.MaxContextTokens, "history_entries": s.HistoryEntries,
 		"arbitration.job_invocations": s.Arbitration.JobInvocations,
@@ -332,6 +344,9 @@ func (s *Settings) validate() error {
 		if v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be >= 1, got %d", name, v))
 		}
+	}
+	if s.TenantWindow < time.Minute {
+		errs = append(errs, fmt.Errorf("tenant_window must be at least 1m, got %s", s.TenantWindow))
 	}
 	if s.MemberTimeout <= 0 || s.JudgeTimeout <= 0 {
 		errs = append(errs, errors.New("member_timeout and judge_timeout must be > 0"))

@@ -56,6 +56,12 @@ member_timeout: 45s
 	if empty, err := judge.ParseSettings(nil); err != nil || empty.JudgeModel != judge.DefaultJudgeModel {
 		t.Errorf("empty file: %v", err)
 	}
+	if d := judge.DefaultSettings(); d.TenantInvocations != 10 || d.TenantUSD != 20 || d.TenantWindow != 24*time.Hour {
+		t.Errorf("tenant limits default to %d calls, $%.2f, %s; want 10, $20.00, 24h", d.TenantInvocations, d.TenantUSD, d.TenantWindow)
+	}
+	if s, err := judge.ParseSettings([]byte("tenant_invocations: 50\ntenant_usd: 100\ntenant_window: 168h\n")); err != nil || s.TenantInvocations != 50 || s.TenantWindow != 168*time.Hour {
+		t.Errorf("tenant limits from a file: %+v, %v", s, err)
+	}
 
 	for _, bad := range []string{
 		"panel: {}",              // unknown key
@@ -63,6 +69,9 @@ member_timeout: 45s
 		"panels: {code_bug: []}", // empty panel
 		"session_usd: -1",        // negative money
 		"member_timeout: soon",   // not a duration
+		"tenant_window: 30s",     // a window under a minute
+		"tenant_invocations: -1", // no calls at all
+		"tenant_usd: -5",         // negative money
 		"models: {a: {price: {input_usd_per_mtok: -2}}}",
 	} {
 		if _, err := judge.ParseSettings([]byte(bad)); !errors.Is(err, judge.ErrConfig) {

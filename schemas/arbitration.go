@@ -216,7 +216,7 @@ func checkRungs(k string, rungs []RungTally) error {
 }
 
 // ArbitrationResponse is the judge's answer to an arbitration request,
-// stored in the answers bucket under the request id: a held response while
+// stored in the answers bucket under <tenant>.<request id>: a held response while
 // a person must approve the cost, then the final one, which carries the
 // step's decision.
 type ArbitrationResponse struct {

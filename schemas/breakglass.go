@@ -13,6 +13,7 @@ const (
 	KindBreakGlassResponse = "break_glass_response"
 	KindBreakGlassAudit    = "break_glass_audit"
 	KindBreakGlassApproval = "break_glass_approval"
+	KindApprovalDecision   = "approval_decision"
 	KindArbiterDecision    = "arbiter_decision"
 )
 
@@ -319,8 +320,8 @@ type ExcludedFile struct {
 }
 
 // BreakGlassResponse is the judge's answer to a request, stored in the
-// answers bucket under the request id. A held answer is replaced by the
-// final one.
+// answers bucket under <tenant>.<request id>. A held answer is replaced by
+// the final one.
 type BreakGlassResponse struct {
 	Header
 	// RequestID, Tenant and Session are the request's.
@@ -464,8 +465,11 @@ type BreakGlassAudit struct {
 	// Diagnosis is the answer's diagnosis, cut to 2000 bytes, so later
 	// requests in the session see what was tried.
 	Diagnosis string `json:"diagnosis,omitempty"`
-	// Approver is who approved or denied.
-	Approver string `json:"approver,omitempty"`
+	// Approver is who approved or denied (the person, as they gave their
+	// name); ApproverIdentity is the identity they did it as, the one the
+	// approval's subject proves.
+	Approver         string `json:"approver,omitempty"`
+	ApproverIdentity string `json:"approver_identity,omitempty"`
 	// FailedMembers and ExcludedFiles are the response's.
 	FailedMembers []string       `json:"failed_members,omitempty"`
 	ExcludedFiles []ExcludedFile `json:"excluded_files,omitempty"`
@@ -510,10 +514,10 @@ const (
 )
 
 // BreakGlassApproval is a request held for a person's approval, stored in
-// the approvals bucket under the request id: a break-glass request
+// the approvals bucket under <tenant>.<request id>: a break-glass request
 // (Request) or an arbitration (Arbitration, whose session is the job id).
-// `maker judge approve|deny ID` moves it from pending to approved or
-// denied.
+// `maker judge approve|deny ID` sends an ApprovalDecision, and a judge
+// moves it from pending to approved or denied.
 type BreakGlassApproval struct {
 	Header
 	// RequestID, Tenant and Session are the held request's.
@@ -526,8 +530,10 @@ type BreakGlassApproval struct {
 	EstimateUSD float64 `json:"estimate_usd"`
 	// Reason says why the request was held (or denied).
 	Reason string `json:"reason"`
-	// DecidedBy is who approved or denied.
+	// DecidedBy is who approved or denied (the person's name);
+	// DecidedAs the identity they did it as, never the requester's.
 	DecidedBy string `json:"decided_by,omitempty"`
+	DecidedAs string `json:"decided_as,omitempty"`
 	// Request or Arbitration (exactly one) is the held request,
 	// re-published on approval.
 	Request     *BreakGlassRequest  `json:"request,omitempty"`
@@ -579,6 +585,64 @@ func (a *BreakGlassApproval) Validate() error {
 	}
 	if id != a.RequestID || tenant != a.Tenant || session != a.Session {
 		return invalid(k, "request_id, tenant and session must match the held request's")
+	}
+	return nil
+}
+
+// Approval decisions.
+const (
+	DecisionApprove = "approve"
+	DecisionDeny    = "deny"
+)
+
+// ApprovalDecision is a person's approval or denial of a held request,
+// sent as a core NATS request on the approval subject of the identity
+// deciding (maker.v1.judge_approve.<identity>). A judge answers with the
+// updated BreakGlassApproval, or with no body and the headers
+// Nats-Service-Error and Nats-Service-Error-Code (400 invalid, 403 the
+// requester's own, 404 not held, 409 already decided, 500 failed).
+type ApprovalDecision struct {
+	Header
+	// RequestID is the held request's id.
+	RequestID string `json:"request_id"`
+	// Tenant is the held request's tenant; optional when the id is held
+	// for one tenant only.
+	Tenant string `json:"tenant,omitempty"`
+	// Decision is approve or deny.
+	Decision string `json:"decision" jsonschema:"enum=approve,enum=deny"`
+	// By names the person deciding, for the audit trail.
+	By string `json:"by"`
+	// Reason says why (a denial's is told to the asker).
+	Reason string `json:"reason,omitempty"`
+}
+
+// MessageKind implements Message.
+func (*ApprovalDecision) MessageKind() string { return KindApprovalDecision }
+
+// Validate implements Message.
+func (d *ApprovalDecision) Validate() error {
+	const k = KindApprovalDecision
+	if err := d.Header.check(k); err != nil {
+		return err
+	}
+	if !jobIDRE.MatchString(d.RequestID) {
+		return invalid(k, "request_id %q must be 1-64 characters of A-Z, a-z, 0-9, '_' and '-', starting with a letter or digit", d.RequestID)
+	}
+	if d.Tenant != "" {
+		if err := ValidTenant(d.Tenant); err != nil {
+			return err
+		}
+	}
+	switch d.Decision {
+	case DecisionApprove, DecisionDeny:
+	default:
+		return invalid(k, "decision %q is not approve or deny", d.Decision)
+	}
+	if strings.TrimSpace(d.By) == "" {
+		return invalid(k, "by names who decides")
+	}
+	if len(d.By) > 200 || len(d.Reason) > 2000 {
+		return invalid(k, "by (200 bytes) or reason (2000 bytes) is too long")
 	}
 	return nil
 }

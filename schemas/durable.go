@@ -407,8 +407,18 @@ type DeadLetter struct {
 	Reason string `json:"reason"`
 	// Deliveries is how often it was delivered.
 	Deliveries uint64 `json:"deliveries"`
-	// Data is the original payload, byte for byte.
+	// Data is the original payload, byte for byte; only its first bytes
+	// when Truncated.
 	Data []byte `json:"data"`
+	// Truncated says the original was too large to keep whole (the dead
+	// letter would exceed the server's or the stream's size limit): Data
+	// holds its head, and Size and SHA256 identify the whole, which a
+	// replay reads from Stream at Seq while it is still there.
+	Truncated bool `json:"truncated,omitempty"`
+	// Size is the original payload's length in bytes; SHA256 its SHA-256,
+	// hex. Set on every dead letter stored by this release.
+	Size   int    `json:"size,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
 	// At is when it was dead-lettered.
 	At time.Time `json:"at"`
 }
@@ -422,10 +432,30 @@ func (d *DeadLetter) Validate() error {
 	if err := d.Header.check(k); err != nil {
 		return err
 	}
-	if d.Stream == "" || d.Subject == "" || d.Reason == "" {
+	switch {
+	case d.Stream == "" || d.Subject == "" || d.Reason == "":
 		return invalid(k, "a dead letter needs its stream, subject and reason")
+	case d.Size < 0 || d.Size > 0 && d.Size < len(d.Data): // 0: stored by an older release
+		return invalid(k, "size %d is less than the %d bytes of data kept", d.Size, len(d.Data))
+	case d.SHA256 != "" && !sha256Hex(d.SHA256):
+		return invalid(k, "sha256 must be 64 lowercase hex digits")
+	case d.Truncated && (d.SHA256 == "" || d.Seq == 0 || d.Size == len(d.Data)):
+		return invalid(k, "a truncated dead letter needs the original's sequence, size and sha256")
 	}
 	return nil
+}
+
+// sha256Hex reports whether s is a SHA-256 in lowercase hex.
+func sha256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // knownState reports whether s is a job state.

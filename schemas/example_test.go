@@ -71,8 +71,12 @@ func ExampleAll() {
 	// break_glass_response https://makerfleet.dev/schemas/v1/break_glass_response.schema.json
 	// break_glass_audit https://makerfleet.dev/schemas/v1/break_glass_audit.schema.json
 	// break_glass_approval https://makerfleet.dev/schemas/v1/break_glass_approval.schema.json
+	// approval_decision https://makerfleet.dev/schemas/v1/approval_decision.schema.json
 	// arbitration_request https://makerfleet.dev/schemas/v1/arbitration_request.schema.json
 	// arbitration_response https://makerfleet.dev/schemas/v1/arbitration_response.schema.json
 	// arbiter_decision https://makerfleet.dev/schemas/v1/arbiter_decision.schema.json
 	// task_record https://makerfleet.dev/schemas/v1/task_record.schema.json
+	// control_request https://makerfleet.dev/schemas/v1/control_request.schema.json
+	// decide_request https://makerfleet.dev/schemas/v1/decide_request.schema.json
+	// control_reply https://makerfleet.dev/schemas/v1/control_reply.schema.json
 }

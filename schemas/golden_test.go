@@ -78,6 +78,7 @@ func TestInvalid(t *testing.T) {
 		{"break_glass_response.refused_without_reason", schemas.ErrInvalid, "a refused outcome needs a reason", "accepts"},
 		{"break_glass_audit.unknown_outcome", schemas.ErrInvalid, `unknown outcome "maybe"`, "rejects"},
 		{"break_glass_approval.request_mismatch", schemas.ErrInvalid, "must match the held request's", "accepts"},
+		{"approval_decision.bad_decision", schemas.ErrInvalid, `decision "maybe" is not approve or deny`, "rejects"},
 		{"arbiter_decision.decided_without_vote_key", schemas.ErrInvalid, "a decided arbiter decision needs a vote_key", "rejects"},
 		{"break_glass_request.arbitration_prefix", schemas.ErrInvalid, `the prefix "arbitration-" names arbitration requests`, "accepts"},
 		{"arbitration_request.request_id_of_another_step", schemas.ErrInvalid, "is not the step's: want \"arbitration-b65a9cc926c109637e22352bc5939f95\"", "accepts"},
@@ -86,6 +87,10 @@ func TestInvalid(t *testing.T) {
 		{"arbitration_request.min_confidence_zero", schemas.ErrInvalid, "min_confidence must be in (0, 1], got 0", "rejects"},
 		{"arbitration_response.decided_when_degraded", schemas.ErrInvalid, "only an answered response decides the step, not a degraded one", "accepts"},
 		{"arbitration_response.held_without_reason", schemas.ErrInvalid, "a held response has a reason and no decision yet", "rejects"},
+		{"control_request.bad_action", schemas.ErrInvalid, `action is pause, resume or cancel, got "restart"`, "rejects"},
+		{"decide_request.negative_step", schemas.ErrInvalid, "step must be >= 0, got -1", "rejects"},
+		{"control_reply.record_and_problem", schemas.ErrInvalid, "a reply holds either the record or a problem", "accepts"},
+		{"dead_letter.truncated_without_hash", schemas.ErrInvalid, "a truncated dead letter needs the original's sequence, size and sha256", "accepts"},
 	}
 	listed := make(map[string]bool)
 	for _, tt := range tests {

@@ -28,10 +28,14 @@ func All() []MessageType {
 		{KindBreakGlassResponse, func() Message { return new(BreakGlassResponse) }},
 		{KindBreakGlassAudit, func() Message { return new(BreakGlassAudit) }},
 		{KindBreakGlassApproval, func() Message { return new(BreakGlassApproval) }},
+		{KindApprovalDecision, func() Message { return new(ApprovalDecision) }},
 		{KindArbitrationRequest, func() Message { return new(ArbitrationRequest) }},
 		{KindArbitrationResponse, func() Message { return new(ArbitrationResponse) }},
 		{KindArbiterDecision, func() Message { return new(ArbiterDecision) }},
 		{KindTaskRecord, func() Message { return new(TaskRecord) }},
+		{KindControlRequest, func() Message { return new(ControlRequest) }},
+		{KindDecideRequest, func() Message { return new(DecideRequest) }},
+		{KindControlReply, func() Message { return new(ControlReply) }},
 	}
 }
 
@@ -52,8 +56,12 @@ var (
 	_ Message = (*BreakGlassResponse)(nil)
 	_ Message = (*BreakGlassAudit)(nil)
 	_ Message = (*BreakGlassApproval)(nil)
+	_ Message = (*ApprovalDecision)(nil)
 	_ Message = (*ArbitrationRequest)(nil)
 	_ Message = (*ArbitrationResponse)(nil)
 	_ Message = (*ArbiterDecision)(nil)
 	_ Message = (*TaskRecord)(nil)
+	_ Message = (*ControlRequest)(nil)
+	_ Message = (*DecideRequest)(nil)
+	_ Message = (*ControlReply)(nil)
 )

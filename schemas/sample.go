@@ -144,6 +144,11 @@ const (
 	// as an unknown model or a bad key): no answer will come for it, so it
 	// counts as a discarded sample and the step draws another.
 	RedFlagRefused = "refused"
+	// RedFlagPolicy: the voter refused the request without calling the
+	// model: it asks for a model, max_output_tokens or temperature outside
+	// the voter's own policy. Counted like any red flag, so a step no voter
+	// may answer reaches its sample cap rather than waiting.
+	RedFlagPolicy = "policy"
 )
 
 // SampleResult is a voter's answer to a SampleRequest.
@@ -163,7 +168,8 @@ type SampleResult struct {
 	// VoteKey is the canonical parsed answer (outcome vote only).
 	VoteKey string `json:"vote_key,omitempty"`
 	// RedFlag is the red-flag reason (outcome red_flag only): length,
-	// too_long, parse, empty, refused, or a task spec's own red flag name.
+	// too_long, parse, empty, refused, policy, or a task spec's own red
+	// flag name.
 	RedFlag string `json:"red_flag,omitempty"`
 	// Detail explains a red flag, briefly.
 	Detail string `json:"detail,omitempty"`
@@ -202,7 +208,7 @@ func (r *SampleResult) Validate() error {
 		}
 	case OutcomeRedFlag:
 		// The voter's own reasons (length, too_long, parse, empty,
-		// refused) or a task spec's red flag names: one pattern.
+		// refused, policy) or a task spec's red flag names: one pattern.
 		if !ValidRedFlagName(r.RedFlag) {
 			return invalid(k, "red_flag %q is not a red flag reason (1-40 of a-z, 0-9 and '_')", r.RedFlag)
 		}

@@ -7,18 +7,29 @@
 //     it pulls, so it holds no request it is not working on;
 //   - step-decided events (schemas.StepDecided) on core subject
 //     maker.v1.decided.>, to skip queued samples of decided steps without
-//     calling the model and to cancel calls in flight.
+//     calling the model and to cancel calls in flight. A notice is taken
+//     only for a step at most one beyond the highest this voter has seen
+//     requested for its job and epoch; any other is logged and ignored
+//     (see tracker).
 //
 // Produces:
 //   - sample results (schemas.SampleResult) on maker.v1.result.<tenant>.<job>
 //     (stream MAKER_RESULTS), with Nats-Msg-Id = sample id + "/r".
 //
-// For each request the voter builds the step's prompt from the task, calls
+// For each request the voter first checks it against its own model
+// Policy: a request naming a model, max_output_tokens or temperature the
+// voter's configuration does not allow is logged and answered as the red
+// flag "policy" without calling the model (a request is data: on a fleet
+// without authorization anyone may have written it, and the model key is
+// the voter's). Otherwise it builds the step's prompt from the task, calls
 // the model once (retries for 429, 5xx and timeouts live in the model
 // client), and applies the red flags: finish_reason "length", more output
-// tokens than the request allows, or a reply the task's strict parser
-// rejects. It answers with the canonical vote key or the red-flag reason,
-// the token usage and the latency, and only then acks the request.
+// tokens than the request allows, a reply the task's strict parser
+// rejects, or no usable reply (no choice, no content, a body that is not a
+// completion or usage out of range, after the client's
+// BadResponseAttempts tries: "empty"). It answers with the canonical vote
+// key or the red-flag reason, the token usage and the latency, and only
+// then acks the request.
 //
 // The pull loop is a bus.Worker (slots, keep-alive, drain); handle's error
 // is the message's fate: answered (a request the model refuses for good is
@@ -37,6 +48,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -79,6 +91,10 @@ type Config struct {
 	// ModelErrorDelay is how long a request whose model call failed waits
 	// before redelivery, unless the server asked for longer. Default 2s.
 	ModelErrorDelay time.Duration
+	// Policy bounds the models, max_output_tokens and temperature a request
+	// may ask for. Default: the voter's own model only, at most 4096
+	// tokens, temperature 0 to 1.
+	Policy Policy
 	// Bus configures the streams when this voter creates them.
 	Bus bus.Config
 	// Logger receives operational logs. Default slog.Default().
@@ -111,7 +127,7 @@ func (c *Config) defaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return nil
+	return c.Policy.defaults()
 }
 
 // Stats are a voter's counters since start.
@@ -125,6 +141,13 @@ type Stats struct {
 	ModelErrors int64 `json:"model_errors"`
 	Malformed   int64 `json:"malformed"`
 	HandedBack  int64 `json:"handed_back"`
+	// PolicyRefused counts requests refused by the Policy (also red flags).
+	PolicyRefused int64 `json:"policy_refused"`
+	// BadReplies counts calls that ended with llm.ErrBadResponse (also
+	// red flags).
+	BadReplies int64 `json:"bad_replies"`
+	// NoticesIgnored counts decided notices outside the tracker's window.
+	NoticesIgnored int64 `json:"notices_ignored"`
 }
 
 // Voter pulls sample requests and answers them.
@@ -140,7 +163,9 @@ type Voter struct {
 
 	requests, modelCalls, votes, redFlags, skipped, cancelled atomic.Int64
 	modelErrors, malformed, handedBack                        atomic.Int64
+	policyRefused, badReplies, noticesIgnored                 atomic.Int64
 	maxDeliver                                                atomic.Int64 // the consumer's MaxDeliver
+	lastNoticeLog                                             atomic.Int64 // unix nanos of the last ignored-notice log line
 }
 
 // New returns a Voter that calls model.
@@ -165,6 +190,7 @@ func (v *Voter) Stats() Stats {
 		Requests: v.requests.Load(), ModelCalls: v.modelCalls.Load(), Votes: v.votes.Load(),
 		RedFlags: v.redFlags.Load(), Skipped: v.skipped.Load(), Cancelled: v.cancelled.Load(),
 		ModelErrors: v.modelErrors.Load(), Malformed: v.malformed.Load(), HandedBack: v.handedBack.Load(),
+		PolicyRefused: v.policyRefused.Load(), BadReplies: v.badReplies.Load(), NoticesIgnored: v.noticesIgnored.Load(),
 	}
 }
 
@@ -205,7 +231,8 @@ func (v *Voter) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("voter: %w", err)
 	}
-	v.log.Info("voter started", "concurrency", v.cfg.Concurrency, "model", v.cfg.Model)
+	v.log.Info("voter started", "concurrency", v.cfg.Concurrency, "model", v.cfg.Model, "allow_models", v.cfg.Policy.AllowModels,
+		"max_tokens_ceiling", v.cfg.Policy.MaxTokensCeiling, "temperature_max", v.cfg.Policy.TemperatureMax)
 	err = w.Run(ctx)
 	v.log.Info("voter stopped", "stats", v.Stats())
 	return err
@@ -243,7 +270,21 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 		v.log.Warn("dropping malformed sample request", "err", err)
 		return bus.Drop(err, "malformed sample request")
 	}
-	if v.decided.isDecided(req.Tenant, req.JobID, req.Step, req.Epoch) {
+	if err := v.cfg.Policy.Check(&req, v.cfg.Model); err != nil {
+		// Refused here, before the model: never sent with this voter's
+		// key. Answered (not dead-lettered), so the step counts it and
+		// draws another sample, and a step no voter may answer reaches its
+		// sample cap instead of waiting for ever.
+		v.policyRefused.Add(1)
+		v.redFlags.Add(1)
+		v.log.Warn("refusing a sample request outside this voter's model policy; the model is not called",
+			"tenant", req.Tenant, "job", req.JobID, "sample", req.SampleID, "model", truncate(req.Model, 64),
+			"max_output_tokens", req.MaxOutputTokens, "temperature", req.Temperature, "err", err)
+		return v.reply(ctx, msg, &req, schemas.SampleResult{
+			Outcome: schemas.OutcomeRedFlag, RedFlag: schemas.RedFlagPolicy, Detail: truncate(strings.TrimPrefix(err.Error(), "voter: "), 300),
+		})
+	}
+	if v.decided.request(req.Tenant, req.JobID, req.Step, req.Epoch) {
 		v.skipped.Add(1)
 		return v.reply(ctx, msg, &req, schemas.SampleResult{Outcome: schemas.OutcomeSkipped})
 	}
@@ -286,6 +327,18 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 		case callCtx.Err() != nil: // the step was decided meanwhile
 			v.cancelled.Add(1)
 			return v.reply(ctx, msg, &req, schemas.SampleResult{Outcome: schemas.OutcomeCancelled, LatencyMS: ms(resp.Latency)})
+		case errors.Is(err, llm.ErrBadResponse):
+			// The server keeps answering, with nothing usable: asking
+			// again would only get the same (the client tried a few
+			// times). A red flag, as for an empty reply: the step draws
+			// another sample, and no usage figure of it is counted.
+			v.badReplies.Add(1)
+			v.redFlags.Add(1)
+			v.log.Warn("the model's replies cannot be used; answering the sample as a red flag", "err", err, "sample", req.SampleID)
+			return v.reply(ctx, msg, &req, schemas.SampleResult{
+				Outcome: schemas.OutcomeRedFlag, RedFlag: schemas.RedFlagEmpty, Detail: "model: " + truncate(err.Error(), 200),
+				LatencyMS: ms(resp.Latency),
+			})
 		case errors.Is(err, llm.ErrPermanent):
 			// Retrying this request cannot help (bad request, unknown
 			// model, bad key): answer it as a red-flagged sample, with the
@@ -343,6 +396,14 @@ func Judge(inst task.Instance, req *schemas.SampleRequest, resp llm.Response) sc
 	if len(resp.Choices) > 0 {
 		// Kept for empty replies too: "content_filter" says why there is none.
 		res.FinishReason = resp.Choices[0].FinishReason
+	}
+	if resp.PromptTokens < 0 || resp.CompletionTokens < 0 || resp.PromptTokens > llm.MaxUsageTokens || resp.CompletionTokens > llm.MaxUsageTokens {
+		// A model that does not check its usage (the llm client does):
+		// no figure of it reaches a job's cost.
+		res.PromptTokens, res.CompletionTokens = 0, 0
+		res.Outcome, res.RedFlag = schemas.OutcomeRedFlag, schemas.RedFlagEmpty
+		res.Detail = fmt.Sprintf("usage out of range: %d prompt, %d completion tokens", resp.PromptTokens, resp.CompletionTokens)
+		return res
 	}
 	if len(resp.Choices) == 0 || resp.Choices[0].Content == "" {
 		res.Outcome, res.RedFlag, res.Detail = schemas.OutcomeRedFlag, schemas.RedFlagEmpty, "no content"
@@ -432,14 +493,38 @@ func (v *Voter) instance(ctx context.Context, req *schemas.SampleRequest) (task.
 	return in, nil
 }
 
-// onDecided records a decided step and cancels its calls in flight.
+// onDecided records a decided step and cancels its calls in flight, if
+// the notice is plausible (see tracker); others are counted and logged.
 func (v *Voter) onDecided(m *nats.Msg) {
 	var ev schemas.StepDecided
 	if err := schemas.Decode(m.Data, &ev); err != nil {
 		v.malformed.Add(1)
 		return
 	}
-	v.decided.decide(ev.Tenant, ev.JobID, ev.Step, ev.Epoch)
+	if want := v.cfg.Bus.Namespace.DecidedSubject(ev.Tenant, ev.JobID); m.Subject != want {
+		// The subject is what permissions check: a notice about another
+		// job than its subject names is not the coordinator's.
+		v.ignoreNotice(&ev, "the subject names another job", "subject", m.Subject)
+		return
+	}
+	if ok, highest := v.decided.decide(ev.Tenant, ev.JobID, ev.Step, ev.Epoch); !ok {
+		v.ignoreNotice(&ev, "the step is beyond the job's requested steps", "highest_requested_step", highest)
+	}
+}
+
+// noticeLogEvery spaces the log lines of ignored notices: a flood of forged
+// notices is counted in full (Stats) but logged once a second.
+const noticeLogEvery = time.Second
+
+func (v *Voter) ignoreNotice(ev *schemas.StepDecided, why string, args ...any) {
+	v.noticesIgnored.Add(1)
+	now := time.Now().UnixNano()
+	last := v.lastNoticeLog.Load()
+	if now-last < int64(noticeLogEvery) || !v.lastNoticeLog.CompareAndSwap(last, now) {
+		return
+	}
+	v.log.Warn("ignoring a step-decided notice: "+why,
+		append([]any{"tenant", ev.Tenant, "job", ev.JobID, "step", ev.Step, "epoch", ev.Epoch, "ignored_so_far", v.noticesIgnored.Load()}, args...)...)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

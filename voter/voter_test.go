@@ -20,23 +20,25 @@ import (
 )
 
 // TestSkipDecidedSteps: once a step-decided event for (job, step 5, epoch
-// E) has reached a voter, requests of that job for steps up to 5 in epoch
-// E are answered "skipped" without calling the model; later steps and any
-// other epoch are sampled (epochs come from coordinators' clocks, so a
-// smaller one may be a newer run).
+// E) has reached a voter that has seen the job's requests up to step 4 in
+// E, requests of that job for steps up to 5 in epoch E are answered
+// "skipped" without calling the model (a request published again too);
+// later steps and any other epoch are sampled.
 func TestSkipDecidedSteps(t *testing.T) {
 	t.Parallel()
 	const tenant, job, epoch = "acme", "skipjob", int64(1_700_000_000_000)
 	env := fleettest.New(t)
 	cases := []struct {
 		step, epoch int64
+		attempt     int
 		skipped     bool
 	}{
-		{4, epoch, true},
-		{5, epoch, true},
-		{6, epoch, false},
-		{7, epoch - 1, false}, // another epoch, smaller: maybe a newer run
-		{3, epoch + 1, false}, // a newer epoch (the step was reopened)
+		{4, epoch, 0, true},
+		{5, epoch, 0, true},
+		{2, epoch, 1, true}, // a copy published again after a timeout
+		{6, epoch, 0, false},
+		{7, epoch - 1, 0, false}, // another epoch, smaller: maybe a newer run
+		{3, epoch + 1, 0, false}, // a newer epoch (the step was reopened)
 	}
 	// Each request's seed names its step, so the model's calls say which
 	// requests reached it.
@@ -46,6 +48,36 @@ func TestSkipDecidedSteps(t *testing.T) {
 	}
 	model := fleettest.NewFakeModel(seeds, nil)
 	v := env.StartVoter(model, voter.Config{Concurrency: 4, Model: "fake"})
+
+	in, err := hanoi.New(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	publish := func(step, epoch int64, index, attempt int, seed int64) {
+		req := schemas.SampleRequest{
+			Header: schemas.NewHeader(schemas.KindSampleRequest), Tenant: tenant, JobID: job,
+			SampleID: schemas.SampleID(tenant, job, step, epoch, index, attempt), Step: step, Epoch: epoch, Index: index, Attempt: attempt,
+			Task: hanoi.Name, Params: in.Params(), State: in.Initial(), Temperature: 0.1, Seed: seed,
+			MaxOutputTokens: 750, IssuedAt: time.Now().UTC(),
+		}
+		data, err := json.Marshal(&req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := &nats.Msg{Subject: bus.DefaultNamespace.SampleSubject(tenant, job), Data: data, Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, req.SampleID)
+		if _, err := env.JS.PublishMsg(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The voter has seen step 4 of epoch E requested (a seed unknown to
+	// the model's table: its call is not one of the cases').
+	publish(4, epoch, 1, 0, 1)
+	if warm := fetchResults(t, env, tenant, job, 1); warm[4].Outcome != schemas.OutcomeVote {
+		t.Fatalf("first request answered %+v, want a vote", warm[4])
+	}
 
 	ev, err := json.Marshal(&schemas.StepDecided{
 		Header: schemas.NewHeader(schemas.KindStepDecided), Tenant: tenant, JobID: job, Step: 5, Epoch: epoch,
@@ -62,28 +94,8 @@ func TestSkipDecidedSteps(t *testing.T) {
 		return voter.IsDecided(v.Voter, tenant, job, 5, epoch)
 	}, "the voter never took the step-decided event")
 
-	in, err := hanoi.New(3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	for _, c := range cases {
-		req := schemas.SampleRequest{
-			Header: schemas.NewHeader(schemas.KindSampleRequest), Tenant: tenant, JobID: job,
-			SampleID: schemas.SampleID(tenant, job, c.step, c.epoch, 0, 0), Step: c.step, Epoch: c.epoch,
-			Task: hanoi.Name, Params: in.Params(), State: in.Initial(), Temperature: 0.1, Seed: 600 + c.step,
-			MaxOutputTokens: 750, IssuedAt: time.Now().UTC(),
-		}
-		data, err := json.Marshal(&req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msg := &nats.Msg{Subject: bus.DefaultNamespace.SampleSubject(tenant, job), Data: data, Header: nats.Header{}}
-		msg.Header.Set(jetstream.MsgIDHeader, req.SampleID)
-		if _, err := env.JS.PublishMsg(ctx, msg); err != nil {
-			t.Fatal(err)
-		}
+		publish(c.step, c.epoch, 0, c.attempt, 600+c.step)
 	}
 
 	results := fetchResults(t, env, tenant, job, len(cases))
@@ -106,14 +118,16 @@ func TestSkipDecidedSteps(t *testing.T) {
 	}
 	var called []int64
 	for _, r := range model.Records() {
-		called = append(called, r.Step)
+		if r.Known {
+			called = append(called, r.Step)
+		}
 	}
 	slices.Sort(called)
 	if !slices.Equal(called, []int64{3, 6, 7}) {
 		t.Errorf("the model was called for steps %v, want [3 6 7] only", called)
 	}
-	if st := v.Stats(); st.Skipped != 2 || st.ModelCalls != 3 || st.Votes != 3 || st.Requests != int64(len(cases)) {
-		t.Errorf("voter stats %+v, want 2 skipped, 3 model calls, 3 votes", st)
+	if st := v.Stats(); st.Skipped != 3 || st.ModelCalls != 4 || st.Votes != 4 || st.Requests != int64(len(cases))+1 {
+		t.Errorf("voter stats %+v, want 3 skipped, 4 model calls, 4 votes", st)
 	}
 }
 

@@ -28,6 +28,9 @@
 //	                      maker.v1.journal.<tenant>.<job>.c  checkpoints (the resume cursor)
 //	stream MAKER_DLQ      maker.v1.dlq.<tenant>.<job>      dead letters; limits retention
 //	core subject          maker.v1.decided.<tenant>.<job>  step-decided events (voters skip/cancel)
+//	core request/reply    maker.v1.control.<tenant>.<job>  pause, resume, cancel (control.go);
+//	                                                       served by the coordinators, queue group "coordinators"
+//	core request/reply    maker.v1.decide.<tenant>.<job>   a person's answer for a step (control.go); same
 //	KV maker_jobs         <tenant>.<job>                   job registry: spec, control, finished
 //	KV maker_leases       <tenant>.<job>                   which coordinator owns a job, until when
 //	KV maker_tasks        <name>.<version>                 registered task specs (immutable)
@@ -39,6 +42,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"slices"
 	"strconv"
@@ -193,6 +197,17 @@ type Config struct {
 	// StartupWait bounds how long Ensure keeps retrying while the server
 	// does not answer (starting, restarting, overloaded). Default 60s.
 	StartupWait time.Duration
+	// Await has Ensure create nothing: while the namespace's topology is
+	// missing (or any part of it) it waits, logging "waiting for the fleet
+	// topology" and backing off up to 5s, until a coordinator or `maker
+	// topology create` has made it, then binds it; ctx ends the wait. For
+	// roles that must not decide the topology's replicas and limits by
+	// starting first: voters (the CLI sets it). Default false: create
+	// what is missing.
+	Await bool
+	// Logger receives Ensure's notices: waiting for the topology, replicas
+	// raised. Default slog.Default().
+	Logger *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -214,6 +229,9 @@ func (c *Config) defaults() {
 	if c.StartupWait == 0 {
 		c.StartupWait = 60 * time.Second
 	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
 }
 
 // Topology holds handles on the shared streams and buckets.
@@ -231,11 +249,18 @@ type Topology struct {
 }
 
 // Ensure creates the streams, shared consumers and buckets that are missing.
-// Existing ones are left as they are, so roles started with different
-// settings never fight over them. Every role calls it at start. While the
-// server does not answer (a timeout, no responders) it retries with backoff
-// for up to cfg.StartupWait, so a role started alongside a busy or
-// restarting server waits instead of exiting.
+// The topology is created once, by its owners: coordinators (with their
+// --replicas) and `maker topology create`, and the embedded fleets of
+// `maker run` and the tests; roles that must not shape it (voters) set
+// cfg.Await and wait for it instead, and client commands bind it (Open).
+// Existing streams and buckets keep their settings, so roles started with
+// different settings never fight over them, with one exception that only
+// goes up: one with fewer replicas than cfg.Replicas (made by an older
+// release, or by a client before the first coordinator) is raised to
+// cfg.Replicas. While the server does not answer (a timeout, no
+// responders) it retries with backoff for up to cfg.StartupWait, so a role
+// started alongside a busy or restarting server waits instead of exiting.
+// A server older than MinServerVersion is refused (ErrServerVersion).
 func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {
 	cfg.defaults()
 	if err := cfg.Namespace.Validate(); err != nil {
@@ -244,7 +269,13 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology,
 	if cfg.Replicas < 1 || cfg.SampleMaxDeliver < 1 || cfg.SampleAckWait < time.Second || cfg.JobAckWait < time.Second || cfg.StartupWait < 0 {
 		return nil, fmt.Errorf("bus: invalid config %+v", cfg)
 	}
+	if cfg.Await {
+		return Await(ctx, js, cfg)
+	}
 	return retryTransient(ctx, cfg.StartupWait, func(actx context.Context) (*Topology, error) {
+		if err := checkServer(js); err != nil {
+			return nil, err
+		}
 		return ensureOnce(actx, js, cfg)
 	})
 }
@@ -342,7 +373,7 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topol
 		},
 	)
 	for _, sc := range streams {
-		if _, err := ensureStream(ctx, js, sc); err != nil {
+		if _, err := ensureStreamLog(ctx, js, sc, cfg.Logger); err != nil {
 			return nil, err
 		}
 	}
@@ -373,35 +404,35 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topol
 			return nil, err
 		}
 	}
-	status, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
+	status, err := ensureKVLog(ctx, js, cfg.Logger, jetstream.KeyValueConfig{
 		Bucket: ns.StatusBucket(), Description: "makerfleet job progress", History: 1,
 		TTL: 30 * 24 * time.Hour, Storage: cfg.Storage, Replicas: cfg.Replicas,
 	})
 	if err != nil {
 		return nil, err
 	}
-	reports, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
+	reports, err := ensureKVLog(ctx, js, cfg.Logger, jetstream.KeyValueConfig{
 		Bucket: ns.ReportsBucket(), Description: "makerfleet job reports", History: 1,
 		Storage: cfg.Storage, Replicas: cfg.Replicas,
 	})
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
+	jobs, err := ensureKVLog(ctx, js, cfg.Logger, jetstream.KeyValueConfig{
 		Bucket: ns.JobsBucket(), Description: "makerfleet job registry", History: 1,
 		Storage: cfg.Storage, Replicas: cfg.Replicas,
 	})
 	if err != nil {
 		return nil, err
 	}
-	leases, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
+	leases, err := ensureKVLog(ctx, js, cfg.Logger, jetstream.KeyValueConfig{
 		Bucket: ns.LeasesBucket(), Description: "makerfleet job leases", History: 1,
 		Storage: cfg.Storage, Replicas: cfg.Replicas,
 	})
 	if err != nil {
 		return nil, err
 	}
-	tasks, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
+	tasks, err := ensureKVLog(ctx, js, cfg.Logger, jetstream.KeyValueConfig{
 		Bucket: ns.TasksBucket(), Description: "makerfleet task registry: task specs by name and version, immutable",
 		History: 1, MaxValueSize: int32(schemas.MaxTaskSpecBytes) + 64<<10, Storage: cfg.Storage, Replicas: cfg.Replicas,
 	})
@@ -411,7 +442,12 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topol
 	return &Topology{NS: ns, JS: js, Config: cfg, Status: status, Reports: reports, Jobs: jobs, Leases: leases, Tasks: tasks}, nil
 }
 
+// ensureStream is ensureStreamLog with the default logger.
 func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
+	return ensureStreamLog(ctx, js, sc, slog.Default())
+}
+
+func ensureStreamLog(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, log *slog.Logger) (jetstream.Stream, error) {
 	s, err := js.Stream(ctx, sc.Name)
 	if err == nil {
 		// An existing stream (made by an operator, or by an older release)
@@ -423,7 +459,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 					ErrTopology, sc.Name, have, want)
 			}
 		}
-		return s, nil
+		return raiseReplicas(ctx, js, s, sc.Replicas, log)
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("bus: stream %s: %w", sc.Name, err)
@@ -452,9 +488,30 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, stream string, 
 	return nil
 }
 
+// ensureKV is ensureKVLog with the default logger.
 func ensureKV(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	return ensureKVLog(ctx, js, slog.Default(), kc)
+}
+
+// ensureKVLog ensures bucket kc and returns it with watches that survive a
+// node loss (watchKV).
+func ensureKVLog(ctx context.Context, js jetstream.JetStream, log *slog.Logger, kc jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := ensureKVOnce(ctx, js, log, kc)
+	if err != nil {
+		return nil, err
+	}
+	return resilient(kv), nil
+}
+
+func ensureKVOnce(ctx context.Context, js jetstream.JetStream, log *slog.Logger, kc jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, kc.Bucket)
 	if err == nil {
+		// A bucket is the stream KV_<bucket>.
+		if s, err := js.Stream(ctx, "KV_"+kc.Bucket); err == nil {
+			if _, err := raiseReplicas(ctx, js, s, max(kc.Replicas, 1), log); err != nil {
+				return nil, err
+			}
+		}
 		return kv, nil
 	}
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -470,20 +527,23 @@ func ensureKV(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValue
 	return kv, nil
 }
 
-// Connect dials url and keeps reconnecting for as long as the process
-// lives. name identifies the connection in server monitoring.
-func Connect(url, name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(url,
-		nats.Name(name),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
-		nats.ReconnectJitter(100*time.Millisecond, time.Second),
-		nats.RetryOnFailedConnect(false),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("bus: connect %s: %w", url, err)
+// raiseReplicas raises stream s to want replicas when it has fewer: the
+// topology's replicas are the most any of its creators asked for, never
+// those of whichever role happened to start first. Never lowered, so
+// creators started with different settings do not fight.
+func raiseReplicas(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, want int, log *slog.Logger) (jetstream.Stream, error) {
+	sc := s.CachedInfo().Config
+	if sc.Replicas >= want {
+		return s, nil
 	}
-	return nc, nil
+	have := max(sc.Replicas, 1)
+	sc.Replicas = want
+	up, err := js.UpdateStream(ctx, sc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: stream %s has %d replicas; raising it to %d: %w", ErrTopology, sc.Name, have, want, err)
+	}
+	log.Info("stream replicas raised", "stream", sc.Name, "from", have, "to", want)
+	return up, nil
 }
 
 // Teardown deletes the namespace's streams and buckets, everything Ensure

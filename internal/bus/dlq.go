@@ -2,6 +2,8 @@ package bus
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -39,14 +41,36 @@ func (ns Namespace) jobOf(subject string) (tenant, job string) {
 	return "unknown", "unknown"
 }
 
+// DeadLetterHead is how much of an original payload a dead letter keeps
+// when the whole would not fit (see PublishDeadLetter).
+const DeadLetterHead = 4 << 10
+
 // PublishDeadLetter stores dl in the dead-letter stream, under the job its
 // original subject names. Its message id is the original's stream and
 // sequence, so reporting the same message twice (two coordinators seeing
 // one advisory, a retry) stores it once.
+//
+// A dead letter must always fit: an original near the size limit, kept
+// whole (and base64-encoded in JSON), would exceed the server's max
+// payload or the stream's max message size, the dead letter could never
+// be stored and the original would stay un-acked for good. So when the
+// encoded dead letter would not fit it keeps a reference instead: the
+// original's stream and sequence (already in dl), its size and SHA-256,
+// and its first DeadLetterHead bytes (dl.Truncated).
 func PublishDeadLetter(ctx context.Context, js jetstream.JetStream, ns Namespace, dl *schemas.DeadLetter) error {
+	sum := sha256.Sum256(dl.Data)
+	if !dl.Truncated {
+		dl.Size, dl.SHA256 = len(dl.Data), hex.EncodeToString(sum[:])
+	}
 	data, err := schemas.Encode(dl)
 	if err != nil {
 		return fmt.Errorf("bus: dead letter: %w", err)
+	}
+	if limit := deadLetterLimit(ctx, js, ns); len(data) > limit && !dl.Truncated {
+		dl.Data, dl.Truncated = dl.Data[:min(len(dl.Data), DeadLetterHead)], true
+		if data, err = schemas.Encode(dl); err != nil {
+			return fmt.Errorf("bus: dead letter: %w", err)
+		}
 	}
 	tenant, job := ns.jobOf(dl.Subject)
 	msg := &nats.Msg{Subject: ns.DLQSubject(tenant, job), Data: data, Header: nats.Header{}}
@@ -55,6 +79,23 @@ func PublishDeadLetter(ctx context.Context, js jetstream.JetStream, ns Namespace
 		return fmt.Errorf("bus: dead letter: %w", err)
 	}
 	return nil
+}
+
+// deadLetterLimit is the largest dead letter (its payload) that can be
+// stored and read back: the least of what schemas decodes, the server's
+// max payload and the DLQ stream's max message size, less room for the
+// headers.
+func deadLetterLimit(ctx context.Context, js jetstream.JetStream, ns Namespace) int {
+	limit := int64(schemas.MaxMessageBytes)
+	if nc := js.Conn(); nc != nil && nc.MaxPayload() > 0 {
+		limit = min(limit, nc.MaxPayload())
+	}
+	if s, err := js.Stream(ctx, ns.DLQStream()); err == nil {
+		if m := s.CachedInfo().Config.MaxMsgSize; m > 0 {
+			limit = min(limit, int64(m))
+		}
+	}
+	return int(limit) - 1<<10
 }
 
 // StoredDeadLetter is a dead letter with its sequence in the DLQ stream.
@@ -99,10 +140,18 @@ func ListDeadLetters(ctx context.Context, js jetstream.JetStream, ns Namespace, 
 // ErrNoDeadLetter: no dead letter has that sequence.
 var ErrNoDeadLetter = errors.New("bus: no such dead letter")
 
+// ErrOriginalGone: a dead letter keeps only a reference to its original
+// (schemas.DeadLetter.Truncated), and the original is no longer in its
+// stream, so it cannot be replayed.
+var ErrOriginalGone = errors.New("bus: the dead letter's original is gone")
+
 // ReplayDeadLetter publishes dead letter dlqSeq's original message to its
 // original subject again, then removes it from the DLQ. The replay carries
 // a message id of its own, so the stream's duplicate window does not drop
-// it, and replaying the same dead letter twice publishes it once.
+// it, and replaying the same dead letter twice publishes it once. A dead
+// letter that keeps only a reference has its original read from its
+// stream, checked against the size and SHA-256 kept, and replayed;
+// ErrOriginalGone when it is not there any more (the dead letter stays).
 func ReplayDeadLetter(ctx context.Context, js jetstream.JetStream, ns Namespace, dlqSeq uint64) (StoredDeadLetter, error) {
 	s, err := js.Stream(ctx, ns.DLQStream())
 	if err != nil {
@@ -119,7 +168,13 @@ func ReplayDeadLetter(ctx context.Context, js jetstream.JetStream, ns Namespace,
 	if err := schemas.Decode(raw.Data, &dl); err != nil {
 		return StoredDeadLetter{}, fmt.Errorf("bus: dead letter %d is unreadable: %w", dlqSeq, err)
 	}
-	msg := &nats.Msg{Subject: dl.Subject, Data: dl.Data, Header: nats.Header{}}
+	payload := dl.Data
+	if dl.Truncated {
+		if payload, err = original(ctx, js, dl); err != nil {
+			return StoredDeadLetter{}, fmt.Errorf("bus: replay dead letter %d: %w", dlqSeq, err)
+		}
+	}
+	msg := &nats.Msg{Subject: dl.Subject, Data: payload, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, "replay/"+ns.DLQStream()+"/"+strconv.FormatUint(dlqSeq, 10))
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
 		return StoredDeadLetter{}, fmt.Errorf("bus: replay dead letter %d to %s: %w", dlqSeq, dl.Subject, err)
@@ -128,4 +183,32 @@ func ReplayDeadLetter(ctx context.Context, js jetstream.JetStream, ns Namespace,
 		return StoredDeadLetter{}, fmt.Errorf("bus: remove replayed dead letter %d: %w", dlqSeq, err)
 	}
 	return StoredDeadLetter{DLQSeq: dlqSeq, DeadLetter: dl}, nil
+}
+
+// original reads the whole payload a reference-only dead letter points
+// at, from its stream, and checks it is the one the dead letter names.
+func original(ctx context.Context, js jetstream.JetStream, dl schemas.DeadLetter) ([]byte, error) {
+	gone := func(why string) error {
+		return fmt.Errorf("%w: only its first %d of %d bytes (sha256 %s) were kept, and %s %d %s; the head is in `maker dlq list --json`",
+			ErrOriginalGone, len(dl.Data), dl.Size, dl.SHA256, dl.Stream, dl.Seq, why)
+	}
+	s, err := js.Stream(ctx, dl.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, gone("is gone with its stream")
+	}
+	if err != nil {
+		return nil, err
+	}
+	raw, err := s.GetMsg(ctx, dl.Seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, gone("no longer holds it")
+	}
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(raw.Data)
+	if raw.Subject != dl.Subject || len(raw.Data) != dl.Size || hex.EncodeToString(sum[:]) != dl.SHA256 {
+		return nil, gone("holds another message there")
+	}
+	return raw.Data, nil
 }

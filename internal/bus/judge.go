@@ -17,10 +17,22 @@ import (
 //	stream MAKER_ARBITRATE    maker.v1.arbitrate.<tenant>              arbitration requests; work queue;
 //	                                                                   durable "judges" shared by all judges
 //	stream MAKER_JUDGE_AUDIT  maker.v1.judge_audit.<tenant>.<session>  audit records; kept (limits policy)
-//	KV maker_judge_answers    <request id>                             responses (held, then final)
+//	KV maker_judge_answers    <tenant>.<request id>                    responses (held, then final)
 //	KV maker_judge_sessions   <tenant>.<session>                       per-session invocations and spend
 //	                          <tenant>.job.<job>                       per-job arbitrations and spend
-//	KV maker_judge_approvals  <request id>                             requests held for a person
+//	                          <tenant>.tenant.window                   the tenant's calls and spend in the
+//	                                                                   rolling window
+//	KV maker_judge_approvals  <tenant>.<request id>                    requests held for a person
+//	core NATS                 maker.v1.judge_approve.<identity>        a person's approve or deny, request
+//	                                                                   and reply, queue group "judges"
+//
+// Every key starts with the tenant the request's subject names, so that a
+// server's permissions can let tenant T read (and watch) only keys T.>:
+// a request id alone says nothing of whose it is, and two tenants may
+// pick the same one. The identity in an approval's subject is the
+// approver: the server lets only the approver and admin identities
+// publish there, each only on its own name, so the subject proves who
+// approves.
 //
 // Arbitration has a stream of its own, not a second subject on
 // MAKER_JUDGE: a judge stream made by an older release keeps working as
@@ -74,6 +86,48 @@ func (ns Namespace) judgeBucket(kind string) string {
 func (ns Namespace) JudgeAnswersBucket() string   { return ns.judgeBucket("answers") }
 func (ns Namespace) JudgeSessionsBucket() string  { return ns.judgeBucket("sessions") }
 func (ns Namespace) JudgeApprovalsBucket() string { return ns.judgeBucket("approvals") }
+
+// JudgeApproveSubject is where identity sends its approvals and denials
+// of held requests (core NATS request and reply).
+func (ns Namespace) JudgeApproveSubject(identity string) string {
+	return ns.subject("judge_approve") + identity
+}
+
+// JudgeApproveFilter matches every identity's approvals.
+func (ns Namespace) JudgeApproveFilter() string { return ns.subject("judge_approve") + "*" }
+
+// JudgeRequestTenant returns the tenant a break-glass or arbitration
+// request subject names (its last token), or false when subject is
+// neither kind's in ns.
+func (ns Namespace) JudgeRequestTenant(subject string) (string, bool) {
+	for _, kind := range []string{"judge", "arbitrate"} {
+		if t, ok := strings.CutPrefix(subject, ns.subject(kind)); ok && t != "" && !strings.ContainsAny(t, ".*>") {
+			return t, true
+		}
+	}
+	return "", false
+}
+
+// JudgeApproveIdentity returns the identity an approval subject names, or
+// false when subject is not one.
+func (ns Namespace) JudgeApproveIdentity(subject string) (string, bool) {
+	id, ok := strings.CutPrefix(subject, ns.subject("judge_approve"))
+	if !ok || id == "" || strings.ContainsAny(id, ".*>") {
+		return "", false
+	}
+	return id, true
+}
+
+// JudgeAnswerKey is a request's key in the answers bucket, and
+// JudgeApprovalKey its key in the approvals bucket: the tenant first (see
+// the topology above).
+func JudgeAnswerKey(tenant, id string) string   { return tenant + "." + id }
+func JudgeApprovalKey(tenant, id string) string { return tenant + "." + id }
+
+// JudgeTenantKey is a tenant's key in the sessions bucket, for the limits
+// on all its break-glass calls in a rolling window. Sessions hold no dot,
+// and its middle token is not "job", so it names no session and no job.
+func JudgeTenantKey(tenant string) string { return tenant + ".tenant.window" }
 
 // JudgeSessionKey is a session's key in the sessions bucket.
 func JudgeSessionKey(tenant, session string) string { return tenant + "." + session }
@@ -152,6 +206,9 @@ func EnsureJudge(ctx context.Context, js jetstream.JetStream, cfg JudgeConfig) (
 		return nil, fmt.Errorf("bus: invalid judge config %+v", cfg)
 	}
 	return retryTransient(ctx, cfg.StartupWait, func(actx context.Context) (*JudgeTopology, error) {
+		if err := checkServer(js); err != nil {
+			return nil, err
+		}
 		return ensureJudgeOnce(actx, js, cfg)
 	})
 }

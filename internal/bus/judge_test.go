@@ -39,6 +39,47 @@ func TestJudgeNames(t *testing.T) {
 	if got := bus.JudgeJobKey("acme", "j1"); got != "acme.job.j1" || got == bus.JudgeSessionKey("acme", "job") {
 		t.Errorf("JudgeJobKey = %q", got)
 	}
+	// A tenant's window key names no session and no job.
+	if got := bus.JudgeTenantKey("acme"); got != "acme.tenant.window" || got == bus.JudgeJobKey("acme", "window") {
+		t.Errorf("JudgeTenantKey = %q", got)
+	}
+	// Answers and approvals are keyed by tenant first, so a server's
+	// permissions can scope a tenant's reads to <tenant>.>.
+	if a, p := bus.JudgeAnswerKey("acme", "bg-1"), bus.JudgeApprovalKey("acme", "bg-1"); a != "acme.bg-1" || p != "acme.bg-1" {
+		t.Errorf("JudgeAnswerKey = %q, JudgeApprovalKey = %q", a, p)
+	}
+	ns := bus.Namespace("blue-2")
+	if got := ns.JudgeApproveSubject("approver"); got != "blue-2.v1.judge_approve.approver" || ns.JudgeApproveFilter() != "blue-2.v1.judge_approve.*" {
+		t.Errorf("JudgeApproveSubject = %q", got)
+	}
+	for _, tt := range []struct {
+		subject, want string
+		ok            bool
+	}{
+		{"blue-2.v1.judge.acme", "acme", true},
+		{"blue-2.v1.arbitrate.acme", "acme", true},
+		{"maker.v1.judge.acme", "", false},
+		{"blue-2.v1.judge_audit.acme.s1", "", false},
+		{"blue-2.v1.judge.", "", false},
+		{"blue-2.v1.judge.acme.more", "", false},
+	} {
+		if got, ok := ns.JudgeRequestTenant(tt.subject); got != tt.want || ok != tt.ok {
+			t.Errorf("JudgeRequestTenant(%q) = %q, %v", tt.subject, got, ok)
+		}
+	}
+	for _, tt := range []struct {
+		subject, want string
+		ok            bool
+	}{
+		{"blue-2.v1.judge_approve.approver", "approver", true},
+		{"blue-2.v1.judge_approve.tenant-acme", "tenant-acme", true},
+		{"blue-2.v1.judge_approve.a.b", "", false},
+		{"blue-2.v1.judge.approver", "", false},
+	} {
+		if got, ok := ns.JudgeApproveIdentity(tt.subject); got != tt.want || ok != tt.ok {
+			t.Errorf("JudgeApproveIdentity(%q) = %q, %v", tt.subject, got, ok)
+		}
+	}
 }
 
 // EnsureJudge creates the judge's streams and buckets once, leaves them on

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -31,6 +32,9 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, e
 	}
 	ns := cfg.Namespace
 	return retryTransient(ctx, cfg.StartupWait, func(actx context.Context) (*Topology, error) {
+		if err := checkServer(js); err != nil {
+			return nil, err
+		}
 		topo := &Topology{NS: ns, JS: js, Config: cfg}
 		err := bind(actx, js,
 			[]string{ns.JobsStream(), ns.SamplesStream(), ns.ResultsStream(), ns.JournalStream(), ns.DLQStream()},
@@ -38,7 +42,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, e
 				ns.StatusBucket(): &topo.Status, ns.ReportsBucket(): &topo.Reports,
 				ns.JobsBucket(): &topo.Jobs, ns.LeasesBucket(): &topo.Leases, ns.TasksBucket(): &topo.Tasks,
 			},
-			ErrNoFleet, ns, "start a coordinator, or submit a job")
+			ErrNoFleet, ns, "start a coordinator, or run maker topology create")
 		if err != nil {
 			return nil, err
 		}
@@ -55,6 +59,9 @@ func OpenJudge(ctx context.Context, js jetstream.JetStream, cfg JudgeConfig) (*J
 	}
 	ns := cfg.Namespace
 	return retryTransient(ctx, cfg.StartupWait, func(actx context.Context) (*JudgeTopology, error) {
+		if err := checkServer(js); err != nil {
+			return nil, err
+		}
 		topo := &JudgeTopology{NS: ns, JS: js, Config: cfg}
 		err := bind(actx, js,
 			[]string{ns.JudgeStream(), ns.JudgeAuditStream()},
@@ -95,7 +102,7 @@ func bind(ctx context.Context, js jetstream.JetStream, streams []string, buckets
 		case err != nil:
 			return fmt.Errorf("bus: bucket %s: %w", name, err)
 		default:
-			*dst = kv
+			*dst = resilient(kv)
 		}
 	}
 	slices.Sort(missing)
@@ -108,4 +115,60 @@ func bind(ctx context.Context, js jetstream.JetStream, streams []string, buckets
 		// Part of it: made by hand, or by an older release.
 		return fmt.Errorf("%w (namespace %s): %s missing; %s", errMissing, ns, strings.Join(missing, ", "), hint)
 	}
+}
+
+// Await binds the namespace's topology as Open does, but waits for it
+// while it is missing (or any part, a shared consumer included): it logs
+// "waiting for the fleet topology" (at once, then every minute) and
+// tries again, backing off from 250ms to 5s, until a coordinator or
+// `maker topology create` has made it. ctx ends the wait. Roles that must
+// not shape the topology by starting first (voters) use it through
+// Ensure with cfg.Await.
+func Await(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {
+	cfg.defaults()
+	backoff := 250 * time.Millisecond
+	var logged time.Time
+	for {
+		topo, err := Open(ctx, js, cfg)
+		if err == nil {
+			err = sharedConsumers(ctx, js, cfg.Namespace)
+		}
+		if err == nil {
+			if !logged.IsZero() {
+				cfg.Logger.Info("fleet topology found", "namespace", cfg.Namespace.String())
+			}
+			return topo, nil
+		}
+		if !errors.Is(err, ErrNoFleet) && !Transient(err) {
+			return nil, err
+		}
+		if logged.IsZero() || time.Since(logged) >= time.Minute {
+			cfg.Logger.Info("waiting for the fleet topology: start a coordinator, or run maker topology create",
+				"namespace", cfg.Namespace.String(), "missing", err.Error())
+			logged = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("bus: waiting for the fleet topology: %w (%w)", ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// sharedConsumers checks that the shared durables exist (the voters' and
+// the coordinators'), ErrNoFleet when one is missing.
+func sharedConsumers(ctx context.Context, js jetstream.JetStream, ns Namespace) error {
+	for _, c := range []struct{ stream, name string }{
+		{ns.SamplesStream(), ConsumerVoters}, {ns.JobsStream(), ConsumerCoordinators},
+	} {
+		_, err := js.Consumer(ctx, c.stream, c.name)
+		switch {
+		case errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound):
+			return fmt.Errorf("%w (namespace %s): consumer %s of stream %s missing", ErrNoFleet, ns, c.name, c.stream)
+		case err != nil:
+			return fmt.Errorf("bus: consumer %s: %w", c.name, err)
+		}
+	}
+	return nil
 }

@@ -20,7 +20,7 @@ func TestOpen(t *testing.T) {
 	ctx := opCtx(t)
 
 	_, err := bus.Open(ctx, js, bus.Config{})
-	if !errors.Is(err, bus.ErrNoFleet) || err.Error() != "no makerfleet topology on this server (namespace maker): start a coordinator, or submit a job" {
+	if !errors.Is(err, bus.ErrNoFleet) || err.Error() != "no makerfleet topology on this server (namespace maker): start a coordinator, or run maker topology create" {
 		t.Errorf("Open on an empty server: %v, want ErrNoFleet saying how to get one", err)
 	}
 	if _, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{}); !errors.Is(err, bus.ErrNoJudge) || !strings.Contains(err.Error(), "maker judge") {

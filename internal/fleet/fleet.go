@@ -157,7 +157,7 @@ func Start(ctx context.Context, o Options) (_ *Fleet, err error) {
 	if err := f.startModel(ctx, o); err != nil {
 		return nil, err
 	}
-	if f.NC, err = bus.Connect(f.NATSURL, "maker-fleet"); err != nil {
+	if f.NC, err = bus.Connect(f.NATSURL, "maker-fleet", bus.AuthFromContext(ctx)); err != nil {
 		return nil, err
 	}
 	f.defer1(func() { _ = f.NC.Drain() })
@@ -256,18 +256,18 @@ func (f *Fleet) startRedis(ctx context.Context, o Options) (redis.UniversalClien
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
-		return nil, fmt.Errorf("redis at %s: %w", f.RedisURL, err)
+		return nil, fmt.Errorf("redis at %s: %w", store.RedactURL(f.RedisURL), err)
 	}
 	return rdb, nil
 }
 
 // redisClient returns a new client on the fleet's Redis, closed at Close.
 func (f *Fleet) redisClient() (redis.UniversalClient, error) {
-	opts, err := redis.ParseURL(f.RedisURL)
+	// One parser for every --redis: a server, TLS, Cluster or Sentinel.
+	rdb, _, err := store.NewRedisClient(f.RedisURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: redis URL %q: %w", ErrOptions, f.RedisURL, err)
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err) // the URL redacted
 	}
-	rdb := redis.NewClient(opts)
 	f.defer1(func() { _ = rdb.Close() })
 	return rdb, nil
 }

@@ -68,7 +68,7 @@ func (f *Fleet) nextName(kind string) string {
 
 // connect opens a NATS connection for a role, closed at Close.
 func (f *Fleet) connect(name string) (*nats.Conn, error) {
-	nc, err := bus.Connect(f.NATSURL, name)
+	nc, err := bus.Connect(f.NATSURL, name, bus.SameAuthAs(f.NC))
 	if err != nil {
 		return nil, err
 	}

@@ -1,5 +1,9 @@
 // Package jobs is the client side of the job API: it validates and submits
-// job specs to the job stream and waits for their status and report.
+// job specs to the job stream and waits for their status and report. It
+// also holds the job registry (registry.go) and the one set of checks on
+// a person's pause, resume, cancel and decide (control.go), used by the
+// coordinators' control service and by a client writing the registry
+// itself; Ask and AskDecide send such requests to the coordinators.
 package jobs
 
 import (
@@ -113,15 +117,35 @@ type Submitted struct {
 	Duplicate bool `json:"duplicate"`
 }
 
+// SubmitOption changes how Submit sends a job.
+type SubmitOption func(*submitSettings)
+
+type submitSettings struct{ intakeOnly bool }
+
+// IntakeOnly makes Submit only queue the job on the job stream, the
+// fleet's intake, where a coordinator registers it: what a tenant's
+// identity may do on a secured fleet (it may read its own registry keys,
+// never write them, nor create the topology). The topology is bound, never
+// created: on a server without a fleet Submit fails with bus.ErrNoFleet. A
+// resubmission is found in the registry once a coordinator has registered
+// the job, and before that by the job stream's Nats-Msg-Id deduplication
+// (checked against the registry: see below).
+func IntakeOnly() SubmitOption { return func(s *submitSettings) { s.intakeOnly = true } }
+
 // Submit prepares spec, registers it in the job registry and queues it on
-// the job stream, creating the fleet's streams if no role has yet. A job id
-// is taken once: resubmitting the same job (the same spec, but for when it
-// was submitted) is a no-op (Duplicate), and a different job under a taken
-// id is ErrConflict naming what differs, with nothing written.
+// the job stream, creating the fleet's streams if no role has yet (with
+// IntakeOnly: binds them, and only queues it). A job id is taken once:
+// resubmitting the same job (the same spec, but for when it was submitted)
+// is a no-op (Duplicate), and a different job under a taken id is
+// ErrConflict naming what differs, with nothing written.
 //
 // builtin are the tasks that ship; a job may also name a task spec
 // registered in the fleet's task registry.
-func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *schemas.JobSpec, builtin *task.Registry) (Submitted, error) {
+func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *schemas.JobSpec, builtin *task.Registry, opts ...SubmitOption) (Submitted, error) {
+	var set submitSettings
+	for _, o := range opts {
+		o(&set)
+	}
 	// A built-in task is checked before anything is touched; a spec task
 	// needs the fleet's task registry.
 	_, lookupErr := builtin.Lookup(spec.Task)
@@ -131,7 +155,11 @@ func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *s
 			return Submitted{}, err
 		}
 	}
-	topo, err := bus.Ensure(ctx, js, cfg)
+	topology := bus.Ensure
+	if set.intakeOnly {
+		topology = bus.Open
+	}
+	topo, err := topology(ctx, js, cfg)
 	if err != nil {
 		return Submitted{}, err
 	}
@@ -148,14 +176,8 @@ func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *s
 	// changes nothing. The registry holds the whole spec; the report of a
 	// finished job no longer registered speaks for it too (task, params
 	// and k: what a report keeps).
-	switch cur, _, err := Get(ctx, topo, spec.Tenant, spec.JobID); {
-	case err == nil:
-		if err := sameAs(cur, *spec); !errors.Is(err, ErrExists) {
-			return Submitted{}, err
-		}
-		return Submitted{Tenant: spec.Tenant, JobID: spec.JobID, Duplicate: true}, nil
-	case !errors.Is(err, ErrNotFound):
-		return Submitted{}, err
+	if sub, done, err := registered(ctx, topo, spec); done {
+		return sub, err
 	}
 	if e, err := topo.Reports.Get(ctx, bus.JobKey(spec.Tenant, spec.JobID)); err == nil {
 		var rep schemas.JobReport
@@ -165,6 +187,34 @@ func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *s
 			}
 			return Submitted{Tenant: spec.Tenant, JobID: spec.JobID, Duplicate: true}, nil
 		}
+	}
+	msg := &nats.Msg{Subject: cfg.Namespace.JobSubject(spec.Tenant), Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, spec.Tenant+"/"+spec.JobID)
+	if set.intakeOnly {
+		// The coordinator that takes it registers it. The same id queued
+		// within the stream's duplicate window (not registered yet) is
+		// dropped by the server: a duplicate.
+		ack, err := js.PublishMsg(ctx, msg)
+		if err != nil {
+			return Submitted{}, fmt.Errorf("queue job %s/%s: %w", spec.Tenant, spec.JobID, err)
+		}
+		if !ack.Duplicate {
+			return Submitted{Tenant: spec.Tenant, JobID: spec.JobID}, nil
+		}
+		// Anyone who may publish on the job stream can send a message id:
+		// another tenant could have taken this one first (its message is
+		// then refused by the coordinators) to have this job dropped. So a
+		// duplicate counts only once the registry holds the job; otherwise
+		// it is queued again without an id (registering is idempotent, so
+		// a true duplicate still runs once).
+		if sub, done, err := registered(ctx, topo, spec); done {
+			return sub, err
+		}
+		msg.Header.Del(jetstream.MsgIDHeader)
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			return Submitted{}, fmt.Errorf("queue job %s/%s: %w", spec.Tenant, spec.JobID, err)
+		}
+		return Submitted{Tenant: spec.Tenant, JobID: spec.JobID}, nil
 	}
 	rec := schemas.JobRecord{
 		Header: schemas.NewHeader(schemas.KindJobRecord), Tenant: spec.Tenant, JobID: spec.JobID, Spec: *spec,
@@ -178,8 +228,6 @@ func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *s
 	}
 	// Also queue it on the job stream, the fleet's intake: the registry
 	// already holds it, so a coordinator that takes it finds it there.
-	msg := &nats.Msg{Subject: cfg.Namespace.JobSubject(spec.Tenant), Data: data, Header: nats.Header{}}
-	msg.Header.Set(jetstream.MsgIDHeader, spec.Tenant+"/"+spec.JobID)
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
 		// Registered, so it runs anyway: coordinators scan the registry.
 		return Submitted{Tenant: spec.Tenant, JobID: spec.JobID}, nil
@@ -235,4 +283,21 @@ func Wait(ctx context.Context, topo *bus.Topology, tenant, job string, onStatus 
 			return schemas.JobReport{}, ctx.Err()
 		}
 	}
+}
+
+// registered looks spec's job up in the registry: done is true when the
+// registry decides the submission (the same job: a duplicate; another
+// job under its id: ErrConflict; a failed read), false when the id is
+// free.
+func registered(ctx context.Context, topo *bus.Topology, spec *schemas.JobSpec) (sub Submitted, done bool, err error) {
+	switch cur, _, err := Get(ctx, topo, spec.Tenant, spec.JobID); {
+	case err == nil:
+		if err := sameAs(cur, *spec); !errors.Is(err, ErrExists) {
+			return Submitted{}, true, err
+		}
+		return Submitted{Tenant: spec.Tenant, JobID: spec.JobID, Duplicate: true}, true, nil
+	case !errors.Is(err, ErrNotFound):
+		return Submitted{}, true, err
+	}
+	return Submitted{}, false, nil
 }

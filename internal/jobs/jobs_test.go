@@ -15,6 +15,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
@@ -138,4 +139,97 @@ func TestSubmitFinishedJob(t *testing.T) {
 	if n := queued(); n != 1 {
 		t.Errorf("job stream holds %d jobs after a new submit, want 1", n)
 	}
+}
+
+// TestSubmitIntakeOnly: what a tenant's identity may do. On a server
+// without a fleet the submit fails (ErrNoFleet) and creates nothing; on a
+// fleet it only queues the job (no registry write). The same job queued
+// again before a coordinator registered it is queued once more (the
+// message id another tenant could have taken counts only once the
+// registry holds the job); once registered it is a duplicate, and a
+// different job under the id is ErrConflict, with nothing queued.
+func TestSubmitIntakeOnly(t *testing.T) {
+	t.Parallel()
+	srv := testkit.StartNATS(t)
+	nc, err := nats.Connect(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cfg := bus.Config{Storage: jetstream.MemoryStorage}
+
+	spec := hanoiSpec("i1", 3, 1)
+	if _, err := jobs.Submit(ctx, js, cfg, &spec, builtin.Registry(), jobs.IntakeOnly()); !errors.Is(err, bus.ErrNoFleet) {
+		t.Fatalf("intake-only submit without a fleet: %v, want ErrNoFleet", err)
+	}
+	names := js.StreamNames(ctx)
+	if n := len(collect(names.Name())); n != 0 || names.Err() != nil {
+		t.Fatalf("intake-only submit without a fleet created %d streams (%v)", n, names.Err())
+	}
+
+	topo, err := bus.Ensure(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := func() uint64 {
+		t.Helper()
+		s, err := js.Stream(ctx, topo.NS.JobsStream())
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	for i, want := range []uint64{1, 2} {
+		spec := hanoiSpec("i1", 3, 1)
+		sub, err := jobs.Submit(ctx, js, cfg, &spec, builtin.Registry(), jobs.IntakeOnly())
+		if err != nil || sub.Duplicate {
+			t.Fatalf("intake-only submit %d = %+v, %v; want queued", i+1, sub, err)
+		}
+		if n := queued(); n != want {
+			t.Fatalf("after intake-only submit %d the job stream holds %d, want %d", i+1, n, want)
+		}
+		if _, _, err := jobs.Get(ctx, topo, spec.Tenant, spec.JobID); !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("intake-only submit wrote the registry: %v", err)
+		}
+	}
+
+	// A coordinator registers it.
+	spec = hanoiSpec("i1", 3, 1)
+	if err := jobs.Prepare(ctx, &spec, taskreg.New(nil, builtin.Registry())); err != nil {
+		t.Fatal(err)
+	}
+	rec := schemas.JobRecord{Header: schemas.NewHeader(schemas.KindJobRecord), Tenant: spec.Tenant, JobID: spec.JobID,
+		Spec: spec, Control: schemas.ControlRun, State: schemas.StateQueued, UpdatedAt: time.Now().UTC()}
+	if err := jobs.Register(ctx, topo, &rec); err != nil {
+		t.Fatal(err)
+	}
+	again := hanoiSpec("i1", 3, 1)
+	if sub, err := jobs.Submit(ctx, js, cfg, &again, builtin.Registry(), jobs.IntakeOnly()); err != nil || !sub.Duplicate {
+		t.Errorf("intake-only resubmit of a registered job = %+v, %v; want a duplicate", sub, err)
+	}
+	other := hanoiSpec("i1", 4, 1)
+	if _, err := jobs.Submit(ctx, js, cfg, &other, builtin.Registry(), jobs.IntakeOnly()); !errors.Is(err, jobs.ErrConflict) {
+		t.Errorf("intake-only submit of another job under a registered id: %v, want ErrConflict", err)
+	}
+	if n := queued(); n != 2 {
+		t.Errorf("the job stream holds %d after a duplicate and a conflict, want still 2", n)
+	}
+}
+
+func collect(ch <-chan string) []string {
+	var out []string
+	for s := range ch {
+		out = append(out, s)
+	}
+	return out
 }

@@ -25,6 +25,12 @@ var (
 	ErrFinished = errors.New("job has finished")
 	// ErrNotFinished: the job has no report yet.
 	ErrNotFinished = errors.New("job has not finished")
+	// ErrNotWaiting: a person's answer names a step that is not waiting
+	// for a person (a healthy step, one decided already, one not reached).
+	ErrNotWaiting = errors.New("step is not waiting for a person")
+	// ErrUnavailable: the fleet could not be asked, or could not read or
+	// write the registry; asking again may succeed.
+	ErrUnavailable = errors.New("fleet unavailable")
 )
 
 // Register adds rec to the job registry. A registered job with the same
@@ -91,6 +97,7 @@ func checkRef(tenant, job string) error {
 
 // update applies fn to tenant/job's record with compare-and-set, retrying
 // when another writer got in between, and returns the record written.
+// fn may return bus.ErrAbort to write nothing: update returns errUnchanged.
 func update(ctx context.Context, topo *bus.Topology, tenant, job string, fn func(*schemas.JobRecord) error) (schemas.JobRecord, error) {
 	if err := checkRef(tenant, job); err != nil {
 		return schemas.JobRecord{}, err
@@ -107,6 +114,9 @@ func update(ctx context.Context, topo *bus.Topology, tenant, job string, fn func
 	})
 	if err != nil {
 		return schemas.JobRecord{}, err
+	}
+	if rec == nil { // fn returned bus.ErrAbort: nothing written
+		return schemas.JobRecord{}, errUnchanged
 	}
 	return *rec, nil
 }
@@ -131,63 +141,32 @@ func MarkState(ctx context.Context, topo *bus.Topology, tenant, job, state strin
 	return err
 }
 
-// Control asks tenant/job to run, pause or cancel. Its owner obeys at the
-// next step boundary; a paused job has no owner and is resumed by any
-// coordinator once asked to run, and a paused job that is cancelled is
-// ended by the next coordinator that looks.
-func Control(ctx context.Context, topo *bus.Topology, tenant, job, control string) (schemas.JobRecord, error) {
-	switch control {
-	case schemas.ControlRun, schemas.ControlPause, schemas.ControlCancel:
-	default:
-		return schemas.JobRecord{}, fmt.Errorf("%w: unknown control %q", ErrInvalid, control)
-	}
-	return update(ctx, topo, tenant, job, func(r *schemas.JobRecord) error {
-		if r.Finished {
-			return fmt.Errorf("%w: %s/%s ended %s", ErrFinished, tenant, job, r.State)
-		}
-		if r.Control == schemas.ControlCancel && control != schemas.ControlCancel {
-			return fmt.Errorf("%w: %s/%s is being cancelled", ErrFinished, tenant, job)
-		}
-		r.Control = control
-		return nil
-	})
-}
-
-// Decide records a person's answer for step of tenant/job and asks the job
-// to run: its owner journals the answer (as an arbiter decision) when it
-// reaches that step, instead of sampling it. For a step the fleet could not
-// settle, where the job paused for a person.
-func Decide(ctx context.Context, topo *bus.Topology, tenant, job string, d schemas.PersonDecision) (schemas.JobRecord, error) {
-	if d.Step < 0 || d.VoteKey == "" || d.By == "" {
-		return schemas.JobRecord{}, fmt.Errorf("%w: a decision needs a step >= 0, a vote key and who decides", ErrInvalid)
-	}
-	return update(ctx, topo, tenant, job, func(r *schemas.JobRecord) error {
-		if r.Finished {
-			return fmt.Errorf("%w: %s/%s ended %s", ErrFinished, tenant, job, r.State)
-		}
-		if r.Control == schemas.ControlCancel {
-			return fmt.Errorf("%w: %s/%s is being cancelled", ErrFinished, tenant, job)
-		}
-		d.At = time.Now().UTC()
-		r.Decision, r.Control = &d, schemas.ControlRun
-		return nil
-	})
-}
-
 // List returns every registered job of tenant ("" for all tenants), oldest
-// submission first.
+// submission first. One tenant's jobs are listed by a key filter, so the
+// listing reads only that tenant's keys (what a tenant's identity may
+// read).
 func List(ctx context.Context, topo *bus.Topology, tenant string) ([]schemas.JobRecord, error) {
-	lister, err := topo.Jobs.ListKeys(ctx)
+	var lister jetstream.KeyLister
+	var err error
+	if tenant == "" {
+		lister, err = topo.Jobs.ListKeys(ctx)
+	} else if err = schemas.ValidTenant(tenant); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	} else {
+		lister, err = topo.Jobs.ListKeysFiltered(ctx, bus.JobKey(tenant, "*"))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	defer func() { _ = lister.Stop() }()
 	var out []schemas.JobRecord
+	seen := map[string]bool{} // a listing may name a key twice
 	for key := range lister.Keys() {
 		t, id, ok := strings.Cut(key, ".")
-		if !ok || (tenant != "" && t != tenant) {
+		if !ok || (tenant != "" && t != tenant) || seen[key] {
 			continue
 		}
+		seen[key] = true
 		rec, _, err := Get(ctx, topo, t, id)
 		if errors.Is(err, ErrNotFound) {
 			continue // deleted meanwhile

@@ -90,7 +90,8 @@ func (c *Client) Close() {
 }
 
 // Complete sends req, retrying transient failures (see errors.go for how
-// each failure is reported).
+// each failure is reported). A Response it returns without error has at
+// least one choice and usage figures in [0, MaxUsageTokens].
 func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	start := time.Now()
 	oreq, err := c.chatRequest(req)
@@ -102,8 +103,8 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 		st.setTemperature, st.temperature, st.headers = true, req.Temperature, req.Headers
 		var err error
 		out, err = c.oa.CreateChatCompletion(actx, oreq)
-		if err == nil && len(out.Choices) == 0 {
-			err = errNoChoices
+		if err == nil {
+			err = usable(&out)
 		}
 		return err
 	})
@@ -172,6 +173,24 @@ func (c *Client) Check(ctx context.Context) error {
 }
 
 var errNoChoices = errors.New("response has no choices")
+
+// usable checks what a 2xx reply says before anything of it is used: at
+// least one choice, and usage figures a cost can be computed from (a
+// negative count would lower a job's cost, an absurd one blow it up).
+func usable(out *openai.ChatCompletionResponse) error {
+	if len(out.Choices) == 0 {
+		return errNoChoices
+	}
+	for _, u := range []struct {
+		name string
+		n    int
+	}{{"prompt_tokens", out.Usage.PromptTokens}, {"completion_tokens", out.Usage.CompletionTokens}} {
+		if u.n < 0 || u.n > MaxUsageTokens {
+			return fmt.Errorf("response usage %s %d out of range [0, %d]", u.name, u.n, MaxUsageTokens)
+		}
+	}
+	return nil
+}
 
 // chatRequest validates req and converts it. Temperature is deliberately
 // left zero here (so go-openai omits it); the doer writes the exact value.

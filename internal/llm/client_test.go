@@ -38,6 +38,7 @@ func TestNewValidation(t *testing.T) {
 		{"missing model", func(c *Config) { c.Model = " " }, "missing Model"},
 		{"negative timeout", func(c *Config) { c.AttemptTimeout = -1 }, "negative AttemptTimeout"},
 		{"negative attempts", func(c *Config) { c.MaxAttempts = -1 }, "negative MaxAttempts"},
+		{"negative bad-response attempts", func(c *Config) { c.BadResponseAttempts = -1 }, "negative BadResponseAttempts"},
 		{"negative retry-after", func(c *Config) { c.MaxRetryAfter = -1 }, "negative MaxRetryAfter"},
 		{"max below base", func(c *Config) { c.BackoffBase, c.BackoffMax = time.Second, time.Millisecond }, "below BackoffBase"},
 		{"all errors at once", func(c *Config) { c.BaseURL, c.Model = "", "" }, "missing Model"},
@@ -71,7 +72,8 @@ func TestDefaults(t *testing.T) {
 	defer c.Close()
 	got := c.cfg
 	if got.AttemptTimeout != 60*time.Second || got.MaxAttempts != 6 || got.BackoffBase != 250*time.Millisecond ||
-		got.BackoffMax != 20*time.Second || got.MaxRetryAfter != 60*time.Second || got.BaseURL != "http://x/v1" {
+		got.BackoffMax != 20*time.Second || got.MaxRetryAfter != 60*time.Second || got.BaseURL != "http://x/v1" ||
+		got.BadResponseAttempts != 3 {
 		t.Errorf("defaults = %+v", got)
 	}
 	tr, ok := c.hc.Transport.(*http.Transport)
@@ -292,6 +294,41 @@ func TestRetryPolicy(t *testing.T) {
 		{name: "200 without choices retried",
 			replies:  []reply{{status: 200, body: `{"choices":[]}`}, okReply("x")},
 			wantHits: 2, wantSleeps: []time.Duration{50 * time.Millisecond}},
+		// Finding 7 of issue 9: a reply the client cannot use, every time,
+		// ends the call after BadResponseAttempts (3) tries, not after
+		// every attempt of every delivery.
+		{name: "200 without choices for good",
+			replies: []reply{{status: 200, body: `{"choices":[]}`}},
+			wantErr: []error{ErrBadResponse}, notErr: []error{ErrRetryBudget, ErrPermanent, ErrRetryLater},
+			wantHits: 3, wantStatus: 200, wantSleeps: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond}},
+		{name: "200 non-JSON for good",
+			replies: []reply{{status: 200, body: `<html>we are sorry</html>`}},
+			wantErr: []error{ErrBadResponse}, notErr: []error{ErrRetryBudget},
+			wantHits: 3, wantStatus: 200, wantSleeps: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond}},
+		{name: "negative usage for good",
+			replies: []reply{{status: 200, body: usageBody(-5, 7)}},
+			wantErr: []error{ErrBadResponse}, notErr: []error{ErrRetryBudget},
+			wantHits: 3, wantStatus: 200, wantSleeps: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond}},
+		{name: "absurd usage for good",
+			replies: []reply{{status: 200, body: usageBody(11, MaxUsageTokens+1)}},
+			wantErr: []error{ErrBadResponse}, notErr: []error{ErrRetryBudget},
+			wantHits: 3, wantStatus: 200, wantSleeps: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond}},
+		{name: "negative usage once, then a good reply",
+			replies:  []reply{{status: 200, body: usageBody(11, -1)}, okReply("x")},
+			wantHits: 2, wantSleeps: []time.Duration{50 * time.Millisecond}},
+		{name: "bad replies within MaxAttempts",
+			replies: []reply{{status: 200, body: `{"choices":[]}`}},
+			mut:     func(c *Config) { c.MaxAttempts = 2 },
+			wantErr: []error{ErrBadResponse}, wantHits: 2, wantStatus: 200, wantSleeps: []time.Duration{50 * time.Millisecond}},
+		{name: "BadResponseAttempts 1",
+			replies: []reply{{status: 200, body: `{"choices":[]}`}},
+			mut:     func(c *Config) { c.BadResponseAttempts = 1 },
+			wantErr: []error{ErrBadResponse}, wantHits: 1, wantStatus: 200},
+		{name: "bad replies counted apart from other failures",
+			replies: []reply{{status: 500}, {status: 200, body: `{"choices":[]}`}, {status: 502}, {status: 200, body: `{"choices":[]}`}},
+			wantErr: []error{ErrRetryBudget}, notErr: []error{ErrBadResponse},
+			wantHits: 4, wantStatus: 200,
+			wantSleeps: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,7 +19,16 @@ const (
 	DefaultBackoffBase    = 250 * time.Millisecond
 	DefaultBackoffMax     = 20 * time.Second
 	DefaultMaxRetryAfter  = 60 * time.Second
+	// DefaultBadResponseAttempts: a reply that is not a usable chat
+	// completion is tried three times; then the call ends (ErrBadResponse).
+	DefaultBadResponseAttempts = 3
 )
+
+// MaxUsageTokens bounds each usage figure a reply may report (prompt and
+// completion tokens): far above any model's context window, so a figure
+// beyond it is a broken or lying server, and it never reaches cost
+// accounting.
+const MaxUsageTokens = 10_000_000
 
 // Config configures a Client. Zero values take the documented defaults.
 type Config struct {
@@ -48,6 +57,11 @@ type Config struct {
 	// with a *RetryLaterError carrying the delay, so the caller can
 	// reschedule instead of holding a worker slot. Default 60s.
 	MaxRetryAfter time.Duration
+	// BadResponseAttempts is how many attempts of one call may end in a 2xx
+	// reply that cannot be used (not JSON, no choice, usage negative or
+	// above MaxUsageTokens) before the call ends with ErrBadResponse; it
+	// counts within MaxAttempts, so at most MaxAttempts. Default 3.
+	BadResponseAttempts int
 	// HTTPClient performs the requests. Default: a client with keep-alives
 	// and enough idle connections per host for hundreds of concurrent calls.
 	// Its Timeout should be zero or larger than AttemptTimeout.
@@ -99,11 +113,17 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.MaxAttempts < 0 {
 		errs = append(errs, fmt.Errorf("negative MaxAttempts %d", cfg.MaxAttempts))
 	}
+	if cfg.BadResponseAttempts < 0 {
+		errs = append(errs, fmt.Errorf("negative BadResponseAttempts %d", cfg.BadResponseAttempts))
+	}
 	if cfg.AttemptTimeout == 0 {
 		cfg.AttemptTimeout = DefaultAttemptTimeout
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.BadResponseAttempts == 0 {
+		cfg.BadResponseAttempts = DefaultBadResponseAttempts
 	}
 	if cfg.BackoffBase == 0 {
 		cfg.BackoffBase = DefaultBackoffBase

@@ -12,8 +12,13 @@
 //     Retry-After (seconds or HTTP-date) and retry-after-ms.
 //   - Errors that decide a message's fate: ErrPermanent (Term), ErrRetryLater
 //     and ErrQuota (NakWithDelay for RetryLaterError.Delay; pause, do not
-//     fail, a run), ErrRetryBudget (Nak with the caller's own delay). See
-//     errors.go for the full table.
+//     fail, a run), ErrRetryBudget (Nak with the caller's own delay),
+//     ErrBadResponse (the server keeps answering 2xx with something that is
+//     not a usable completion: the voter's red flag "empty"). See errors.go
+//     for the full table.
+//   - A reply is used only when it is whole: at least one choice, and usage
+//     figures in [0, MaxUsageTokens], so a broken or lying server cannot
+//     lower or blow up what a job costs.
 //
 // A Client is safe for concurrent use by hundreds of goroutines.
 package llm

@@ -18,6 +18,9 @@ import (
 //	                          4xx with a quota/budget error code
 //	ErrRetryLater             Retry-After above MaxRetryAfter       NakWithDelay(Delay)
 //	ErrRetryBudget            MaxAttempts retryable failures        Nak with backoff
+//	ErrBadResponse            BadResponseAttempts 2xx replies that  answer with red flag "empty"
+//	                          cannot be used (not JSON, no choice,
+//	                          usage out of range)
 //	context.Canceled/...      the caller's ctx ended                stop; nothing to report
 var (
 	// ErrRetryBudget: every attempt failed with a retryable error. The last
@@ -32,6 +35,14 @@ var (
 	// but it also matches ErrRetryLater: topping up fixes it, so a run
 	// should pause and resume, not fail.
 	ErrQuota = errors.New("llm: quota or spend limit reached")
+	// ErrBadResponse: the server kept answering 2xx with a reply that
+	// cannot be used: a body that is not a chat completion, no choice, or
+	// usage figures out of range (negative, or beyond MaxUsageTokens). A
+	// server that does so for one request is likely to do so again (the
+	// same prompt, seed and temperature), so the call ends after
+	// BadResponseAttempts such replies rather than being retried for ever.
+	// The last reply's fault is wrapped too.
+	ErrBadResponse = errors.New("llm: unusable response")
 	// ErrAttemptTimeout: one attempt ran past AttemptTimeout. Retried; seen
 	// as the cause inside ErrRetryBudget and in RetryEvent.Err.
 	ErrAttemptTimeout = errors.New("llm: attempt timed out")

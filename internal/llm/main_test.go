@@ -38,6 +38,13 @@ func okBody(content string) string {
 		`"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18}}`
 }
 
+// usageBody is a good reply that reports the given usage figures.
+func usageBody(prompt, completion int) string {
+	return fmt.Sprintf(`{"id":"c1","object":"chat.completion","model":"served-model","choices":[`+
+		`{"index":0,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}],`+
+		`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, prompt, completion, prompt+completion)
+}
+
 func errReply(status int, code, typ, msg string) reply {
 	return reply{status: status, body: fmt.Sprintf(
 		`{"error":{"message":%q,"type":%q,"code":%q,"param":null}}`, msg, typ, code)}

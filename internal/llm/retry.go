@@ -17,7 +17,8 @@ import (
 //
 //	attempt outcome                         action
 //	2xx with a decodable body, >= 1 choice  success
-//	2xx, body undecodable or no choices     retry (backoff)
+//	2xx, body undecodable, no choices or    retry (backoff); after BadResponseAttempts
+//	usage out of range                      of them ErrBadResponse
 //	per-attempt timeout                     retry (backoff); cause ErrAttemptTimeout
 //	network error (refused, reset, EOF)     retry (backoff)
 //	TLS certificate verification failure    ErrPermanent
@@ -38,7 +39,8 @@ const (
 	retryable
 	permanent
 	quota
-	stopped // the caller's ctx ended
+	badResponse // a 2xx reply that cannot be used: retried a few times only
+	stopped     // the caller's ctx ended
 )
 
 type verdict struct {
@@ -53,6 +55,9 @@ func (c *Client) retry(ctx context.Context, op string, maxAttempts int,
 	call func(context.Context, *attemptState) error,
 ) (int, error) {
 	var last error
+	// A reply that cannot be used is retried, but not MaxAttempts times
+	// over every delivery: the same request tends to get the same reply.
+	badLimit, bad := min(c.cfg.BadResponseAttempts, maxAttempts), 0
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return attempt - 1, stopErr(c.where(op, attempt-1, maxAttempts), err, last)
@@ -73,6 +78,10 @@ func (c *Client) retry(ctx context.Context, op string, maxAttempts int,
 				d = v.retryAfter
 			}
 			return attempt, &RetryLaterError{Delay: d, Quota: true, Cause: fmt.Errorf("%s: %w", where, v.err)}
+		case badResponse:
+			if bad++; bad >= badLimit {
+				return attempt, fmt.Errorf("%w: %s: %d unusable replies: %w", ErrBadResponse, where, bad, v.err)
+			}
 		}
 		last = v.err
 		if v.hasRA && v.retryAfter > c.cfg.MaxRetryAfter {
@@ -143,7 +152,7 @@ func (c *Client) classify(st *attemptState, err error) verdict {
 	v.retryAfter, v.hasRA = parseRetryAfter(st.retryAfterMS, st.retryAfter, c.cfg.Now())
 	switch s := st.status; {
 	case s >= 200 && s < 300:
-		v.outcome, v.hasRA = retryable, false
+		v.outcome, v.hasRA = badResponse, false
 		v.err = fmt.Errorf("bad response: %w", err)
 	case s == 402: // OpenRouter and others: out of credit
 		v.outcome = quota

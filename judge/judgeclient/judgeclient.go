@@ -11,9 +11,15 @@
 //   - arbitration requests (schemas.ArbitrationRequest) on
 //     maker.v1.arbitrate.<tenant>, stream MAKER_ARBITRATE;
 //
-// each with the request id as Nats-Msg-Id, then watches the request id in
-// KV bucket maker_judge_answers for the judges' answer
-// (schemas.BreakGlassResponse or schemas.ArbitrationResponse).
+// each with <tenant>.<request id> as Nats-Msg-Id, then watches the key
+// <tenant>.<request id> in KV bucket maker_judge_answers for the judges'
+// answer (schemas.BreakGlassResponse or schemas.ArbitrationResponse): a
+// client reads only its own tenant's answers (Answer), which a server's
+// permissions can enforce by key;
+//   - a person's approvals and denials of held requests
+//     (schemas.ApprovalDecision, Decide) on
+//     maker.v1.judge_approve.<identity>, as core NATS requests a judge
+//     replies to.
 package judgeclient
 
 import (
@@ -23,8 +29,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
@@ -40,7 +48,43 @@ var (
 	ErrDenied = errors.New("judge: request denied")
 	// ErrFailed: the panel produced no answer (every member failed).
 	ErrFailed = errors.New("judge: no answer")
+	// ErrNoAnswer: there is no answer to the id for the tenant: never
+	// asked, or asked by another tenant (an answer is readable only by its
+	// own tenant).
+	ErrNoAnswer = errors.New("judge: no answer for this tenant")
 )
+
+// Sentinel errors of a decision (Decide).
+var (
+	// ErrNotPending: no request of that id waits for approval (unknown,
+	// or decided already).
+	ErrNotPending = errors.New("judge: request is not pending approval")
+	// ErrOwnRequest: the identity deciding is the one that asked for the
+	// call; a requester never approves or denies its own.
+	ErrOwnRequest = errors.New("judge: a requester cannot decide its own held request")
+	// ErrInvalidDecision: the judge found the decision malformed or
+	// ambiguous (the message says why).
+	ErrInvalidDecision = errors.New("judge: invalid decision")
+	// ErrNoJudge: no judge answered the decision.
+	ErrNoJudge = errors.New("judge: no judge is serving approvals")
+)
+
+// A judge's reply to a refused decision carries no body and these
+// headers (the NATS services convention): the reason, and its code.
+const (
+	ErrorHeader     = "Nats-Service-Error"
+	ErrorCodeHeader = "Nats-Service-Error-Code"
+
+	CodeInvalid    = "400"
+	CodeOwnRequest = "403"
+	CodeNotPending = "404"
+	CodeFailed     = "500"
+)
+
+// MsgID is the Nats-Msg-Id of tenant's request id: the tenant's own, so
+// that no other tenant can pre-empt it (the stream drops a second message
+// of an id as a duplicate).
+func MsgID(tenant, id string) string { return tenant + "." + id }
 
 // AskOption configures Ask.
 type AskOption func(*askOptions)
@@ -75,7 +119,7 @@ func Ask(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, req *sch
 	if req.SubmittedAt.IsZero() {
 		req.SubmittedAt = time.Now().UTC()
 	}
-	r, err := send(ctx, js, ns, ns.JudgeSubject(req.Tenant), req.RequestID, req,
+	r, err := send(ctx, js, ns, ns.JudgeSubject(req.Tenant), req.Tenant, req.RequestID, req,
 		func(r *schemas.BreakGlassResponse) bool { return schemas.FinalBreakGlassOutcome(r.Outcome) }, o.onHeld)
 	if err != nil {
 		return nil, err
@@ -119,7 +163,7 @@ func Arbitrate(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, re
 	if req.SubmittedAt.IsZero() {
 		req.SubmittedAt = time.Now().UTC()
 	}
-	r, err := send(ctx, js, ns, ns.ArbitrateSubject(req.Tenant), req.RequestID, req,
+	r, err := send(ctx, js, ns, ns.ArbitrateSubject(req.Tenant), req.Tenant, req.RequestID, req,
 		func(r *schemas.ArbitrationResponse) bool { return r.Outcome != schemas.BreakGlassHeld }, nil)
 	if err != nil {
 		return nil, err
@@ -151,13 +195,14 @@ func decisionFor(req *schemas.ArbitrationRequest, d *schemas.ArbiterDecision) *s
 	return &out
 }
 
-// send publishes req on subject with id as its message id and waits for
-// the final answer stored under id: final tells a final answer from a held
-// one, onHeld (optional) hears of the first held one.
+// send publishes tenant's request req with id on subject and waits for
+// the final answer stored under the tenant's key of id: final tells a
+// final answer from a held one, onHeld (optional) hears of the first held
+// one.
 func send[R any, PR interface {
 	*R
 	schemas.Message
-}](ctx context.Context, js jetstream.JetStream, ns bus.Namespace, subject, id string, req schemas.Message, final func(PR) bool, onHeld func(PR)) (PR, error) {
+}](ctx context.Context, js jetstream.JetStream, ns bus.Namespace, subject, tenant, id string, req schemas.Message, final func(PR) bool, onHeld func(PR)) (PR, error) {
 	data, err := schemas.Encode(req)
 	if err != nil {
 		return nil, err
@@ -170,12 +215,12 @@ func send[R any, PR interface {
 		return nil, err
 	}
 	// Watch before publishing, so the answer cannot slip past.
-	w, err := topo.Answers.Watch(ctx, id)
+	w, err := topo.Answers.Watch(ctx, bus.JudgeAnswerKey(tenant, id))
 	if err != nil {
 		return nil, fmt.Errorf("judge: watch answer: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
-	if _, err := js.Publish(ctx, subject, data, jetstream.WithMsgID(id)); err != nil {
+	if _, err := js.Publish(ctx, subject, data, jetstream.WithMsgID(MsgID(tenant, id))); err != nil {
 		return nil, fmt.Errorf("judge: publish request: %w", err)
 	}
 	held := false
@@ -206,6 +251,71 @@ func send[R any, PR interface {
 			held = true
 		}
 	}
+}
+
+// Answer reads the stored answer of tenant's request id into r (a
+// *schemas.BreakGlassResponse or *schemas.ArbitrationResponse), held or
+// final. An id tenant never asked for, even one another tenant did, is
+// ErrNoAnswer: the answers are keyed by tenant.
+func Answer(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, tenant, id string, r schemas.Message) error {
+	topo, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{Namespace: ns})
+	if err != nil {
+		return err
+	}
+	e, err := topo.Answers.Get(ctx, bus.JudgeAnswerKey(tenant, id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("%w: no request %q of tenant %s has an answer", ErrNoAnswer, id, tenant)
+	}
+	if err != nil {
+		return fmt.Errorf("judge: read answer %s: %w", id, err)
+	}
+	if err := schemas.Decode(e.Value(), r); err != nil {
+		return fmt.Errorf("judge: answer of %s: %w", id, err)
+	}
+	return nil
+}
+
+// Decide sends a person's decision d on a held request to the judges of
+// namespace ns, as identity as (the subject maker.v1.judge_approve.<as>,
+// which a secured server lets only that identity publish on), and returns
+// the updated approval record. It fills d's header when unset. Refusals
+// match ErrNotPending, ErrOwnRequest or ErrInvalidDecision; ErrNoJudge when
+// no judge serves approvals.
+func Decide(ctx context.Context, nc *nats.Conn, ns bus.Namespace, as string, d *schemas.ApprovalDecision) (*schemas.BreakGlassApproval, error) {
+	if d.Kind == "" {
+		d.Header = schemas.NewHeader(schemas.KindApprovalDecision)
+	}
+	if as == "" || strings.ContainsAny(as, ".*> \t") {
+		return nil, fmt.Errorf("%w: identity %q is not one NATS subject token", schemas.ErrInvalid, as)
+	}
+	data, err := schemas.Encode(d)
+	if err != nil {
+		return nil, err
+	}
+	m, err := nc.RequestWithContext(ctx, ns.JudgeApproveSubject(as), data)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, fmt.Errorf("%w (namespace %s): start a judge (maker judge)", ErrNoJudge, ns)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("judge: send decision: %w", err)
+	}
+	if code := m.Header.Get(ErrorCodeHeader); code != "" {
+		why := m.Header.Get(ErrorHeader)
+		switch code {
+		case CodeOwnRequest:
+			return nil, fmt.Errorf("%w: %s", ErrOwnRequest, why)
+		case CodeNotPending:
+			return nil, fmt.Errorf("%w: %s", ErrNotPending, why)
+		case CodeInvalid:
+			return nil, fmt.Errorf("%w: %s", ErrInvalidDecision, why)
+		}
+		return nil, fmt.Errorf("judge: decision failed (%s): %s", code, why)
+	}
+	var rec schemas.BreakGlassApproval
+	if err := schemas.Decode(m.Data, &rec); err != nil {
+		return nil, fmt.Errorf("judge: decision reply: %w", err)
+	}
+	return &rec, nil
 }
 
 // NewRequestID returns a fresh break-glass request id: prefix, the time

@@ -252,7 +252,7 @@ each pair and their median (target for examples/tasks/hanoi.yaml: >= 0.8).`,
 	for _, name := range []string{"llm-base-url", "model", "api-key"} {
 		_ = cmd.Flags().MarkHidden(name)
 	}
-	cmd.Flags().Lookup("redis").Usage = "Redis URL (default: a redis-server started on a free port; miniredis when none is installed) [$MAKER_REDIS_URL]"
+	cmd.Flags().Lookup("redis").Usage = "Redis URL, any form maker coordinator takes (default: a redis-server started on a free port; miniredis when none is installed) [$MAKER_REDIS_URL]"
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the measured jobs to FILE")
 	cmd.Flags().IntVar(&runs, "runs", 5, "measured jobs; the median one is reported")

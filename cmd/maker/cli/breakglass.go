@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -11,8 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/judge/judgeclient"
@@ -214,13 +217,16 @@ stderr.`,
 			for _, w := range warnings {
 				fmt.Fprintln(e.stderr, "maker: "+w)
 			}
-			js, closeNC, err := connectJS(natsURL, "maker-breakglass")
+			js, closeNC, err := connectJS(natsURL, "maker-breakglass", natsAuth(cmd.Context()))
 			if err != nil {
 				return err
 			}
 			defer closeNC()
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
+			if err := awaitJudge(ctx, js, natsAuth(cmd.Context()).IdentityName(), e.stderr); err != nil {
+				return err
+			}
 			resp, err := judgeclient.Ask(ctx, js, bus.DefaultNamespace, req, judgeclient.OnHeld(func(r *schemas.BreakGlassResponse) {
 				fmt.Fprintf(e.stderr, "maker: %s: %s; waiting (up to --timeout %s)\n", r.RequestID, r.Reason, timeout)
 			}))
@@ -305,5 +311,31 @@ func printAnswer(w io.Writer, r *schemas.BreakGlassResponse) {
 	}
 	for _, x := range r.ExcludedFiles {
 		fmt.Fprintf(w, "WITHHELD  %s: %s\n", x.Path, x.Reason)
+	}
+}
+
+// awaitJudge waits, on a secured fleet, until the judge's streams and
+// buckets exist: only the judge (and the admin) may create them, so a
+// tenant asking first would be refused. Without an identity, or as the
+// admin, judgeclient creates what is missing, as in the quick start.
+func awaitJudge(ctx context.Context, js jetstream.JetStream, identity string, w io.Writer) error {
+	if identity == "" || identity == auth.Admin {
+		return nil
+	}
+	said := false
+	for {
+		_, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{})
+		if !errors.Is(err, bus.ErrNoJudge) {
+			return err
+		}
+		if !said {
+			fmt.Fprintln(w, "maker: waiting for the judge's topology: start maker judge, or run maker topology create (as the admin)")
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the judge's topology: %w (%w)", ctx.Err(), err)
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 }

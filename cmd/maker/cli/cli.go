@@ -45,6 +45,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 type env struct {
 	stdout, stderr io.Writer
 	logLevel       string
+	nats           natsAuthFlags // see auth.go
 }
 
 // Main runs the command line with args (without the program name) and
@@ -68,7 +69,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "maker: interrupted")
 		return ExitInterrupted
 	}
-	fmt.Fprintln(stderr, "maker:", err)
+	fmt.Fprintln(stderr, "maker:", explainNATS(e, err))
 	var ue usageError
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
 		return ExitUsage
@@ -91,11 +92,12 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 		Version:       Version,
 	}
 	root.PersistentFlags().StringVar(&e.logLevel, "log-level", envOr("MAKER_LOG_LEVEL", ""), "log level: debug, info, warn, error (default info for services, warn otherwise) [$MAKER_LOG_LEVEL]")
+	e.natsFlags(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		runCmd(e), planCmd(e), simllmCmd(e), coordinatorCmd(e), voterCmd(e), submitCmd(e), benchCmd(e),
 		jobsCmd(e), statusCmd(e), resultCmd(e), pauseCmd(e), resumeCmd(e), cancelCmd(e), decideCmd(e), dlqCmd(e),
-		judgeCmd(e), breakglassCmd(e), mcpCmd(e), taskCmd(e),
+		judgeCmd(e), breakglassCmd(e), mcpCmd(e), taskCmd(e), authCmd(e), topologyCmd(e),
 	)
 	return root
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/schemas"
 )
 
 func dlqCmd(e *env) *cobra.Command {
@@ -18,15 +19,25 @@ func dlqCmd(e *env) *cobra.Command {
 		Short: "Inspect and replay dead letters: requests the fleet gave up on, with why",
 	})
 	var (
-		natsURL, tenant, job string
-		asJSON, all          bool
-		limit                int
+		natsURL, tenant, job    string
+		listTenant              string // list's: it has a default, replay's has none
+		asJSON, all, allTenants bool
+		limit                   int
 	)
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List dead letters, oldest first",
+		Short: "List a tenant's dead letters, oldest first (--all-tenants: every tenant's)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if allTenants && cmd.Flags().Changed("tenant") {
+				return usagef("give --tenant or --all-tenants, not both")
+			}
+			tenant := listTenant
+			if allTenants {
+				tenant = ""
+			} else if tenant == "" {
+				return usagef("--tenant is required (or --all-tenants)")
+			}
 			if err := checkFilter(tenant, job); err != nil {
 				return err
 			}
@@ -49,15 +60,16 @@ func dlqCmd(e *env) *cobra.Command {
 				return writeJSON(e.stdout, dls)
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SEQ\tSUBJECT\tREASON\tDELIVERIES\tAT")
+			fmt.Fprintln(tw, "SEQ\tSUBJECT\tREASON\tDELIVERIES\tAT\tPAYLOAD")
 			for _, d := range dls {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\n", d.DLQSeq, d.Subject, d.Reason, d.Deliveries, d.At.Format(time.RFC3339))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", d.DLQSeq, d.Subject, d.Reason, d.Deliveries, d.At.Format(time.RFC3339), payloadKept(d.DeadLetter))
 			}
 			return tw.Flush()
 		},
 	}
 	natsFlag(list, &natsURL)
-	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's dead letters")
+	list.Flags().StringVar(&listTenant, "tenant", schemas.DefaultTenant, "list this tenant's dead letters")
+	list.Flags().BoolVar(&allTenants, "all-tenants", false, "list every tenant's dead letters (an admin's view)")
 	list.Flags().StringVar(&job, "job", "", "only this job's dead letters")
 	list.Flags().IntVar(&limit, "limit", 1000, "list at most this many")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -67,7 +79,12 @@ func dlqCmd(e *env) *cobra.Command {
 		Short: "Publish dead letters to their original subjects again (and remove them from the DLQ)",
 		Long: `Replays dead letters by their DLQ sequence (see maker dlq list), or with --all every
 one that --tenant/--job select. A replayed sample request is answered like any other; if
-its step was decided meanwhile, its coordinator counts the answer as a late sample.`,
+its step was decided meanwhile, its coordinator counts the answer as a late sample.
+
+A dead letter whose original was too large to keep whole (PAYLOAD "reference" in maker
+dlq list) is replayed from the original's stream while the original is still there (it
+is checked against the size and SHA-256 kept); otherwise the replay fails and the dead
+letter stays.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFilter(tenant, job); err != nil {
 				return err
@@ -139,6 +156,20 @@ its step was decided meanwhile, its coordinator counts the answer as a late samp
 	replay.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(list, replay)
 	return cmd
+}
+
+// payloadKept says how much of the original a dead letter holds: the
+// whole ("N B"), or, for an original too large to keep, a reference to it
+// ("reference: N B sha256 H…, first M B kept").
+func payloadKept(d schemas.DeadLetter) string {
+	size := d.Size
+	if size == 0 { // stored by an older release: always whole
+		size = len(d.Data)
+	}
+	if !d.Truncated {
+		return fmt.Sprintf("%d B", size)
+	}
+	return fmt.Sprintf("reference: %d B sha256 %.12s…, first %d B kept", size, d.SHA256, len(d.Data))
 }
 
 func checkFilter(tenant, job string) error {

@@ -39,7 +39,10 @@ func startFleet(ctx context.Context, o fleetOptions) (*fleet.Fleet, error) {
 		LLMBaseURL: o.llmBaseURL, APIKey: o.apiKey, Model: o.model, Sim: o.sim, SimHTTP: o.simHTTP,
 		Private: true, Logger: o.log,
 		Coordinators: 1, Coordinator: coordinator.Config{ID: "coordinator-inproc"},
-		Voters: 1, Voter: voter.Config{ID: "voter-inproc", Concurrency: o.concurrency},
+		// The private fleet answers only this command's own job, whose
+		// flags are the user's own: its voter takes whatever the job asks.
+		Voters: 1, Voter: voter.Config{ID: "voter-inproc", Concurrency: o.concurrency, Policy: voter.Policy{
+			AllowModels: []string{voter.AnyModel}, MaxTokensCeiling: 1_000_000, TemperatureMax: 2}}, // a job spec's own limits
 	})
 	if errors.Is(err, fleet.ErrOptions) {
 		return nil, usageError{err}

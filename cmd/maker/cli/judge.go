@@ -16,6 +16,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -42,7 +43,8 @@ Without --config every panel member and the judge live at --llm-base-url; a conf
 (YAML or JSON, see docs/judge.md) sets panels, per-model endpoints and keys, prices and limits.`,
 		Example: `  maker judge --nats nats://127.0.0.1:4222 --llm-base-url http://127.0.0.1:8080/v1
   maker judge --nats nats://127.0.0.1:4222 --llm-base-url http://127.0.0.1:8080/v1 --config judge.yaml
-  maker judge approve bg-20251129T200000-1a2b3c --by alice`,
+  maker judge approve bg-20251129T200000-1a2b3c --by alice
+  maker judge answer bg-20251129T200000-1a2b3c --tenant acme --json`,
 		// A role with admin subcommands: a word that is none of them is
 		// a mistyped subcommand.
 		Args: subcommandArgs,
@@ -61,7 +63,7 @@ Without --config every panel member and the judge live at --llm-base-url; a conf
 				apiKey = apiKeyFromEnv()
 			}
 			log := e.logger(slog.LevelInfo)
-			nc, err := bus.Connect(natsURL, "maker-judge")
+			nc, err := bus.Connect(natsURL, "maker-judge", natsAuth(cmd.Context()))
 			if err != nil {
 				return err
 			}
@@ -96,13 +98,13 @@ Without --config every panel member and the judge live at --llm-base-url; a conf
 	fl.StringVar(&configPath, "config", envOr("MAKER_JUDGE_CONFIG", ""), "settings file: panels, models, prices, limits (YAML or JSON) [$MAKER_JUDGE_CONFIG]")
 	fl.IntVar(&concurrency, "concurrency", 4, "requests this judge handles at once")
 	fl.DurationVar(&drain, "drain-timeout", 30*time.Second, "on SIGTERM, time to finish requests in hand before handing them back")
-	cmd.AddCommand(judgeDecideCmd(e, true), judgeDecideCmd(e, false), judgePendingCmd(e), judgeAuditCmd(e))
+	cmd.AddCommand(judgeDecideCmd(e, true), judgeDecideCmd(e, false), judgePendingCmd(e), judgeAuditCmd(e), judgeAnswerCmd(e))
 	return cmd
 }
 
 // connectJS connects to NATS for a short admin command.
-func connectJS(natsURL, name string) (jetstream.JetStream, func(), error) {
-	nc, err := bus.Connect(natsURL, name)
+func connectJS(natsURL, name string, opts ...bus.ConnOption) (jetstream.JetStream, func(), error) {
+	nc, err := bus.Connect(natsURL, name, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -114,8 +116,14 @@ func connectJS(natsURL, name string) (jetstream.JetStream, func(), error) {
 	return js, nc.Close, nil
 }
 
+// defaultApprover is the identity decisions are sent as by default: the
+// approver's (docs/security.md). On a server without authorization any
+// identity can be named; with it, the server lets each identity publish
+// only on its own approval subject, so --as must be the connection's.
+const defaultApprover = "approver"
+
 func judgeDecideCmd(e *env, approve bool) *cobra.Command {
-	var natsURL, by, reason string
+	var natsURL, by, as, tenant, reason string
 	use, short := "deny ID", "Deny a break-glass or arbitration request held for approval"
 	if approve {
 		use, short = "approve ID", "Approve a break-glass or arbitration request held for approval (its estimate is over the approval threshold)"
@@ -123,18 +131,49 @@ func judgeDecideCmd(e *env, approve bool) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Long: short + `.
+
+The decision goes to a judge as identity --as (subject maker.v1.judge_approve.<identity>);
+the judge refuses it when that identity is the one that asked for the call (tenant-<T> for
+tenant T's break-glass calls, coordinator for arbitrations): nobody approves their own call.
+--by names the person, for the audit trail.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if by == "" {
 				return usagef("--by is required (who decides; default $USER)")
 			}
-			err := withJudgeAdmin(cmd, natsURL, func(ctx context.Context, js jetstream.JetStream) error {
-				if approve {
-					return judge.Approve(ctx, js, bus.DefaultNamespace, args[0], by)
+			if tenant != "" {
+				if err := checkTenant(tenant); err != nil {
+					return err
 				}
-				return judge.Deny(ctx, js, bus.DefaultNamespace, args[0], by, reason)
+			}
+			d := &schemas.ApprovalDecision{Header: schemas.NewHeader(schemas.KindApprovalDecision),
+				RequestID: args[0], Tenant: tenant, Decision: schemas.DecisionDeny, By: by, Reason: reason}
+			if approve {
+				d.Decision = schemas.DecisionApprove
+			}
+			if err := d.Validate(); err != nil {
+				return usageError{err}
+			}
+			// The identity deciding is the connection's own when it has one
+			// (--nats-identity, or the seed's file name): with auth on the
+			// server lets it publish only on its own approval subject.
+			conn := natsAuth(cmd.Context()).IdentityName()
+			if !cmd.Flags().Changed("as") && os.Getenv("MAKER_APPROVER_IDENTITY") == "" && conn != "" {
+				as = conn
+			}
+			err := withJudgeAdmin(cmd, natsURL, func(ctx context.Context, js jetstream.JetStream) error {
+				_, err := judgeclient.Decide(ctx, js.Conn(), bus.DefaultNamespace, as, d)
+				return err
 			})
-			if errors.Is(err, judge.ErrNotPending) {
+			if cause := context.Cause(cmd.Context()); err != nil && errors.Is(cause, bus.ErrPermission) {
+				err = cause // the server refused: say what, not "context canceled"
+			}
+			if errors.Is(err, bus.ErrPermission) && conn != "" && as != conn {
+				return fmt.Errorf("%w; --as %s is not this connection's NATS identity %s, and the server lets an identity approve only as itself (drop --as, or connect as %s)", err, as, conn, as)
+			}
+			if errors.Is(err, judgeclient.ErrNotPending) || errors.Is(err, judgeclient.ErrOwnRequest) ||
+				errors.Is(err, judgeclient.ErrInvalidDecision) || errors.Is(err, schemas.ErrInvalid) {
 				return usageError{err}
 			}
 			if err != nil {
@@ -149,10 +188,57 @@ func judgeDecideCmd(e *env, approve bool) *cobra.Command {
 		},
 	}
 	natsFlag(cmd, &natsURL)
-	cmd.Flags().StringVar(&by, "by", os.Getenv("USER"), "who decides, recorded in the audit trail (default $USER)")
+	fl := cmd.Flags()
+	fl.StringVar(&by, "by", os.Getenv("USER"), "who decides, recorded in the audit trail (default $USER)")
+	fl.StringVar(&as, "as", envOr("MAKER_APPROVER_IDENTITY", defaultApprover), "the identity deciding, never the requester's (default: the connection's NATS identity when it has one, else approver; the server's permissions must let the connection use it) [$MAKER_APPROVER_IDENTITY]")
+	fl.StringVar(&tenant, "tenant", "", "the held request's tenant (needed only when two tenants hold the same id)")
 	if !approve {
-		cmd.Flags().StringVar(&reason, "reason", "", "why, told to the asker")
+		fl.StringVar(&reason, "reason", "", "why, told to the asker")
 	}
+	return cmd
+}
+
+func judgeAnswerCmd(e *env) *cobra.Command {
+	var (
+		natsURL, tenant string
+		asJSON          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "answer ID",
+		Short: "Print the stored answer to one of the tenant's break-glass requests (held or final)",
+		Long: `answer reads the judge's answer to request ID of --tenant. Answers are stored per tenant:
+an id another tenant asked for is not found.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkTenant(tenant); err != nil {
+				return err
+			}
+			if schemas.ValidJobID(args[0]) != nil {
+				return usagef("invalid request id %q: want %s", args[0], schemas.JobIDRule)
+			}
+			var resp schemas.BreakGlassResponse
+			if err := withJudgeAdmin(cmd, natsURL, func(ctx context.Context, js jetstream.JetStream) error {
+				return judgeclient.Answer(ctx, js, bus.DefaultNamespace, tenant, args[0], &resp)
+			}); err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(e.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(&resp)
+			}
+			if resp.Outcome == schemas.BreakGlassAnswered || resp.Outcome == schemas.BreakGlassDegraded {
+				printAnswer(e.stdout, &resp)
+				return nil
+			}
+			fmt.Fprintf(e.stdout, "%s %s: %s\n", resp.RequestID, resp.Outcome, resp.Reason)
+			return nil
+		},
+	}
+	natsFlag(cmd, &natsURL)
+	fl := cmd.Flags()
+	fl.StringVar(&tenant, "tenant", schemas.DefaultTenant, "the tenant that asked")
+	fl.BoolVar(&asJSON, "json", false, "print the whole response as JSON")
 	return cmd
 }
 
@@ -229,7 +315,7 @@ func judgeAuditCmd(e *env) *cobra.Command {
 // command reads or decides what a judge holds, and creates nothing on a
 // server that has no judge (the judge package's helpers would).
 func withJudgeAdmin(cmd *cobra.Command, natsURL string, fn func(context.Context, jetstream.JetStream) error) error {
-	js, closeNC, err := connectJS(natsURL, "maker-judge-admin")
+	js, closeNC, err := connectJS(natsURL, "maker-judge-admin", natsAuth(cmd.Context()))
 	if err != nil {
 		return err
 	}
@@ -238,7 +324,7 @@ func withJudgeAdmin(cmd *cobra.Command, natsURL string, fn func(context.Context,
 	defer cancel()
 	if _, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{StartupWait: 10 * time.Second}); err != nil {
 		if errors.Is(err, bus.ErrNoJudge) {
-			return fmt.Errorf("%s: %w", natsURL, err)
+			return fmt.Errorf("%s: %w", bus.RedactURL(natsURL), err)
 		}
 		return err
 	}

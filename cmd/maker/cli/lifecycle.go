@@ -27,12 +27,39 @@ type fleetConn struct {
 
 func (f *fleetConn) Close() { f.nc.Close() }
 
+// control asks the fleet's coordinators to pause, resume or cancel a job.
+// When none answers (no coordinator runs), it writes the registry itself,
+// with the same checks (jobs.Apply): that works where this client may
+// write the registry (the admin, or a server without authorization); a
+// tenant's identity gets the server's permission error.
+func (f *fleetConn) control(ctx context.Context, tenant, job string, req schemas.ControlRequest) (jobs.Outcome, error) {
+	actx, cancel := context.WithTimeout(ctx, jobs.DefaultAskTimeout)
+	defer cancel()
+	out, err := jobs.Ask(actx, f.nc, f.topo.NS, tenant, job, req)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return jobs.Apply(ctx, f.topo, tenant, job, req)
+	}
+	return out, err
+}
+
+// decide sends a person's answer for a step, as control does.
+func (f *fleetConn) decide(ctx context.Context, tenant, job string, req schemas.DecideRequest) (jobs.Outcome, error) {
+	actx, cancel := context.WithTimeout(ctx, jobs.DefaultAskTimeout)
+	defer cancel()
+	out, err := jobs.AskDecide(actx, f.nc, f.topo.NS, tenant, job, req)
+	if errors.Is(err, nats.ErrNoResponders) {
+		rec, err := jobs.Decide(ctx, f.topo, tenant, job, req.Decision())
+		return jobs.Outcome{Record: rec, Changed: err == nil}, err
+	}
+	return out, err
+}
+
 // dialFleet connects to the fleet at natsURL, within a bounded time: a
 // client command must not hang on a server that does not answer. It binds
 // the fleet's topology without creating it: a client command run against
 // the wrong server must not leave a fleet's streams on it.
 func dialFleet(ctx context.Context, natsURL, name string) (*fleetConn, error) {
-	nc, err := bus.Connect(natsURL, name)
+	nc, err := bus.Connect(natsURL, name, natsAuth(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +72,7 @@ func dialFleet(ctx context.Context, natsURL, name string) (*fleetConn, error) {
 	if err != nil {
 		nc.Close()
 		if errors.Is(err, bus.ErrNoFleet) {
-			return nil, fmt.Errorf("%s: %w", natsURL, err)
+			return nil, fmt.Errorf("%s: %w", bus.RedactURL(natsURL), err)
 		}
 		return nil, err
 	}
@@ -53,11 +80,16 @@ func dialFleet(ctx context.Context, natsURL, name string) (*fleetConn, error) {
 }
 
 // jobRef reads a JOB argument: "job" (in --tenant) or "tenant/job".
-func jobRef(arg, tenant string) (string, string, error) {
+// tenantSet says --tenant was given: then a tenant/job naming another
+// tenant is refused rather than silently taking the job's tenant.
+func jobRef(arg, tenant string, tenantSet bool) (string, string, error) {
 	if strings.Count(arg, "/") > 1 {
 		return "", "", usagef("invalid JOB %q: JOB is id or tenant/id", arg)
 	}
 	if t, j, ok := strings.Cut(arg, "/"); ok {
+		if tenantSet && t != tenant {
+			return "", "", usagef("JOB %q names tenant %q, but --tenant is %q: give the job id alone, or the same tenant", arg, t, tenant)
+		}
 		tenant, arg = t, j
 	}
 	if err := checkTenant(tenant); err != nil {
@@ -87,7 +119,7 @@ func checkJobID(id string) error {
 
 // clientErr marks the errors a client command gets for bad input.
 func clientErr(err error) error {
-	if errors.Is(err, jobs.ErrInvalid) || errors.Is(err, jobs.ErrFinished) {
+	if errors.Is(err, jobs.ErrInvalid) || errors.Is(err, jobs.ErrFinished) || errors.Is(err, jobs.ErrNotWaiting) {
 		return usageError{err}
 	}
 	return err
@@ -102,7 +134,7 @@ func jobCommand(e *env, use, short string, run func(ctx context.Context, f *flee
 		Short: short,
 		Args:  exactArgs(1, "JOB (a job id, or tenant/job)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, j, err := jobRef(args[0], tenant)
+			t, j, err := jobRef(args[0], tenant, cmd.Flags().Changed("tenant"))
 			if err != nil {
 				return err
 			}
@@ -115,7 +147,7 @@ func jobCommand(e *env, use, short string, run func(ctx context.Context, f *flee
 		},
 	}
 	natsFlag(cmd, &natsURL)
-	cmd.Flags().StringVar(&tenant, "tenant", schemas.DefaultTenant, "tenant of the job")
+	cmd.Flags().StringVar(&tenant, "tenant", schemas.DefaultTenant, "tenant of the job (a JOB of the form tenant/id must name the same)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -148,7 +180,7 @@ func statusCmd(e *env) *cobra.Command {
 		}
 		if st.State == schemas.StateQueued {
 			// A queued job has no figures yet: say why it waits.
-			why, err := jobs.QueuedReason(ctx, f.topo, tenant, job)
+			why, err := queuedReason(ctx, f.topo, tenant, job)
 			if err != nil {
 				return err
 			}
@@ -188,21 +220,21 @@ func resultCmd(e *env) *cobra.Command {
 	})
 }
 
-// controlCmd builds pause, resume and cancel.
-func controlCmd(e *env, use, control, short string) *cobra.Command {
-	return jobCommand(e, use, short, func(ctx context.Context, f *fleetConn, tenant, job string, asJSON bool) error {
-		rec, _, err := jobs.Get(ctx, f.topo, tenant, job)
+// controlCmd builds pause, resume and cancel: the request goes to the
+// fleet's coordinators (fleetConn.control), which check it against the
+// job's state.
+func controlCmd(e *env, use, action, short string) *cobra.Command {
+	cmd := jobCommand(e, use, short, func(ctx context.Context, f *fleetConn, tenant, job string, asJSON bool) error {
+		out, err := f.control(ctx, tenant, job, schemas.ControlRequest{Action: action})
 		if err != nil {
 			return err
 		}
+		rec := out.Record
 		// Asking for what already holds changes nothing: say so rather
 		// than promise an effect at the next step boundary.
-		note := alreadyNote(rec, control)
-		if note == "" {
-			if rec, err = jobs.Control(ctx, f.topo, tenant, job, control); err != nil {
-				return err
-			}
-			note = fmt.Sprintf("%s asked (the job is %s; it takes effect at the next step boundary)", use, rec.State)
+		note := fmt.Sprintf("%s asked (the job is %s; it takes effect at the next step boundary)", use, rec.State)
+		if !out.Changed {
+			note = alreadyNote(rec)
 		}
 		if asJSON {
 			return writeJSON(e.stdout, map[string]string{"tenant": tenant, "job_id": job, "control": rec.Control, "state": rec.State})
@@ -210,54 +242,66 @@ func controlCmd(e *env, use, control, short string) *cobra.Command {
 		fmt.Fprintf(e.stdout, "%s/%s: %s\n", tenant, job, note)
 		return nil
 	})
+	cmd.Long = short + `.
+
+The request goes to the fleet's coordinators (with authorization on, only the job's tenant
+and the admin may send it), which check it against the job's record: an unknown job, a
+finished one, or a pause or resume of a job being cancelled is refused; asking for what
+already holds changes nothing. When no coordinator runs, the record is written directly,
+with the same checks (the admin's, or any client's on a server without authorization).
+
+JOB is a job id in --tenant, or tenant/id; a tenant/id naming another tenant than a
+--tenant given is refused.`
+	return cmd
 }
 
-// alreadyNote says how a job already is what control asks for, or "" when
-// asking changes something (or is refused: jobs.Control says why).
-func alreadyNote(rec schemas.JobRecord, control string) string {
-	if rec.Finished || rec.Control == schemas.ControlCancel && control != schemas.ControlCancel {
-		return ""
-	}
+// alreadyNote says how a job already is what its control asks for (the
+// request changed nothing).
+func alreadyNote(rec schemas.JobRecord) string {
 	switch {
-	case control == schemas.ControlPause && rec.Control == schemas.ControlPause && rec.State == schemas.StatePaused:
+	case rec.Control == schemas.ControlPause && rec.State == schemas.StatePaused:
 		return "already paused"
-	case control == schemas.ControlPause && rec.Control == schemas.ControlPause:
+	case rec.Control == schemas.ControlPause:
 		return fmt.Sprintf("pause already asked (the job is %s; it pauses at the next step boundary)", rec.State)
-	case control == schemas.ControlRun && rec.Control == schemas.ControlRun && rec.State == schemas.StateRunning:
+	case rec.Control == schemas.ControlRun && rec.State == schemas.StateRunning:
 		return "already running"
-	case control == schemas.ControlRun && rec.Control == schemas.ControlRun && rec.State != schemas.StatePaused:
+	case rec.Control == schemas.ControlRun && rec.State == schemas.StatePaused:
+		return "resume already asked (the job is paused; a coordinator picks it up where it stopped)"
+	case rec.Control == schemas.ControlRun:
 		return fmt.Sprintf("not paused (the job is %s)", rec.State)
-	case control == schemas.ControlCancel && rec.Control == schemas.ControlCancel:
+	default:
 		return fmt.Sprintf("cancel already asked (the job is %s; it ends at the next step boundary)", rec.State)
 	}
-	return ""
 }
 
 func pauseCmd(e *env) *cobra.Command {
-	return controlCmd(e, "pause", schemas.ControlPause, "Pause a job at its next step boundary (resume picks it up there)")
+	return controlCmd(e, "pause", schemas.ActionPause, "Pause a job at its next step boundary (resume picks it up there)")
 }
 
 func resumeCmd(e *env) *cobra.Command {
-	return controlCmd(e, "resume", schemas.ControlRun, "Resume a paused job")
+	return controlCmd(e, "resume", schemas.ActionResume, "Resume a paused job")
 }
 
 func cancelCmd(e *env) *cobra.Command {
-	return controlCmd(e, "cancel", schemas.ControlCancel, "Cancel a job at its next step boundary; it ends with a cancelled report")
+	return controlCmd(e, "cancel", schemas.ActionCancel, "Cancel a job at its next step boundary; it ends with a cancelled report")
 }
 
 func jobsCmd(e *env) *cobra.Command {
 	cmd := group(&cobra.Command{Use: "jobs", Short: "List and inspect the fleet's jobs"})
 	var natsURL, tenant string
-	var asJSON bool
+	var asJSON, allTenants bool
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List every registered job with its state",
+		Short: "List a tenant's registered jobs with their state (--all-tenants: every tenant's)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if tenant != "" {
-				if err := checkTenant(tenant); err != nil {
-					return err
-				}
+			if allTenants && cmd.Flags().Changed("tenant") {
+				return usagef("give --tenant or --all-tenants, not both")
+			}
+			if allTenants {
+				tenant = ""
+			} else if err := checkTenant(tenant); err != nil {
+				return err
 			}
 			f, err := dialFleet(cmd.Context(), natsURL, "maker-jobs")
 			if err != nil {
@@ -293,7 +337,8 @@ func jobsCmd(e *env) *cobra.Command {
 		},
 	}
 	natsFlag(list, &natsURL)
-	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's jobs (default: every tenant)")
+	list.Flags().StringVar(&tenant, "tenant", schemas.DefaultTenant, "list this tenant's jobs")
+	list.Flags().BoolVar(&allTenants, "all-tenants", false, "list every tenant's jobs (an admin's view: a tenant's identity may read only its own)")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(list)
 	return cmd
@@ -305,12 +350,12 @@ func decideCmd(e *env) *cobra.Command {
 		key, by  string
 		stepSet  bool
 		decision = func(ctx context.Context, f *fleetConn, tenant, job string, asJSON bool) error {
-			rec, err := jobs.Decide(ctx, f.topo, tenant, job, schemas.PersonDecision{Step: step, VoteKey: key, By: by})
+			out, err := f.decide(ctx, tenant, job, schemas.DecideRequest{Step: step, VoteKey: key, By: by})
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				return writeJSON(e.stdout, rec.Decision)
+				return writeJSON(e.stdout, out.Record.Decision)
 			}
 			fmt.Fprintf(e.stdout, "%s/%s: step %d will be decided as %q by %s, and the job runs on\n", tenant, job, step, key, by)
 			return nil
@@ -325,7 +370,14 @@ func decideCmd(e *env) *cobra.Command {
 	cmd.Long = `Records a person's answer for one step: the vote key, in the task's canonical form (see
 the step's tally in maker status / the journal). The job's coordinator journals it as an
 arbiter decision when it reaches that step, instead of sampling it, and the job runs on.
-An answer the task cannot take pauses the job again.`
+An answer the task cannot take pauses the job again.
+
+Only a step the fleet could not settle takes a person's answer: the step the job is at,
+escalated to the judge's panel (the job paused for a person, or waiting for the panel).
+Any other step is refused, and nothing changes: a healthy step, one decided already, one
+not reached yet. The answer goes to the fleet's coordinators (with authorization on, only
+an approver or the admin may send it); when no coordinator runs, it is written to the job
+registry directly, with the same checks.`
 	cmd.Flags().Int64Var(&step, "step", 0, "the step to decide")
 	cmd.Flags().StringVar(&key, "vote", "", "the step's answer, as the task's vote key")
 	cmd.Flags().StringVar(&by, "by", envOr("USER", "someone"), "who decides (recorded in the journal)")

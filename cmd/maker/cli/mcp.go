@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -43,9 +44,11 @@ type mcpServer struct {
 	ns                               bus.Namespace
 	root, session, tenant, requester string
 	timeout                          time.Duration
+	// identity is the connection's NATS identity ("" without auth).
+	identity string
 }
 
-const breakGlassToolDescription = `Assemble a focused multi-model panel to attack a problem that has resisted all other approaches; a judge model synthesises one structured answer (diagnosis, solution with confidence, alternatives, risks, cost, panel analysis). Costs 3-5x a single model call. Requires the explicit 'break glass:' trigger at the start of the problem and, in 'tried', how a local model, a single frontier model and the existing tools already failed on the same problem. Calls over the approval threshold wait for a person; sessions are limited (3 calls, $5 by default).`
+const breakGlassToolDescription = `Assemble a focused multi-model panel to attack a problem that has resisted all other approaches; a judge model synthesises one structured answer (diagnosis, solution with confidence, alternatives, risks, cost, panel analysis). Costs 3-5x a single model call. Requires the explicit 'break glass:' trigger at the start of the problem and, in 'tried', how a local model, a single frontier model and the existing tools already failed on the same problem. Calls over the approval threshold wait for a person; sessions are limited (3 calls, $5 by default), and so is each tenant over a rolling day (10 calls, $20).`
 
 // newMCPServer returns an MCP server with the break_glass tool.
 func newMCPServer(s *mcpServer) (*mcp.Server, error) {
@@ -83,6 +86,9 @@ func (s *mcpServer) breakGlass(ctx context.Context, _ *mcp.CallToolRequest, args
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	if err := awaitJudge(ctx, s.js, s.identity, io.Discard); err != nil {
+		return toolError("break glass failed: " + err.Error()), nil, nil
+	}
 	resp, err := judgeclient.Ask(ctx, s.js, s.ns, req)
 	if resp == nil {
 		return toolError("break glass failed: " + err.Error()), nil, nil
@@ -131,12 +137,12 @@ Register it with an MCP client, e.g. in .mcp.json:
 			if _, _, err := judge.ReadFiles(s.root, nil, 1); err != nil {
 				return usagef("--root: %v", err)
 			}
-			js, closeNC, err := connectJS(natsURL, "maker-mcp")
+			js, closeNC, err := connectJS(natsURL, "maker-mcp", natsAuth(cmd.Context()))
 			if err != nil {
 				return err
 			}
 			defer closeNC()
-			s.js, s.ns = js, bus.DefaultNamespace
+			s.js, s.ns, s.identity = js, bus.DefaultNamespace, natsAuth(cmd.Context()).IdentityName()
 			srv, err := newMCPServer(&s)
 			if err != nil {
 				return err

@@ -14,7 +14,7 @@ func TestClientCommandsCreateNothing(t *testing.T) {
 	t.Parallel()
 	srv := testkit.StartNATS(t)
 	_, js := testkit.Connect(t, srv.URL)
-	const noFleet = "no makerfleet topology on this server (namespace maker): start a coordinator, or submit a job"
+	const noFleet = "no makerfleet topology on this server (namespace maker): start a coordinator, or run maker topology create"
 	const noJudge = "no break-glass (judge) topology on this server (namespace maker)"
 	for _, tc := range []struct {
 		args []string
@@ -25,8 +25,10 @@ func TestClientCommandsCreateNothing(t *testing.T) {
 		{[]string{"result", "j1"}, noFleet},
 		{[]string{"jobs", "list"}, noFleet},
 		{[]string{"jobs", "list", "--json"}, noFleet},
+		{[]string{"jobs", "list", "--all-tenants"}, noFleet},
 		{[]string{"dlq", "list"}, noFleet},
 		{[]string{"dlq", "list", "--json"}, noFleet},
+		{[]string{"dlq", "list", "--all-tenants"}, noFleet},
 		{[]string{"dlq", "replay", "--all"}, noFleet},
 		{[]string{"pause", "j1"}, noFleet},
 		{[]string{"resume", "j1"}, noFleet},

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,7 +76,7 @@ type serviceFlags struct {
 func addServiceFlags(cmd *cobra.Command, s *serviceFlags) {
 	fl := cmd.Flags()
 	fl.StringVar(&s.nats, "nats", envOr("MAKER_NATS_URL", ""), "NATS URL (default: an embedded nats-server) [$MAKER_NATS_URL]")
-	fl.StringVar(&s.redis, "redis", envOr("MAKER_REDIS_URL", ""), "Redis URL (default: an embedded Redis-compatible store) [$MAKER_REDIS_URL]")
+	fl.StringVar(&s.redis, "redis", envOr("MAKER_REDIS_URL", ""), "Redis URL, any form maker coordinator takes (default: an embedded Redis-compatible store) [$MAKER_REDIS_URL]")
 	fl.StringVar(&s.llmBaseURL, "llm-base-url", envOr("MAKER_LLM_BASE_URL", ""), "OpenAI-compatible base URL (default: the simulated model) [$MAKER_LLM_BASE_URL]")
 	fl.StringVar(&s.model, "model", envOr("MAKER_MODEL", ""), "model name (required with --llm-base-url) [$MAKER_MODEL]")
 	fl.StringVar(&s.apiKey, "api-key", "", "model API key (default $MAKER_LLM_API_KEY or $OPENAI_API_KEY)")
@@ -416,8 +418,16 @@ func redFlagBreakdown(m map[string]int64) string {
 		return ""
 	}
 	parts := make([]string, 0, len(m))
-	for _, why := range []string{schemas.RedFlagParse, schemas.RedFlagLength, schemas.RedFlagTooLong, schemas.RedFlagEmpty, schemas.RedFlagRefused} {
+	known := []string{schemas.RedFlagParse, schemas.RedFlagLength, schemas.RedFlagTooLong, schemas.RedFlagEmpty, schemas.RedFlagRefused, schemas.RedFlagPolicy}
+	for _, why := range known {
 		if n := m[why]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", why, n))
+		}
+	}
+	// Reasons this list does not know (a task spec's own red flags), in
+	// name order, so no red flag goes unshown.
+	for _, why := range slices.Sorted(maps.Keys(m)) {
+		if n := m[why]; n > 0 && !slices.Contains(known, why) {
 			parts = append(parts, fmt.Sprintf("%s %d", why, n))
 		}
 	}

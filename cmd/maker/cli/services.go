@@ -15,10 +15,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/coordinator"
+	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/llm"
@@ -95,7 +95,7 @@ specs come from --task-file files, or from a fleet's task registry (--nats).
 				// The fleet's registry is found when a request first needs
 				// it: the model may start before any coordinator has made
 				// the topology.
-				nc, err := bus.Connect(natsURL, "maker-simllm")
+				nc, err := bus.Connect(natsURL, "maker-simllm", natsAuth(cmd.Context()))
 				if err != nil {
 					return err
 				}
@@ -172,20 +172,24 @@ func coordinatorCmd(e *env) *cobra.Command {
 				}
 			}
 			log := e.logger(slog.LevelInfo)
-			ropts, err := redis.ParseURL(redisURL)
+			// One parser for every --redis: a server, TLS, Cluster or
+			// Sentinel (store.ParseRedisURL); errors show it redacted.
+			rdb, ropts, err := store.NewRedisClient(redisURL)
 			if err != nil {
-				return usagef("--redis %q: %v", redisURL, err)
+				return usagef("--redis: %v", err)
 			}
-			rdb := redis.NewClient(ropts)
 			defer rdb.Close()
 			// One clear error naming the server, before anything starts.
 			pctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 			err = rdb.Ping(pctx).Err()
 			cancel()
 			if err != nil {
-				return fmt.Errorf("redis at %s: %w", redisURL, err)
+				if ropts.Mode != store.ModeSingle {
+					return fmt.Errorf("redis (%s) at %s: %w", ropts.Mode, ropts.Redacted, err)
+				}
+				return fmt.Errorf("redis at %s: %w", ropts.Redacted, err)
 			}
-			nc, err := bus.Connect(natsURL, "maker-coordinator")
+			nc, err := bus.Connect(natsURL, "maker-coordinator", natsAuth(cmd.Context()))
 			if err != nil {
 				return err
 			}
@@ -197,7 +201,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 			c, err := coordinator.New(nc, st, coordinator.Config{
 				ID: id, Tasks: builtin.Registry(), MaxJobs: maxJobs, Logger: log,
 				LeaseTTL: leaseTTL, CheckpointEvery: checkpointEvery, CrashAt: crashAt,
-				Bus: bus.Config{Replicas: replicas},
+				Bus: bus.Config{Replicas: replicas, Logger: log},
 			})
 			if err != nil {
 				return usageError{err}
@@ -206,7 +210,8 @@ func coordinatorCmd(e *env) *cobra.Command {
 		},
 	}
 	natsFlag(cmd, &natsURL)
-	cmd.Flags().StringVar(&redisURL, "redis", envOr("MAKER_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL [$MAKER_REDIS_URL]")
+	cmd.Flags().StringVar(&redisURL, "redis", envOr("MAKER_REDIS_URL", "redis://127.0.0.1:6379/0"),
+		"Redis URL: redis://[USER:PASS@]HOST:PORT/DB, rediss:// for TLS (options tls_ca, tls_cert, tls_key), redis+cluster://HOST:PORT,HOST:PORT,... for Redis Cluster, redis+sentinel://HOST:26379,.../MASTER/DB for Sentinel [$MAKER_REDIS_URL]")
 	cmd.Flags().IntVar(&maxJobs, "max-jobs", 16, "jobs this coordinator runs at once")
 	cmd.Flags().StringVar(&id, "id", "", "coordinator id, unique in the fleet (default coordinator-host-pid)")
 	cmd.Flags().DurationVar(&leaseTTL, "lease-ttl", 10*time.Second, "a job whose coordinator stops renewing its lease is taken over after this long")
@@ -226,6 +231,10 @@ func voterCmd(e *env) *cobra.Command {
 		concurrency, maxAttempts            int
 		attemptTimeout, drain               time.Duration
 		simHints                            bool
+		// policy bounds what a sample request may ask of the model;
+		// badReplies is the model client's BadResponseAttempts.
+		policy     voter.Policy
+		badReplies int
 	)
 	cmd := &cobra.Command{
 		Use:     "voter",
@@ -233,6 +242,25 @@ func voterCmd(e *env) *cobra.Command {
 		Example: `  maker voter --nats nats://127.0.0.1:4222 --llm-base-url http://127.0.0.1:8080/v1 --model sim-1 --concurrency 16`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The policy flags' variables, for a flag not given.
+			for _, f := range []struct{ flag, env string }{
+				{"allow-model", "MAKER_ALLOW_MODELS"}, {"max-tokens-ceiling", "MAKER_MAX_TOKENS_CEILING"},
+				{"temperature-max", "MAKER_TEMPERATURE_MAX"}, {"bad-reply-attempts", "MAKER_BAD_REPLY_ATTEMPTS"},
+			} {
+				if v := os.Getenv(f.env); v != "" && !cmd.Flags().Changed(f.flag) {
+					if err := cmd.Flags().Set(f.flag, v); err != nil {
+						return usagef("$%s: %v", f.env, err)
+					}
+				}
+			}
+			switch {
+			case policy.MaxTokensCeiling < 1:
+				return usagef("--max-tokens-ceiling must be >= 1, got %d", policy.MaxTokensCeiling)
+			case !(policy.TemperatureMax > 0 && policy.TemperatureMax <= 2):
+				return usagef("--temperature-max must be above 0 and at most 2, got %v", policy.TemperatureMax)
+			case badReplies < 1:
+				return usagef("--bad-reply-attempts must be >= 1, got %d", badReplies)
+			}
 			if baseURL == "" {
 				return usagef("--llm-base-url is required")
 			}
@@ -247,7 +275,7 @@ func voterCmd(e *env) *cobra.Command {
 			}
 			log := e.logger(slog.LevelInfo)
 			client, err := llm.New(llm.Config{BaseURL: baseURL, APIKey: apiKey, Model: model,
-				AttemptTimeout: attemptTimeout, MaxAttempts: maxAttempts,
+				AttemptTimeout: attemptTimeout, MaxAttempts: maxAttempts, BadResponseAttempts: badReplies,
 				OnRetry: func(ev llm.RetryEvent) {
 					log.Debug("model call retry", "attempt", ev.Attempt, "delay", ev.Delay, "err", ev.Err)
 				}})
@@ -269,13 +297,16 @@ func voterCmd(e *env) *cobra.Command {
 			default:
 				log.Info("model server answers", "llm_base_url", baseURL, "model", model)
 			}
-			nc, err := bus.Connect(natsURL, "maker-voter")
+			nc, err := bus.Connect(natsURL, "maker-voter", natsAuth(cmd.Context()))
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
 			v, err := voter.New(nc, client, voter.Config{ID: id, Tasks: builtin.Registry(), Model: model,
-				Concurrency: concurrency, DrainTimeout: drain, Logger: log, SimHints: simHints})
+				Concurrency: concurrency, DrainTimeout: drain, Logger: log, SimHints: simHints, Policy: policy,
+				// The topology is the coordinators' to create, with their
+				// --replicas: a voter started first waits for it.
+				Bus: bus.Config{Await: true, Logger: log}})
 			if err != nil {
 				return usageError{err}
 			}
@@ -293,6 +324,14 @@ func voterCmd(e *env) *cobra.Command {
 	fl.DurationVar(&drain, "drain-timeout", 30*time.Second, "on SIGTERM, time to finish samples in hand before handing them back")
 	fl.StringVar(&id, "id", "", "voter id (default voter-host-pid)")
 	fl.BoolVar(&simHints, "sim-hints", false, "tell the model which task step each request is (for maker simllm answering task specs; never for a real model)")
+	fl.StringSliceVar(&policy.AllowModels, "allow-model", nil,
+		"a model sample requests may name besides --model (a job's --stronger-model); repeatable or comma-separated; '*' allows any (trusted fleets only) [$MAKER_ALLOW_MODELS]")
+	fl.IntVar(&policy.MaxTokensCeiling, "max-tokens-ceiling", voter.DefaultMaxTokensCeiling,
+		"largest max_output_tokens a sample request may ask for; larger ones are refused (red flag policy) [$MAKER_MAX_TOKENS_CEILING]")
+	fl.Float64Var(&policy.TemperatureMax, "temperature-max", voter.DefaultTemperatureMax,
+		"highest temperature a sample request may ask for; hotter ones are refused (red flag policy) [$MAKER_TEMPERATURE_MAX]")
+	fl.IntVar(&badReplies, "bad-reply-attempts", llm.DefaultBadResponseAttempts,
+		"tries of a sample whose model reply is unusable (HTTP 200 with no choice, not JSON, usage out of range) before it is answered as the red flag empty [$MAKER_BAD_REPLY_ATTEMPTS]")
 	return cmd
 }
 
@@ -331,7 +370,7 @@ func submitCmd(e *env) *cobra.Command {
 			var nc *nats.Conn
 			if !jf.isBuiltin() {
 				var err error
-				if nc, err = bus.Connect(natsURL, "maker-submit"); err != nil {
+				if nc, err = bus.Connect(natsURL, "maker-submit", natsAuth(cmd.Context())); err != nil {
 					return err
 				}
 				defer nc.Close()
@@ -378,7 +417,7 @@ func submitCmd(e *env) *cobra.Command {
 				return usagef("--queued-notice must be > 0")
 			}
 			if nc == nil {
-				if nc, err = bus.Connect(natsURL, "maker-submit"); err != nil {
+				if nc, err = bus.Connect(natsURL, "maker-submit", natsAuth(cmd.Context())); err != nil {
 					return err
 				}
 				defer nc.Close()
@@ -387,7 +426,16 @@ func submitCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sub, err := jobs.Submit(ctx, js, bus.Config{}, &spec, builtin.Registry())
+			// A tenant's identity may only queue its own jobs: the
+			// coordinator that takes one registers it.
+			var opts []jobs.SubmitOption
+			if t, ok := auth.TenantOf(natsAuth(cmd.Context()).IdentityName()); ok {
+				if spec.Tenant != t {
+					return usagef("--tenant %s: NATS identity %s submits only tenant %s's jobs (--tenant %s)", spec.Tenant, auth.Tenant(t), t, t)
+				}
+				opts = append(opts, jobs.IntakeOnly())
+			}
+			sub, err := jobs.Submit(ctx, js, bus.Config{}, &spec, builtin.Registry(), opts...)
 			if errors.Is(err, jobs.ErrConflict) {
 				return usageError{err}
 			}
@@ -411,7 +459,7 @@ func submitCmd(e *env) *cobra.Command {
 			if !quiet && !sub.Duplicate {
 				fmt.Fprintf(e.stderr, "submitted %s\n", describe(spec))
 			}
-			topo, err := bus.Ensure(ctx, js, bus.Config{})
+			topo, err := bus.Open(ctx, js, bus.Config{})
 			if err != nil {
 				return err
 			}
@@ -474,15 +522,17 @@ func waitReport(ctx context.Context, w io.Writer, topo *bus.Topology, tenant, jo
 			case <-updates:
 				t.Reset(after)
 			case <-t.C:
+				// Not registered yet is queued too: a tenant's job is
+				// registered by the coordinator that takes it in.
 				st, err := jobs.Status(wctx, topo, tenant, job)
-				if err == nil && st.State == schemas.StateQueued {
-					why, err := jobs.QueuedReason(wctx, topo, tenant, job)
+				if err == nil && st.State == schemas.StateQueued || errors.Is(err, jobs.ErrNotFound) {
+					why, err := queuedReason(wctx, topo, tenant, job)
 					if err != nil {
 						return
 					}
 					hint := ""
 					if why == jobs.NoCoordinator {
-						hint = fmt.Sprintf(" (is a maker coordinator running on %s?)", natsURL)
+						hint = fmt.Sprintf(" (is a maker coordinator running on %s?)", bus.RedactURL(natsURL))
 					}
 					fmt.Fprintf(w, "%s/%s is still queued after %s: %s; it stays queued until a coordinator takes it%s\n",
 						tenant, job, after, why, hint)
@@ -496,6 +546,29 @@ func waitReport(ctx context.Context, w io.Writer, topo *bus.Topology, tenant, jo
 	cancel()
 	<-done
 	return rep, err
+}
+
+// queuedReason is jobs.QueuedReason, but for a tenant's identity, which
+// may not read the coordinators' leases (a refusal would end the command):
+// it then tells only whether any coordinator is taking in jobs, from the
+// coordinators' consumer on the job stream (a running coordinator always
+// has a pull waiting there).
+func queuedReason(ctx context.Context, topo *bus.Topology, tenant, job string) (string, error) {
+	if _, ok := auth.TenantOf(natsAuth(ctx).IdentityName()); !ok {
+		return jobs.QueuedReason(ctx, topo, tenant, job)
+	}
+	c, err := topo.JS.Consumer(ctx, topo.NS.JobsStream(), bus.ConsumerCoordinators)
+	if err != nil {
+		return "", fmt.Errorf("coordinators' consumer: %w", err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return "", fmt.Errorf("coordinators' consumer: %w", err)
+	}
+	if info.NumWaiting == 0 {
+		return jobs.NoCoordinator, nil
+	}
+	return "waiting for a coordinator with a free slot", nil
 }
 
 // parseHardSteps reads --hard-steps FRACTION:ACCURACY ("" for none).

@@ -337,7 +337,7 @@ func taskShowCmd(e *env) *cobra.Command {
 // taskRegistry connects to the fleet's task registry: made if missing
 // when write is set, else only opened (a read creates nothing).
 func taskRegistry(ctx context.Context, natsURL string, write bool) (*taskreg.Registry, func(), error) {
-	nc, err := bus.Connect(natsURL, "maker-task")
+	nc, err := bus.Connect(natsURL, "maker-task", natsAuth(ctx))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -355,7 +355,7 @@ func taskRegistry(ctx context.Context, natsURL string, write bool) (*taskreg.Reg
 	}
 	if err != nil {
 		nc.Close()
-		return nil, nil, fmt.Errorf("%s: %w", natsURL, err)
+		return nil, nil, fmt.Errorf("%s: %w", bus.RedactURL(natsURL), err)
 	}
 	return taskreg.New(topo.Tasks, builtin.Registry()), nc.Close, nil
 }

@@ -25,7 +25,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/bus"
@@ -62,26 +61,56 @@ type Env struct {
 	Topo  *bus.Topology
 	Log   *slog.Logger
 
-	redis *testkit.Redis
+	redis    *testkit.Redis
+	redisURL string
 }
 
 // New starts nats-server and redis-server, and a fleet without roles on
 // them. Streams and buckets are in memory: tests need no durability.
 func New(tb testing.TB) *Env {
 	tb.Helper()
+	return NewWith(tb, Backends{})
+}
+
+// Backends are servers a test started itself (a cluster, a TLS Redis),
+// for NewWith; zero fields are started as New does.
+type Backends struct {
+	// NATS is the nats-server; its URL may list a cluster's servers.
+	NATS *testkit.NATS
+	// RedisURL is any --redis URL (store.ParseRedisURL): TLS, ACL user,
+	// Cluster, Sentinel. Env.Redis is then nil.
+	RedisURL string
+	// Bus is the topology's configuration (e.g. Replicas 3 on a
+	// cluster). Default: memory storage, one replica.
+	Bus *bus.Config
+}
+
+// NewWith is New on the given servers.
+func NewWith(tb testing.TB, b Backends) *Env {
+	tb.Helper()
 	log := testLogger(tb)
 	e := &Env{
-		TB:    tb,
-		NATS:  testkit.StartNATS(tb),
-		redis: testkit.StartRedis(tb),
-		Bus:   bus.Config{Storage: jetstream.MemoryStorage},
-		Tasks: builtin.Registry(),
-		Log:   log,
+		TB:       tb,
+		NATS:     b.NATS,
+		redisURL: b.RedisURL,
+		Bus:      bus.Config{Storage: jetstream.MemoryStorage},
+		Tasks:    builtin.Registry(),
+		Log:      log,
+	}
+	if e.NATS == nil {
+		e.NATS = testkit.StartNATS(tb)
+	}
+	if e.redisURL == "" {
+		e.redis = testkit.StartRedis(tb)
+		e.redisURL = e.redis.URL()
+	}
+	if b.Bus != nil {
+		e.Bus = *b.Bus
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	f, err := fleet.Start(ctx, fleet.Options{
-		NATSURL: e.NATS.URL, RedisURL: e.redis.URL(), Bus: e.Bus, Tasks: e.Tasks, Logger: log,
+		NATSURL: e.NATS.URL, RedisURL: e.redisURL, Bus: e.Bus, Tasks: e.Tasks, Logger: log,
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -109,13 +138,17 @@ func (e *Env) Connect(name string) *nats.Conn {
 	return nc
 }
 
-// Redis returns the fleet's redis-server.
+// Redis returns the fleet's redis-server; nil when NewWith was given a
+// Redis URL.
 func (e *Env) Redis() *testkit.Redis { return e.redis }
 
 // Store returns a store on the fleet's Redis, with its own client.
 func (e *Env) Store() *store.Store {
 	e.TB.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: e.redis.Addr})
+	rdb, _, err := store.NewRedisClient(e.redisURL)
+	if err != nil {
+		e.TB.Fatal(err)
+	}
 	e.TB.Cleanup(func() { _ = rdb.Close() })
 	st, err := store.New(rdb, store.Config{})
 	if err != nil {
@@ -156,7 +189,7 @@ type Voter struct {
 
 // StartVoter starts a voter calling m on its own connection. Zero cfg
 // fields take test defaults (tasks, bus config, logger, id "voter-test",
-// a 5s drain, a 20ms model error delay).
+// a 5s drain, a 20ms model error delay, any model allowed).
 func (e *Env) StartVoter(m voter.Model, cfg voter.Config) *Voter {
 	e.TB.Helper()
 	if cfg.ID == "" {
@@ -170,6 +203,11 @@ func (e *Env) StartVoter(m voter.Model, cfg voter.Config) *Voter {
 	}
 	if cfg.ModelErrorDelay == 0 {
 		cfg.ModelErrorDelay = 20 * time.Millisecond
+	}
+	if cfg.Policy.AllowModels == nil {
+		// Test models serve every name (a job's stronger model too); a
+		// test of the voter's model policy sets its own.
+		cfg.Policy.AllowModels = []string{voter.AnyModel}
 	}
 	r, err := e.Fleet.AddVoter(m, cfg)
 	if err != nil {

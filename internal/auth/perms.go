@@ -1,0 +1,290 @@
+// Package auth gives each part of a fleet an identity of its own on NATS
+// and the least privilege it needs there: "the subject proves the
+// identity". `maker auth init` (Init) writes one nkey seed per identity
+// and a nats-server authorization block (auth.conf) granting each its
+// publish and subscribe permissions (PermissionsOf); the server then refuses
+// everything else, so a message's subject tells who could have sent it.
+//
+// Identities (Roles, then one per tenant):
+//
+//	coordinator   runs jobs: the topology, samples, journal, decisions,
+//	              registry, status, reports, leases; serves controls and
+//	              decisions. Never publishes a result.
+//	voter         pulls sample requests, publishes results and dead
+//	              letters, reads the task registry, hears step-decided.
+//	judge         the break-glass and arbitration streams and buckets.
+//	approver      a person: decides steps waiting for one, approves held
+//	              judge calls; reads every job's registry, status, report.
+//	admin         the operator: everything.
+//	tenant-<T>    a tenant's clients: submits, controls, reads its own
+//	              jobs, dead letters and judge answers, asks for break
+//	              glass; nothing of any other tenant.
+//
+// Every identity reads replies only under its own inbox prefix,
+// _INBOX.<identity> (bus.Auth sets it), so nobody reads another's replies.
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// The identities every fleet has; tenants add TenantPrefix+<tenant>.
+const (
+	Coordinator  = "coordinator"
+	Voter        = "voter"
+	Judge        = "judge"
+	Admin        = "admin"
+	Approver     = "approver"
+	TenantPrefix = "tenant-"
+)
+
+// Roles are the identities other than tenants, in the order auth.conf
+// lists them.
+var Roles = []string{Coordinator, Voter, Judge, Approver, Admin}
+
+// ErrIdentity: a name that is none of the identities.
+var ErrIdentity = errors.New("auth: unknown identity")
+
+// Rules are subject filters a client may (Allow) and may not (Deny) use;
+// Deny wins over Allow.
+type Rules struct {
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// Permissions are what an identity may publish and subscribe to.
+// AllowResponses lets it answer requests it received (the control and
+// decide services), whatever their reply subject.
+type Permissions struct {
+	Publish        Rules `json:"publish"`
+	Subscribe      Rules `json:"subscribe"`
+	AllowResponses bool  `json:"allow_responses,omitempty"`
+}
+
+// Tenant returns the identity of tenant's clients.
+func Tenant(tenant string) string { return TenantPrefix + tenant }
+
+// TenantOf returns the tenant of a tenant identity.
+func TenantOf(identity string) (string, bool) {
+	t, ok := strings.CutPrefix(identity, TenantPrefix)
+	return t, ok && schemas.ValidTenant(t) == nil
+}
+
+var identityRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
+
+// ValidIdentity checks that id is a role or a valid tenant identity.
+func ValidIdentity(id string) error {
+	if slices.Contains(Roles, id) {
+		return nil
+	}
+	if _, ok := TenantOf(id); ok && identityRE.MatchString(id) {
+		return nil
+	}
+	return fmt.Errorf("%w %q: one of %s, or %s<tenant>", ErrIdentity, id, strings.Join(Roles, ", "), TenantPrefix)
+}
+
+// names are the subjects and JetStream API subjects of one namespace.
+type names struct{ ns bus.Namespace }
+
+func (n names) subj(kind string) string { return n.ns.String() + ".v1." + kind + "." }
+
+// fleetStreams are the fleet's streams; fleetBuckets its buckets.
+func (n names) fleetStreams() []string {
+	return []string{n.ns.JobsStream(), n.ns.SamplesStream(), n.ns.ResultsStream(), n.ns.JournalStream(), n.ns.DLQStream()}
+}
+
+func (n names) fleetBuckets() []string {
+	return []string{n.ns.JobsBucket(), n.ns.StatusBucket(), n.ns.ReportsBucket(), n.ns.LeasesBucket(), n.ns.TasksBucket()}
+}
+
+func (n names) judgeStreams() []string {
+	return []string{n.ns.JudgeStream(), n.ns.ArbitrateStream(), n.ns.JudgeAuditStream()}
+}
+
+func (n names) judgeBuckets() []string {
+	return []string{n.ns.JudgeAnswersBucket(), n.ns.JudgeSessionsBucket(), n.ns.JudgeApprovalsBucket()}
+}
+
+func kvStream(bucket string) string { return "KV_" + bucket }
+
+// info lets a client bind streams and buckets and look at their durable
+// consumers: what bus.Open, bus.Ensure on an existing topology and
+// js.KeyValue do. Read-only.
+func info(streams, buckets []string) []string {
+	var out []string
+	for _, s := range streams {
+		out = append(out, "$JS.API.STREAM.INFO."+s, "$JS.API.CONSUMER.INFO."+s+".*")
+	}
+	for _, b := range buckets {
+		out = append(out, "$JS.API.STREAM.INFO."+kvStream(b))
+	}
+	return out
+}
+
+// kvRead lets a client get and watch the keys of bucket that keyFilter
+// matches ("alpha.>", ">"): direct gets by key, and ordered consumers
+// (watchers, key listings) whose filter the server checks against the
+// subject (a filtered create names its filter in the subject).
+func kvRead(bucket, keyFilter string) []string {
+	s, k := kvStream(bucket), "$KV."+bucket+"."+keyFilter
+	return []string{
+		"$JS.API.DIRECT.GET." + s + "." + k,
+		"$JS.API.CONSUMER.CREATE." + s + ".*." + k,
+		// A watcher deletes its consumer when stopped. Consumer names are
+		// random, so another's is not found by guessing.
+		"$JS.API.CONSUMER.DELETE." + s + ".*",
+		"$JS.FC." + s + ".>",
+	}
+}
+
+// streamRead lets a client read a stream's messages whose subject filter
+// matches, with ordered consumers (bus.ReadOrdered).
+func streamRead(stream, filter string) []string {
+	return []string{
+		"$JS.API.CONSUMER.CREATE." + stream + ".*." + filter,
+		"$JS.API.CONSUMER.MSG.NEXT." + stream + ".*",
+		"$JS.API.CONSUMER.DELETE." + stream + ".*",
+	}
+}
+
+// pull lets a client pull from and ack the durable consumer of a stream.
+func pull(stream, durable string) []string {
+	return []string{
+		"$JS.API.CONSUMER.MSG.NEXT." + stream + "." + durable,
+		"$JS.ACK." + stream + "." + durable + ".>",
+	}
+}
+
+// ownStreams lets a client make streams (and buckets' streams) by name
+// and use them: create when missing and look at them, read their
+// messages, manage their consumers, ack. Not update, purge or delete: a
+// stream's config could republish its messages under any subject, and
+// only the admin (and the coordinator, trusted with the fleet) may change
+// one that exists.
+func ownStreams(stream string) []string {
+	return []string{
+		"$JS.API.STREAM.CREATE." + stream,
+		"$JS.API.STREAM.INFO." + stream,
+		"$JS.API.STREAM.MSG.GET." + stream,
+		"$JS.API.CONSUMER.*." + stream,
+		"$JS.API.CONSUMER.*." + stream + ".>",
+		"$JS.API.CONSUMER.*.*." + stream + ".>",
+		"$JS.API.DIRECT.GET." + stream + ".>",
+		"$JS.API.DIRECT.GET." + stream,
+		"$JS.ACK." + stream + ".>",
+		"$JS.FC." + stream + ".>",
+	}
+}
+
+// PermissionsOf returns what identity may do on NATS in namespace ns.
+func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
+	if err := ValidIdentity(identity); err != nil {
+		return Permissions{}, err
+	}
+	n := names{ns}
+	inbox := "_INBOX." + identity + ".>"
+	var p Permissions
+	switch identity {
+	case Admin:
+		p.Publish.Allow = []string{">"}
+		p.Subscribe.Allow = []string{">"}
+		p.AllowResponses = true
+		return p, nil
+
+	case Coordinator:
+		// The fleet's topology and everything of a job's run, but no
+		// result (only voters'), no break-glass request (only tenants'),
+		// no approval (only approvers'), and nothing the judge keeps.
+		p.Publish.Allow = []string{
+			"$JS.API.>", "$JS.ACK.>", "$JS.FC.>",
+			n.subj("job") + "*",
+			n.subj("sample") + ">",
+			n.subj("journal") + ">",
+			n.subj("dlq") + ">",
+			n.subj("decided") + ">",
+			n.subj("arbitrate") + "*",
+		}
+		// Every fleet bucket but the task registry, which only the admin
+		// writes (maker task register).
+		for _, b := range n.fleetBuckets() {
+			if b != n.ns.TasksBucket() {
+				p.Publish.Allow = append(p.Publish.Allow, "$KV."+b+".>")
+			}
+		}
+		p.Publish.Deny = []string{n.subj("result") + ">", n.subj("judge") + ">", n.subj("judge_approve") + ">"}
+		for _, b := range n.judgeBuckets() {
+			p.Publish.Deny = append(p.Publish.Deny, "$KV."+b+".>")
+			for _, op := range []string{"UPDATE", "DELETE", "PURGE"} {
+				p.Publish.Deny = append(p.Publish.Deny, "$JS.API.STREAM."+op+"."+kvStream(b))
+			}
+			p.Publish.Deny = append(p.Publish.Deny, "$JS.API.STREAM.MSG.DELETE."+kvStream(b))
+		}
+		p.Subscribe.Allow = []string{
+			inbox,
+			n.subj("control") + ">",
+			n.subj("decide") + ">",
+			n.subj("decided") + ">",
+			"$JS.EVENT.ADVISORY.>",
+		}
+		p.AllowResponses = true
+
+	case Voter:
+		p.Publish.Allow = append(info(n.fleetStreams(), n.fleetBuckets()),
+			n.subj("result")+">",
+			n.subj("dlq")+">",
+		)
+		p.Publish.Allow = append(p.Publish.Allow, pull(n.ns.SamplesStream(), bus.ConsumerVoters)...)
+		p.Publish.Allow = append(p.Publish.Allow, kvRead(n.ns.TasksBucket(), ">")...)
+		p.Subscribe.Allow = []string{inbox, n.subj("decided") + ">"}
+
+	case Judge:
+		for _, s := range n.judgeStreams() {
+			p.Publish.Allow = append(p.Publish.Allow, ownStreams(s)...)
+		}
+		for _, b := range n.judgeBuckets() {
+			p.Publish.Allow = append(p.Publish.Allow, ownStreams(kvStream(b))...)
+			p.Publish.Allow = append(p.Publish.Allow, "$KV."+b+".>")
+		}
+		// Making a bucket reads the account's limits. An approved held
+		// call is re-published by the judge itself, on the requester's
+		// subject (the tenant's break glass, or the coordinator's
+		// arbitration), so that a judge runs it without the hold.
+		p.Publish.Allow = append(p.Publish.Allow, n.subj("judge_audit")+">", "$JS.API.INFO",
+			n.subj("judge")+"*", n.subj("arbitrate")+"*")
+		p.Subscribe.Allow = []string{inbox, n.subj("judge_approve") + ">"}
+		p.AllowResponses = true
+
+	case Approver:
+		p.Publish.Allow = append(info(append(n.fleetStreams(), n.judgeStreams()...), append(n.fleetBuckets(), n.judgeBuckets()...)),
+			n.subj("decide")+"*.*",
+			n.subj("judge_approve")+Approver,
+		)
+		for _, b := range []string{n.ns.JobsBucket(), n.ns.StatusBucket(), n.ns.ReportsBucket(), n.ns.TasksBucket(),
+			n.ns.JudgeApprovalsBucket(), n.ns.JudgeAnswersBucket()} {
+			p.Publish.Allow = append(p.Publish.Allow, kvRead(b, ">")...)
+		}
+		p.Subscribe.Allow = []string{inbox}
+
+	default: // a tenant
+		t, _ := TenantOf(identity)
+		p.Publish.Allow = append(info(append(n.fleetStreams(), n.judgeStreams()...), append(n.fleetBuckets(), n.judgeBuckets()...)),
+			n.subj("job")+t,
+			n.subj("control")+t+".*",
+			n.subj("judge")+t,
+		)
+		for _, b := range []string{n.ns.JobsBucket(), n.ns.StatusBucket(), n.ns.ReportsBucket(), n.ns.JudgeAnswersBucket()} {
+			p.Publish.Allow = append(p.Publish.Allow, kvRead(b, t+".>")...)
+		}
+		p.Publish.Allow = append(p.Publish.Allow, kvRead(n.ns.TasksBucket(), ">")...)
+		p.Publish.Allow = append(p.Publish.Allow, streamRead(n.ns.DLQStream(), n.subj("dlq")+t+".>")...)
+		p.Subscribe.Allow = []string{inbox}
+	}
+	return p, nil
+}

@@ -1,0 +1,77 @@
+package auth_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/makerfleet/makerfleet/internal/auth"
+	"github.com/makerfleet/makerfleet/internal/bus"
+)
+
+func TestAuthValidIdentity(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		id string
+		ok bool
+	}{
+		{"coordinator", true}, {"voter", true}, {"judge", true}, {"approver", true}, {"admin", true},
+		{"tenant-alpha", true}, {"tenant-a-1", true},
+		{"tenant-", false}, {"tenant-Alpha", false}, {"tenant-a.b", false}, {"root", false}, {"", false},
+	} {
+		err := auth.ValidIdentity(tc.id)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, auth.ErrIdentity)) {
+			t.Errorf("ValidIdentity(%q) = %v, want ok %v", tc.id, err, tc.ok)
+		}
+	}
+}
+
+// TestAuthPermissionsShape: properties every generated permission set
+// keeps, whatever the namespace: only the admin may use everything, each
+// identity subscribes under its own inbox and no other, and a tenant's
+// lists name no other tenant's subjects.
+func TestAuthPermissionsShape(t *testing.T) {
+	t.Parallel()
+	for _, ns := range []bus.Namespace{"", "team-b"} {
+		for _, id := range append(slices.Clone(auth.Roles), "tenant-alpha") {
+			p, err := auth.PermissionsOf(ns, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := append(append(slices.Clone(p.Publish.Allow), p.Subscribe.Allow...), p.Publish.Deny...)
+			if id == auth.Admin {
+				if !slices.Contains(p.Publish.Allow, ">") || !slices.Contains(p.Subscribe.Allow, ">") {
+					t.Errorf("admin: %+v", p)
+				}
+				continue
+			}
+			for _, s := range all {
+				if s == ">" || strings.HasPrefix(s, "_INBOX.") && s != "_INBOX."+id+".>" {
+					t.Errorf("%s (ns %q) may use %s", id, ns, s)
+				}
+			}
+			if !slices.Contains(p.Subscribe.Allow, "_INBOX."+id+".>") {
+				t.Errorf("%s (ns %q) cannot read its inbox", id, ns)
+			}
+			if slices.Contains(p.Publish.Allow, ns.String()+".v1.result.>") != (id == auth.Voter) {
+				t.Errorf("%s (ns %q): results publishable: %v", id, ns, !(id == auth.Voter))
+			}
+			if _, ok := auth.TenantOf(id); ok {
+				for _, s := range p.Publish.Allow {
+					if strings.HasPrefix(s, "$KV.") || strings.Contains(s, "STREAM.CREATE") || strings.Contains(s, "STREAM.UPDATE") {
+						t.Errorf("tenant may %s", s)
+					}
+					for _, tok := range strings.Split(s, ".") {
+						if tok == "beta" {
+							t.Errorf("tenant-alpha's %s names another tenant", s)
+						}
+					}
+				}
+			}
+		}
+	}
+	if _, err := auth.PermissionsOf("", "tenant-"); !errors.Is(err, auth.ErrIdentity) {
+		t.Errorf("tenant-: %v", err)
+	}
+}

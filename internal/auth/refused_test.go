@@ -1,0 +1,289 @@
+package auth_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/internal/auth"
+	"github.com/makerfleet/makerfleet/internal/auth/authtest"
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/jobs"
+)
+
+// action is something a client does; it returns when done, or when ctx
+// ends (a refused request gets no answer).
+type action func(ctx context.Context, c *authtest.Conn) error
+
+func publish(subject string) action {
+	return func(_ context.Context, c *authtest.Conn) error {
+		if err := c.Publish(subject, []byte(`{}`)); err != nil {
+			return err
+		}
+		return c.Flush()
+	}
+}
+
+func jsPublish(subject string) action {
+	return func(ctx context.Context, c *authtest.Conn) error {
+		js, err := jetstream.New(c.Conn)
+		if err != nil {
+			return err
+		}
+		_, err = js.Publish(ctx, subject, []byte(`{}`))
+		return err
+	}
+}
+
+func subscribe(subject string) action {
+	return func(_ context.Context, c *authtest.Conn) error {
+		if _, err := c.SubscribeSync(subject); err != nil {
+			return err
+		}
+		return c.Flush()
+	}
+}
+
+func request(subject string) action {
+	return func(ctx context.Context, c *authtest.Conn) error {
+		_, err := c.RequestWithContext(ctx, subject, nil)
+		if errors.Is(err, nats.ErrNoResponders) {
+			return nil // allowed: nobody serves it in this test
+		}
+		return err
+	}
+}
+
+func bucket(ctx context.Context, c *authtest.Conn, name string) (jetstream.KeyValue, error) {
+	js, err := jetstream.New(c.Conn)
+	if err != nil {
+		return nil, err
+	}
+	return js.KeyValue(ctx, name)
+}
+
+func kvGet(name, key string) action {
+	return func(ctx context.Context, c *authtest.Conn) error {
+		kv, err := bucket(ctx, c, name)
+		if err != nil {
+			return err
+		}
+		if _, err = kv.Get(ctx, key); errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil
+		}
+		return err
+	}
+}
+
+func kvPut(name, key string) action {
+	return func(ctx context.Context, c *authtest.Conn) error {
+		kv, err := bucket(ctx, c, name)
+		if err != nil {
+			return err
+		}
+		_, err = kv.Put(ctx, key, []byte(`{}`))
+		return err
+	}
+}
+
+func kvWatch(name, keys string) action {
+	return func(ctx context.Context, c *authtest.Conn) error {
+		kv, err := bucket(ctx, c, name)
+		if err != nil {
+			return err
+		}
+		w, err := kv.Watch(ctx, keys)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = w.Stop() }()
+		select { // the initial values end with a nil entry
+		case <-w.Updates():
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func deadLetters(tenant string) action {
+	return func(ctx context.Context, c *authtest.Conn) error {
+		js, err := jetstream.New(c.Conn)
+		if err != nil {
+			return err
+		}
+		_, err = bus.ListDeadLetters(ctx, js, bus.DefaultNamespace, tenant, "", 10)
+		return err
+	}
+}
+
+// TestAuthRefused: each forbidden action of each identity is refused by
+// the nats-server running with the auth.conf `maker auth init` wrote, and
+// the allowed ones (the controls) pass.
+// jobList lists tenant's jobs as `maker jobs list --tenant T` does: a KV
+// key listing filtered on the tenant's keys.
+func jobList(tenant string) action {
+	return func(ctx context.Context, c *authtest.Conn) error {
+		js, err := jetstream.New(c.Conn)
+		if err != nil {
+			return err
+		}
+		topo, err := bus.Open(ctx, js, bus.Config{})
+		if err != nil {
+			return err
+		}
+		_, err = jobs.List(ctx, topo, tenant)
+		return err
+	}
+}
+
+func TestAuthRefused(t *testing.T) {
+	t.Parallel()
+	srv := authtest.Start(t, "alpha", "beta")
+	ns := bus.DefaultNamespace
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// The coordinator makes the fleet's topology, the judge its own: both
+	// on their identities.
+	for _, id := range []string{auth.Coordinator, auth.Judge} {
+		c := srv.Connect(t, id)
+		js, err := jetstream.New(c.Conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id == auth.Coordinator {
+			_, err = bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage})
+		} else {
+			_, err = bus.EnsureJudge(ctx, js, bus.JudgeConfig{Storage: jetstream.MemoryStorage})
+		}
+		if err != nil {
+			t.Fatalf("%s makes its topology: %v (violations %v)", id, err, c.Violations())
+		}
+		for _, v := range c.Violations() {
+			t.Errorf("%s was refused: %v", id, v)
+		}
+	}
+	const (
+		alpha, beta = "tenant-alpha", "tenant-beta"
+	)
+	result := ns.ResultSubject("alpha", "j1", 0)
+	cases := []struct {
+		name     string
+		identity string
+		do       action
+		// refused is the subject the server must refuse (a prefix of it
+		// for generated names); "" means the action is allowed.
+		refused string
+	}{
+		// Finding 1: only voters publish results.
+		{"tenant publishes a result", alpha, publish(result), result},
+		{"coordinator publishes a result", auth.Coordinator, publish(result), result},
+		{"approver publishes a result", auth.Approver, publish(result), result},
+		{"judge publishes a result", auth.Judge, publish(result), result},
+		{"voter publishes a result", auth.Voter, jsPublish(result), ""},
+		// Finding 2: only coordinators announce decided steps.
+		{"tenant publishes step decided", alpha, publish(ns.DecidedSubject("alpha", "j1")), ns.DecidedSubject("alpha", "j1")},
+		{"voter publishes step decided", auth.Voter, publish(ns.DecidedSubject("alpha", "j1")), ns.DecidedSubject("alpha", "j1")},
+		{"judge publishes step decided", auth.Judge, publish(ns.DecidedSubject("alpha", "j1")), ns.DecidedSubject("alpha", "j1")},
+		{"voter hears step decided", auth.Voter, subscribe(ns.DecidedWildcard()), ""},
+		// Finding 3: only coordinators issue sample requests.
+		{"tenant issues a sample request", alpha, publish(ns.SampleSubject("alpha", "j1")), ns.SampleSubject("alpha", "j1")},
+		{"voter issues a sample request", auth.Voter, publish(ns.SampleSubject("alpha", "j1")), ns.SampleSubject("alpha", "j1")},
+		{"voter listens to sample requests", auth.Voter, subscribe(ns.SampleSubject("*", "*")), ns.SampleSubject("*", "*")},
+		{"tenant pulls the voters' requests", alpha, request("$JS.API.CONSUMER.MSG.NEXT.MAKER_SAMPLES.voters"), "$JS.API.CONSUMER.MSG.NEXT.MAKER_SAMPLES.voters"},
+		{"voter creates a consumer", auth.Voter, request("$JS.API.CONSUMER.CREATE.MAKER_SAMPLES.x"), "$JS.API.CONSUMER.CREATE.MAKER_SAMPLES.x"},
+		// Finding 4 and tenant isolation.
+		{"voter submits a job", auth.Voter, publish(ns.JobSubject("alpha")), ns.JobSubject("alpha")},
+		{"tenant submits its job", alpha, jsPublish(ns.JobSubject("alpha")), ""},
+		{"tenant submits a job as another", alpha, publish(ns.JobSubject("beta")), ns.JobSubject("beta")},
+		{"tenant controls its job", alpha, request("maker.v1.control.alpha.j1"), ""},
+		{"tenant controls another's job", alpha, publish("maker.v1.control.beta.j1"), "maker.v1.control.beta.j1"},
+		{"tenant decides a step", alpha, publish("maker.v1.decide.alpha.j1"), "maker.v1.decide.alpha.j1"},
+		{"voter decides a step", auth.Voter, publish("maker.v1.decide.alpha.j1"), "maker.v1.decide.alpha.j1"},
+		{"approver decides a step", auth.Approver, request("maker.v1.decide.alpha.j1"), ""},
+		{"tenant approves a held judge call", alpha, publish("maker.v1.judge_approve.approver"), "maker.v1.judge_approve.approver"},
+		{"approver approves as another", auth.Approver, publish("maker.v1.judge_approve." + alpha), "maker.v1.judge_approve." + alpha},
+		{"approver approves", auth.Approver, publish("maker.v1.judge_approve.approver"), ""},
+		{"tenant asks break glass", alpha, jsPublish(ns.JudgeSubject("alpha")), ""},
+		{"tenant asks break glass as another", alpha, publish(ns.JudgeSubject("beta")), ns.JudgeSubject("beta")},
+		{"coordinator asks break glass", auth.Coordinator, publish(ns.JudgeSubject("alpha")), ns.JudgeSubject("alpha")},
+		{"tenant reads its status", alpha, kvGet(ns.StatusBucket(), "alpha.j1"), ""},
+		{"tenant reads another's status", beta, kvGet(ns.StatusBucket(), "alpha.j1"), "$JS.API.DIRECT.GET.KV_maker_status.$KV.maker_status.alpha.j1"},
+		{"tenant reads another's report", beta, kvGet(ns.ReportsBucket(), "alpha.j1"), "$JS.API.DIRECT.GET.KV_maker_reports.$KV.maker_reports.alpha.j1"},
+		{"tenant reads another's registry entry", beta, kvGet(ns.JobsBucket(), "alpha.j1"), "$JS.API.DIRECT.GET.KV_maker_jobs.$KV.maker_jobs.alpha.j1"},
+		{"tenant reads another's judge answer", beta, kvGet(ns.JudgeAnswersBucket(), "alpha.r1"), "$JS.API.DIRECT.GET.KV_maker_judge_answers.$KV.maker_judge_answers.alpha.r1"},
+		{"tenant reads its judge answer", alpha, kvGet(ns.JudgeAnswersBucket(), "alpha.r1"), ""},
+		{"tenant reads the leases", alpha, kvGet(ns.LeasesBucket(), "alpha.j1"), "$JS.API.DIRECT.GET.KV_maker_leases"},
+		{"tenant reads a judge session", alpha, kvGet(ns.JudgeSessionsBucket(), "alpha.s1"), "$JS.API.DIRECT.GET.KV_maker_judge_sessions"},
+		{"tenant watches its jobs", alpha, kvWatch(ns.StatusBucket(), "alpha.>"), ""},
+		{"tenant watches another's jobs", beta, kvWatch(ns.StatusBucket(), "alpha.>"), "$JS.API.CONSUMER.CREATE.KV_maker_status."},
+		{"tenant watches every job", alpha, kvWatch(ns.JobsBucket(), ">"), "$JS.API.CONSUMER.CREATE.KV_maker_jobs."},
+		{"tenant lists its dead letters", alpha, deadLetters("alpha"), ""},
+		{"tenant lists another's dead letters", beta, deadLetters("alpha"), "$JS.API.CONSUMER.CREATE.MAKER_DLQ."},
+		{"tenant lists every dead letter", alpha, deadLetters(""), "$JS.API.CONSUMER.CREATE.MAKER_DLQ."},
+		{"tenant reads the judge audit", alpha, request("$JS.API.CONSUMER.CREATE.MAKER_JUDGE_AUDIT.x"), "$JS.API.CONSUMER.CREATE.MAKER_JUDGE_AUDIT.x"},
+		{"tenant listens to everything", alpha, subscribe(">"), ">"},
+		{"tenant listens to every inbox", alpha, subscribe("_INBOX.>"), "_INBOX.>"},
+		{"tenant listens to the coordinator's inbox", alpha, subscribe("_INBOX.coordinator.>"), "_INBOX.coordinator.>"},
+		{"tenant listens to another tenant's inbox", alpha, subscribe("_INBOX." + beta + ".>"), "_INBOX." + beta + ".>"},
+		{"tenant listens to its inbox", alpha, subscribe("_INBOX." + alpha + ".>"), ""},
+		{"tenant listens to controls", alpha, subscribe("maker.v1.control.>"), "maker.v1.control.>"},
+		// KV writes and stream administration.
+		{"tenant writes its status", alpha, kvPut(ns.StatusBucket(), "alpha.j1"), "$KV.maker_status.alpha.j1"},
+		{"voter writes the registry", auth.Voter, kvPut(ns.JobsBucket(), "alpha.j1"), "$KV.maker_jobs.alpha.j1"},
+		{"voter writes a task spec", auth.Voter, kvPut(ns.TasksBucket(), "t.1"), "$KV.maker_tasks.t.1"},
+		{"voter reads a task spec", auth.Voter, kvGet(ns.TasksBucket(), "t.1"), ""},
+		{"coordinator writes a task spec", auth.Coordinator, kvPut(ns.TasksBucket(), "t.1"), "$KV.maker_tasks.t.1"},
+		{"admin writes a task spec", auth.Admin, kvPut(ns.TasksBucket(), "t.1"), ""},
+		{"tenant resets its judge session", alpha, kvPut(ns.JudgeSessionsBucket(), "alpha.s1"), "$KV.maker_judge_sessions.alpha.s1"},
+		{"coordinator writes a judge session", auth.Coordinator, kvPut(ns.JudgeSessionsBucket(), "alpha.s1"), "$KV.maker_judge_sessions.alpha.s1"},
+		{"coordinator purges the judge sessions", auth.Coordinator, request("$JS.API.STREAM.PURGE.KV_maker_judge_sessions"), "$JS.API.STREAM.PURGE.KV_maker_judge_sessions"},
+		{"judge writes a judge session", auth.Judge, kvPut(ns.JudgeSessionsBucket(), "alpha.s1"), ""},
+		{"tenant deletes a stream", alpha, request("$JS.API.STREAM.DELETE.MAKER_JOBS"), "$JS.API.STREAM.DELETE.MAKER_JOBS"},
+		{"voter purges the results", auth.Voter, request("$JS.API.STREAM.PURGE.MAKER_RESULTS"), "$JS.API.STREAM.PURGE.MAKER_RESULTS"},
+		{"judge deletes a fleet stream", auth.Judge, request("$JS.API.STREAM.DELETE.MAKER_JOBS"), "$JS.API.STREAM.DELETE.MAKER_JOBS"},
+		{"judge changes its stream's config", auth.Judge, request("$JS.API.STREAM.UPDATE.MAKER_JUDGE"), "$JS.API.STREAM.UPDATE.MAKER_JUDGE"},
+		{"judge purges its audit trail", auth.Judge, request("$JS.API.STREAM.PURGE.MAKER_JUDGE_AUDIT"), "$JS.API.STREAM.PURGE.MAKER_JUDGE_AUDIT"},
+		{"judge reads its requests", auth.Judge, request("$JS.API.CONSUMER.INFO.MAKER_JUDGE.judges"), ""},
+		{"judge re-publishes an approved break-glass call", auth.Judge, jsPublish(ns.JudgeSubject("alpha")), ""},
+		{"judge re-publishes an approved arbitration", auth.Judge, jsPublish(ns.ArbitrateSubject("alpha")), ""},
+		{"tenant lists its jobs", alpha, jobList("alpha"), ""},
+		{"tenant lists another's jobs", beta, jobList("alpha"), "$JS.API.CONSUMER.CREATE.KV_maker_jobs"},
+		{"admin does anything", auth.Admin, request("$JS.API.STREAM.INFO.MAKER_JOBS"), ""},
+	}
+	// In a group, so ctx outlives the parallel cases.
+	t.Run("cases", func(t *testing.T) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				c := srv.Connect(t, tc.identity)
+				actx, acancel := context.WithTimeout(ctx, 20*time.Second)
+				defer acancel()
+				done := make(chan error, 1)
+				go func() { done <- tc.do(actx, c) }() // owned: awaited below
+				if tc.refused == "" {
+					if err := <-done; err != nil {
+						t.Fatalf("%s: %v (violations %v)", tc.identity, err, c.Violations())
+					}
+					if err := c.Flush(); err != nil {
+						t.Fatal(err)
+					}
+					for _, v := range c.Violations() {
+						t.Errorf("%s was refused: %v", tc.identity, v)
+					}
+					return
+				}
+				v := c.WaitViolation(tc.refused, 15*time.Second)
+				acancel()
+				<-done
+				if !errors.Is(v, bus.ErrPermission) {
+					t.Fatalf("the server did not refuse %s %s (violations %v)", tc.identity, tc.refused, c.Violations())
+				}
+			})
+		}
+	})
+}

@@ -1,0 +1,448 @@
+package judge
+
+import (
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/rs/zerolog"
+	"github.com/zricethezav/gitleaks/v8/config"
+	"github.com/zricethezav/gitleaks/v8/detect"
+	"github.com/zricethezav/gitleaks/v8/logging"
+)
+
+// The detectors of the secret guard, run on normalised text (see
+// secrets_normalize.go):
+//   - gitleaks' maintained default rules (about 220 providers' token
+//     shapes, private keys, JWTs, webhooks, generic key assignments), with
+//     its decoding passes (base64, hex, percent-encoding) so an encoded key
+//     is found too;
+//   - our own rules for what gitleaks leaves to context: credentials in
+//     URLs, netrc entries, Authorization headers, quoted key/value pairs,
+//     and the guard's original patterns;
+//   - an entropy check for long random-looking tokens that no rule names.
+//
+// Each finding is a byte span of the normalised text, or, when gitleaks
+// cannot say where (a path-only rule), the whole input.
+
+// secretSpan is a finding: bytes [start, end) of the scanned text, found
+// by rule.
+type secretSpan struct {
+	start, end int
+	rule       string
+}
+
+// scanResult is what the detectors found in one text.
+type scanResult struct {
+	spans []secretSpan
+	// whole is set, with its rule, when a finding has no span: the whole
+	// text counts as secret.
+	whole string
+}
+
+func (r scanResult) found() bool { return len(r.spans) > 0 || r.whole != "" }
+
+// rule names the first finding, for a reason.
+func (r scanResult) rule() string {
+	if r.whole != "" {
+		return r.whole
+	}
+	if len(r.spans) > 0 {
+		return r.spans[0].rule
+	}
+	return ""
+}
+
+// gitleaksMaxDecodeDepth is how many decoding passes gitleaks makes over
+// a text (a base64 value holding a PEM key needs one; two catch it
+// encoded twice).
+const gitleaksMaxDecodeDepth = 2
+
+// detector is gitleaks' default configuration, compiled once per process
+// (compiling its rules takes tens of milliseconds): detectors are safe
+// for concurrent Detect calls, and the configuration is read only once.
+var detector = sync.OnceValue(func() *detect.Detector {
+	// gitleaks logs to stderr through a package logger; the guard reports
+	// through its reasons, and a log line could hold the secret.
+	logging.Logger = zerolog.Nop()
+	d, err := detect.NewDetectorDefaultConfig()
+	if err != nil {
+		// The configuration is embedded in the module: this is a build
+		// defect, caught by every test of the guard.
+		panic("judge: gitleaks default config: " + err.Error())
+	}
+	d.MaxDecodeDepth = gitleaksMaxDecodeDepth
+	d.IgnoreGitleaksAllow = true // a "gitleaks:allow" comment is the requester's word, not ours
+	d.Config.Allowlists = withoutPathAllowlists(d.Config.Allowlists)
+	for id, r := range d.Config.Rules {
+		r.Allowlists = withoutPathAllowlists(r.Allowlists)
+		d.Config.Rules[id] = r
+	}
+	return d
+})
+
+// withoutPathAllowlists drops what gitleaks allows by file path (lock
+// files, vendor directories, a README of a token library): a file name
+// is the requester's choice, so naming a file go.sum must not skip the
+// scan. Allowlists by pattern or stop word stay; one that needs a path
+// and something else is dropped whole (stricter).
+func withoutPathAllowlists(in []*config.Allowlist) []*config.Allowlist {
+	var out []*config.Allowlist
+	for _, a := range in {
+		if len(a.Paths) == 0 {
+			out = append(out, a)
+			continue
+		}
+		if a.MatchCondition == config.AllowlistMatchAnd {
+			continue
+		}
+		c := *a
+		c.Paths = nil
+		if len(c.Regexes) > 0 || len(c.StopWords) > 0 || len(c.Commits) > 0 {
+			out = append(out, &c)
+		}
+	}
+	return out
+}
+
+// scanSecrets runs every detector on n (normalised text); name is the
+// normalised file name the text comes from ("" for other text), for
+// gitleaks' rules that apply to some file types only.
+func scanSecrets(n, name string) scanResult {
+	var res scanResult
+	gitleaksSpans(&res, n, name)
+	lower := ""
+	for _, r := range ownRules {
+		if len(r.keywords) > 0 {
+			if lower == "" {
+				lower = strings.ToLower(n)
+			}
+			if !slices.ContainsFunc(r.keywords, func(k string) bool { return strings.Contains(lower, k) }) {
+				continue
+			}
+		}
+		for _, m := range r.re.FindAllStringSubmatchIndex(n, -1) {
+			if r.extendName {
+				for m[0] > 0 && wordChar(n[m[0]-1]) {
+					m[0]--
+				}
+				m[2] = m[0]
+			}
+			if r.keep != nil && !r.keep(submatches(n, m)) {
+				continue
+			}
+			start, end := m[0], m[1]
+			if r.group > 0 {
+				start, end = m[2*r.group], m[2*r.group+1]
+			}
+			if start >= 0 && end > start {
+				res.spans = append(res.spans, secretSpan{start, end, r.id})
+			}
+		}
+	}
+	res.spans = append(res.spans, entropySpans(n)...)
+	return res
+}
+
+// gitleaksSpans adds gitleaks' findings in n to res.
+func gitleaksSpans(res *scanResult, n, name string) {
+	// Detect takes the deprecated alias until gitleaks v9; DetectSource,
+	// its replacement, collects findings on the (shared) detector.
+	//lint:ignore SA1019 see above
+	frag := detect.Fragment{Raw: n, FilePath: name}
+	for _, f := range detector().Detect(frag) {
+		if f.Secret == "" || strings.HasPrefix(f.Match, "file detected: ") {
+			res.whole = "gitleaks:" + f.RuleID // a path-only rule (a .p12 file)
+			continue
+		}
+		if f.RuleID == "generic-api-key" && hashValue(n, f.Secret) {
+			continue
+		}
+		// A decoded finding's secret is not in n: its line is.
+		target := f.Secret
+		for _, t := range f.Tags {
+			if strings.HasPrefix(t, "decoded:") {
+				target = strings.Trim(f.Line, "\r\n")
+				break
+			}
+		}
+		found := false
+		for _, t := range []string{target, f.Match} {
+			for i := 0; t != "" && i < len(n); {
+				j := strings.Index(n[i:], t)
+				if j < 0 {
+					break
+				}
+				res.spans = append(res.spans, secretSpan{i + j, i + j + len(t), "gitleaks:" + f.RuleID})
+				found = true
+				i += j + len(t)
+			}
+			if found {
+				break
+			}
+		}
+		if !found {
+			res.whole = "gitleaks:" + f.RuleID
+		}
+	}
+}
+
+// hashPrefix matches the text just before a value that marks it as a
+// content hash (go.sum "h1:", npm integrity "sha512-", digests
+// "sha256:"), which gitleaks' generic rule may take for a key.
+var hashPrefix = regexp.MustCompile(`(?i)(?:\bh1:|\b(?:sha(?:1|224|256|384|512)|md5)[-:]|\bintegrity[\s:="']+)$`)
+
+// hashValue reports whether every occurrence of secret in n follows a
+// content-hash prefix.
+func hashValue(n, secret string) bool {
+	seen := false
+	for i := 0; i < len(n); {
+		j := strings.Index(n[i:], secret)
+		if j < 0 {
+			break
+		}
+		seen = true
+		at := i + j
+		if !hashPrefix.MatchString(n[max(0, at-16):at]) {
+			return false
+		}
+		i = at + len(secret)
+	}
+	return seen
+}
+
+// ownRule is one of the guard's own patterns. It runs only on text that
+// holds one of its keywords (lower case; none: always), as gitleaks' rules
+// do. group, when set, is the capture group that is the secret (the rest
+// is context that stays); keep, when set, drops a match that is not a
+// secret (a placeholder, a code expression).
+type ownRule struct {
+	id       string
+	keywords []string
+	re       *regexp.Regexp
+	group    int
+	keep     func(match []string) bool
+	// extendName moves the start of the match and of group 1 left over
+	// the rest of a name ([A-Za-z0-9_]).
+	extendName bool
+}
+
+// secretNames are the parts of a variable or key name that mark its value
+// as secret.
+const secretNames = `api[_-]?key|apikey|secret|token|passw(?:or)?d|private[_-]?key|access[_-]?key|auth[_-]?key|credentials?`
+
+var secretKeywords = []string{"key", "secret", "token", "passw", "credential"}
+
+var ownRules = []ownRule{
+	// OpenAI-style keys, including sk-proj-, sk-ant-, sk-or-v1-.
+	{id: "openai-style-key", keywords: []string{"sk-"}, re: regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`)},
+	// PEM private keys (RSA, EC, OPENSSH, ENCRYPTED, PGP blocks), even
+	// without their body. ("-{5}" so that this file is not a finding.)
+	{id: "private-key-header", keywords: []string{"private key"}, re: regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-{5}`)},
+	// NATS user credentials and nkey seeds.
+	{id: "nats-creds", keywords: []string{"nats user jwt"}, re: regexp.MustCompile(`-----BEGIN NATS USER JWT-{5}`)},
+	{id: "nkey-seed", re: regexp.MustCompile(`\bS[UAONCX][A-Z2-7]{56}\b`)},
+	// AWS access key ids, GitHub, Slack, Google, Stripe, Hugging Face
+	// tokens (gitleaks knows them too, with stricter lengths).
+	{id: "aws-key-id", keywords: []string{"akia", "asia"}, re: regexp.MustCompile(`\b(AKIA|ASIA)[0-9A-Z]{16}\b`)},
+	{id: "github-token", keywords: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, re: regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{30,}`)},
+	{id: "github-pat", keywords: []string{"github_pat_"}, re: regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{30,}`)},
+	{id: "slack-token", keywords: []string{"xox"}, re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`)},
+	{id: "slack-webhook", keywords: []string{"hooks.slack.com"}, re: regexp.MustCompile(`(?i)hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/+_-]{16,}`)},
+	{id: "google-api-key", keywords: []string{"aiza"}, re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}`)},
+	{id: "stripe-key", keywords: []string{"_live_"}, re: regexp.MustCompile(`\b[rs]k_live_[A-Za-z0-9]{16,}`)},
+	{id: "huggingface-token", keywords: []string{"hf_"}, re: regexp.MustCompile(`\bhf_[A-Za-z0-9]{30,}`)},
+	// JWTs (three base64url parts, header and payload JSON objects).
+	{id: "jwt", keywords: []string{"eyj"}, re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`)},
+	// key = value assignments of secret-named variables (the whole
+	// assignment is replaced), unless the value is code or a reference.
+	// (The name's start is found by hand, extendName: a leading
+	// \b[A-Z0-9_]* would make the regexp several times slower.)
+	{id: "secret-assignment", keywords: secretKeywords, keep: literalAssignment, extendName: true,
+		re: regexp.MustCompile(`(?i)((?:` + secretNames + `)[A-Z0-9_]*)\s*[:=]\s*(["']?)([^\s"',;\x60]{12,})`)},
+	// Quoted keys with quoted values: JSON {"password": "..."}, YAML
+	// 'token': '...'.
+	{id: "secret-json-value", keywords: secretKeywords, group: 3, keep: literalAssignment,
+		re: regexp.MustCompile(`(?i)["']([\w.-]*(?:` + secretNames + `)[\w.-]*)["']\s*[:=]\s*(["'])([^"'\s]{6,})["']`)},
+	// Credentials in URLs: scheme://user:password@host (git remotes,
+	// DATABASE_URL, proxies).
+	{id: "url-credentials", keywords: []string{"://"}, group: 1, keep: notPlaceholder(1),
+		re: regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.-]{1,30}://[^\s/?#@:"'<>\[\]]*:([^\s/?#@"'<>\[\]]+)@`)},
+	// netrc entries: machine HOST [login USER] password PASS.
+	{id: "netrc-password", keywords: []string{"password"}, group: 1, keep: notPlaceholder(1),
+		re: regexp.MustCompile(`(?i)\b(?:machine\s+\S+|default)(?:\s+(?:login|account|port)\s+\S+)*\s+password\s+(\S+)`)},
+	// HTTP Authorization headers and bearer tokens.
+	{id: "authorization-header", keywords: []string{"authorization"}, group: 1, keep: notPlaceholder(1),
+		re: regexp.MustCompile(`(?i)\b(?:proxy-)?authorization["']?\s*[:=]\s*["']?\s*(?:(?:bearer|basic|token|digest|bot|apikey)\s+)?([A-Za-z0-9._~+/=:-]{8,})`)},
+	{id: "bearer-token", keywords: []string{"bearer"}, group: 1, keep: notPlaceholder(1),
+		re: regexp.MustCompile(`(?i)\bbearer\s+([A-Za-z0-9._~+/-]{16,}=*)`)},
+}
+
+// notPlaceholder keeps a match whose group is not a placeholder.
+func notPlaceholder(group int) func([]string) bool {
+	return func(m []string) bool { return !placeholder(m[group]) }
+}
+
+// codeValue matches unquoted values that are code, not literals: a
+// dotted chain (cfg.APIKey, req.MaxTokens), an environment variable's
+// name (OPENROUTER_API_KEY), a call or an index, an identifier in
+// CamelCase without digits (DefaultMaxTokens).
+var codeValue = regexp.MustCompile(`^(?:[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+[\w$.]*|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|.*[()\[\]{}].*|[a-z]*(?:[A-Z][a-z]+)+)$`)
+
+// literalAssignment keeps an assignment (groups: name, quote, value)
+// whose value is a literal to a name that is not a count of model tokens
+// (max_tokens, PromptTokens) or the name of a variable (api_key_env). A
+// quoted value is a literal; an unquoted one is unless it looks like code.
+func literalAssignment(m []string) bool {
+	name, quote, value := strings.ToLower(m[1]), m[2], m[3]
+	if strings.Contains(name, "tokens") || strings.HasSuffix(name, "env") {
+		return false
+	}
+	if placeholder(value) {
+		return false
+	}
+	return quote != "" || !codeValue.MatchString(value)
+}
+
+// submatches returns the groups of match m of n ("" for a group that
+// did not take part).
+func submatches(n string, m []int) []string {
+	out := make([]string, len(m)/2)
+	for i := range out {
+		if m[2*i] >= 0 {
+			out[i] = n[m[2*i]:m[2*i+1]]
+		}
+	}
+	return out
+}
+
+// envName matches YOUR_API_KEY, DB_PASSWORD: a name standing for a value.
+var envName = regexp.MustCompile(`^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$`)
+
+// placeholder reports a value that stands for a secret instead of being
+// one: a variable reference, a template, a mask, a type name, a word.
+func placeholder(v string) bool {
+	if v == "" || strings.ContainsAny(v[:1], "$<{%*[(") || strings.ContainsAny(v, "[]") || envName.MatchString(v) {
+		return true
+	}
+	switch strings.ToLower(v) {
+	case "password", "passwd", "pass", "secret", "token", "string", "null", "none", "redacted", "xxxxxx", "xxxxxxxx":
+		return true
+	}
+	return false
+}
+
+// Entropy check: a token this long, with upper and lower case letters and
+// digits, whose Shannon entropy is this high, is taken for a random
+// credential. Hexadecimal hashes, UUIDs, identifiers and words fail the
+// mixed-case-and-digits test; hashes with a known prefix are skipped.
+const (
+	entropyMinLen  = 24
+	entropyMinBits = 4.2
+	// entropyMinSwitches is the share of adjacent characters of different
+	// classes (upper, lower, digit, other).
+	entropyMinSwitches = 0.3
+)
+
+var entropyToken = regexp.MustCompile(`[A-Za-z0-9+_=-]{24,}`)
+
+// entropySpans returns the high-entropy tokens of n.
+func entropySpans(n string) []secretSpan {
+	var out []secretSpan
+	for _, m := range entropyToken.FindAllStringIndex(n, -1) {
+		start, end := m[0], m[1]
+		tok := strings.Trim(n[start:end], "=-_/+")
+		if len(tok) < entropyMinLen || !randomLooking(tok) {
+			continue
+		}
+		// The whole base64 word ('/' splits tokens, so that paths do not
+		// read as one) decides whether it is a content hash.
+		ws := start
+		for ws > 0 && base64Char(n[ws-1]) {
+			ws--
+		}
+		if hashPrefix.MatchString(n[max(0, ws-16):ws]) || hashPrefix.MatchString(hashHead(n[ws:end])) {
+			continue
+		}
+		out = append(out, secretSpan{start, end, "high-entropy-token"})
+	}
+	return out
+}
+
+func wordChar(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_'
+}
+
+func base64Char(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=' || c == '_' || c == '-'
+}
+
+// hashHead returns the "sha512-" of a token that starts with one.
+func hashHead(tok string) string {
+	if i := strings.IndexAny(tok, "-:"); i > 0 && i < 8 {
+		return tok[:i+1]
+	}
+	return ""
+}
+
+// randomLooking reports a token with at least two upper case letters, two
+// lower case letters and two digits, that changes between these classes
+// often (random base62 does at about 60% of its characters, an identifier
+// with a number, TestFoo3271894562, at 20%), and whose Shannon entropy is
+// at least entropyMinBits bits a character.
+func randomLooking(tok string) bool {
+	var upper, lower, digit, switches int
+	prev := 0
+	for i := 0; i < len(tok); i++ {
+		class := 0
+		switch c := tok[i]; {
+		case c >= 'A' && c <= 'Z':
+			upper++
+			class = 1
+		case c >= 'a' && c <= 'z':
+			lower++
+			class = 2
+		case c >= '0' && c <= '9':
+			digit++
+			class = 3
+		}
+		if i > 0 && class != prev {
+			switches++
+		}
+		prev = class
+	}
+	return upper >= 2 && lower >= 2 && digit >= 2 && float64(switches) >= entropyMinSwitches*float64(len(tok)-1) &&
+		shannon(tok) >= entropyMinBits
+}
+
+// shannon is the Shannon entropy of s in bits a byte.
+func shannon(s string) float64 {
+	var counts [256]int
+	for i := 0; i < len(s); i++ {
+		counts[s[i]]++
+	}
+	var h float64
+	for _, c := range counts {
+		if c > 0 {
+			p := float64(c) / float64(len(s))
+			h -= p * math.Log2(p)
+		}
+	}
+	return h
+}
+
+// mergeSpans sorts spans and joins those that overlap or touch.
+func mergeSpans(spans [][2]int) [][2]int {
+	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })
+	var out [][2]int
+	for _, s := range spans {
+		if n := len(out); n > 0 && s[0] <= out[n-1][1] {
+			out[n-1][1] = max(out[n-1][1], s[1])
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}

@@ -1,0 +1,139 @@
+package judge
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestNormalizeName(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{".env", ".env"},
+		{".en\u200bv", ".env"},               // zero-width space
+		{"\u200d.env\ufeff", ".env"},         // zero-width joiner, BOM
+		{".\u0435nv", ".env"},                // Cyrillic е
+		{".\u0415NV", ".env"},                // Cyrillic Е, upper case
+		{"\uff0e\uff45\uff4e\uff56", ".env"}, // full-width
+		{".env.", ".env"},                    // Windows drops trailing dots
+		{".env ", ".env"},                    // and spaces
+		{`conf\.env`, "conf/.env"},
+		{"id_rs\u0430", "id_rsa"},
+		{"ＩＤ＿ＲＳＡ.pub", "id_rsa.pub"},
+		{"\uff0e\uff0e/etc/passwd", "../etc/passwd"},
+		{"src/main.go", "src/main.go"},
+		// Look-alikes fold even in Cyrillic words (names are only compared,
+		// never shown); letters with no Latin twin stay.
+		{"докумéнты/отчёт.md", "д\u006fк\u0079мéнты/\u006fтчёт.md"},
+	}
+	for _, tt := range tests {
+		if got := normalizeName(tt.in); got != tt.want {
+			t.Errorf("normalizeName(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestCredentialName(t *testing.T) {
+	t.Parallel()
+	for p, want := range map[string]string{
+		".en\u200bv": ".env", "svc/.\u0435nv.production": ".env.*", "home/u/.ssh/known_hosts": ".ssh/*",
+		"repo/.git/config": ".git/config", ".aws/config": ".aws/*", "tls.KEY": "*.key", "src/main.go": "",
+		"git/config": "", "docs/keys.md": "",
+	} {
+		got, ok := credentialName(p)
+		if got != want || ok != (want != "") {
+			t.Errorf("credentialName(%q) = %q, %v; want %q", p, got, ok, want)
+		}
+	}
+}
+
+// TestRedactMapsBack: secrets found in the normalised text are replaced in
+// the original, whose other letters (Cyrillic here) stay as they are, and
+// invisible characters are dropped.
+func TestRedactMapsBack(t *testing.T) {
+	t.Parallel()
+	tok := "ghp_" + strings.Repeat("Zx9Qw2", 6)
+	hidden := tok[:6] + "\u200b" + tok[6:] // a zero-width space inside the token
+	tests := []struct{ in, want string }{
+		{"Привет, токен " + hidden + " конец", "Привет, токен [REDACTED] конец"},
+		{"p\u0430ssword=hunter2hunter2 ok", "[REDACTED] ok"}, // Cyrillic а in the name
+		{"ｇｈｐ＿" + tok[4:] + " ✓", "[REDACTED] ✓"},            // full-width prefix
+		{"a\u200bb — ünïcödé", "ab — ünïcödé"},
+	}
+	for _, tt := range tests {
+		if got := Redact(tt.in); got != tt.want {
+			t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestDetectorCompiledOnce: the gitleaks rules are compiled once per
+// process, not per request.
+func TestDetectorCompiledOnce(t *testing.T) {
+	t.Parallel()
+	if first, second := detector(), detector(); first != second {
+		t.Fatal("detector compiled twice")
+	}
+	for _, a := range detector().Config.Allowlists {
+		if len(a.Paths) > 0 {
+			t.Error("a global allowlist skips files by name")
+		}
+	}
+}
+
+// FuzzSecretScan: the normaliser and the detectors never panic, and
+// normalisation is idempotent.
+func FuzzSecretScan(f *testing.F) {
+	for _, s := range []string{
+		"", ".en\u200bv", "p\u0430ssword=hunter2hunter2", "e\u200b\u0301", "\u0435\u0301", "\xff\xfe",
+		"Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig", "postgres://a:b@c/d",
+		"machine m login l password p", "ＧＨＰ＿", "ﬁ①", "İ\u0307", "kind: Secret\ndata:\n  k: TFMwdExTMUNSVWRKVGlCUVVrbFdRVlJGSUV0RldTMHRMUzB0",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n := normalize(s)
+		if again := normalize(n); again != n {
+			t.Errorf("normalize not idempotent: %q → %q → %q", s, n, again)
+		}
+		name := normalizeName(s)
+		if again := normalizeName(name); again != name {
+			t.Errorf("normalizeName not idempotent: %q → %q → %q", s, name, again)
+		}
+		m := normalizeMap(s)
+		if m.lo != nil && (len(m.lo) != len(m.s) || len(m.hi) != len(m.s)) {
+			t.Fatalf("map of %d bytes for %d", len(m.lo), len(m.s))
+		}
+		for i := range m.lo {
+			if m.lo[i] < 0 || m.hi[i] > len(s) || m.lo[i] >= m.hi[i] {
+				t.Fatalf("byte %d maps to [%d, %d) of %d", i, m.lo[i], m.hi[i], len(s))
+			}
+		}
+		_ = ContainsSecret(s)
+		r := Redact(s)
+		if utf8.ValidString(s) && !utf8.ValidString(r) {
+			t.Errorf("Redact(%q) = %q: invalid UTF-8", s, r)
+		}
+		_ = screenFile(s, s, 1<<20)
+	})
+}
+
+// BenchmarkSecretScan: the guard on one 64 KiB source file (name and
+// content), as Assemble runs it on every file of a request.
+func BenchmarkSecretScan(b *testing.B) {
+	data, err := os.ReadFile("service.go")
+	if err != nil {
+		b.Fatal(err)
+	}
+	content := strings.Repeat(string(data), 64<<10/len(data)+1)[:64<<10]
+	content = strings.ToValidUTF8(content, "")
+	detector() // compiled once, outside the measurement
+	b.SetBytes(int64(len(content)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if reason := screenFile("judge/service.go", content, 1<<20); reason != "" {
+			b.Fatal(reason)
+		}
+	}
+}
