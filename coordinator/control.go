@@ -82,8 +82,11 @@ func (s *controlService) handle(ctx context.Context, m *nats.Msg) {
 	defer s.inflight.Done()
 	kind, tenant, job, ok := s.topo.NS.ParseControlSubject(m.Subject)
 	log := s.c.log.With("subject", m.Subject)
-	if m.Reply == "" {
-		log.Warn("control request without a reply subject; dropped")
+	if !bus.InboxReply(m.Reply) {
+		// Answered anywhere else, the reply would be the coordinator's
+		// own publish where the requester may not publish (see
+		// bus.InboxReply): refused before anything is done.
+		log.Warn("control request refused: its reply subject is not an inbox", "reply", m.Reply)
 		return
 	}
 	var (

@@ -258,3 +258,39 @@ func TestControlNoResponders(t *testing.T) {
 		t.Errorf("Ask without a coordinator: %v, want nats.ErrNoResponders", err)
 	}
 }
+
+// TestControlReplyMustBeInbox: a request's reply subject is the sender's
+// to choose and the server does not check it. A control request whose
+// reply names another tenant's job record (or a sample subject) is
+// refused unanswered: the coordinator never publishes there with its own
+// rights. A genuine request after it (same subscription, so handled after
+// it) is answered.
+func TestControlReplyMustBeInbox(t *testing.T) {
+	t.Parallel()
+	env := fleettest.New(t)
+	env.StartCoordinator(coordinator.Config{})
+	ns := env.Bus.Namespace
+	fleettest.Eventually(t, 10*time.Second, func() bool {
+		_, err := jobs.Ask(askCtx(t), env.NC, ns, "alpha", "x", schemas.ControlRequest{Action: schemas.ActionPause})
+		return !errors.Is(err, nats.ErrNoResponders)
+	}, "the control service never came up")
+	spy, err := env.NC.SubscribeSync(ns.SampleSubject("beta", "job1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, reply := range []string{"$KV." + ns.JobsBucket() + ".beta.job1", ns.SampleSubject("beta", "job1")} {
+		if err := env.NC.PublishMsg(&nats.Msg{Subject: ns.ControlSubject("alpha", "x"), Reply: reply, Data: []byte(`{"kind":"control_request","action":"pause"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = jobs.Ask(askCtx(t), env.NC, ns, "alpha", "x", schemas.ControlRequest{Action: schemas.ActionPause})
+	if !errors.Is(err, jobs.ErrNotFound) {
+		t.Fatalf("genuine request: %v, want ErrNotFound (answered)", err)
+	}
+	if e, err := env.Topo.Jobs.Get(askCtx(t), "beta.job1"); err == nil {
+		t.Errorf("a control reply was written into beta's job record: %q", e.Value())
+	}
+	if m, err := spy.NextMsg(10 * time.Millisecond); err == nil {
+		t.Errorf("a control reply was published on a sample subject: %q", m.Data)
+	}
+}

@@ -117,7 +117,7 @@ func (c *Coordinator) deadLetter(ctx context.Context, topo *bus.Topology, ev bus
 func (c *Coordinator) sweepOrphans(ctx context.Context, topo *bus.Topology) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	removed, err := bus.PurgeOrphanResults(ctx, c.js, topo.NS)
+	removed, err := bus.PurgeOrphanResults(ctx, c.js, topo.NS, c.log)
 	for subject, n := range removed {
 		c.log.Info("removed late results no consumer reads (their job's lease generation ended)", "subject", subject, "late_results", n)
 	}

@@ -68,18 +68,15 @@ type approver struct {
 	by, as string
 }
 
-// costGate applies the cost gate to tenant's request id: gate's decision
-// (RequestGate or ArbitrationGate on the estimate) given whether a person
-// approved the request, a hold's reason naming how to approve it, or
-// gateDenied when a person denied it (Deny already wrote its answer). An
-// approval is handed over to who approved.
-func (sv *Service) costGate(ctx context.Context, tenant, id string, who *approver, gate func(approved bool) (decision, reason string)) (decision, reason string, err error) {
-	a, err := getApproval(ctx, sv.topo.Approvals, bus.JudgeApprovalKey(tenant, id))
-	if err != nil {
-		return "", "", err
-	}
+// costGate applies the cost gate to request id, whose approval record
+// (nil: none) is a: gate's decision (RequestGate or ArbitrationGate on the
+// estimate) given whether a person approved the request, a hold's reason
+// naming how to approve it, or gateDenied when a person denied it (Deny
+// already wrote its answer). An approval is handed over to who approved.
+// The caller runs an approved request as the copy a stores.
+func costGate(a *schemas.BreakGlassApproval, id string, who *approver, gate func(approved bool) (decision, reason string)) (decision, reason string) {
 	if a != nil && a.State == schemas.ApprovalDenied {
-		return gateDenied, "", nil
+		return gateDenied, ""
 	}
 	approved := a != nil && a.State == schemas.ApprovalApproved
 	if approved {
@@ -89,7 +86,7 @@ func (sv *Service) costGate(ctx context.Context, tenant, id string, who *approve
 	if decision == GateHold {
 		reason += " (maker judge approve " + id + ")"
 	}
-	return decision, reason, nil
+	return decision, reason
 }
 
 // storeHold stores rec, the approval record of a request the cost gate
@@ -205,10 +202,17 @@ func (sv *Service) decideHeld(ctx context.Context, as string, d *schemas.Approva
 		return nil, err
 	}
 	who := approver{by: d.By, as: as}
+	var a *schemas.BreakGlassApproval
 	if d.Decision == schemas.DecisionApprove {
-		return sv.approve(ctx, key, d.RequestID, who)
+		a, err = sv.approve(ctx, key, d.RequestID, who)
+	} else {
+		a, err = sv.deny(ctx, key, d.RequestID, who, d.Reason)
 	}
-	return sv.deny(ctx, key, d.RequestID, who, d.Reason)
+	if err != nil {
+		return nil, err
+	}
+	// The reply shows the person only the guarded copy.
+	return displayApproval(a, sv.s), nil
 }
 
 // approve approves the held request under key and publishes it again for
@@ -328,10 +332,11 @@ func Pending(ctx context.Context, js jetstream.JetStream, ns bus.Namespace) ([]s
 		return nil, fmt.Errorf("judge: list approvals: %w", err)
 	}
 	var out []schemas.BreakGlassApproval
+	guard := DefaultSettings()
 	for key := range lister.Keys() {
 		a, err := getApproval(ctx, topo.Approvals, key)
 		if err == nil && a != nil && a.State == schemas.ApprovalPending {
-			out = append(out, *a)
+			out = append(out, *displayApproval(a, &guard)) // only the guarded copy is shown
 		}
 	}
 	return out, nil
@@ -385,6 +390,13 @@ const approvalTimeout = 30 * time.Second
 // handleApproval decides one approval message and replies: the updated
 // record, or an error status (judgeclient.Decide reads both).
 func (sv *Service) handleApproval(ctx context.Context, m *nats.Msg) {
+	if m.Reply != "" && !bus.InboxReply(m.Reply) {
+		// The reply would be the judge's own publish where the sender
+		// may not publish (a tenant's counters, answers): refused
+		// before anything is done (see bus.InboxReply).
+		sv.log.Warn("judge: decision refused: its reply subject is not an inbox", "subject", m.Subject, "reply", m.Reply)
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, approvalTimeout)
 	defer cancel()
 	as, ok := sv.topo.NS.JudgeApproveIdentity(m.Subject)

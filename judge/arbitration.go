@@ -100,6 +100,15 @@ func (sv *Service) arbitrate(ctx context.Context, req *schemas.ArbitrationReques
 	if found, err := getAnswer(ctx, sv.topo.Answers, req.Tenant, req.RequestID, &prev); err != nil || found && prev.Outcome != schemas.BreakGlassHeld {
 		return err
 	}
+	// The approval record, read once: an approved arbitration runs as the
+	// copy stored when it was held.
+	held, err := getApproval(ctx, sv.topo.Approvals, bus.JudgeApprovalKey(req.Tenant, req.RequestID))
+	if err != nil {
+		return err
+	}
+	if held != nil && held.State == schemas.ApprovalApproved && held.Arbitration != nil {
+		req, shape = held.Arbitration, nil
+	}
 	// 1. Shape: Decode checked sizes, the candidates against the rungs
 	// and the id against the step.
 	// 2. The arbitration panel and judge model, from the settings.
@@ -117,12 +126,12 @@ func (sv *Service) arbitrate(ctx context.Context, req *schemas.ArbitrationReques
 	c.resp.Cost.EstimateUSD = estimate
 
 	// 4. The cost gate, with approval.
-	decision, reason, err := sv.costGate(ctx, req.Tenant, req.RequestID, &c.approver, func(approved bool) (string, string) {
+	decision, reason := costGate(held, req.RequestID, &c.approver, func(approved bool) (string, string) {
 		return sv.s.ArbitrationGate(estimate, approved)
 	})
 	switch {
-	case err != nil || decision == gateDenied:
-		return err // a denial: Deny wrote the final response and the audit record
+	case decision == gateDenied:
+		return nil // a denial: Deny wrote the final response and the audit record
 	case decision == GateRefuse:
 		return sv.finishArbitration(ctx, c, schemas.BreakGlassRefused, reason, nil)
 	case decision == GateHold:

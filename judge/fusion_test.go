@@ -42,7 +42,10 @@ func TestFromFusion(t *testing.T) {
 func TestFusionShapeFanOut(t *testing.T) {
 	t.Parallel()
 	env := judgetest.Start(t, simllm.Config{})
-	env.StartJudge(judgetest.TestSettings())
+	s := judgetest.TestSettings()
+	// A request may choose only configured models.
+	s.Models = map[string]judge.ModelSettings{"p1": {}, "p2": {}, "judge-x": {}}
+	env.StartJudge(s)
 	req := judgetest.Request("f-fan", "s-f", "placeholder")
 	if err := judge.FromFusion([]byte(fusionBody), req); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package judge_test
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
 	"github.com/makerfleet/makerfleet/judge"
@@ -266,4 +268,77 @@ func TestAuditHoldsNoSecret(t *testing.T) {
 	if !strings.Contains(recs[0].Problem, judge.Redacted) {
 		t.Errorf("audited problem %q", recs[0].Problem)
 	}
+}
+
+// TestHeldRequestHoldsNoSecret (review finding 4): a held request whose
+// problem holds a JWT, whose build log holds a database URL and whose
+// files include one with a password is stored in the approvals bucket
+// only as the guard leaves it: the secret file dropped and listed in
+// excluded_files, the text redacted. Neither the bucket, maker judge
+// pending nor the approval reply holds a secret; the approved call still
+// runs on the harmless file.
+func TestHeldRequestHoldsNoSecret(t *testing.T) {
+	t.Parallel()
+	env := judgetest.Start(t, simllm.Config{})
+	env.StartJudge(costly(2.5))
+	ctx, cancel := context.WithTimeout(context.Background(), judgetest.Timeout)
+	defer cancel()
+	req := judgetest.Request("leak-held-1", "s-leak-held", "redesign the module boundaries; token "+leakJWT)
+	req.BudgetUSD = 3
+	req.Files = []schemas.ContextFile{
+		{Path: "docs/design.md", Content: "# Module boundaries\n\nThe layering we have today.\n"},
+		{Path: "config/app.json", Content: "{\n  \"db\": {\"user\": \"app\", \"password\": \"" + leakPassword + "\"}\n}\n"},
+	}
+	req.BuildLog = "connecting to " + leakDBURL + "\n"
+	req.PriorAttempts[0].Note = "tried with " + leakDBURL
+	done := holdAndWait(ctx, t, env, req)
+
+	secrets := []string{leakJWT, leakPassword, strings.SplitN(leakJWT, ".", 2)[0] + "." + strings.SplitN(leakJWT, ".", 3)[1]}
+	check := func(where string, data []byte) {
+		t.Helper()
+		for _, s := range secrets {
+			if strings.Contains(string(data), s) {
+				t.Errorf("%s holds %q:\n%s", where, s, data)
+			}
+		}
+	}
+	e, err := approvalsKV(ctx, t, env).Get(ctx, bus.JudgeApprovalKey("acme", "leak-held-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("the approvals bucket", e.Value())
+	var stored schemas.BreakGlassApproval
+	if err := schemas.Decode(e.Value(), &stored); err != nil {
+		t.Fatal(err)
+	}
+	if r := stored.Request; r == nil || len(r.Files) != 1 || r.Files[0].Path != "docs/design.md" ||
+		len(r.ExcludedFiles) != 1 || r.ExcludedFiles[0].Path != "config/app.json" || !strings.Contains(r.Problem, judge.Redacted) {
+		t.Errorf("stored request %+v", stored.Request)
+	}
+	pending, err := judge.Pending(ctx, env.JS, bus.DefaultNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("maker judge pending", data)
+	rec, err := decide(ctx, env, "approver", "leak-held-1", schemas.DecisionApprove, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, err = json.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+	check("the approval reply", data)
+	r := <-done
+	if r.err != nil || r.resp.Outcome != schemas.BreakGlassAnswered {
+		t.Fatalf("approved call: %+v, %v", r.resp, r.err)
+	}
+	sent := env.Requests.String()
+	if !strings.Contains(sent, "The layering we have today.") {
+		t.Error("the harmless file did not reach the panel")
+	}
+	check("what the models received", []byte(sent))
 }

@@ -262,6 +262,18 @@ func (sv *Service) handle(ctx context.Context, req *schemas.BreakGlassRequest, t
 	if found, err := getAnswer(ctx, sv.topo.Answers, tenant, req.RequestID, &prev); err != nil || found && schemas.FinalBreakGlassOutcome(prev.Outcome) {
 		return err
 	}
+	// The approval record, read once: an approved request runs as the
+	// copy stored when it was held (what the person approved), whatever
+	// content this copy of the id carries.
+	held, err := getApproval(ctx, sv.topo.Approvals, bus.JudgeApprovalKey(tenant, req.RequestID))
+	if err != nil {
+		return err
+	}
+	if held != nil && held.State == schemas.ApprovalApproved && held.Request != nil && claimed == tenant {
+		stored := *held.Request
+		stored.Tenant = tenant
+		req = &stored
+	}
 	c := &call{req: req, resp: &schemas.BreakGlassResponse{
 		Header:    schemas.NewHeader(schemas.KindBreakGlassResponse),
 		RequestID: req.RequestID, Tenant: req.Tenant, Session: req.Session,
@@ -307,6 +319,11 @@ func (sv *Service) handle(ctx context.Context, req *schemas.BreakGlassRequest, t
 	if sv.s.Passthrough != nil {
 		c.resp.Mode = "passthrough"
 	}
+	if len(req.Plugins) == 1 {
+		if reason := sv.s.requestModels(panel, judgeModel); reason != "" {
+			return sv.finish(ctx, c, schemas.BreakGlassRefused, reason)
+		}
+	}
 
 	history, err := sv.history(ctx, req)
 	if err != nil {
@@ -320,17 +337,19 @@ func (sv *Service) handle(ctx context.Context, req *schemas.BreakGlassRequest, t
 	// The cost gate, with approval, at the stricter of the declared and
 	// the detected type's threshold.
 	detected := DetectRequest(req)
-	decision, reason, err := sv.costGate(ctx, tenant, req.RequestID, &c.approver, func(approved bool) (string, string) {
+	decision, reason := costGate(held, req.RequestID, &c.approver, func(approved bool) (string, string) {
 		return sv.s.RequestGate(req.ProblemType, detected, estimate, c.resp.Cost.BudgetUSD, approved)
 	})
 	switch {
-	case err != nil || decision == gateDenied:
-		return err // a denial: Deny wrote the final response and the audit record
+	case decision == gateDenied:
+		return nil // a denial: Deny wrote the final response and the audit record
 	case decision == GateRefuse:
 		return sv.finish(ctx, c, schemas.BreakGlassRefused, reason)
 	case decision == GateHold:
+		// The held copy is stored after the secret guard: withheld files
+		// dropped, text redacted (see held.go).
 		if err := sv.storeHold(ctx, &schemas.BreakGlassApproval{RequestID: req.RequestID, Tenant: req.Tenant, Session: req.Session,
-			EstimateUSD: estimate, Reason: reason, Request: req}); err != nil {
+			EstimateUSD: estimate, Reason: reason, Request: guardedRequest(req, sv.s)}); err != nil {
 			return err
 		}
 		return sv.finish(ctx, c, schemas.BreakGlassHeld, reason)

@@ -132,8 +132,12 @@ func TestTopologyBucketListings(t *testing.T) {
 	if err := kv.Delete(ctx, "b.1"); err != nil {
 		t.Fatal(err)
 	}
+	// Until a.2 and then a.1's second value: an ordered consumer that
+	// resets before it delivered anything (a missed heartbeat on a loaded
+	// machine) starts again from the last value per key, so the first
+	// a.1 may be folded into the second.
 	var seen []string
-	for len(seen) < 3 {
+	for i := slices.Index(seen, "a.2"); i < 0 || !slices.Contains(seen[i+1:], "a.1"); i = slices.Index(seen, "a.2") {
 		select {
 		case e := <-w.Updates():
 			seen = append(seen, e.Key())
@@ -141,8 +145,8 @@ func TestTopologyBucketListings(t *testing.T) {
 			t.Fatalf("watch saw %v", seen)
 		}
 	}
-	if want := []string{"a.1", "a.2", "a.1"}; !slices.Equal(seen, want) {
-		t.Fatalf("watch saw %v, want %v", seen, want)
+	if !slices.Equal(seen, []string{"a.1", "a.2", "a.1"}) && !slices.Equal(seen, []string{"a.2", "a.1"}) {
+		t.Fatalf("watch saw %v, want a.1, a.2, a.1 (or a.2, a.1)", seen)
 	}
 	keys, err := kv.Keys(ctx)
 	if err != nil || !slices.Equal(keys, []string{"a.1", "a.2"}) {
