@@ -236,6 +236,16 @@ func newChaosFleet(t *testing.T, o chaosOpts) *chaosFleet {
 	for range max(o.coords, 0) {
 		f.startCoordinator()
 	}
+	if o.coords < 0 {
+		// No coordinator yet to create the topology the voters wait for:
+		// the operator's part (maker topology create).
+		ctx, cancel := opCtx()
+		_, err := bus.Ensure(ctx, f.js, bus.Config{})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	for range 3 {
 		f.startVoter(o.voterArgs...)
 	}
