@@ -301,3 +301,70 @@ func (r *ArbitrationResponse) checkDecision(k string) error {
 	}
 	return nil
 }
+
+// ArbiterDecision records how the judge settled a voting step that reached
+// no consensus. It is its own kind in the journal and the report: the
+// chosen answer is not counted as votes.
+type ArbiterDecision struct {
+	Header
+	// Tenant, JobID and Step name the step.
+	Tenant string `json:"tenant"`
+	JobID  string `json:"job_id"`
+	Step   int64  `json:"step"`
+	// RequestID is the arbitration request that produced the decision
+	// ("person-<step>" for a person's answer).
+	RequestID string `json:"request_id"`
+	// Outcome is decided (VoteKey is the step's answer) or needs_human (the
+	// job pauses for a person).
+	Outcome string `json:"outcome" jsonschema:"enum=decided,enum=needs_human"`
+	// VoteKey is the chosen candidate when decided.
+	VoteKey string `json:"vote_key,omitempty"`
+	// Confidence is the judge's, Threshold the least that decides.
+	Confidence float64 `json:"confidence"`
+	Threshold  float64 `json:"threshold"`
+	// Reason explains the outcome.
+	Reason string `json:"reason"`
+	// JudgeModel and Panel are the models that decided.
+	JudgeModel string   `json:"judge_model,omitempty"`
+	Panel      []string `json:"panel,omitempty"`
+	// CostUSD is the arbitration's actual cost.
+	CostUSD float64 `json:"cost_usd"`
+	// DecidedAt is when the decision was made.
+	DecidedAt time.Time `json:"decided_at"`
+}
+
+// MessageKind implements Message.
+func (*ArbiterDecision) MessageKind() string { return KindArbiterDecision }
+
+// Validate implements Message.
+func (d *ArbiterDecision) Validate() error {
+	const k = KindArbiterDecision
+	if err := d.Header.checkJob(k, d.Tenant, d.JobID); err != nil {
+		return err
+	}
+	if !jobIDRE.MatchString(d.RequestID) {
+		return invalid(k, "request_id %q is not a request id", d.RequestID)
+	}
+	if err := nonNegative(k, count{"step", d.Step}); err != nil {
+		return err
+	}
+	if err := nonNegativeFigures(k, figure{"confidence", d.Confidence}, figure{"threshold", d.Threshold}, figure{"cost_usd", d.CostUSD}); err != nil {
+		return err
+	}
+	if d.Confidence > 1 || d.Threshold > 1 {
+		return invalid(k, "confidence and threshold must be <= 1")
+	}
+	switch d.Outcome {
+	case ArbiterDecided:
+		if d.VoteKey == "" {
+			return invalid(k, "a decided arbiter decision needs a vote_key")
+		}
+	case ArbiterNeedsHuman:
+		if d.VoteKey != "" {
+			return invalid(k, "a needs_human decision has no vote_key")
+		}
+	default:
+		return invalid(k, "unknown outcome %q", d.Outcome)
+	}
+	return nil
+}

@@ -1,0 +1,257 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/makerfleet/makerfleet/internal/auth"
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task/builtin"
+)
+
+func submitCmd(e *env) *cobra.Command {
+	var (
+		jf      jobFlags
+		natsURL string
+		wait    bool
+		asJSON  bool
+		quiet   bool
+		timeout time.Duration
+		// queuedAfter: with --wait, how long a job may stay queued without
+		// a status update before submit says so
+		queuedAfter time.Duration
+		esc         schemas.EscalationPolicy
+		// strongerPrice: a price not given is the job's
+		strongerPrice schemas.Pricing
+	)
+	cmd := &cobra.Command{
+		Use:     "submit",
+		Short:   "Submit a job to a running fleet (and with --wait, print its report)",
+		Example: `  maker submit --nats nats://127.0.0.1:4222 --task hanoi --disks 8 --k 3 --wait --json`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			// A built-in task is checked before anything is sent; a task
+			// spec is looked up in the fleet's task registry, which is only
+			// opened: a refused job leaves nothing on the server, and a
+			// server without a fleet has no spec registered.
+			tasks := builtinTasks()
+			var nc *nats.Conn
+			if !jf.isBuiltin() {
+				var err error
+				if nc, err = bus.Connect(natsURL, "maker-submit", natsAuth(cmd.Context())); err != nil {
+					return err
+				}
+				defer nc.Close()
+				js, err := jetstream.New(nc)
+				if err != nil {
+					return err
+				}
+				topo, err := bus.Open(ctx, js, bus.Config{})
+				switch {
+				case errors.Is(err, bus.ErrNoFleet):
+					// Built-ins only: the spec is reported unknown.
+				case err != nil:
+					return err
+				default:
+					tasks = taskreg.New(topo.Tasks, builtin.Registry())
+				}
+			}
+			spec, _, err := jf.spec(cmd, 0.95, "--p", 1, tasks)
+			if err != nil {
+				return err
+			}
+			if esc.StrongerModel != "" || esc.Panel {
+				e := esc
+				in, out := cmd.Flags().Changed("stronger-input-price"), cmd.Flags().Changed("stronger-output-price")
+				if in || out {
+					p := strongerPrice
+					if !in {
+						p.InputUSDPerMTok = jf.inputPrice
+					}
+					if !out {
+						p.OutputUSDPerMTok = jf.outputPrice
+					}
+					e.StrongerPricing = &p
+				}
+				spec.Escalation = &e
+				if err := spec.Validate(); err != nil {
+					return usageError{err}
+				}
+			} else if cmd.Flags().Changed("stronger-samples") || cmd.Flags().Changed("min-confidence") ||
+				cmd.Flags().Changed("stronger-input-price") || cmd.Flags().Changed("stronger-output-price") {
+				return usagef("--stronger-samples, --stronger-*-price and --min-confidence need --stronger-model or --panel")
+			}
+			if queuedAfter <= 0 {
+				return usagef("--queued-notice must be > 0")
+			}
+			if nc == nil {
+				if nc, err = bus.Connect(natsURL, "maker-submit", natsAuth(cmd.Context())); err != nil {
+					return err
+				}
+				defer nc.Close()
+			}
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			// A tenant's identity may only queue its own jobs: the
+			// coordinator that takes one registers it.
+			var opts []jobs.SubmitOption
+			if t, ok := auth.TenantOf(natsAuth(cmd.Context()).IdentityName()); ok {
+				if spec.Tenant != t {
+					return usagef("--tenant %s: NATS identity %s submits only tenant %s's jobs (--tenant %s)", spec.Tenant, auth.Tenant(t), t, t)
+				}
+				opts = append(opts, jobs.IntakeOnly())
+			}
+			sub, err := jobs.Submit(ctx, js, bus.Config{}, &spec, builtin.Registry(), opts...)
+			if errors.Is(err, jobs.ErrConflict) {
+				return usageError{err}
+			}
+			if err != nil {
+				return err
+			}
+			if sub.Duplicate && (wait || !asJSON) { // --json alone says "duplicate": true
+				note := ""
+				if wait {
+					note = "; waiting for its report"
+				}
+				fmt.Fprintf(e.stderr, "duplicate: nothing ran: %s/%s was submitted before with the same spec%s\n", spec.Tenant, spec.JobID, note)
+			}
+			if !wait {
+				if asJSON {
+					return json.NewEncoder(e.stdout).Encode(sub)
+				}
+				fmt.Fprintln(e.stdout, sub.JobID)
+				return nil
+			}
+			if !quiet && !sub.Duplicate {
+				fmt.Fprintf(e.stderr, "submitted %s\n", describe(spec))
+			}
+			topo, err := bus.Open(ctx, js, bus.Config{})
+			if err != nil {
+				return err
+			}
+			rep, err := waitReport(ctx, e.stderr, topo, spec.Tenant, spec.JobID, progressFor(e.stderr, quiet), queuedAfter, natsURL)
+			if err != nil {
+				if errors.Is(err, context.DeadlineExceeded) && timeout > 0 {
+					return fmt.Errorf("job %s did not finish within --timeout %s (it keeps running; its report will be in the %s bucket)", spec.JobID, timeout, topo.NS.ReportsBucket())
+				}
+				return fmt.Errorf("waiting for job %s: %w", spec.JobID, err)
+			}
+			if err := jobs.CheckReport(spec, rep); err != nil {
+				return usageError{err}
+			}
+			return printReport(e.stdout, rep, asJSON)
+		},
+	}
+	natsFlag(cmd, &natsURL)
+	addJobFlags(cmd, &jf, "0.95")
+	fl := cmd.Flags()
+	fl.BoolVar(&wait, "wait", false, "wait for the job to finish and print its report")
+	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress")
+	fl.DurationVar(&timeout, "timeout", 0, "give up waiting after this long (default: no limit)")
+	fl.DurationVar(&queuedAfter, "queued-notice", 10*time.Second, "with --wait: say so when the job is still queued after this long without progress")
+	_ = fl.MarkHidden("queued-notice") // for tests; the default suits people
+	fl.StringVar(&esc.StrongerModel, "stronger-model", "", "escalation: a step that spends --max-samples without a decision is voted on again by this model")
+	fl.IntVar(&esc.StrongerSamples, "stronger-samples", schemas.DefaultStrongerSamples, "escalation: the stronger model's sample cap per step")
+	fl.Float64Var(&strongerPrice.InputUSDPerMTok, "stronger-input-price", 0, "escalation: the stronger model's price, USD per million input tokens (default: --input-price)")
+	fl.Float64Var(&strongerPrice.OutputUSDPerMTok, "stronger-output-price", 0, "escalation: the stronger model's price, USD per million output tokens (default: --output-price)")
+	fl.BoolVar(&esc.Panel, "panel", false, "escalation: then let the judge's break-glass panel arbitrate (needs a running maker judge)")
+	fl.Float64Var(&esc.MinConfidence, "min-confidence", schemas.DefaultMinConfidence, "escalation: the least judge confidence that decides a step; below it the job pauses for a person")
+	return cmd
+}
+
+// waitReport waits for tenant/job's report like jobs.Wait, passing status
+// updates to progress (nil: none), and says on w, once, when the job has
+// gone after without a status update while queued: without a coordinator
+// (or a free one) the wait would otherwise be silent.
+func waitReport(ctx context.Context, w io.Writer, topo *bus.Topology, tenant, job string, progress func(schemas.JobStatus), after time.Duration, natsURL string) (schemas.JobReport, error) {
+	updates := make(chan struct{}, 1)
+	onStatus := func(st schemas.JobStatus) {
+		select {
+		case updates <- struct{}{}:
+		default:
+		}
+		if progress != nil {
+			progress(st)
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { // ends with the wait, below
+		defer close(done)
+		t := time.NewTimer(after)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-updates:
+				t.Reset(after)
+			case <-t.C:
+				// Not registered yet is queued too: a tenant's job is
+				// registered by the coordinator that takes it in.
+				st, err := jobs.Status(wctx, topo, tenant, job)
+				if err == nil && st.State == schemas.StateQueued || errors.Is(err, jobs.ErrNotFound) {
+					why, err := queuedReason(wctx, topo, tenant, job)
+					if err != nil {
+						return
+					}
+					hint := ""
+					if why == jobs.NoCoordinator {
+						hint = fmt.Sprintf(" (is a maker coordinator running on %s?)", bus.RedactURL(natsURL))
+					}
+					fmt.Fprintf(w, "%s/%s is still queued after %s: %s; it stays queued until a coordinator takes it%s\n",
+						tenant, job, after, why, hint)
+					return
+				}
+				t.Reset(after)
+			}
+		}
+	}()
+	rep, err := jobs.Wait(ctx, topo, tenant, job, onStatus)
+	cancel()
+	<-done
+	return rep, err
+}
+
+// queuedReason is jobs.QueuedReason, but for a tenant's identity, which
+// may not read the coordinators' leases (a refusal would end the command):
+// it then tells only whether any coordinator is taking in jobs, from the
+// coordinators' consumer on the job stream (a running coordinator always
+// has a pull waiting there).
+func queuedReason(ctx context.Context, topo *bus.Topology, tenant, job string) (string, error) {
+	if _, ok := auth.TenantOf(natsAuth(ctx).IdentityName()); !ok {
+		return jobs.QueuedReason(ctx, topo, tenant, job)
+	}
+	c, err := topo.JS.Consumer(ctx, topo.NS.JobsStream(), bus.ConsumerCoordinators)
+	if err != nil {
+		return "", fmt.Errorf("coordinators' consumer: %w", err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return "", fmt.Errorf("coordinators' consumer: %w", err)
+	}
+	if info.NumWaiting == 0 {
+		return jobs.NoCoordinator, nil
+	}
+	return "waiting for a coordinator with a free slot", nil
+}
