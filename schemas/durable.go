@@ -31,7 +31,7 @@ type JobRecord struct {
 	Finished bool `json:"finished"`
 	// State is the last state the job was left in: queued, running,
 	// paused, or a final state.
-	State string `json:"state" jsonschema:"enum=queued,enum=running,enum=paused,enum=solved,enum=unsolved,enum=no_consensus,enum=failed,enum=cancelled"`
+	State string `json:"state" jsonschema:"enum=queued,enum=running,enum=paused,enum=budget_exhausted,enum=solved,enum=unsolved,enum=no_consensus,enum=failed,enum=cancelled"`
 	// Decision is a person's answer for a step the fleet could not settle
 	// (`maker decide`); the job's owner journals it when it reaches that
 	// step.
@@ -461,7 +461,7 @@ func sha256Hex(s string) bool {
 // knownState reports whether s is a job state.
 func knownState(s string) bool {
 	switch s {
-	case StateQueued, StateRunning, StatePaused:
+	case StateQueued, StateRunning, StatePaused, StateBudgetExhausted:
 		return true
 	}
 	return Terminal(s)

@@ -79,4 +79,5 @@ func ExampleAll() {
 	// control_request https://makerfleet.dev/schemas/v1/control_request.schema.json
 	// decide_request https://makerfleet.dev/schemas/v1/decide_request.schema.json
 	// control_reply https://makerfleet.dev/schemas/v1/control_reply.schema.json
+	// tenant_quota https://makerfleet.dev/schemas/v1/tenant_quota.schema.json
 }

@@ -53,7 +53,7 @@ func TestInvalid(t *testing.T) {
 		{"job_spec.wrong_version", schemas.ErrVersion, "unsupported version: 2", "rejects"},
 		{"job_spec.version_string", schemas.ErrInvalid, "cannot unmarshal string", "rejects"},
 		{"job_spec.wrong_kind", schemas.ErrKind, `got "job_report", want "job_spec"`, "rejects"},
-		{"job_spec.unknown_field", schemas.ErrInvalid, `unknown field "priority"`, "rejects"},
+		{"job_spec.unknown_field", schemas.ErrInvalid, `unknown field "urgency"`, "rejects"},
 		{"job_spec.case_variant_key", schemas.ErrInvalid, `unknown field "K" (keys are case-sensitive)`, "rejects"},
 		{"job_spec.duplicate_key", schemas.ErrInvalid, `duplicate key "k"`, "accepts"},
 		{"job_spec.bad_tenant", schemas.ErrInvalid, `tenant "Acme Corp" must be`, "rejects"},

@@ -82,6 +82,18 @@ type JobSpec struct {
 	// a stronger model votes, then, if Panel is set, the judge's panel
 	// arbitrates.
 	Escalation *EscalationPolicy `json:"escalation,omitempty"`
+	// BudgetUSD caps what the job may spend, in US dollars (optional; 0:
+	// no cap of its own). Each wave reserves its expected cost before it is
+	// published; a job that would go over pauses as budget_exhausted.
+	// Needs Pricing.
+	BudgetUSD float64 `json:"budget_usd,omitempty"`
+	// Priority orders a tenant's own jobs: higher runs first, from 0 (the
+	// default) to 9.
+	Priority int `json:"priority,omitempty"`
+	// BatchID and BatchLine name the batch and the input line (from 1) a
+	// job was submitted from; empty for a job submitted alone.
+	BatchID   string `json:"batch_id,omitempty"`
+	BatchLine int64  `json:"batch_line,omitempty"`
 	// SubmittedAt is when the job was submitted.
 	SubmittedAt time.Time `json:"submitted_at"`
 }
@@ -187,8 +199,37 @@ func (s *JobSpec) Validate() error {
 			return invalid(k, "escalation.stronger_pricing prices no stronger_model")
 		}
 	}
+	if !inRange(s.BudgetUSD, 0, MaxBudgetUSD) {
+		return invalid(k, "budget_usd must be between 0 and %g, got %v", float64(MaxBudgetUSD), s.BudgetUSD)
+	}
+	if s.BudgetUSD > 0 && s.Pricing == nil {
+		return invalid(k, "budget_usd needs pricing: a job without prices costs nothing that a budget could count")
+	}
+	if s.Priority < MinPriority || s.Priority > MaxPriority {
+		return invalid(k, "priority must be between %d and %d, got %d", MinPriority, MaxPriority, s.Priority)
+	}
+	if (s.BatchID == "") != (s.BatchLine == 0) {
+		return invalid(k, "batch_id and batch_line go together")
+	}
+	if s.BatchID != "" && (len(s.BatchID) > MaxBatchIDLen || !jobIDRE.MatchString(s.BatchID)) {
+		return invalid(k, "batch_id %q is not an id", s.BatchID)
+	}
+	if s.BatchLine < 0 {
+		return invalid(k, "batch_line must be >= 1, got %d", s.BatchLine)
+	}
 	return s.Pricing.check(k, "pricing")
 }
+
+// Budget and priority bounds.
+const (
+	// MaxBudgetUSD bounds a job's budget_usd.
+	MaxBudgetUSD = 1_000_000
+	// MaxBatchIDLen bounds a batch id, so that its jobs' ids
+	// (<batch_id>-<line>) are job ids.
+	MaxBatchIDLen = 40
+	// MinPriority and MaxPriority bound a job's priority.
+	MinPriority, MaxPriority = 0, 9
+)
 
 // check validates a price (nil: none) named field in a message of kind k.
 func (p *Pricing) check(k, field string) error {
@@ -234,6 +275,10 @@ const (
 	StatePaused = "paused"
 	// StateCancelled: stopped for good at a step boundary by a person.
 	StateCancelled = "cancelled"
+	// StateBudgetExhausted: paused at a step boundary because the next
+	// wave would go over the job's or the tenant's budget; resumed like a
+	// paused job once the budget is raised.
+	StateBudgetExhausted = "budget_exhausted"
 )
 
 // Terminal reports whether a job in state s has ended.
@@ -253,7 +298,7 @@ type JobStatus struct {
 	JobID  string `json:"job_id"`
 	// State is queued, running, paused, solved, unsolved, no_consensus,
 	// failed or cancelled.
-	State string `json:"state" jsonschema:"enum=queued,enum=running,enum=paused,enum=solved,enum=unsolved,enum=no_consensus,enum=failed,enum=cancelled"`
+	State string `json:"state" jsonschema:"enum=queued,enum=running,enum=paused,enum=budget_exhausted,enum=solved,enum=unsolved,enum=no_consensus,enum=failed,enum=cancelled"`
 	// Steps decided so far, out of TotalSteps at most.
 	Steps      int64 `json:"steps"`
 	TotalSteps int64 `json:"total_steps"`
@@ -274,6 +319,13 @@ type JobStatus struct {
 	// Control is set while a pause or cancel is asked and not yet obeyed
 	// (at the next step boundary).
 	Control string `json:"control,omitempty" jsonschema:"enum=,enum=pause,enum=cancel"`
+	// SpentUSD is what the job's counted samples cost so far; ReservedUSD
+	// what its samples in flight may still cost (budgets reserve it).
+	SpentUSD    float64 `json:"spent_usd,omitempty"`
+	ReservedUSD float64 `json:"reserved_usd,omitempty"`
+	// FinishCostUSD is set on a budget_exhausted job: what finishing it is
+	// expected to cost from here.
+	FinishCostUSD float64 `json:"finish_cost_usd,omitempty"`
 	// UpdatedAt is when these figures were taken.
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -294,6 +346,14 @@ func (s *JobStatus) Validate() error {
 	}
 	if s.Rung != "" && s.Rung != RungStrongerModel && s.Rung != RungPanel {
 		return invalid(KindJobStatus, "rung is %s or %s, got %q", RungStrongerModel, RungPanel, s.Rung)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"spent_usd", s.SpentUSD}, {"reserved_usd", s.ReservedUSD}, {"finish_cost_usd", s.FinishCostUSD}} {
+		if !inRange(f.v, 0, math.MaxFloat64) {
+			return invalid(KindJobStatus, "%s must be >= 0, got %v", f.name, f.v)
+		}
 	}
 	return nonNegative(KindJobStatus,
 		count{"steps", s.Steps}, count{"total_steps", s.TotalSteps}, count{"samples", s.Samples},

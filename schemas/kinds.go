@@ -36,6 +36,7 @@ func All() []MessageType {
 		{KindControlRequest, func() Message { return new(ControlRequest) }},
 		{KindDecideRequest, func() Message { return new(DecideRequest) }},
 		{KindControlReply, func() Message { return new(ControlReply) }},
+		{KindTenantQuota, func() Message { return new(TenantQuota) }},
 	}
 }
 
@@ -58,6 +59,7 @@ var (
 	_ Message = (*BreakGlassApproval)(nil)
 	_ Message = (*ApprovalDecision)(nil)
 	_ Message = (*ArbitrationRequest)(nil)
+	_ Message = (*TenantQuota)(nil)
 	_ Message = (*ArbitrationResponse)(nil)
 	_ Message = (*ArbiterDecision)(nil)
 	_ Message = (*TaskRecord)(nil)

@@ -117,6 +117,20 @@ func (ns Namespace) LeasesBucket() string  { return ns.bucket("leases") }
 // TasksBucket names the namespace's task registry bucket.
 func (ns Namespace) TasksBucket() string { return ns.bucket("tasks") }
 
+// QuotasBucket, APIKeysBucket and BatchesBucket name the buckets of the
+// tenants' quotas, the API keys (hashed) and the batch records.
+func (ns Namespace) QuotasBucket() string  { return ns.bucket("quotas") }
+func (ns Namespace) APIKeysBucket() string { return ns.bucket("apikeys") }
+func (ns Namespace) BatchesBucket() string { return ns.bucket("batches") }
+
+// BatchesStream holds batches' input lines, one message per line.
+func (ns Namespace) BatchesStream() string { return ns.stream("BATCHES") }
+
+// BatchSubject is the subject of one batch's input lines.
+func (ns Namespace) BatchSubject(tenant, batch string) string {
+	return ns.subject("batch") + tenant + "." + batch
+}
+
 func (ns Namespace) subject(kind string) string { return ns.String() + ".v1." + kind + "." }
 
 // JobSubject is where jobs of tenant are submitted.
@@ -246,6 +260,12 @@ type Topology struct {
 	// Tasks is the task registry: registered task specs (schemas.TaskRecord)
 	// under <name>.<version>.
 	Tasks jetstream.KeyValue
+	// Quotas holds schemas.TenantQuota by tenant (and the fleet's under
+	// schemas.FleetQuotaKey); APIKeys the API keys by their hash; Batches
+	// the batch records by <tenant>.<batch>.
+	Quotas  jetstream.KeyValue
+	APIKeys jetstream.KeyValue
+	Batches jetstream.KeyValue
 }
 
 // Ensure creates the streams, shared consumers and buckets that are missing.
@@ -361,6 +381,16 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topol
 			DenyDelete: true,
 		},
 		jetstream.StreamConfig{
+			Name:        ns.BatchesStream(),
+			Description: "makerfleet batch input lines, one message per line, in order",
+			Subjects:    []string{ns.subject("batch") + "*.*"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     cfg.Storage,
+			Replicas:    cfg.Replicas,
+			MaxMsgSize:  cfg.MaxMsgSize,
+			MaxAge:      30 * 24 * time.Hour,
+		},
+		jetstream.StreamConfig{
 			Name:        ns.DLQStream(),
 			Description: "makerfleet dead letters: messages the fleet gave up on, with why",
 			Subjects:    []string{ns.subject("dlq") + "*.*"},
@@ -439,7 +469,25 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topol
 	if err != nil {
 		return nil, err
 	}
-	return &Topology{NS: ns, JS: js, Config: cfg, Status: status, Reports: reports, Jobs: jobs, Leases: leases, Tasks: tasks}, nil
+	topo := &Topology{NS: ns, JS: js, Config: cfg, Status: status, Reports: reports, Jobs: jobs, Leases: leases, Tasks: tasks}
+	for _, b := range []struct {
+		dst  *jetstream.KeyValue
+		name string
+		desc string
+	}{
+		{&topo.Quotas, ns.QuotasBucket(), "makerfleet tenant quotas, read live by every coordinator"},
+		{&topo.APIKeys, ns.APIKeysBucket(), "makerfleet API keys, by the SHA-256 of the key"},
+		{&topo.Batches, ns.BatchesBucket(), "makerfleet batch records"},
+	} {
+		kv, err := ensureKVLog(ctx, js, cfg.Logger, jetstream.KeyValueConfig{
+			Bucket: b.name, Description: b.desc, History: 1, Storage: cfg.Storage, Replicas: cfg.Replicas,
+		})
+		if err != nil {
+			return nil, err
+		}
+		*b.dst = kv
+	}
+	return topo, nil
 }
 
 // ensureStream is ensureStreamLog with the default logger.
@@ -551,12 +599,12 @@ func raiseReplicas(ctx context.Context, js jetstream.JetStream, s jetstream.Stre
 // shared server). Missing ones are skipped.
 func Teardown(ctx context.Context, js jetstream.JetStream, ns Namespace) error {
 	var errs []error
-	for _, name := range []string{ns.JobsStream(), ns.SamplesStream(), ns.ResultsStream(), ns.JournalStream(), ns.DLQStream()} {
+	for _, name := range []string{ns.JobsStream(), ns.SamplesStream(), ns.ResultsStream(), ns.JournalStream(), ns.DLQStream(), ns.BatchesStream()} {
 		if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			errs = append(errs, err)
 		}
 	}
-	for _, name := range []string{ns.StatusBucket(), ns.ReportsBucket(), ns.JobsBucket(), ns.LeasesBucket(), ns.TasksBucket()} {
+	for _, name := range []string{ns.StatusBucket(), ns.ReportsBucket(), ns.JobsBucket(), ns.LeasesBucket(), ns.TasksBucket(), ns.QuotasBucket(), ns.APIKeysBucket(), ns.BatchesBucket()} {
 		if err := js.DeleteKeyValue(ctx, name); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			errs = append(errs, err)
 		}

@@ -37,10 +37,11 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, e
 		}
 		topo := &Topology{NS: ns, JS: js, Config: cfg}
 		err := bind(actx, js,
-			[]string{ns.JobsStream(), ns.SamplesStream(), ns.ResultsStream(), ns.JournalStream(), ns.DLQStream()},
+			[]string{ns.JobsStream(), ns.SamplesStream(), ns.ResultsStream(), ns.JournalStream(), ns.DLQStream(), ns.BatchesStream()},
 			map[string]*jetstream.KeyValue{
 				ns.StatusBucket(): &topo.Status, ns.ReportsBucket(): &topo.Reports,
 				ns.JobsBucket(): &topo.Jobs, ns.LeasesBucket(): &topo.Leases, ns.TasksBucket(): &topo.Tasks,
+				ns.QuotasBucket(): &topo.Quotas, ns.APIKeysBucket(): &topo.APIKeys, ns.BatchesBucket(): &topo.Batches,
 			},
 			ErrNoFleet, ns, "start a coordinator, or run maker topology create")
 		if err != nil {
