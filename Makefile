@@ -61,7 +61,10 @@ chaos-long: ## the fault suite's marathon: a 15-disk job (32,767 steps) with fau
 demo: ## solve 10-disk Towers of Hanoi on an in-process fleet
 	$(GO) run ./cmd/maker run --task hanoi --disks 10
 
-generate: ## regenerate generated files (schemas/jsonschema, schemas/docs_gen.go)
+# The API's OpenAPI document is built from schemas' doc comments
+# (schemas/docs_gen.go): schemas first.
+generate: ## regenerate generated files (schemas/jsonschema, schemas/docs_gen.go, docs/openapi.json)
+	$(GO) generate ./schemas/...
 	$(GO) generate ./...
 
 # Drift is judged against schemas/ as it was before generating (a copy, so
@@ -69,9 +72,9 @@ generate: ## regenerate generated files (schemas/jsonschema, schemas/docs_gen.go
 # same as `git diff --exit-code -- schemas/`.
 verify: ## go mod verify, fail on generated-schema drift and on go mod tidy changes
 	$(GO) mod verify
-	@snap="$$(mktemp -d)"; trap 'rm -rf "$$snap"' EXIT; cp -R schemas "$$snap/"; \
-	$(GO) generate ./... || exit 1; \
-	if ! diff -r "$$snap/schemas" schemas; then \
+	@snap="$$(mktemp -d)"; trap 'rm -rf "$$snap"' EXIT; cp -R schemas docs/openapi.json "$$snap/"; \
+	$(GO) generate ./schemas/... && $(GO) generate ./... || exit 1; \
+	if ! diff -r "$$snap/schemas" schemas || ! diff "$$snap/openapi.json" docs/openapi.json; then \
 		echo "generated files drifted: run 'make generate' and commit the result"; exit 1; \
 	fi
 	$(GO) mod tidy -diff

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/makerfleet/makerfleet/internal/batch"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/lease"
@@ -51,6 +52,16 @@ type Config struct {
 	// failures the job gets a failed report. Defaults 5s and 5.
 	JobRetryDelay  time.Duration
 	MaxJobAttempts int
+	// Slice is how long a job runs at least before this coordinator, full,
+	// hands it back (at a step boundary, checkpointed) for a waiting job of
+	// a tenant that runs fewer jobs here relative to its weight: time
+	// slicing, so one tenant's long job cannot starve another's. Negative:
+	// never. Default 30s.
+	Slice time.Duration
+	// AdmitRetry is how often a job tries again to publish the sample
+	// requests its quotas deferred (a token bucket's next token may come
+	// later). Default 10ms.
+	AdmitRetry time.Duration
 	// Bus configures the streams when this coordinator creates them.
 	Bus bus.Config
 	// Logger receives operational logs. Default slog.Default().
@@ -103,6 +114,15 @@ func (c *Config) defaults() error {
 	if c.LeaseTTL < 300*time.Millisecond || c.ScanInterval < 10*time.Millisecond || c.CheckpointEvery < 1 {
 		return fmt.Errorf("%w: LeaseTTL must be >= 300ms, ScanInterval >= 10ms, CheckpointEvery >= 1", ErrConfig)
 	}
+	if c.Slice == 0 {
+		c.Slice = 30 * time.Second
+	}
+	if c.AdmitRetry == 0 {
+		c.AdmitRetry = 10 * time.Millisecond
+	}
+	if c.AdmitRetry < time.Millisecond {
+		return fmt.Errorf("%w: AdmitRetry must be >= 1ms", ErrConfig)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -119,6 +139,7 @@ type Coordinator struct {
 	log    *slog.Logger
 	leases *lease.Manager
 	tasks  *taskreg.Registry // built-ins and the fleet's task specs; set by Run
+	fair   *fairness         // quotas, limits and fair shares (schedule.go, admit.go)
 
 	mu      sync.Mutex
 	running map[string]bool // registry keys of the jobs this coordinator runs
@@ -136,7 +157,8 @@ func New(nc *nats.Conn, st *store.Store, cfg Config) (*Coordinator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: jetstream: %w", err)
 	}
-	return &Coordinator{cfg: cfg, nc: nc, js: js, store: st, log: cfg.Logger.With("coordinator", cfg.ID), running: map[string]bool{}}, nil
+	return &Coordinator{cfg: cfg, nc: nc, js: js, store: st, log: cfg.Logger.With("coordinator", cfg.ID), running: map[string]bool{},
+		fair: newFairness(st, cfg)}, nil
 }
 
 // Run takes and runs jobs until ctx is done. On return every job it ran
@@ -151,9 +173,20 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if c.leases, err = lease.NewManager(topo.Leases, c.cfg.ID, c.cfg.LeaseTTL); err != nil {
 		return err
 	}
+	// Batches are fed into the fleet by one coordinator's runner each (internal/batch).
+	batches, err := batch.NewRunner(topo, batch.RunnerConfig{Owner: c.cfg.ID, LeaseTTL: c.cfg.LeaseTTL, ScanInterval: c.cfg.ScanInterval, Logger: c.log})
+	if err != nil {
+		return err
+	}
 	if err := c.store.Load(ctx); err != nil {
 		return err
 	}
+	// Quotas: a watch-fed cache of the quota bucket, until Run returns.
+	stopFair, err := c.startFair(ctx, topo)
+	if err != nil {
+		return err
+	}
+	defer stopFair()
 	cons, err := c.js.Consumer(ctx, topo.NS.JobsStream(), bus.ConsumerCoordinators)
 	if err != nil {
 		return fmt.Errorf("coordinator: job consumer: %w", err)
@@ -189,6 +222,11 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		c.deadLetters(ctx, topo, advisories, events)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = batches.Run(ctx) // stops its batches between two jobs and releases their leases
 	}()
 	c.schedule(ctx, topo, poke, &wg)
 	c.mu.Lock()

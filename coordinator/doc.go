@@ -52,9 +52,19 @@
 // job's schemas.Figures and what the journal holds of them), replay.go (a
 // new owner's rebuild from the journal). The shell is job.go (the loop and
 // the actions), resume.go (journal, takeover, cleanup), arbitrate.go (the
-// judge), report.go (status and report); schedule.go takes and renews the
-// leases of jobs, coordinator.go takes jobs in, control.go answers
-// people's controls and decisions.
+// judge), report.go (status and report), admit.go (a wave's admission
+// under the tenant's quotas and the fleet's weighted-fair capacity,
+// internal/quota: requests refused for now wait in the job's deferred
+// queue, never blocking its loop) and budget.go (reserve-then-dispatch:
+// each admitted wave reserves its most possible cost in Redis before it is
+// published and settles the actual cost when its results are counted; a
+// wave that does not fit pauses the job as budget_exhausted); schedule.go
+// takes and renews the leases of jobs, fair.go chooses which job to take
+// (weighted-fair across tenants, then priority, then age), holds the
+// tenants' running-job quotas and hands a job back at a step boundary
+// when another tenant waits (time slicing), coordinator.go takes jobs in
+// and runs the batch runner (internal/batch), control.go answers people's
+// controls and decisions.
 //
 // # The step loop
 //

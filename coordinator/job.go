@@ -49,6 +49,11 @@ type jobRun struct {
 	// the result messages being handled, by their position in the batch
 	batch   []jetstream.Msg
 	settled []bool
+
+	// adm: deferred publishes, requests held in flight, hand-back (admit.go)
+	adm admission
+	// bud: the job's budget reservations (budget.go); nil until used
+	bud *jobBudget
 }
 
 // runJob runs the job of rec, resuming from its journal, until it ends
@@ -65,6 +70,8 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int6
 		controlled: make(chan struct{}, 1),
 		started:    time.Now(),
 	}
+	r.initAdmission()
+	defer r.admitDone(ctx)
 	// As the registry said when the job was taken; the watch keeps it
 	// current from here.
 	r.control.Store(rec.Control)
@@ -218,6 +225,9 @@ func (r *jobRun) loop(ctx context.Context, iter jetstream.MessagesContext) error
 			return err
 		}
 		now := time.Now()
+		if err := r.admitTick(ctx, now); err != nil {
+			return err
+		}
 		if !now.Before(nextSweep) {
 			r.sync()
 			if err := r.do(ctx, m.onTick(now)); err != nil {
@@ -232,6 +242,9 @@ func (r *jobRun) loop(ctx context.Context, iter jetstream.MessagesContext) error
 		wake := nextSweep
 		if nextStatus.Before(wake) {
 			wake = nextStatus
+		}
+		if at := r.admitWake(); !at.IsZero() && at.Before(wake) {
+			wake = at
 		}
 		msg, err := iter.Next(jetstream.NextMaxWait(max(time.Until(wake), time.Millisecond)))
 		if err != nil {
@@ -267,6 +280,9 @@ func (r *jobRun) handle(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	r.sync()
 	err := r.do(ctx, r.m.onResults(time.Now(), in))
+	if err == nil {
+		err = r.settleBatch(ctx, msgs, r.settled) // budget.go
+	}
 	if err != nil {
 		for i, msg := range msgs {
 			if !r.settled[i] {
@@ -292,10 +308,22 @@ func (r *jobRun) event(ctx context.Context, ev func(time.Time) ([]action, error)
 func (r *jobRun) sync() { r.m.control = r.control.Load().(string) }
 
 // do carries out the machine's actions in order. The first that fails
-// stops the rest.
+// stops the rest. A run of sample requests is admitted as one wave.
 func (r *jobRun) do(ctx context.Context, acts []action) error {
-	for _, a := range acts {
-		if err := r.exec(ctx, a); err != nil {
+	for i := 0; i < len(acts); i++ {
+		if acts[i].kind == actPublish {
+			reqs := r.adm.reqs[:0]
+			for ; i < len(acts) && acts[i].kind == actPublish; i++ {
+				reqs = append(reqs, acts[i].req)
+			}
+			i--
+			r.adm.reqs = reqs
+			if err := r.admit(ctx, reqs); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.exec(ctx, acts[i]); err != nil {
 			return err
 		}
 	}
@@ -306,7 +334,7 @@ func (r *jobRun) exec(ctx context.Context, a action) error {
 	m := r.m
 	switch a.kind {
 	case actPublish:
-		return r.publish(ctx, a.req)
+		return r.admit(ctx, []*schemas.SampleRequest{a.req})
 	case actAnnounce:
 		if data, err := json.Marshal(a.decided); err == nil {
 			_ = r.c.nc.Publish(r.topo.NS.DecidedSubject(r.spec.Tenant, r.spec.JobID), data)
@@ -316,6 +344,7 @@ func (r *jobRun) exec(ctx context.Context, a action) error {
 		if err != nil {
 			return r.event(ctx, func(now time.Time) ([]action, error) { return m.recordFailed(now, err) })
 		}
+		r.counted(ctx, m.batch)
 		return r.event(ctx, func(now time.Time) ([]action, error) { return m.recorded(now, outs) })
 	case actSettle:
 		msg := r.batch[a.msg]

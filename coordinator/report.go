@@ -61,6 +61,15 @@ func failedReport(spec schemas.JobSpec, reason string) schemas.JobReport {
 // publishStatus stores the job's progress in state. A paused job has no
 // owner, so its status names none.
 func (r *jobRun) publishStatus(ctx context.Context, state string) {
+	st := r.status(state)
+	if state == schemas.StatePaused {
+		st.Coordinator = ""
+	}
+	r.putStatus(ctx, &st)
+}
+
+// status is the job's status in state, as its figures stand.
+func (r *jobRun) status(state string) schemas.JobStatus {
 	m := r.m
 	progress := 0.0
 	if p, ok := m.inst.(task.Progresser); ok && m.state != nil {
@@ -75,13 +84,16 @@ func (r *jobRun) publishStatus(ctx context.Context, state string) {
 		Votes: m.acct.Votes, RedFlagged: m.acct.RedFlagged, Errors: m.acct.Errors,
 		Coordinator: r.c.cfg.ID, UpdatedAt: time.Now().UTC(),
 	}
-	if state == schemas.StatePaused {
-		st.Coordinator = ""
-	}
+	st.SpentUSD, st.ReservedUSD = r.money()
 	if !schemas.Terminal(state) {
 		st.Rung = m.rung
 	}
-	data, err := json.Marshal(&st)
+	return st
+}
+
+// putStatus stores st in the status bucket.
+func (r *jobRun) putStatus(ctx context.Context, st *schemas.JobStatus) {
+	data, err := json.Marshal(st)
 	if err != nil {
 		return
 	}

@@ -18,8 +18,8 @@ import (
 )
 
 // schedule watches the registry and, every ScanInterval (or when poked),
-// takes the lease of each unfinished, unpaused job that has no live owner,
-// while it has room, and runs the job.
+// takes the lease of unfinished, unpaused jobs that have no live owner,
+// while it has room, in fair order (fair.go), and runs them.
 func (c *Coordinator) schedule(ctx context.Context, topo *bus.Topology, poke <-chan struct{}, wg *sync.WaitGroup) {
 	open := map[string]schemas.JobRecord{} // unfinished jobs, by registry key
 	var updates <-chan jetstream.KeyValueEntry
@@ -63,48 +63,87 @@ func (c *Coordinator) schedule(ctx context.Context, topo *bus.Topology, poke <-c
 		case <-poke:
 		case <-tick.C:
 		}
-		for key, rec := range open {
-			if rec.Control == schemas.ControlPause || c.isRunning(key) || !c.hasRoom() {
-				continue
-			}
-			l, err := c.leases.Acquire(ctx, rec.Tenant, rec.JobID)
-			if err != nil {
-				if !errors.Is(err, lease.ErrHeld) && ctx.Err() == nil {
-					c.log.Warn("take job lease", "key", key, "err", err)
-				}
-				continue
-			}
-			// The watch may lag (a server restart, say): the registry
-			// itself has the last word on whether the job still needs us.
-			cur, _, err := jobs.Get(ctx, topo, rec.Tenant, rec.JobID)
-			if err != nil || cur.Finished || cur.Control == schemas.ControlPause {
-				if err == nil {
-					if cur.Finished {
-						delete(open, key)
-					} else {
-						open[key] = cur
-					}
-				}
-				c.release(ctx, l, 0, c.log)
-				continue
-			}
-			rec = cur
-			c.setRunning(key, true)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() {
-					// A job wound down by the coordinator's stop stays
-					// counted until Run returns: the stop's log line says
-					// how many it hands back, however fast they go.
-					if ctx.Err() == nil {
-						c.setRunning(key, false)
-					}
-				}()
-				c.own(ctx, topo, l, rec)
-			}()
+		c.take(ctx, topo, open, wg)
+	}
+}
+
+// take starts the open jobs this coordinator has room for, in fair order
+// (fair.go), within each tenant's running-job quota; when it is
+// full and a job of a tenant below its share waits, it asks the job most
+// over its share to hand itself back (time slicing).
+func (c *Coordinator) take(ctx context.Context, topo *bus.Topology, open map[string]schemas.JobRecord, wg *sync.WaitGroup) {
+	q := c.fair.queue(open, c.isRunning)
+	for c.hasRoom() {
+		key, rec, ok := q.next()
+		if !ok {
+			return
+		}
+		started, refused := c.start(ctx, topo, open, key, rec, wg)
+		switch {
+		case refused:
+			q.drop(rec.Tenant) // at its running-job quota: none of its jobs now
+		case started:
+			q.started(rec.Tenant)
 		}
 	}
+	c.fair.slice(ctx, topo, q, c.cfg.Slice, c.log)
+}
+
+// start takes the lease of one open job and runs it. refused says the
+// tenant is at its running-job quota. The running-job slot is taken under
+// the lease (only the job's lease holder takes or gives back its slot),
+// after a cheap look at the tenant's count spares a lease write when the
+// tenant is plainly full.
+func (c *Coordinator) start(ctx context.Context, topo *bus.Topology, open map[string]schemas.JobRecord, key string, rec schemas.JobRecord, wg *sync.WaitGroup) (started, refused bool) {
+	if c.fair.full(ctx, rec.Tenant) {
+		return false, true
+	}
+	l, err := c.leases.Acquire(ctx, rec.Tenant, rec.JobID)
+	if err != nil {
+		if !errors.Is(err, lease.ErrHeld) && ctx.Err() == nil {
+			c.log.Warn("take job lease", "key", key, "err", err)
+		}
+		return false, false
+	}
+	// The watch may lag (a server restart, say): the registry itself has
+	// the last word on whether the job still needs us.
+	cur, _, err := jobs.Get(ctx, topo, rec.Tenant, rec.JobID)
+	if err != nil || cur.Finished || cur.Control == schemas.ControlPause {
+		if err == nil {
+			if cur.Finished {
+				delete(open, key)
+			} else {
+				open[key] = cur
+			}
+		}
+		c.release(ctx, l, 0, c.log)
+		return false, false
+	}
+	runSlot, err := c.fair.acquireRun(ctx, rec.Tenant, rec.JobID, c.cfg.LeaseTTL)
+	if err != nil || runSlot == slotRefused {
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("take a running-job slot", "key", key, "err", err)
+		}
+		c.release(ctx, l, 0, c.log)
+		return false, runSlot == slotRefused
+	}
+	rec = cur
+	c.setRunning(key, true)
+	c.fair.add(key, rec.Tenant, runSlot == slotHeld)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer func() {
+			// A job wound down by the coordinator's stop stays
+			// counted until Run returns: the stop's log line says
+			// how many it hands back, however fast they go.
+			if ctx.Err() == nil {
+				c.setRunning(key, false)
+			}
+		}()
+		c.own(ctx, topo, l, rec)
+	}()
+	return true, false
 }
 
 func (c *Coordinator) isRunning(key string) bool {
@@ -153,6 +192,9 @@ func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Leas
 	// be released, so another coordinator resumes the job at once.
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer scancel()
+	// Its running-job slot is given back whatever the end (the last step,
+	// after the lease's, so the slot is never free while the job runs).
+	defer c.fair.remove(sctx, bus.JobKey(spec.Tenant, spec.JobID), spec.Tenant, spec.JobID, log)
 
 	switch {
 	case errors.Is(err, errLeaseLost):
@@ -166,6 +208,9 @@ func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Leas
 		c.release(sctx, l, 0, log)
 	case errors.Is(err, errPaused):
 		log.Info("job paused", "steps", rep.Steps)
+		c.release(sctx, l, 0, log)
+	case errors.Is(err, errYield):
+		log.Info("job handed back for another tenant's; it resumes when a coordinator has room", "steps", rep.Steps)
 		c.release(sctx, l, 0, log)
 	case errors.Is(err, ErrInvalidJob):
 		log.Error("job refused", "err", err)
@@ -232,6 +277,7 @@ func (c *Coordinator) renew(ctx context.Context, stop context.CancelCauseFunc, l
 		switch {
 		case err == nil:
 			renewed = time.Now()
+			c.fair.refreshRun(ctx, l.Tenant, l.JobID, c.cfg.LeaseTTL, log)
 		case errors.Is(err, lease.ErrLost):
 			stop(fmt.Errorf("%w: %v", errLeaseLost, err))
 			return

@@ -58,7 +58,8 @@ func TestRunOnExternalNATSIsPrivate(t *testing.T) {
 	// A slow model keeps the run going long enough to see its streams.
 	run := startProc(t, "run", "run", "--nats", svc.natsURL, "--disks", "3", "--sim-latency", "100ms", "--json", "--quiet")
 	var seen []string
-	for deadline := time.Now().Add(30 * time.Second); len(seen) < 5 && !run.exited() && time.Now().Before(deadline); {
+	const want = 6 // JOBS, SAMPLES, RESULTS, JOURNAL, DLQ, BATCHES
+	for deadline := time.Now().Add(30 * time.Second); len(seen) < want && !run.exited() && time.Now().Before(deadline); {
 		seen = seen[:0]
 		for _, n := range svc.streamNames(t) {
 			if private(n) {
@@ -67,8 +68,8 @@ func TestRunOnExternalNATSIsPrivate(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // poll interval
 	}
-	if len(seen) != 5 {
-		t.Errorf("while it ran, the run had streams %v on the shared server; want its 3 streams and 2 buckets", seen)
+	if len(seen) != want {
+		t.Errorf("while it ran, the run had streams %v on the shared server; want its %d streams", seen, want)
 	}
 	if code := run.wait(60 * time.Second); code != 0 {
 		t.Fatalf("run exited %d: %s", code, run.stderr())

@@ -80,4 +80,7 @@ func ExampleAll() {
 	// decide_request https://makerfleet.dev/schemas/v1/decide_request.schema.json
 	// control_reply https://makerfleet.dev/schemas/v1/control_reply.schema.json
 	// tenant_quota https://makerfleet.dev/schemas/v1/tenant_quota.schema.json
+	// batch_record https://makerfleet.dev/schemas/v1/batch_record.schema.json
+	// batch_item https://makerfleet.dev/schemas/v1/batch_item.schema.json
+	// api_key https://makerfleet.dev/schemas/v1/api_key.schema.json
 }

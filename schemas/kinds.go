@@ -37,6 +37,9 @@ func All() []MessageType {
 		{KindDecideRequest, func() Message { return new(DecideRequest) }},
 		{KindControlReply, func() Message { return new(ControlReply) }},
 		{KindTenantQuota, func() Message { return new(TenantQuota) }},
+		{KindBatchRecord, func() Message { return new(BatchRecord) }},
+		{KindBatchItem, func() Message { return new(BatchItem) }},
+		{KindAPIKey, func() Message { return new(APIKey) }},
 	}
 }
 
@@ -60,6 +63,9 @@ var (
 	_ Message = (*ApprovalDecision)(nil)
 	_ Message = (*ArbitrationRequest)(nil)
 	_ Message = (*TenantQuota)(nil)
+	_ Message = (*BatchRecord)(nil)
+	_ Message = (*BatchItem)(nil)
+	_ Message = (*APIKey)(nil)
 	_ Message = (*ArbitrationResponse)(nil)
 	_ Message = (*ArbiterDecision)(nil)
 	_ Message = (*TaskRecord)(nil)

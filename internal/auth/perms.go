@@ -15,10 +15,16 @@
 //	judge         the break-glass and arbitration streams and buckets.
 //	approver      a person: decides steps waiting for one, approves held
 //	              judge calls; reads every job's registry, status, report.
+//	api           `maker serve`, acting for every tenant whose API key it
+//	              checked: registers and queues jobs, asks controls and
+//	              decisions, reads jobs, tasks, quotas and API keys, keeps
+//	              batches; writes quotas and task specs (admin keys'
+//	              routes). Never a status, report, lease or API key.
 //	admin         the operator: everything.
 //	tenant-<T>    a tenant's clients: submits, controls, reads its own
 //	              jobs, dead letters and judge answers, asks for break
-//	              glass; nothing of any other tenant.
+//	              glass, submits and reads its own batches; nothing of any
+//	              other tenant, no quota and no API key.
 //
 // Every identity reads replies only under its own inbox prefix,
 // _INBOX.<identity> (bus.Auth sets it), so nobody reads another's replies.
@@ -42,12 +48,13 @@ const (
 	Judge        = "judge"
 	Admin        = "admin"
 	Approver     = "approver"
+	API          = "api"
 	TenantPrefix = "tenant-"
 )
 
 // Roles are the identities other than tenants, in the order auth.conf
 // lists them.
-var Roles = []string{Coordinator, Voter, Judge, Approver, Admin}
+var Roles = []string{Coordinator, Voter, Judge, Approver, API, Admin}
 
 // ErrIdentity: a name that is none of the identities.
 var ErrIdentity = errors.New("auth: unknown identity")
@@ -95,13 +102,22 @@ type names struct{ ns bus.Namespace }
 
 func (n names) subj(kind string) string { return n.ns.String() + ".v1." + kind + "." }
 
-// fleetStreams are the fleet's streams; fleetBuckets its buckets.
+// fleetStreams are the fleet's streams; fleetBuckets its buckets: what
+// bus.Open binds.
 func (n names) fleetStreams() []string {
-	return []string{n.ns.JobsStream(), n.ns.SamplesStream(), n.ns.ResultsStream(), n.ns.JournalStream(), n.ns.DLQStream()}
+	return []string{n.ns.JobsStream(), n.ns.SamplesStream(), n.ns.ResultsStream(), n.ns.JournalStream(), n.ns.DLQStream(), n.ns.BatchesStream()}
 }
 
 func (n names) fleetBuckets() []string {
-	return []string{n.ns.JobsBucket(), n.ns.StatusBucket(), n.ns.ReportsBucket(), n.ns.LeasesBucket(), n.ns.TasksBucket()}
+	return []string{n.ns.JobsBucket(), n.ns.StatusBucket(), n.ns.ReportsBucket(), n.ns.LeasesBucket(), n.ns.TasksBucket(),
+		n.ns.QuotasBucket(), n.ns.APIKeysBucket(), n.ns.BatchesBucket()}
+}
+
+// guarded are the buckets only the admin (and, for quotas and task specs,
+// the api) writes: quotas and API keys decide what a tenant may do, the
+// task registry what a job runs.
+func (n names) guarded() []string {
+	return []string{n.ns.TasksBucket(), n.ns.QuotasBucket(), n.ns.APIKeysBucket()}
 }
 
 func (n names) judgeStreams() []string {
@@ -211,14 +227,25 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 			n.subj("decided") + ">",
 			n.subj("arbitrate") + "*",
 		}
-		// Every fleet bucket but the task registry, which only the admin
-		// writes (maker task register).
+		// Every fleet bucket but the guarded ones (task registry, quotas,
+		// API keys), which only the admin writes (maker task register,
+		// maker quota set, maker keys); and batches' lines (the batch
+		// runner runs in the coordinators).
 		for _, b := range n.fleetBuckets() {
-			if b != n.ns.TasksBucket() {
+			if !slices.Contains(n.guarded(), b) {
 				p.Publish.Allow = append(p.Publish.Allow, "$KV."+b+".>")
 			}
 		}
+		p.Publish.Allow = append(p.Publish.Allow, n.subj("batch")+">")
 		p.Publish.Deny = []string{n.subj("result") + ">", n.subj("judge") + ">", n.subj("judge_approve") + ">"}
+		// It creates the quota and API key buckets (bus.Ensure) and may
+		// raise their replicas, but never writes, purges or deletes them.
+		for _, b := range []string{n.ns.QuotasBucket(), n.ns.APIKeysBucket()} {
+			p.Publish.Deny = append(p.Publish.Deny, "$KV."+b+".>")
+			for _, op := range []string{"DELETE", "PURGE", "MSG.DELETE"} {
+				p.Publish.Deny = append(p.Publish.Deny, "$JS.API.STREAM."+op+"."+kvStream(b))
+			}
+		}
 		for _, b := range n.judgeBuckets() {
 			p.Publish.Deny = append(p.Publish.Deny, "$KV."+b+".>")
 			for _, op := range []string{"UPDATE", "DELETE", "PURGE"} {
@@ -272,6 +299,42 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 		}
 		p.Subscribe.Allow = []string{inbox}
 
+	case API:
+		// maker serve checks each request's API key and acts for its
+		// tenant: it registers and queues jobs (so a job is readable as
+		// soon as its submit is answered), asks controls and a person's
+		// decisions (the registry is its fallback when no coordinator
+		// answers, as for the CLI), reads every tenant's jobs, tasks,
+		// quotas and keys, and keeps the batches. Admin keys' routes write
+		// quotas and task specs. No status, report, lease or API key
+		// write; no topology.
+		p.Publish.Allow = append(info(n.fleetStreams(), n.fleetBuckets()),
+			n.subj("job")+"*",
+			n.subj("control")+"*.*",
+			n.subj("decide")+"*.*",
+			n.subj("batch")+"*.*",
+		)
+		for _, b := range n.fleetBuckets() {
+			if b != n.ns.LeasesBucket() {
+				p.Publish.Allow = append(p.Publish.Allow, kvRead(b, ">")...)
+			}
+		}
+		for _, b := range []string{n.ns.JobsBucket(), n.ns.QuotasBucket(), n.ns.TasksBucket(), n.ns.BatchesBucket()} {
+			p.Publish.Allow = append(p.Publish.Allow, "$KV."+b+".>")
+		}
+		// A batch's lines: read in order, or one by one; a batch refused
+		// after its lines were stored is purged.
+		bs := n.ns.BatchesStream()
+		p.Publish.Allow = append(p.Publish.Allow, streamRead(bs, ">")...)
+		p.Publish.Allow = append(p.Publish.Allow,
+			"$JS.API.CONSUMER.CREATE."+bs+".*",
+			"$JS.API.STREAM.MSG.GET."+bs,
+			"$JS.API.DIRECT.GET."+bs, "$JS.API.DIRECT.GET."+bs+".>",
+			"$JS.API.STREAM.PURGE."+bs,
+			"$JS.FC."+bs+".>",
+		)
+		p.Subscribe.Allow = []string{inbox}
+
 	default: // a tenant
 		t, _ := TenantOf(identity)
 		p.Publish.Allow = append(info(append(n.fleetStreams(), n.judgeStreams()...), append(n.fleetBuckets(), n.judgeBuckets()...)),
@@ -284,6 +347,13 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 		}
 		p.Publish.Allow = append(p.Publish.Allow, kvRead(n.ns.TasksBucket(), ">")...)
 		p.Publish.Allow = append(p.Publish.Allow, streamRead(n.ns.DLQStream(), n.subj("dlq")+t+".>")...)
+		// Its own batches: their lines (published, read in order) and
+		// records (the only KV keys a tenant writes: a batch record under
+		// its own tenant, which the coordinators' runner checks).
+		p.Publish.Allow = append(p.Publish.Allow, n.subj("batch")+t+".*")
+		p.Publish.Allow = append(p.Publish.Allow, streamRead(n.ns.BatchesStream(), n.subj("batch")+t+".>")...)
+		p.Publish.Allow = append(p.Publish.Allow, kvRead(n.ns.BatchesBucket(), t+".>")...)
+		p.Publish.Allow = append(p.Publish.Allow, "$KV."+n.ns.BatchesBucket()+"."+t+".>")
 		p.Subscribe.Allow = []string{inbox}
 	}
 	return p, nil

@@ -16,7 +16,7 @@ func TestAuthValidIdentity(t *testing.T) {
 		id string
 		ok bool
 	}{
-		{"coordinator", true}, {"voter", true}, {"judge", true}, {"approver", true}, {"admin", true},
+		{"coordinator", true}, {"voter", true}, {"judge", true}, {"approver", true}, {"api", true}, {"admin", true},
 		{"tenant-alpha", true}, {"tenant-a-1", true},
 		{"tenant-", false}, {"tenant-Alpha", false}, {"tenant-a.b", false}, {"root", false}, {"", false},
 	} {
@@ -59,7 +59,14 @@ func TestAuthPermissionsShape(t *testing.T) {
 			}
 			if _, ok := auth.TenantOf(id); ok {
 				for _, s := range p.Publish.Allow {
-					if strings.HasPrefix(s, "$KV.") || strings.Contains(s, "STREAM.CREATE") || strings.Contains(s, "STREAM.UPDATE") {
+					// The only keys a tenant writes: its own batch records.
+					ownBatches := s == "$KV."+ns.BatchesBucket()+".alpha.>"
+					// Of the quotas and API keys, only the bucket's info
+					// (to bind the topology): no key, no listing.
+					guarded := (strings.Contains(s, ns.APIKeysBucket()) || strings.Contains(s, ns.QuotasBucket())) &&
+						!strings.HasPrefix(s, "$JS.API.STREAM.INFO.")
+					if strings.HasPrefix(s, "$KV.") && !ownBatches || guarded || strings.Contains(s, "STREAM.CREATE") ||
+						strings.Contains(s, "STREAM.UPDATE") || strings.Contains(s, "STREAM.PURGE") {
 						t.Errorf("tenant may %s", s)
 					}
 					for _, tok := range strings.Split(s, ".") {
@@ -73,5 +80,42 @@ func TestAuthPermissionsShape(t *testing.T) {
 	}
 	if _, err := auth.PermissionsOf("", "tenant-"); !errors.Is(err, auth.ErrIdentity) {
 		t.Errorf("tenant-: %v", err)
+	}
+}
+
+// TestAuthGuardedBuckets: who may write the quotas, the API keys and the
+// batch records, as the rules say (the refusals themselves are tested on
+// a real server in TestAuthRefusedService).
+func TestAuthGuardedBuckets(t *testing.T) {
+	t.Parallel()
+	ns := bus.DefaultNamespace
+	writes := func(id, bucket string) bool {
+		p, err := auth.PermissionsOf(ns, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := "$KV." + bucket + ".>"
+		return (slices.Contains(p.Publish.Allow, w) || slices.Contains(p.Publish.Allow, ">")) && !slices.Contains(p.Publish.Deny, w)
+	}
+	for _, tc := range []struct {
+		id                       string
+		quotas, apikeys, batches bool
+	}{
+		{auth.Admin, true, true, true},
+		{auth.API, true, false, true},
+		{auth.Coordinator, false, false, true},
+		{auth.Voter, false, false, false},
+		{auth.Judge, false, false, false},
+		{auth.Approver, false, false, false},
+		{"tenant-alpha", false, false, false}, // its own batch keys only: alpha.>
+	} {
+		for _, b := range []struct {
+			bucket string
+			want   bool
+		}{{ns.QuotasBucket(), tc.quotas}, {ns.APIKeysBucket(), tc.apikeys}, {ns.BatchesBucket(), tc.batches}} {
+			if got := writes(tc.id, b.bucket); got != b.want {
+				t.Errorf("%s writes every key of %s: %v, want %v", tc.id, b.bucket, got, b.want)
+			}
+		}
 	}
 }

@@ -171,14 +171,7 @@ func TestAuthRefused(t *testing.T) {
 		alpha, beta = "tenant-alpha", "tenant-beta"
 	)
 	result := ns.ResultSubject("alpha", "j1", 0)
-	cases := []struct {
-		name     string
-		identity string
-		do       action
-		// refused is the subject the server must refuse (a prefix of it
-		// for generated names); "" means the action is allowed.
-		refused string
-	}{
+	cases := []refusal{
 		// Finding 1: only voters publish results.
 		{"tenant publishes a result", alpha, publish(result), result},
 		{"coordinator publishes a result", auth.Coordinator, publish(result), result},
@@ -255,6 +248,24 @@ func TestAuthRefused(t *testing.T) {
 		{"tenant lists another's jobs", beta, jobList("alpha"), "$JS.API.CONSUMER.CREATE.KV_maker_jobs"},
 		{"admin does anything", auth.Admin, request("$JS.API.STREAM.INFO.MAKER_JOBS"), ""},
 	}
+	runRefusals(ctx, t, srv, cases)
+}
+
+// refusal is one action of one identity, and what the server must refuse
+// of it.
+type refusal struct {
+	name     string
+	identity string
+	do       action
+	// refused is the subject the server must refuse (a prefix of it for
+	// generated names); "" means the action is allowed.
+	refused string
+}
+
+// runRefusals runs each case on its own connection, in parallel, and
+// checks the server refused what it must and nothing else.
+func runRefusals(ctx context.Context, t *testing.T, srv *authtest.Server, cases []refusal) {
+	t.Helper()
 	// In a group, so ctx outlives the parallel cases.
 	t.Run("cases", func(t *testing.T) {
 		for _, tc := range cases {

@@ -212,7 +212,7 @@ func Status(ctx context.Context, topo *bus.Topology, tenant, job string) (schema
 		// still name the one that ran it.
 		st.Coordinator = ""
 	}
-	if !rec.Finished && rec.Control != schemas.ControlRun && !(rec.Control == schemas.ControlPause && st.State == schemas.StatePaused) {
+	if !rec.Finished && rec.Control != schemas.ControlRun && !(rec.Control == schemas.ControlPause && (st.State == schemas.StatePaused || st.State == schemas.StateBudgetExhausted)) {
 		st.Control = rec.Control // asked, not yet obeyed
 	}
 	return st, nil

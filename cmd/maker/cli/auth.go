@@ -44,6 +44,7 @@ func (e *env) natsFlags(root *cobra.Command) {
 	fl.StringVar(&f.identity, "nats-identity", envOr("MAKER_NATS_IDENTITY", ""),
 		"identity this client connects as; its replies come under _INBOX.<identity> (default: the --nats-nkey or --nats-creds file name without extension) [$MAKER_NATS_IDENTITY]")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		routeRedisLog(e)
 		a, err := e.natsAuth()
 		if err != nil {
 			return err
@@ -96,7 +97,7 @@ func tenantFromIdentity(cmd *cobra.Command, identity string) {
 
 // serviceCommands run until stopped; every other command is short.
 var serviceCommands = map[string]bool{
-	"coordinator": true, "voter": true, "judge": true, "simllm": true, "run": true, "bench": true, "mcp": true,
+	"coordinator": true, "voter": true, "judge": true, "simllm": true, "run": true, "bench": true, "mcp": true, "serve": true,
 }
 
 // natsAuth checks the --nats-* flags and returns them as a bus.Auth that

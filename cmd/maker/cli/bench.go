@@ -82,6 +82,7 @@ func benchCmd(e *env) *cobra.Command {
 		runs     int
 		procs    int
 		taskFile string
+		fair     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -159,6 +160,9 @@ each pair and their median (target for examples/tasks/hanoi.yaml: >= 0.8).`,
 				return err
 			}
 			defer f.Close()
+			if fair {
+				return benchFair(ctx, e, f, spec, opts.concurrency, runs, simCfg.Latency, asJSON)
+			}
 			if src != nil {
 				if _, _, err := f.Registry.Register(ctx, src, "maker bench"); err != nil {
 					return err
@@ -257,6 +261,7 @@ each pair and their median (target for examples/tasks/hanoi.yaml: >= 0.8).`,
 	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the measured jobs to FILE")
 	cmd.Flags().IntVar(&runs, "runs", 5, "measured jobs; the median one is reported")
 	cmd.Flags().StringVar(&taskFile, "task-file", "", "also bench the task spec in FILE, in pairs with the built-in hanoi")
+	cmd.Flags().BoolVar(&fair, "fair", false, "measure fair sharing instead: tenant small's job alone vs while tenant big's 16-disk job runs (use --disks 6 --sim-latency 5ms --concurrency 4)")
 	// One job on an in-process fleet is a chain of hand-offs (coordinator,
 	// NATS, voter, model, NATS, coordinator, Redis). On one P they never
 	// cross CPUs, which on small VMs costs more than the work itself, and

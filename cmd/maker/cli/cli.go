@@ -53,7 +53,6 @@ type env struct {
 // it on SIGINT and SIGTERM.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	e := &env{stdout: stdout, stderr: stderr}
-	routeRedisLog(e)
 	root := newRoot(e)
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -98,6 +97,11 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 		runCmd(e), planCmd(e), simllmCmd(e), coordinatorCmd(e), voterCmd(e), submitCmd(e), benchCmd(e),
 		jobsCmd(e), statusCmd(e), resultCmd(e), pauseCmd(e), resumeCmd(e), cancelCmd(e), decideCmd(e), dlqCmd(e),
 		judgeCmd(e), breakglassCmd(e), mcpCmd(e), taskCmd(e), authCmd(e), topologyCmd(e),
+		serveCmd(e),
+		batchCmd(e),
+		quotaCmd(e),
+		budgetCmd(e),
+		keysCmd(e),
 	)
 	return root
 }
@@ -129,23 +133,26 @@ func group(cmd *cobra.Command) *cobra.Command {
 // go-redis logs on its own, to os.Stderr, what its connection pool
 // retries ("redis: ... pool.go:770: ... failed to dial"): lines in
 // another format, repeated, ahead of the command's own error. They go to
-// our log at debug level instead, through the env of the latest Main (one
-// per process outside tests).
+// our log at debug level instead, through the logger of the latest
+// command (one per process outside tests), made once its flags are parsed:
+// go-redis logs from its own goroutines.
 var (
 	redisLogOnce sync.Once
-	redisLogEnv  atomic.Pointer[env]
+	redisLog     atomic.Pointer[slog.Logger]
 )
 
 type redisLogger struct{}
 
 func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	if e := redisLogEnv.Load(); e != nil {
-		e.logger(slog.LevelWarn).DebugContext(ctx, "redis: "+strings.TrimSpace(fmt.Sprintf(format, v...)))
+	if l := redisLog.Load(); l != nil {
+		l.DebugContext(ctx, "redis: "+strings.TrimSpace(fmt.Sprintf(format, v...)))
 	}
 }
 
+// routeRedisLog sends go-redis' logs to e's logger; called once the
+// command's flags (--log-level) are parsed.
 func routeRedisLog(e *env) {
-	redisLogEnv.Store(e)
+	redisLog.Store(e.logger(slog.LevelWarn))
 	redisLogOnce.Do(func() { redis.SetLogger(redisLogger{}) })
 }
 

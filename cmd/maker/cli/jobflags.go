@@ -38,6 +38,8 @@ type jobFlags struct {
 	tempRest        float64
 	inputPrice      float64
 	outputPrice     float64
+	budget          float64
+	priority        int
 }
 
 func addJobFlags(cmd *cobra.Command, f *jobFlags, defaultP string) {
@@ -59,6 +61,8 @@ func addJobFlags(cmd *cobra.Command, f *jobFlags, defaultP string) {
 	fl.Float64Var(&f.tempRest, "temperature-rest", schemas.DefaultTemperatureRest, "temperature of every later sample")
 	fl.Float64Var(&f.inputPrice, "input-price", 0, "model price, USD per million input tokens (for the report's cost)")
 	fl.Float64Var(&f.outputPrice, "output-price", 0, "model price, USD per million output tokens (for the report's cost)")
+	fl.Float64Var(&f.budget, "budget-usd", 0, "most the job may spend, in USD (needs --input-price/--output-price); refused below the forecast's lowest cost, paused as budget_exhausted before it would go over")
+	fl.IntVar(&f.priority, "priority", 0, "priority among the tenant's own jobs, 0 to 9 (higher first)")
 }
 
 // checkTemperatures refuses temperatures outside [0, 2].
@@ -172,11 +176,13 @@ func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFrac
 		SampleTimeoutMS:   f.sampleTimeout.Milliseconds(),
 		PEstimate:         p,
 		ValidFraction:     validFraction,
+		BudgetUSD:         f.budget,
+		Priority:          f.priority,
 	}
 	if f.inputPrice > 0 || f.outputPrice > 0 {
 		spec.Pricing = &schemas.Pricing{InputUSDPerMTok: f.inputPrice, OutputUSDPerMTok: f.outputPrice}
 	}
-	if err := jobs.Prepare(ctx, &spec, tasks); err != nil {
+	if err := jobs.PrepareAdmitted(ctx, &spec, tasks); err != nil {
 		return schemas.JobSpec{}, nil, usageError{err}
 	}
 	return spec, inst, nil

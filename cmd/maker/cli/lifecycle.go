@@ -14,45 +14,21 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/makerfleet/makerfleet/client"
+	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
-// fleetConn is a client connection to a running fleet.
+// fleetConn is a connection to a running fleet and its topology, for
+// the operators' commands (dlq); the job commands use the public client
+// (dialClient).
 type fleetConn struct {
 	nc   *nats.Conn
 	topo *bus.Topology
 }
 
 func (f *fleetConn) Close() { f.nc.Close() }
-
-// control asks the fleet's coordinators to pause, resume or cancel a job.
-// When none answers (no coordinator runs), it writes the registry itself,
-// with the same checks (jobs.Apply): that works where this client may
-// write the registry (the admin, or a server without authorization); a
-// tenant's identity gets the server's permission error.
-func (f *fleetConn) control(ctx context.Context, tenant, job string, req schemas.ControlRequest) (jobs.Outcome, error) {
-	actx, cancel := context.WithTimeout(ctx, jobs.DefaultAskTimeout)
-	defer cancel()
-	out, err := jobs.Ask(actx, f.nc, f.topo.NS, tenant, job, req)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return jobs.Apply(ctx, f.topo, tenant, job, req)
-	}
-	return out, err
-}
-
-// decide sends a person's answer for a step, as control does.
-func (f *fleetConn) decide(ctx context.Context, tenant, job string, req schemas.DecideRequest) (jobs.Outcome, error) {
-	actx, cancel := context.WithTimeout(ctx, jobs.DefaultAskTimeout)
-	defer cancel()
-	out, err := jobs.AskDecide(actx, f.nc, f.topo.NS, tenant, job, req)
-	if errors.Is(err, nats.ErrNoResponders) {
-		rec, err := jobs.Decide(ctx, f.topo, tenant, job, req.Decision())
-		return jobs.Outcome{Record: rec, Changed: err == nil}, err
-	}
-	return out, err
-}
 
 // dialFleet connects to the fleet at natsURL, within a bounded time: a
 // client command must not hang on a server that does not answer. It binds
@@ -77,6 +53,47 @@ func dialFleet(ctx context.Context, natsURL, name string) (*fleetConn, error) {
 		return nil, err
 	}
 	return &fleetConn{nc: nc, topo: topo}, nil
+}
+
+// jobClient is the public client (package client) on a connection of
+// the command's own.
+type jobClient struct {
+	*client.Client
+	nc *nats.Conn
+}
+
+func (c *jobClient) Close() { c.nc.Close() }
+
+// clientOptions are the client options for the running command's NATS
+// identity: a tenant's identity may only queue its own jobs (and not
+// read the coordinators' leases).
+func clientOptions(ctx context.Context, tenant string) []client.Option {
+	opts := []client.Option{client.WithTenant(tenant)}
+	if _, ok := auth.TenantOf(natsAuth(ctx).IdentityName()); ok {
+		opts = append(opts, client.WithIntakeOnly())
+	}
+	return opts
+}
+
+// dialClient connects to the fleet at natsURL as dialFleet does (bounded,
+// creating nothing) and returns the public client on it, in tenant.
+func dialClient(ctx context.Context, natsURL, name, tenant string) (*jobClient, error) {
+	nc, err := bus.Connect(natsURL, name, natsAuth(ctx))
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(nc, clientOptions(ctx, tenant)...)
+	if err == nil {
+		err = c.CheckFleet(ctx)
+	}
+	if err != nil {
+		nc.Close()
+		if errors.Is(err, client.ErrNoFleet) {
+			return nil, fmt.Errorf("%s: %w", bus.RedactURL(natsURL), err)
+		}
+		return nil, err
+	}
+	return &jobClient{Client: c, nc: nc}, nil
 }
 
 // jobRef reads a JOB argument: "job" (in --tenant) or "tenant/job".
@@ -119,14 +136,15 @@ func checkJobID(id string) error {
 
 // clientErr marks the errors a client command gets for bad input.
 func clientErr(err error) error {
-	if errors.Is(err, jobs.ErrInvalid) || errors.Is(err, jobs.ErrFinished) || errors.Is(err, jobs.ErrNotWaiting) {
+	if errors.Is(err, client.ErrInvalid) || errors.Is(err, client.ErrFinished) || errors.Is(err, client.ErrNotWaiting) {
 		return usageError{err}
 	}
 	return err
 }
 
-// jobCommand builds a command acting on one job.
-func jobCommand(e *env, use, short string, run func(ctx context.Context, f *fleetConn, tenant, job string, asJSON bool) error) *cobra.Command {
+// jobCommand builds a command acting on one job, through the public
+// client; run gets the job as ref, tenant/job.
+func jobCommand(e *env, use, short string, run func(ctx context.Context, c *jobClient, ref, tenant, job string, asJSON bool) error) *cobra.Command {
 	var natsURL, tenant string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -138,12 +156,12 @@ func jobCommand(e *env, use, short string, run func(ctx context.Context, f *flee
 			if err != nil {
 				return err
 			}
-			f, err := dialFleet(cmd.Context(), natsURL, "maker-"+use)
+			c, err := dialClient(cmd.Context(), natsURL, "maker-"+use, t)
 			if err != nil {
 				return err
 			}
-			defer f.Close()
-			return clientErr(run(cmd.Context(), f, t, j, asJSON))
+			defer c.Close()
+			return clientErr(run(cmd.Context(), c, t+"/"+j, t, j, asJSON))
 		},
 	}
 	natsFlag(cmd, &natsURL)
@@ -170,8 +188,8 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 func statusCmd(e *env) *cobra.Command {
-	return jobCommand(e, "status", "Print a job's state and progress", func(ctx context.Context, f *fleetConn, tenant, job string, asJSON bool) error {
-		st, err := jobs.Status(ctx, f.topo, tenant, job)
+	return jobCommand(e, "status", "Print a job's state and progress", func(ctx context.Context, c *jobClient, ref, _, _ string, asJSON bool) error {
+		st, err := c.Status(ctx, ref)
 		if err != nil {
 			return err
 		}
@@ -180,7 +198,7 @@ func statusCmd(e *env) *cobra.Command {
 		}
 		if st.State == schemas.StateQueued {
 			// A queued job has no figures yet: say why it waits.
-			why, err := queuedReason(ctx, f.topo, tenant, job)
+			why, err := c.QueuedReason(ctx, ref)
 			if err != nil {
 				return err
 			}
@@ -211,8 +229,8 @@ func statusCmd(e *env) *cobra.Command {
 }
 
 func resultCmd(e *env) *cobra.Command {
-	return jobCommand(e, "result", "Print a finished job's report", func(ctx context.Context, f *fleetConn, tenant, job string, asJSON bool) error {
-		rep, err := jobs.Result(ctx, f.topo, tenant, job)
+	return jobCommand(e, "result", "Print a finished job's report", func(ctx context.Context, c *jobClient, ref, _, _ string, asJSON bool) error {
+		rep, err := c.Result(ctx, ref)
 		if err != nil {
 			return err
 		}
@@ -221,11 +239,16 @@ func resultCmd(e *env) *cobra.Command {
 }
 
 // controlCmd builds pause, resume and cancel: the request goes to the
-// fleet's coordinators (fleetConn.control), which check it against the
-// job's state.
+// fleet's coordinators (client.Client.Pause and so on), which check it
+// against the job's state; when none runs, the registry is written
+// directly with the same checks.
 func controlCmd(e *env, use, action, short string) *cobra.Command {
-	cmd := jobCommand(e, use, short, func(ctx context.Context, f *fleetConn, tenant, job string, asJSON bool) error {
-		out, err := f.control(ctx, tenant, job, schemas.ControlRequest{Action: action})
+	control := map[string]func(*client.Client, context.Context, string) (client.Outcome, error){
+		schemas.ActionPause: (*client.Client).Pause, schemas.ActionResume: (*client.Client).Resume,
+		schemas.ActionCancel: (*client.Client).Cancel,
+	}[action]
+	cmd := jobCommand(e, use, short, func(ctx context.Context, c *jobClient, ref, tenant, job string, asJSON bool) error {
+		out, err := control(c.Client, ctx, ref)
 		if err != nil {
 			return err
 		}
@@ -261,6 +284,8 @@ func alreadyNote(rec schemas.JobRecord) string {
 	switch {
 	case rec.Control == schemas.ControlPause && rec.State == schemas.StatePaused:
 		return "already paused"
+	case rec.Control == schemas.ControlPause && rec.State == schemas.StateBudgetExhausted:
+		return "already paused (budget exhausted: raise it with maker budget set, then resume)"
 	case rec.Control == schemas.ControlPause:
 		return fmt.Sprintf("pause already asked (the job is %s; it pauses at the next step boundary)", rec.State)
 	case rec.Control == schemas.ControlRun && rec.State == schemas.StateRunning:
@@ -303,12 +328,12 @@ func jobsCmd(e *env) *cobra.Command {
 			} else if err := checkTenant(tenant); err != nil {
 				return err
 			}
-			f, err := dialFleet(cmd.Context(), natsURL, "maker-jobs")
+			c, err := dialClient(cmd.Context(), natsURL, "maker-jobs", schemas.DefaultTenant)
 			if err != nil {
 				return err
 			}
-			defer f.Close()
-			recs, err := jobs.List(cmd.Context(), f.topo, tenant)
+			defer c.Close()
+			recs, err := c.List(cmd.Context(), client.ListOptions{Tenant: tenant, AllTenants: allTenants})
 			if err != nil {
 				return err
 			}
@@ -349,8 +374,8 @@ func decideCmd(e *env) *cobra.Command {
 		step     int64
 		key, by  string
 		stepSet  bool
-		decision = func(ctx context.Context, f *fleetConn, tenant, job string, asJSON bool) error {
-			out, err := f.decide(ctx, tenant, job, schemas.DecideRequest{Step: step, VoteKey: key, By: by})
+		decision = func(ctx context.Context, c *jobClient, ref, tenant, job string, asJSON bool) error {
+			out, err := c.Decide(ctx, ref, client.Decision{Step: step, VoteKey: key, By: by})
 			if err != nil {
 				return err
 			}
@@ -361,11 +386,11 @@ func decideCmd(e *env) *cobra.Command {
 			return nil
 		}
 	)
-	cmd := jobCommand(e, "decide", "Decide a step the fleet could not settle (the job paused for a person), and run on", func(ctx context.Context, f *fleetConn, tenant, job string, asJSON bool) error {
+	cmd := jobCommand(e, "decide", "Decide a step the fleet could not settle (the job paused for a person), and run on", func(ctx context.Context, c *jobClient, ref, tenant, job string, asJSON bool) error {
 		if !stepSet || key == "" {
 			return usagef("--step and --vote are required")
 		}
-		return decision(ctx, f, tenant, job, asJSON)
+		return decision(ctx, c, ref, tenant, job, asJSON)
 	})
 	cmd.Long = `Records a person's answer for one step: the vote key, in the task's canonical form (see
 the step's tally in maker status / the journal). The job's coordinator journals it as an

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/makerfleet/makerfleet/client"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/judge/judgeclient"
@@ -46,11 +47,14 @@ type mcpServer struct {
 	timeout                          time.Duration
 	// identity is the connection's NATS identity ("" without auth).
 	identity string
+	// jobs, when set, adds the job tools (mcp_jobs.go), acting in tenant.
+	jobs *client.Client
 }
 
 const breakGlassToolDescription = `Assemble a focused multi-model panel to attack a problem that has resisted all other approaches; a judge model synthesises one structured answer (diagnosis, solution with confidence, alternatives, risks, cost, panel analysis). Costs 3-5x a single model call. Requires the explicit 'break glass:' trigger at the start of the problem and, in 'tried', how a local model, a single frontier model and the existing tools already failed on the same problem. Calls over the approval threshold wait for a person; sessions are limited (3 calls, $5 by default), and so is each tenant over a rolling day (10 calls, $20).`
 
-// newMCPServer returns an MCP server with the break_glass tool.
+// newMCPServer returns an MCP server with the break_glass tool, and the
+// job tools when s has a job client.
 func newMCPServer(s *mcpServer) (*mcp.Server, error) {
 	schema, err := jsonschema.For[breakGlassArgs](nil)
 	if err != nil {
@@ -63,6 +67,11 @@ func newMCPServer(s *mcpServer) (*mcp.Server, error) {
 	schema.Properties["problem_type"].Enum = types
 	srv := mcp.NewServer(&mcp.Implementation{Name: "makerfleet-break-glass", Version: Version}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "break_glass", Description: breakGlassToolDescription, InputSchema: schema}, s.breakGlass)
+	if s.jobs != nil {
+		if err := addJobTools(srv, s.jobs); err != nil {
+			return nil, err
+		}
+	}
 	return srv, nil
 }
 
@@ -122,10 +131,12 @@ func mcpCmd(e *env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "mcp",
-		Short: "Serve the break_glass tool over MCP on stdio (for agents), backed by the fleet's judges",
-		Long: `mcp serves one MCP tool, break_glass, over stdin/stdout. Each call becomes a break-glass
+		Short: "Serve the break_glass and job tools over MCP on stdio (for agents), backed by the fleet",
+		Long: `mcp serves MCP tools over stdin/stdout. break_glass: each call becomes a break-glass
 request to the judges on NATS, with the same rules as maker breakglass: context files are read
 only from --root, credential-like files are withheld, and the answer is returned as JSON.
+submit_job, job_status and job_result submit a job to the fleet in --tenant, follow it and
+read its report, as maker submit, status and result do.
 
 Register it with an MCP client, e.g. in .mcp.json:
   {"mcpServers": {"break-glass": {"command": "maker", "args": ["mcp", "--nats", "nats://127.0.0.1:4222"]}}}`,
@@ -143,6 +154,9 @@ Register it with an MCP client, e.g. in .mcp.json:
 			}
 			defer closeNC()
 			s.js, s.ns, s.identity = js, bus.DefaultNamespace, natsAuth(cmd.Context()).IdentityName()
+			if s.jobs, err = client.New(js.Conn(), clientOptions(cmd.Context(), s.tenant)...); err != nil {
+				return usageError{err}
+			}
 			srv, err := newMCPServer(&s)
 			if err != nil {
 				return err

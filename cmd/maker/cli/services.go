@@ -148,7 +148,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 	var (
 		natsURL, redisURL, id, crashAt     string
 		maxJobs, checkpointEvery, replicas int
-		leaseTTL                           time.Duration
+		leaseTTL, slice                    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:     "coordinator",
@@ -196,7 +196,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 			}
 			c, err := coordinator.New(nc, st, coordinator.Config{
 				ID: id, Tasks: builtin.Registry(), MaxJobs: maxJobs, Logger: log,
-				LeaseTTL: leaseTTL, CheckpointEvery: checkpointEvery, CrashAt: crashAt,
+				LeaseTTL: leaseTTL, CheckpointEvery: checkpointEvery, CrashAt: crashAt, Slice: slice,
 				Bus: bus.Config{Replicas: replicas, Logger: log},
 			})
 			if err != nil {
@@ -211,6 +211,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 	cmd.Flags().IntVar(&maxJobs, "max-jobs", 16, "jobs this coordinator runs at once")
 	cmd.Flags().StringVar(&id, "id", "", "coordinator id, unique in the fleet (default coordinator-host-pid)")
 	cmd.Flags().DurationVar(&leaseTTL, "lease-ttl", 10*time.Second, "a job whose coordinator stops renewing its lease is taken over after this long")
+	cmd.Flags().DurationVar(&slice, "slice", 30*time.Second, "when full, hand a job back (at a step boundary) after it ran this long if another tenant's job waits (negative: never)")
 	cmd.Flags().IntVar(&checkpointEvery, "checkpoint-every", 1000, "steps between checkpoints (a resume reads at most this many journal entries)")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the streams and buckets this coordinator creates (3 on a clustered nats-server)")
 	cmd.Flags().StringVar(&crashAt, "crash-at", "", "fault injection for the fault suite: exit as if killed at <point>:<step>")

@@ -8,16 +8,13 @@ import (
 	"io"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/makerfleet/makerfleet/client"
 	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
-	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
-	"github.com/makerfleet/makerfleet/task/builtin"
 )
 
 func submitCmd(e *env) *cobra.Command {
@@ -51,26 +48,24 @@ func submitCmd(e *env) *cobra.Command {
 			// spec is looked up in the fleet's task registry, which is only
 			// opened: a refused job leaves nothing on the server, and a
 			// server without a fleet has no spec registered.
-			tasks := builtinTasks()
-			var nc *nats.Conn
+			var tasks jobs.Tasks = builtinTasks()
+			var c *jobClient
 			if !jf.isBuiltin() {
-				var err error
-				if nc, err = bus.Connect(natsURL, "maker-submit", natsAuth(cmd.Context())); err != nil {
-					return err
-				}
-				defer nc.Close()
-				js, err := jetstream.New(nc)
+				nc, err := bus.Connect(natsURL, "maker-submit", natsAuth(cmd.Context()))
 				if err != nil {
 					return err
 				}
-				topo, err := bus.Open(ctx, js, bus.Config{})
-				switch {
-				case errors.Is(err, bus.ErrNoFleet):
-					// Built-ins only: the spec is reported unknown.
-				case err != nil:
+				defer nc.Close()
+				// The spec's tenant is checked with the other flags, below.
+				cl, err := client.New(nc, clientOptions(cmd.Context(), schemas.DefaultTenant)...)
+				if err != nil {
+					return usageError{err}
+				}
+				c = &jobClient{Client: cl, nc: nc}
+				// Built-ins only on a server without a fleet: the spec is
+				// reported unknown.
+				if tasks, err = c.Tasks(ctx); err != nil {
 					return err
-				default:
-					tasks = taskreg.New(topo.Tasks, builtin.Registry())
 				}
 			}
 			spec, _, err := jf.spec(cmd, 0.95, "--p", 1, tasks)
@@ -101,27 +96,25 @@ func submitCmd(e *env) *cobra.Command {
 			if queuedAfter <= 0 {
 				return usagef("--queued-notice must be > 0")
 			}
-			if nc == nil {
-				if nc, err = bus.Connect(natsURL, "maker-submit", natsAuth(cmd.Context())); err != nil {
+			// A tenant's identity may only queue its own jobs: the
+			// coordinator that takes one registers it.
+			if t, ok := auth.TenantOf(natsAuth(cmd.Context()).IdentityName()); ok && spec.Tenant != t {
+				return usagef("--tenant %s: NATS identity %s submits only tenant %s's jobs (--tenant %s)", spec.Tenant, auth.Tenant(t), t, t)
+			}
+			if c == nil {
+				nc, err := bus.Connect(natsURL, "maker-submit", natsAuth(cmd.Context()))
+				if err != nil {
 					return err
 				}
 				defer nc.Close()
-			}
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
-			// A tenant's identity may only queue its own jobs: the
-			// coordinator that takes one registers it.
-			var opts []jobs.SubmitOption
-			if t, ok := auth.TenantOf(natsAuth(cmd.Context()).IdentityName()); ok {
-				if spec.Tenant != t {
-					return usagef("--tenant %s: NATS identity %s submits only tenant %s's jobs (--tenant %s)", spec.Tenant, auth.Tenant(t), t, t)
+				cl, err := client.New(nc, clientOptions(cmd.Context(), spec.Tenant)...)
+				if err != nil {
+					return usageError{err}
 				}
-				opts = append(opts, jobs.IntakeOnly())
+				c = &jobClient{Client: cl, nc: nc}
 			}
-			sub, err := jobs.Submit(ctx, js, bus.Config{}, &spec, builtin.Registry(), opts...)
-			if errors.Is(err, jobs.ErrConflict) {
+			sub, err := c.Submit(ctx, spec)
+			if errors.Is(err, client.ErrConflict) {
 				return usageError{err}
 			}
 			if err != nil {
@@ -144,14 +137,10 @@ func submitCmd(e *env) *cobra.Command {
 			if !quiet && !sub.Duplicate {
 				fmt.Fprintf(e.stderr, "submitted %s\n", describe(spec))
 			}
-			topo, err := bus.Open(ctx, js, bus.Config{})
-			if err != nil {
-				return err
-			}
-			rep, err := waitReport(ctx, e.stderr, topo, spec.Tenant, spec.JobID, progressFor(e.stderr, quiet), queuedAfter, natsURL)
+			rep, err := waitReport(ctx, e.stderr, c.Client, spec.Tenant, spec.JobID, progressFor(e.stderr, quiet), queuedAfter, natsURL)
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) && timeout > 0 {
-					return fmt.Errorf("job %s did not finish within --timeout %s (it keeps running; its report will be in the %s bucket)", spec.JobID, timeout, topo.NS.ReportsBucket())
+					return fmt.Errorf("job %s did not finish within --timeout %s (it keeps running; its report will be in the %s bucket)", spec.JobID, timeout, bus.DefaultNamespace.ReportsBucket())
 				}
 				return fmt.Errorf("waiting for job %s: %w", spec.JobID, err)
 			}
@@ -179,11 +168,12 @@ func submitCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-// waitReport waits for tenant/job's report like jobs.Wait, passing status
-// updates to progress (nil: none), and says on w, once, when the job has
-// gone after without a status update while queued: without a coordinator
-// (or a free one) the wait would otherwise be silent.
-func waitReport(ctx context.Context, w io.Writer, topo *bus.Topology, tenant, job string, progress func(schemas.JobStatus), after time.Duration, natsURL string) (schemas.JobReport, error) {
+// waitReport waits for tenant/job's report like client.Wait, passing
+// status updates to progress (nil: none), and says on w, once, when the
+// job has gone after without a status update while queued: without a
+// coordinator (or a free one) the wait would otherwise be silent.
+func waitReport(ctx context.Context, w io.Writer, c *client.Client, tenant, job string, progress func(schemas.JobStatus), after time.Duration, natsURL string) (schemas.JobReport, error) {
+	ref := tenant + "/" + job
 	updates := make(chan struct{}, 1)
 	onStatus := func(st schemas.JobStatus) {
 		select {
@@ -209,14 +199,14 @@ func waitReport(ctx context.Context, w io.Writer, topo *bus.Topology, tenant, jo
 			case <-t.C:
 				// Not registered yet is queued too: a tenant's job is
 				// registered by the coordinator that takes it in.
-				st, err := jobs.Status(wctx, topo, tenant, job)
-				if err == nil && st.State == schemas.StateQueued || errors.Is(err, jobs.ErrNotFound) {
-					why, err := queuedReason(wctx, topo, tenant, job)
+				st, err := c.Status(wctx, ref)
+				if err == nil && st.State == schemas.StateQueued || errors.Is(err, client.ErrNotFound) {
+					why, err := c.QueuedReason(wctx, ref)
 					if err != nil {
 						return
 					}
 					hint := ""
-					if why == jobs.NoCoordinator {
+					if why == client.NoCoordinator {
 						hint = fmt.Sprintf(" (is a maker coordinator running on %s?)", bus.RedactURL(natsURL))
 					}
 					fmt.Fprintf(w, "%s/%s is still queued after %s: %s; it stays queued until a coordinator takes it%s\n",
@@ -227,31 +217,8 @@ func waitReport(ctx context.Context, w io.Writer, topo *bus.Topology, tenant, jo
 			}
 		}
 	}()
-	rep, err := jobs.Wait(ctx, topo, tenant, job, onStatus)
+	rep, err := c.Wait(ctx, ref, onStatus)
 	cancel()
 	<-done
 	return rep, err
-}
-
-// queuedReason is jobs.QueuedReason, but for a tenant's identity, which
-// may not read the coordinators' leases (a refusal would end the command):
-// it then tells only whether any coordinator is taking in jobs, from the
-// coordinators' consumer on the job stream (a running coordinator always
-// has a pull waiting there).
-func queuedReason(ctx context.Context, topo *bus.Topology, tenant, job string) (string, error) {
-	if _, ok := auth.TenantOf(natsAuth(ctx).IdentityName()); !ok {
-		return jobs.QueuedReason(ctx, topo, tenant, job)
-	}
-	c, err := topo.JS.Consumer(ctx, topo.NS.JobsStream(), bus.ConsumerCoordinators)
-	if err != nil {
-		return "", fmt.Errorf("coordinators' consumer: %w", err)
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		return "", fmt.Errorf("coordinators' consumer: %w", err)
-	}
-	if info.NumWaiting == 0 {
-		return jobs.NoCoordinator, nil
-	}
-	return "waiting for a coordinator with a free slot", nil
 }

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/makerfleet/makerfleet/client"
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// The job tools of maker mcp: submit_job, job_status and job_result, in
+// the server's tenant (--tenant), through the public client. Their input
+// schemas are plain objects: no null unions, which some agents' tool
+// callers refuse.
+
+type submitJobArgs struct {
+	Task              string         `json:"task" jsonschema:"The task: a built-in (hanoi) or a registered task spec's name"`
+	TaskVersion       string         `json:"task_version,omitempty" jsonschema:"A registered task spec's version (default: the latest)"`
+	Params            map[string]any `json:"params" jsonschema:"The task's params, a JSON object (hanoi: {\"disks\": N})"`
+	K                 int            `json:"k" jsonschema:"Voting margin: a step is decided when one answer leads every other by k valid votes (3 or 4 suits most tasks)"`
+	Seed              int64          `json:"seed,omitempty" jsonschema:"Seed: a job is reproducible from it (default 0)"`
+	JobID             string         `json:"job_id,omitempty" jsonschema:"Job id (default: generated); the same job submitted again under it is a no-op"`
+	BudgetUSD         float64        `json:"budget_usd,omitempty" jsonschema:"The most the job may spend, in USD (needs the fleet's pricing); the job pauses as budget_exhausted rather than go over"`
+	Priority          int            `json:"priority,omitempty" jsonschema:"Priority among this tenant's jobs, 0 to 9 (higher first)"`
+	MaxSamplesPerStep int            `json:"max_samples_per_step,omitempty" jsonschema:"Most samples one step may draw before the job ends as no_consensus (default 100)"`
+}
+
+type jobArgs struct {
+	JobID string `json:"job_id" jsonschema:"The job's id, as submit_job returned it"`
+}
+
+const (
+	submitJobDescription = `Submit a long LLM task to the makerfleet fleet, which solves it step by step by MAKER voting (first-to-ahead-by-k). Returns the job's id at once; follow it with job_status and read its report with job_result. The job is checked completely first (task, params, every field): an invalid one is refused with the reason, and nothing is queued.`
+	jobStatusDescription = `A submitted job's state (queued, running, paused, budget_exhausted, or a final state: solved, unsolved, no_consensus, failed, cancelled) and progress: steps done of total, samples, errors, cost so far.`
+	jobResultDescription = `A finished job's report: whether it was solved, steps, errors, samples and votes, cost, its trace hash and final state. A job that has not finished yet is a tool error naming its state: call job_status, and again later.`
+)
+
+// addJobTools adds the job tools to srv, acting through c.
+func addJobTools(srv *mcp.Server, c *client.Client) error {
+	submitSchema, err := jsonschema.For[submitJobArgs](nil)
+	if err != nil {
+		return err
+	}
+	jobSchema, err := jsonschema.For[jobArgs](nil)
+	if err != nil {
+		return err
+	}
+	t := &mcpJobs{c: c}
+	mcp.AddTool(srv, &mcp.Tool{Name: "submit_job", Description: submitJobDescription, InputSchema: submitSchema}, t.submit)
+	mcp.AddTool(srv, &mcp.Tool{Name: "job_status", Description: jobStatusDescription, InputSchema: jobSchema}, t.status)
+	mcp.AddTool(srv, &mcp.Tool{Name: "job_result", Description: jobResultDescription, InputSchema: jobSchema}, t.result)
+	return nil
+}
+
+type mcpJobs struct{ c *client.Client }
+
+// submit is submit_job. A refused job (invalid, or its id taken by
+// another job) is a tool error with the reason; so is a fleet that cannot
+// be reached, which the agent may retry.
+func (t *mcpJobs) submit(ctx context.Context, _ *mcp.CallToolRequest, args submitJobArgs) (*mcp.CallToolResult, any, error) {
+	params, err := json.Marshal(args.Params)
+	if err != nil || args.Params == nil {
+		return toolError("invalid job: params must be a JSON object"), nil, nil
+	}
+	spec := schemas.JobSpec{
+		Task: args.Task, TaskVersion: args.TaskVersion, Params: params, K: args.K, Seed: args.Seed, JobID: args.JobID,
+		BudgetUSD: args.BudgetUSD, Priority: args.Priority, MaxSamplesPerStep: args.MaxSamplesPerStep,
+	}
+	sub, err := t.c.Submit(ctx, spec)
+	if err != nil {
+		return toolError(jobToolError("submit failed", err)), nil, nil
+	}
+	return toolJSON(sub)
+}
+
+// status is job_status.
+func (t *mcpJobs) status(ctx context.Context, _ *mcp.CallToolRequest, args jobArgs) (*mcp.CallToolResult, any, error) {
+	st, err := t.c.Status(ctx, args.JobID)
+	if err != nil {
+		return toolError(jobToolError("status failed", err)), nil, nil
+	}
+	return toolJSON(st)
+}
+
+// result is job_result.
+func (t *mcpJobs) result(ctx context.Context, _ *mcp.CallToolRequest, args jobArgs) (*mcp.CallToolResult, any, error) {
+	rep, err := t.c.Result(ctx, args.JobID)
+	if err != nil {
+		return toolError(jobToolError("no report", err)), nil, nil
+	}
+	return toolJSON(rep)
+}
+
+// jobToolError words a client error for the calling model.
+func jobToolError(what string, err error) string {
+	switch {
+	case errors.Is(err, client.ErrNotFinished):
+		return "not finished: " + err.Error()
+	case errors.Is(err, client.ErrNotFound):
+		return "unknown job: " + err.Error()
+	case errors.Is(err, client.ErrInvalid) || errors.Is(err, client.ErrConflict):
+		return "invalid job: " + err.Error()
+	}
+	return fmt.Sprintf("%s: %v", what, err)
+}
+
+func toolJSON(v any) (*mcp.CallToolResult, any, error) {
+	body, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, nil, err
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}}}, nil, nil
+}

@@ -1,0 +1,163 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/makerfleet/makerfleet/internal/api"
+	"github.com/makerfleet/makerfleet/internal/apikey"
+	"github.com/makerfleet/makerfleet/internal/batch"
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/quota"
+	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/task/builtin"
+)
+
+// serveShutdown bounds how long maker serve waits for requests in progress
+// when it stops.
+const serveShutdown = 10 * time.Second
+
+func serveCmd(e *env) *cobra.Command {
+	var (
+		natsURL, redisURL, addr, tlsCert, tlsKey string
+		cfg                                      api.Config
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the HTTP/JSON API (jobs, batches, tasks, usage, quotas) for API keys",
+		Long: `serve answers the fleet's HTTP/JSON API: POST /v1/jobs, GET /v1/jobs/{id}, its result and
+events (SSE), batches (JSONL), tasks, usage and quotas; GET /openapi.json is the OpenAPI 3.1
+document and GET /healthz needs no key. Every other request carries an API key made by
+maker keys create (Authorization: Bearer KEY) and acts for the key's tenant only.
+
+It binds the fleet's topology (started first, it waits for a coordinator or maker topology
+create to make it) and reads budgets and samples in flight from the fleet's Redis.`,
+		Example: `  maker serve --nats nats://127.0.0.1:4222 --redis redis://127.0.0.1:6379/0 --addr 127.0.0.1:8000
+  curl -H "Authorization: Bearer $KEY" -d '{"task":"hanoi","params":{"disks":3},"k":3}' \
+       -H 'Content-Type: application/json' http://127.0.0.1:8000/v1/jobs`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (tlsCert == "") != (tlsKey == "") {
+				return usagef("--tls-cert and --tls-key go together")
+			}
+			if cfg.RatePerSec < 0 || cfg.Burst < 0 || cfg.MaxBodyBytes < 0 || cfg.MaxBatchBytes < 0 {
+				return usagef("--rate, --burst, --max-body-bytes and --max-batch-bytes must be >= 0")
+			}
+			ctx := cmd.Context()
+			log := e.logger(slog.LevelInfo)
+			rdb, ropts, err := store.NewRedisClient(redisURL)
+			if err != nil {
+				return usagef("--redis: %v", err)
+			}
+			defer rdb.Close()
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err = rdb.Ping(pctx).Err()
+			cancel()
+			if err != nil {
+				return fmt.Errorf("redis at %s: %w", ropts.Redacted, err)
+			}
+			nc, err := bus.Connect(natsURL, "maker-serve", natsAuth(ctx))
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			// The topology is the coordinators' to create: started first,
+			// serve waits for it.
+			topo, err := bus.Ensure(ctx, js, bus.Config{Await: true, Logger: log})
+			if err != nil {
+				return err
+			}
+			keys := apikey.New(topo)
+			if err := keys.Start(ctx); err != nil {
+				return err
+			}
+			defer keys.Stop()
+			quotas := quota.New(topo)
+			if err := quotas.Start(ctx); err != nil {
+				return err
+			}
+			budgets, err := quota.NewBudgets(rdb, quota.BudgetConfig{})
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log
+			tasks := builtin.Registry()
+			srv, err := api.New(api.Deps{
+				NC: nc, Topo: topo, Tasks: tasks, Auth: keys, Quotas: quotas, Forecast: quota.Forecast,
+				Budgets: budgets, Inflight: quota.NewLimiter(rdb, store.DefaultKeyPrefix),
+				Batches: batch.NewStore(topo, taskreg.New(topo.Tasks, tasks)),
+			}, cfg)
+			if err != nil {
+				return usageError{err}
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return usagef("--addr: %v", err)
+			}
+			scheme := "http"
+			if tlsCert != "" {
+				scheme = "https"
+			}
+			return serveHTTP(ctx, e, log, srv, ln, tlsCert, tlsKey, scheme)
+		},
+	}
+	natsFlag(cmd, &natsURL)
+	fl := cmd.Flags()
+	fl.StringVar(&redisURL, "redis", envOr("MAKER_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL of the fleet (as the coordinators') [$MAKER_REDIS_URL]")
+	fl.StringVar(&addr, "addr", envOr("MAKER_API_ADDR", "127.0.0.1:8000"), "listen address HOST:PORT (port 0: any free port) [$MAKER_API_ADDR]")
+	fl.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (with --tls-key)")
+	fl.StringVar(&tlsKey, "tls-key", "", "the certificate's key")
+	fl.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 1<<20, "largest JSON request body (413 above)")
+	fl.Int64Var(&cfg.MaxBatchBytes, "max-batch-bytes", 256<<20, "largest batch body (413 above)")
+	fl.Float64Var(&cfg.RatePerSec, "rate", 20, "requests per second per API key, for keys that set none")
+	fl.IntVar(&cfg.Burst, "burst", 40, "request burst per API key, for keys that set no rate")
+	return cmd
+}
+
+// serveHTTP serves srv on ln until ctx ends, then stops: event streams are
+// ended, and requests in progress get up to serveShutdown to finish.
+func serveHTTP(ctx context.Context, e *env, log *slog.Logger, srv *api.Server, ln net.Listener, cert, key, scheme string) error {
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	hs.RegisterOnShutdown(srv.CloseStreams)
+	done := make(chan error, 1)
+	go func() { // owned: ends when hs is shut down below
+		if cert != "" {
+			done <- hs.ServeTLS(ln, cert, key)
+			return
+		}
+		done <- hs.Serve(ln)
+	}()
+	url := fmt.Sprintf("%s://%s", scheme, ln.Addr())
+	log.Info("API listening", "url", url)
+	fmt.Fprintf(e.stderr, "maker serve listening on %s\n", url)
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), serveShutdown)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if serr := <-done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}

@@ -1,0 +1,424 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/plan"
+	"github.com/makerfleet/makerfleet/internal/quota"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// Budgets, reserve then dispatch (internal/quota: budget.go). Before a
+// wave of sample requests is published, the job reserves an upper bound
+// of what they can cost on its budget and on its tenant's spend for the
+// day, in Redis, both or neither: every prompt token at most one per byte
+// plus the chat format's overhead, every reply max_output_tokens, priced
+// at the job's pricing (the stronger model's on an escalated step). When
+// results are handled, the reservations of the samples answered are
+// released and the job's cost so far (its figures, priced as the report
+// prices them) is spent. So what a job spends, and what its report says
+// it cost, never exceeds a budget: every token it counts was reserved
+// first, whichever coordinators run the tenant's jobs.
+//
+// A reservation refused because reservations in flight stand in the way
+// (they may settle for less) waits: the requests are not published yet
+// (errBudgetBusy). One refused for good pauses the job as
+// budget_exhausted, checkpointed and with its lease released (like a
+// pause), with what finishing is expected to cost in its status; maker
+// budget set (or the API) raises its budget, maker resume goes on.
+// Reservations of answers that never came are kept until the job pauses
+// or ends (a late answer may still be paid for), then released; a new
+// owner releases what an earlier one left and fences it out.
+
+// errBudgetBusy: the reservation must wait for reservations in flight to
+// settle; nothing was reserved, and the requests are not to be published
+// yet.
+var errBudgetBusy = errors.New("coordinator: budget busy")
+
+// errBudgetExhausted: the job paused as budget_exhausted. It wraps
+// errPaused: the job's owner releases the lease as for a pause.
+var errBudgetExhausted = fmt.Errorf("%w: budget exhausted", errPaused)
+
+// jobBudget is a job's side of the budgets while this coordinator runs it.
+type jobBudget struct {
+	budgets *quota.Budgets
+	// claimed is set once this owner claimed the job's budget (releasing
+	// what earlier owners held).
+	claimed bool
+	token   int64 // the lease token this run holds
+	seq     int64
+	// holds are the reservations of published requests not answered yet,
+	// by sample id.
+	holds map[string]hold
+	// bound caches the cost bound of a request of the open step, for the
+	// job's model and the stronger one.
+	boundAt                [2]int64
+	boundBase, boundStrong quota.Nano
+	// the last figures Redis returned
+	figs quota.Figures
+}
+
+// id names the next reservation or settlement: unique per owner (its
+// lease token) and call, so a retried script call is recognised.
+func (b *jobBudget) id() string {
+	b.seq++
+	return strconv.FormatInt(b.token, 10) + "." + strconv.FormatInt(b.seq, 10)
+}
+
+// hold is one request's reservation.
+type hold struct {
+	day    string
+	amount quota.Nano
+	due    time.Time // its answer is overdue from then (it may still come)
+}
+
+// priced reports whether budgets apply to the job: without pricing its
+// samples cost nothing the fleet can count.
+func (r *jobRun) priced() bool { return r.spec.Pricing != nil }
+
+// jobBudget returns the job's budget state, creating it on first use.
+func (r *jobRun) budget() (*jobBudget, error) {
+	if r.bud != nil {
+		return r.bud, nil
+	}
+	b, err := quota.NewBudgets(r.c.store.Client(), quota.BudgetConfig{KeyPrefix: r.c.store.Prefix()})
+	if err != nil {
+		return nil, err
+	}
+	r.bud = &jobBudget{budgets: b, token: r.token, holds: map[string]hold{}, boundAt: [2]int64{-1, -1}}
+	return r.bud, nil
+}
+
+// claim makes this owner the holder of the job's budget once: what
+// earlier owners reserved is released (their answers can no longer
+// count) and they are fenced out.
+func (r *jobRun) claim(ctx context.Context, b *jobBudget) error {
+	if b.claimed {
+		return nil
+	}
+	a, err := b.budgets.Claim(ctx, r.ref, r.token, quota.USD(r.spec.BudgetUSD))
+	if errors.Is(err, quota.ErrStale) {
+		return fmt.Errorf("%w: %v", errLeaseLost, err)
+	}
+	if err != nil {
+		return err
+	}
+	b.claimed, b.figs.Job = true, a
+	return nil
+}
+
+// dayLimit is the tenant's spend per day now (0: none), from the quota
+// store's watch-fed cache.
+func (r *jobRun) dayLimit(ctx context.Context) (quota.Nano, error) {
+	q, err := r.c.tenantQuota(ctx, r.spec.Tenant)
+	if err != nil {
+		return 0, err
+	}
+	return quota.USD(q.SpendPerDayUSD), nil
+}
+
+// reserve reserves the cost bound of reqs, about to be published, on the
+// job's budget and its tenant's day: all or none. nil: publish them.
+// errBudgetBusy: publish none yet, ask again later (results settling
+// free room). An error wrapping errBudgetExhausted: the job has paused as
+// budget_exhausted (checkpointed, status and registry written); the
+// caller returns it. Any other error fails the job's run.
+func (r *jobRun) reserve(ctx context.Context, reqs []*schemas.SampleRequest) error {
+	if !r.priced() || len(reqs) == 0 {
+		return nil
+	}
+	b, err := r.budget()
+	if err != nil {
+		return err
+	}
+	if err := r.claim(ctx, b); err != nil {
+		return err
+	}
+	amounts := make([]quota.Nano, len(reqs))
+	var total quota.Nano
+	for i, req := range reqs {
+		if amounts[i], err = r.bound(b, req); err != nil {
+			return err
+		}
+		total += amounts[i]
+	}
+	if total <= 0 {
+		return nil // free prices
+	}
+	limit, err := r.dayLimit(ctx)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	day := quota.Day(now)
+	f, err := b.budgets.Reserve(ctx, quota.Reservation{
+		Job: r.ref, Token: r.token, ID: b.id(), Day: day, Amount: total,
+		JobLimit: quota.USD(r.spec.BudgetUSD), DayLimit: limit,
+	})
+	var refusal *quota.Refusal
+	switch {
+	case err == nil:
+		b.figs = f
+		for i, req := range reqs {
+			b.holds[req.SampleID] = hold{day: day, amount: amounts[i], due: now.Add(r.m.timeout(req.Attempt))}
+		}
+		return nil
+	case errors.Is(err, quota.ErrStale):
+		return fmt.Errorf("%w: %v", errLeaseLost, err)
+	case !errors.As(err, &refusal):
+		return err
+	}
+	b.figs = refusal.Figures
+	if refusal.Busy && b.waitFor(refusal.Scope, now) {
+		return fmt.Errorf("%w: %v", errBudgetBusy, refusal)
+	}
+	return r.exhausted(ctx, refusal)
+}
+
+// waitFor reports whether a busy refusal is worth waiting on: the job's
+// own budget waits for its answers due to come; the tenant's day waits
+// for other jobs' answers, unless this job holds only overdue answers
+// (each job that does gives way, so two jobs waiting on each other's lost
+// answers cannot wait forever).
+func (b *jobBudget) waitFor(scope string, now time.Time) bool {
+	if scope == "tenant" && len(b.holds) == 0 {
+		return true
+	}
+	for _, h := range b.holds {
+		if now.Before(h.due) {
+			return true
+		}
+	}
+	return false
+}
+
+// bound is the cost bound of req: its prompt's tokens bounded by bytes,
+// max_output_tokens out, at the job's pricing, or the stronger model's
+// for a request to it.
+func (r *jobRun) bound(b *jobBudget, req *schemas.SampleRequest) (quota.Nano, error) {
+	if at := [2]int64{req.Step, req.Epoch}; b.boundAt != at {
+		msgs, err := r.m.inst.Prompt(task.State(req.State))
+		if err != nil {
+			return 0, fmt.Errorf("coordinator: the prompt of step %d, to bound its cost: %w", req.Step, err)
+		}
+		b.boundBase = quota.SampleBound(r.spec.Pricing, msgs, req.MaxOutputTokens)
+		b.boundStrong = quota.SampleBound(r.strongerPricing(), msgs, req.MaxOutputTokens)
+		b.boundAt = at
+	}
+	if req.Model != "" {
+		return b.boundStrong, nil
+	}
+	return b.boundBase, nil
+}
+
+// strongerPricing prices the stronger model's tokens: its own pricing,
+// else the job's (as the report does).
+func (r *jobRun) strongerPricing() *schemas.Pricing {
+	if e := r.spec.Escalation; e != nil && e.StrongerPricing != nil {
+		return e.StrongerPricing
+	}
+	return r.spec.Pricing
+}
+
+// cost is what the job's figures cost so far, rounded up to a whole
+// nano-dollar: the amount its report prices (samples; not the judge's
+// arbitrations).
+func (r *jobRun) cost() quota.Nano {
+	f := &r.m.acct.Figures
+	return quota.Cost(r.spec.Pricing, f.PromptTokens-f.StrongerPromptTokens, f.CompletionTokens-f.StrongerCompletionTokens) +
+		quota.Cost(r.strongerPricing(), f.StrongerPromptTokens, f.StrongerCompletionTokens)
+}
+
+// settleBatch is called once a batch of result messages is handled, with
+// which of them were settled (acked or terminated; a nak'ed one comes
+// back): the reservations of every answer settled are released (skipped,
+// late and unreadable ones too), and, in the same atomic call, the job's
+// cost so far, which counts their tokens, is spent. Never release a
+// reservation before its answer's tokens are spent: another job could
+// reserve the room they take.
+func (r *jobRun) settleBatch(ctx context.Context, msgs []jetstream.Msg, settled []bool) error {
+	if !r.priced() || r.bud == nil {
+		return nil
+	}
+	ids := make([]string, 0, len(msgs))
+	for i, msg := range msgs {
+		if i < len(settled) && settled[i] {
+			if id := resultSampleID(msg); id != "" {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return r.settleIDs(ctx, ids)
+}
+
+// settleIDs releases the reservations of the answered sample ids and
+// spends the job's cost so far, per day the reservations were taken on
+// (the cost not spent yet goes on today). It asks Redis nothing when
+// there is nothing to release or spend.
+func (r *jobRun) settleIDs(ctx context.Context, answered []string) error {
+	b := r.bud
+	if !b.claimed {
+		return nil // nothing reserved under this owner
+	}
+	released := map[string]quota.Nano{}
+	for _, id := range answered {
+		if h, ok := b.holds[id]; ok {
+			released[h.day] += h.amount
+			delete(b.holds, id)
+		}
+	}
+	cost := r.cost()
+	if len(released) == 0 && cost <= b.figs.Job.Spent {
+		return nil
+	}
+	day := quota.Day(time.Now())
+	if _, ok := released[day]; !ok {
+		released[day] = 0
+	}
+	for d, amount := range released {
+		total := quota.Nano(0)
+		if d == day {
+			total = cost
+		}
+		f, err := b.budgets.Settle(ctx, quota.Settlement{
+			Job: r.ref, Token: r.token, ID: b.id(), Day: d, Reserved: amount, Total: total,
+		})
+		if errors.Is(err, quota.ErrStale) {
+			return fmt.Errorf("%w: %v", errLeaseLost, err)
+		}
+		if err != nil {
+			return err
+		}
+		b.figs = f
+	}
+	return nil
+}
+
+// resultSampleID is the sample id a result message answers, from its
+// message id (sample id + "/r" + delivery), else from its body.
+func resultSampleID(msg jetstream.Msg) string {
+	if h := msg.Headers(); h != nil {
+		if id := h.Get(jetstream.MsgIDHeader); id != "" {
+			if i := strings.LastIndex(id, "/r"); i > 0 {
+				return id[:i]
+			}
+		}
+	}
+	var res struct {
+		SampleID string `json:"sample_id"`
+	}
+	if err := json.Unmarshal(msg.Data(), &res); err != nil {
+		return ""
+	}
+	return res.SampleID
+}
+
+// releaseBudget spends what the job's figures cost and not yet spent,
+// then releases every reservation it holds: at a pause and at the end
+// (answers that never came can no longer count). Failures are logged: a
+// new owner's claim releases what is left.
+func (r *jobRun) releaseBudget(ctx context.Context) {
+	if !r.priced() || r.bud == nil || !r.bud.claimed {
+		return
+	}
+	b := r.bud
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.settleIDs(ctx, nil); err != nil {
+		r.log.Warn("spend the job's cost at its end", "err", err)
+	}
+	a, err := b.budgets.Claim(ctx, r.ref, r.token, quota.USD(r.spec.BudgetUSD))
+	if err != nil {
+		r.log.Warn("release the job's reservations; the next owner does", "err", err)
+		return
+	}
+	// Released: a run that went on would claim again.
+	clear(b.holds)
+	b.claimed, b.figs.Job = false, a
+}
+
+// exhausted pauses the job as budget_exhausted for refusal: its cost so
+// far spent, checkpointed, its reservations released, its status saying
+// what finishing is expected to cost, paused in the registry (so no
+// coordinator takes it until it is resumed).
+func (r *jobRun) exhausted(ctx context.Context, refusal *quota.Refusal) error {
+	if err := r.settleIDs(ctx, nil); err != nil {
+		return err
+	}
+	if err := r.checkpoint(ctx); err != nil {
+		return err
+	}
+	r.releaseBudget(ctx)
+	finish := r.finishCost()
+	r.log.Warn("budget exhausted: the job pauses until its budget is raised and it is resumed",
+		"why", refusal.Error(), "finish_cost_usd", finish)
+	if _, err := jobs.Control(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.ControlPause); err != nil {
+		if !errors.Is(err, jobs.ErrFinished) {
+			return err
+		}
+		// Being cancelled: the next owner ends it so.
+		return fmt.Errorf("%w: %v", errBudgetExhausted, refusal)
+	}
+	r.publishBudgetStatus(ctx, finish)
+	if err := jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StateBudgetExhausted); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %v", errBudgetExhausted, refusal)
+}
+
+// finishCost is what finishing the job is expected to cost from here:
+// the steps left × the samples a step is expected to take (MAKER's
+// E[N]/v at the job's p, internal/plan) × what a sample cost so far on
+// average (before any is counted: the bound of one).
+func (r *jobRun) finishCost() float64 {
+	m := r.m
+	total := m.inst.TotalSteps()
+	if r.spec.StepLimit > 0 && r.spec.StepLimit < total {
+		total = r.spec.StepLimit
+	}
+	left := max(total-m.step, 0)
+	p := r.spec.PEstimate
+	if !(p > 0.5 && p < 1) {
+		p = quota.DefaultP
+	}
+	v := r.spec.ValidFraction
+	if !(v > 0 && v <= 1) {
+		v = 1
+	}
+	perStep := plan.ExpectedVotes(p, r.spec.K) / v
+	var perSample float64
+	if n := m.acct.Samples + m.acct.LateSamples + m.acct.SkippedSamples + m.acct.CancelledSamples; n > 0 {
+		perSample = r.cost().USD() / float64(n)
+	} else if b := r.bud; b != nil {
+		perSample = b.boundBase.USD()
+	}
+	return float64(left) * perStep * perSample
+}
+
+// publishBudgetStatus stores the job's status as budget_exhausted: no
+// owner, what it spent, and what finishing is expected to cost.
+func (r *jobRun) publishBudgetStatus(ctx context.Context, finish float64) {
+	st := r.status(schemas.StateBudgetExhausted)
+	st.Coordinator, st.FinishCostUSD = "", finish
+	r.putStatus(ctx, &st)
+}
+
+// money is the job's spent and reserved figures for its status, as Redis
+// last returned them (zero without pricing, or before the job reserved
+// anything under this owner).
+func (r *jobRun) money() (spent, reserved float64) {
+	if b := r.bud; b != nil {
+		return b.figs.Job.Spent.USD(), b.figs.Job.Reserved.USD()
+	}
+	return 0, 0
+}

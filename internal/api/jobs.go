@@ -1,0 +1,380 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/internal/apikey"
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// actingTenant is the tenant a request acts on: the key's own, or for an
+// admin key the one ?tenant= names. A non-admin key naming another
+// tenant is refused (403); a malformed tenant is 400.
+func actingTenant(r *http.Request, p apikey.Principal) (string, error) {
+	t := r.URL.Query().Get("tenant")
+	if t == "" || t == p.Tenant {
+		return p.Tenant, nil
+	}
+	if !p.Admin {
+		return "", problem(TypeForbidden, "only an admin key acts on another tenant")
+	}
+	if t != "*" && schemas.ValidTenant(t) != nil {
+		return "", problem(TypeBadRequest, "tenant %q is not a tenant id (%s)", t, schemas.TenantRule)
+	}
+	return t, nil
+}
+
+// jobRef is the tenant and job id a job route names. A malformed id is
+// no job: 404, as an unknown one.
+func jobRef(r *http.Request, p apikey.Principal) (tenant, id string, err error) {
+	if tenant, err = actingTenant(r, p); err != nil {
+		return "", "", err
+	}
+	if tenant == "*" {
+		return "", "", problem(TypeBadRequest, "name one tenant")
+	}
+	id = r.PathValue("id")
+	if schemas.ValidJobID(id) != nil {
+		return "", "", problem(TypeNotFound, "no such job")
+	}
+	return tenant, id, nil
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ apikey.Principal) error {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if !s.deps.NC.IsConnected() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("nats disconnected\n"))
+		return nil
+	}
+	_, _ = w.Write([]byte("ok\n"))
+	return nil
+}
+
+// submitJob is POST /v1/jobs.
+func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p apikey.Principal) error {
+	var req schemas.JobRequest
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	if req.Tenant != "" && req.Tenant != p.Tenant {
+		return invalidField("/tenant", "tenant %q is not this API key's tenant; leave it out", req.Tenant)
+	}
+	ctx, cancel := s.timeout(r.Context())
+	defer cancel()
+	spec := req.Spec(p.Tenant)
+	if err := jobs.PrepareAdmitted(ctx, &spec, s.tasks); err != nil {
+		return specProblem(err)
+	}
+	// jobs.PrepareAdmitted refused a budget below the forecast's low end
+	// (quota.Admit); the forecast is the answer's, with the tenant's rate.
+	fc, err := s.forecast(ctx, spec)
+	if err != nil {
+		return err
+	}
+	dup, err := s.enqueue(ctx, &spec)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/jobs/"+spec.JobID)
+	status := http.StatusCreated
+	if dup {
+		status = http.StatusOK
+	}
+	return writeJSON(w, status, schemas.JobCreated{ID: spec.JobID, Tenant: spec.Tenant, Duplicate: dup, Forecast: fc})
+}
+
+// forecast is the prepared spec's forecast (nil without a forecaster).
+func (s *Server) forecast(ctx context.Context, spec schemas.JobSpec) (*schemas.Forecast, error) {
+	if s.deps.Forecast == nil {
+		return nil, nil
+	}
+	inst, err := task.BindRef(ctx, s.tasks, jobs.TaskRef(spec), spec.Params)
+	if err != nil {
+		return nil, specProblem(err)
+	}
+	var q schemas.TenantQuota
+	if s.deps.Quotas != nil {
+		if q, err = s.deps.Quotas.Get(ctx, spec.Tenant); err != nil {
+			return nil, fmt.Errorf("%w: quota of %s: %w", jobs.ErrUnavailable, spec.Tenant, err)
+		}
+	}
+	fc := s.deps.Forecast(spec, inst, q)
+	return &fc, nil
+}
+
+// enqueue registers the prepared spec and queues it on the job stream, as
+// jobs.Submit does, on the topology the server holds: a job id is taken
+// once (the same job again is a duplicate, another is jobs.ErrConflict).
+func (s *Server) enqueue(ctx context.Context, spec *schemas.JobSpec) (duplicate bool, err error) {
+	topo := s.deps.Topo
+	data, err := schemas.Encode(spec)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", jobs.ErrInvalid, err)
+	}
+	// A finished job no longer registered still speaks for its id.
+	if _, _, err := jobs.Get(ctx, topo, spec.Tenant, spec.JobID); errors.Is(err, jobs.ErrNotFound) {
+		if e, err := topo.Reports.Get(ctx, bus.JobKey(spec.Tenant, spec.JobID)); err == nil {
+			var rep schemas.JobReport
+			if schemas.Decode(e.Value(), &rep) == nil {
+				return true, jobs.CheckReport(*spec, rep)
+			}
+		}
+	}
+	rec := schemas.JobRecord{
+		Header: schemas.NewHeader(schemas.KindJobRecord), Tenant: spec.Tenant, JobID: spec.JobID, Spec: *spec,
+		Control: schemas.ControlRun, State: schemas.StateQueued, UpdatedAt: time.Now().UTC(),
+	}
+	switch err := jobs.Register(ctx, topo, &rec); {
+	case errors.Is(err, jobs.ErrExists):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	msg := &nats.Msg{Subject: topo.NS.JobSubject(spec.Tenant), Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, spec.Tenant+"/"+spec.JobID)
+	if _, err := topo.JS.PublishMsg(ctx, msg); err != nil {
+		// Registered, so it runs anyway: coordinators scan the registry.
+		s.log.Warn("api: queue job on the job stream", "tenant", spec.Tenant, "job", spec.JobID, "err", err)
+	}
+	return false, nil
+}
+
+// getJob is GET /v1/jobs/{id}.
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request, p apikey.Principal) error {
+	tenant, id, err := jobRef(r, p)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.timeout(r.Context())
+	defer cancel()
+	rec, _, err := jobs.Get(ctx, s.deps.Topo, tenant, id)
+	if err != nil {
+		return err
+	}
+	v, err := s.view(ctx, rec)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, v)
+}
+
+// view is rec's job as the API shows it, with its latest status.
+func (s *Server) view(ctx context.Context, rec schemas.JobRecord) (schemas.JobView, error) {
+	st, err := jobs.Status(ctx, s.deps.Topo, rec.Tenant, rec.JobID)
+	if err != nil {
+		return schemas.JobView{}, err
+	}
+	return jobView(rec, st), nil
+}
+
+func jobView(rec schemas.JobRecord, st schemas.JobStatus) schemas.JobView {
+	sp := rec.Spec
+	return schemas.JobView{
+		ID: rec.JobID, Tenant: rec.Tenant, Task: sp.Task, TaskVersion: sp.TaskVersion, K: sp.K,
+		Priority: sp.Priority, BudgetUSD: sp.BudgetUSD,
+		State: st.State, Finished: rec.Finished, Control: st.Control,
+		Progress: st.Progress, Steps: st.Steps, TotalSteps: st.TotalSteps,
+		Samples: st.Samples, Votes: st.Votes, RedFlagged: st.RedFlagged, Errors: st.Errors, Rung: st.Rung,
+		SpentUSD: st.SpentUSD, ReservedUSD: st.ReservedUSD, FinishCostUSD: st.FinishCostUSD,
+		BatchID: sp.BatchID, BatchLine: sp.BatchLine, SubmittedAt: sp.SubmittedAt, UpdatedAt: st.UpdatedAt,
+	}
+}
+
+// listJobs is GET /v1/jobs.
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, p apikey.Principal) error {
+	tenant, err := actingTenant(r, p)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	state := q.Get("state")
+	if state != "" && !knownState(state) {
+		return problem(TypeBadRequest, "state %q is not a job state", state)
+	}
+	limit := s.cfg.ListLimit
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > s.cfg.MaxListLimit {
+			return problem(TypeBadRequest, "limit %q must be an integer from 1 to %d", l, s.cfg.MaxListLimit)
+		}
+		limit = n
+	}
+	after, err := parseCursor(q.Get("cursor"))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.timeout(r.Context())
+	defer cancel()
+	if tenant == "*" {
+		tenant = ""
+	}
+	recs, err := jobs.List(ctx, s.deps.Topo, tenant)
+	if err != nil {
+		return fmt.Errorf("%w: %w", jobs.ErrUnavailable, err)
+	}
+	out := schemas.JobList{Jobs: []schemas.JobView{}}
+	last := ""
+	for _, rec := range recs {
+		c := cursorOf(rec)
+		if after != "" && c <= after {
+			continue
+		}
+		if state != "" && rec.State != state {
+			continue
+		}
+		if len(out.Jobs) == limit {
+			out.NextCursor = encodeCursor(last)
+			break
+		}
+		v, err := s.view(ctx, rec)
+		if errors.Is(err, jobs.ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		out.Jobs, last = append(out.Jobs, v), c
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func knownState(s string) bool {
+	switch s {
+	case schemas.StateQueued, schemas.StateRunning, schemas.StatePaused, schemas.StateBudgetExhausted:
+		return true
+	}
+	return schemas.Terminal(s)
+}
+
+// A listing's cursor is the place of the last job of the page in the
+// listing's order (submission time, then tenant and id), base64url.
+func cursorOf(rec schemas.JobRecord) string {
+	return fmt.Sprintf("%020d|%s", rec.Spec.SubmittedAt.UnixNano(), bus.JobKey(rec.Tenant, rec.JobID))
+}
+
+func encodeCursor(c string) string { return base64.RawURLEncoding.EncodeToString([]byte(c)) }
+
+func parseCursor(c string) (string, error) {
+	if c == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || !strings.Contains(string(b), "|") {
+		return "", problem(TypeBadRequest, "cursor %q is not a cursor of this listing", c)
+	}
+	return string(b), nil
+}
+
+// jobResult is GET /v1/jobs/{id}/result.
+func (s *Server) jobResult(w http.ResponseWriter, r *http.Request, p apikey.Principal) error {
+	tenant, id, err := jobRef(r, p)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.timeout(r.Context())
+	defer cancel()
+	rep, err := jobs.Result(ctx, s.deps.Topo, tenant, id)
+	if errors.Is(err, jobs.ErrNotFinished) {
+		st, serr := jobs.Status(ctx, s.deps.Topo, tenant, id)
+		if serr != nil {
+			return serr
+		}
+		pe := problem(TypeNotFinished, "job %s is %s: it has no report yet", id, st.State)
+		pe.p.State = st.State
+		return pe
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, rep)
+}
+
+// control is POST /v1/jobs/{id}/pause, resume and cancel.
+func (s *Server) control(action string) handler {
+	return func(w http.ResponseWriter, r *http.Request, p apikey.Principal) error {
+		tenant, id, err := jobRef(r, p)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := s.timeout(r.Context())
+		defer cancel()
+		// A job of another tenant (or none) is 404 before any request.
+		if _, _, err := jobs.Get(ctx, s.deps.Topo, tenant, id); err != nil {
+			return err
+		}
+		req := schemas.ControlRequest{Action: action}
+		actx, acancel := context.WithTimeout(ctx, s.cfg.AskTimeout)
+		out, err := jobs.Ask(actx, s.deps.NC, s.deps.Topo.NS, tenant, id, req)
+		acancel()
+		if errors.Is(err, nats.ErrNoResponders) {
+			// No coordinator runs: the registry is written with the same
+			// checks, where this server may write it.
+			out, err = jobs.Apply(ctx, s.deps.Topo, tenant, id, req)
+		}
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, controlResult(out))
+	}
+}
+
+func controlResult(out jobs.Outcome) schemas.ControlResult {
+	rec := out.Record
+	return schemas.ControlResult{ID: rec.JobID, Tenant: rec.Tenant, State: rec.State, Control: rec.Control, Changed: out.Changed}
+}
+
+// decide is POST /v1/jobs/{id}/decide.
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, p apikey.Principal) error {
+	tenant, id, err := jobRef(r, p)
+	if err != nil {
+		return err
+	}
+	var body schemas.DecideBody
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &body); err != nil {
+		return err
+	}
+	by := body.By
+	if by == "" {
+		by = "api-key:" + p.KeyID
+	}
+	req := schemas.DecideRequest{Header: schemas.NewHeader(schemas.KindDecideRequest), Step: body.Step, VoteKey: body.Answer, By: by}
+	if err := req.Validate(); err != nil {
+		path := fieldPath(err)
+		if path == "/vote_key" {
+			path = "/answer"
+		}
+		return invalidField(path, "%s", detailOf(err))
+	}
+	ctx, cancel := s.timeout(r.Context())
+	defer cancel()
+	if _, _, err := jobs.Get(ctx, s.deps.Topo, tenant, id); err != nil {
+		return err
+	}
+	actx, acancel := context.WithTimeout(ctx, s.cfg.AskTimeout)
+	out, err := jobs.AskDecide(actx, s.deps.NC, s.deps.Topo.NS, tenant, id, req)
+	acancel()
+	if errors.Is(err, nats.ErrNoResponders) {
+		var rec schemas.JobRecord
+		rec, err = jobs.Decide(ctx, s.deps.Topo, tenant, id, req.Decision())
+		out = jobs.Outcome{Record: rec, Changed: err == nil}
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, controlResult(out))
+}

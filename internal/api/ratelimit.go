@@ -1,0 +1,68 @@
+package api
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/makerfleet/makerfleet/internal/apikey"
+)
+
+// limiters are the request rate limits of this process, one token bucket
+// per API key (by key id): the key's own rate, or the server's default.
+// There are as many as keys that made requests: keys are few (an admin
+// makes them), so the map is not trimmed.
+type limiters struct {
+	def   rate.Limit
+	burst int
+	now   func() time.Time
+
+	mu   sync.Mutex
+	byID map[string]*rate.Limiter
+}
+
+func newLimiters(perSec float64, burst int) *limiters {
+	return &limiters{def: rate.Limit(perSec), burst: burst, now: time.Now, byID: map[string]*rate.Limiter{}}
+}
+
+// allow takes one request's token of p's bucket, or returns the 429 that
+// says when to come back. A key's changed rate applies at its next
+// request.
+func (l *limiters) allow(p apikey.Principal) *problemError {
+	lim, burst := l.def, l.burst
+	if p.RatePerSec > 0 {
+		lim = rate.Limit(p.RatePerSec)
+		burst = max(p.Burst, int(math.Ceil(p.RatePerSec)), 1)
+	}
+	if lim == 0 {
+		return nil // no limit
+	}
+	now := l.now()
+	l.mu.Lock()
+	b := l.byID[p.KeyID]
+	if b == nil {
+		b = rate.NewLimiter(lim, burst)
+		l.byID[p.KeyID] = b
+	} else if b.Limit() != lim || b.Burst() != burst {
+		b.SetLimitAt(now, lim)
+		b.SetBurstAt(now, burst)
+	}
+	l.mu.Unlock()
+	res := b.ReserveN(now, 1)
+	if !res.OK() {
+		return rateLimited(time.Second)
+	}
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return rateLimited(d)
+	}
+	return nil
+}
+
+func rateLimited(d time.Duration) *problemError {
+	pe := problem(TypeRateLimited, "this API key's request rate limit is reached; retry after %s", d.Round(time.Millisecond))
+	pe.retryAfter = max(1, int(math.Ceil(d.Seconds())))
+	return pe
+}

@@ -1,0 +1,172 @@
+package api
+
+import (
+	"net/http"
+	"reflect"
+
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// route is one endpoint: its handler and what the OpenAPI document says of
+// it. Routes are registered and documented from the one table, so every
+// route is documented.
+type route struct {
+	method, path string
+	access       access
+	h            handler
+	// id is the operationId; summary one line; desc more (optional).
+	id, summary, desc string
+	// query are the query parameters.
+	query []param
+	// body is the request body (nil: none); longBody gives its read
+	// Config.BatchReadTimeout instead of RequestTimeout.
+	body     *content
+	longBody bool
+	// ok is the success status and its body (nil: none).
+	ok     int
+	okBody *content
+	// errs are the problem statuses this route answers besides those every
+	// route may (401, 429, 500, 503 for keyed routes).
+	errs []int
+}
+
+// param is a query parameter.
+type param struct {
+	name, desc string
+	// typ is its JSON Schema type: string or integer.
+	typ string
+}
+
+// content is a body: its media types and schema (a schemas type, or a
+// string when typ is nil).
+type content struct {
+	types []string
+	typ   reflect.Type
+	// desc describes the body.
+	desc string
+}
+
+func jsonOf[T any]() *content {
+	return &content{types: []string{"application/json"}, typ: reflect.TypeFor[T]()}
+}
+
+// jsonl is a JSON Lines body.
+var jsonlTypes = []string{"application/jsonl", "application/x-ndjson"}
+
+func (s *Server) routes() []route {
+	jobID := "the job's id within the key's tenant"
+	tenantQ := param{"tenant", "admin keys only: act on this tenant's job instead of the key's own", "string"}
+	control := func(action, summary string) route {
+		return route{
+			method: http.MethodPost, path: "/v1/jobs/{id}/" + action, access: tenant, h: s.control(action),
+			id: action + "Job", summary: summary, query: []param{tenantQ},
+			desc: "Asks the fleet's coordinators; the job obeys at its next step boundary. " + jobID + ".",
+			ok:   http.StatusOK, okBody: jsonOf[schemas.ControlResult](), errs: []int{404, 409},
+		}
+	}
+	return []route{
+		{method: http.MethodGet, path: "/healthz", access: public, h: s.healthz, id: "healthz",
+			summary: "Liveness: 200 while the server runs and its NATS connection is up (503 otherwise)",
+			ok:      http.StatusOK, okBody: &content{types: []string{"text/plain"}}},
+		{method: http.MethodGet, path: "/openapi.json", access: public, h: s.openapi, id: "openapi",
+			summary: "This OpenAPI 3.1 document", ok: http.StatusOK,
+			okBody: &content{types: []string{"application/json"}, desc: "the OpenAPI document"}},
+
+		{method: http.MethodPost, path: "/v1/jobs", access: tenant, h: s.submitJob, id: "submitJob",
+			summary: "Submit a job as the key's tenant",
+			desc: "Validates the job completely (task, params, every field) before anything is queued; a refused job " +
+				"is never queued. With budget_usd, a budget below the forecast's lowest cost is refused (422 over-budget). " +
+				"Resubmitting the same job under the same job_id answers 200 with duplicate true; another job under a " +
+				"taken job_id is 409.",
+			body: jsonOf[schemas.JobRequest](), ok: http.StatusCreated, okBody: jsonOf[schemas.JobCreated](),
+			errs: []int{400, 409, 413, 415, 422}},
+		{method: http.MethodGet, path: "/v1/jobs", access: tenant, h: s.listJobs, id: "listJobs",
+			summary: "List the key's tenant's jobs, oldest submission first",
+			query: []param{
+				{"state", "only jobs in this state (as the registry records it)", "string"},
+				{"limit", "page size (default 50, at most 500)", "integer"},
+				{"cursor", "the next_cursor of the previous page", "string"},
+				{"tenant", "admin keys only: this tenant's jobs, or every tenant's with \"*\"", "string"},
+			},
+			ok: http.StatusOK, okBody: jsonOf[schemas.JobList](), errs: []int{400, 403}},
+		{method: http.MethodGet, path: "/v1/jobs/{id}", access: tenant, h: s.getJob, id: "getJob",
+			summary: "A job's state and progress", desc: jobID + "; another tenant's job is 404.", query: []param{tenantQ},
+			ok: http.StatusOK, okBody: jsonOf[schemas.JobView](), errs: []int{404}},
+		{method: http.MethodGet, path: "/v1/jobs/{id}/result", access: tenant, h: s.jobResult, id: "getJobResult",
+			summary: "A finished job's report (the same fields as maker result --json)",
+			desc:    "409 not-finished (with the job's state) while the job has no report.", query: []param{tenantQ},
+			ok: http.StatusOK, okBody: jsonOf[schemas.JobReport](), errs: []int{404, 409}},
+		{method: http.MethodGet, path: "/v1/jobs/{id}/events", access: tenant, h: s.jobEvents, id: "jobEvents",
+			summary: "A job's progress as Server-Sent Events",
+			desc: "event: status (data: a job_status message) now and on every change, event: report (data: the " +
+				"job_report) once it finishes, then the stream ends; a comment line \": ping\" every 15 s meanwhile.",
+			query: []param{tenantQ}, ok: http.StatusOK,
+			okBody: &content{types: []string{"text/event-stream"}, desc: "status events, then one report event"},
+			errs:   []int{404}},
+		control("pause", "Pause a job at its next step boundary"),
+		control("resume", "Resume a paused or budget-exhausted job"),
+		control("cancel", "Cancel a job for good at its next step boundary"),
+		{method: http.MethodPost, path: "/v1/jobs/{id}/decide", access: tenant, h: s.decide, id: "decideJob",
+			summary: "Answer a step the fleet could not settle (the job waits for a person)",
+			query:   []param{tenantQ}, body: jsonOf[schemas.DecideBody](),
+			ok: http.StatusOK, okBody: jsonOf[schemas.ControlResult](), errs: []int{400, 404, 409, 413, 415, 422}},
+
+		{method: http.MethodGet, path: "/v1/jobs/{id}/budget", access: tenant, h: s.getBudget, id: "getJobBudget",
+			summary: "A job's budget: its limit, what it spent and what it has reserved", query: []param{tenantQ},
+			ok: http.StatusOK, okBody: jsonOf[schemas.JobBudget](), errs: []int{404, 501}},
+		{method: http.MethodPut, path: "/v1/jobs/{id}/budget", access: tenant, h: s.putBudget, id: "setJobBudget",
+			summary: "Set a job's budget; raise it, then resume a budget_exhausted job",
+			desc:    "The job's spec keeps the budget it was submitted with; every reservation reads this one.",
+			query:   []param{tenantQ}, body: jsonOf[schemas.BudgetBody](),
+			ok: http.StatusOK, okBody: jsonOf[schemas.JobBudget](), errs: []int{400, 404, 409, 413, 415, 422, 501}},
+
+		{method: http.MethodPost, path: "/v1/batches", access: tenant, h: s.createBatch, id: "createBatch",
+			summary: "Submit a batch: one job per JSONL line ({\"custom_id\": ..., \"task\": ..., \"params\": {...}, \"k\": ...})",
+			desc: "Invalid lines are reported by line number in the batch's error file and the rest runs; a duplicate " +
+				"custom_id refuses the whole batch (422) and nothing runs.",
+			query: []param{
+				{"priority", "priority of the lines that set none (0 to 9)", "integer"},
+				{"window", "most jobs of the batch unfinished at once (default 32)", "integer"},
+			},
+			body: &content{types: append(jsonlTypes, "text/plain"), desc: "JSON Lines, one job per line"}, longBody: true,
+			ok: http.StatusCreated, okBody: jsonOf[schemas.BatchCreated](), errs: []int{400, 413, 415, 422, 501}},
+		{method: http.MethodGet, path: "/v1/batches", access: tenant, h: s.listBatches, id: "listBatches",
+			summary: "List the key's tenant's batches", ok: http.StatusOK, okBody: jsonOf[schemas.BatchList](), errs: []int{501}},
+		{method: http.MethodGet, path: "/v1/batches/{id}", access: tenant, h: s.getBatch, id: "getBatch",
+			summary: "A batch's state and counts", ok: http.StatusOK, okBody: jsonOf[schemas.BatchRecord](), errs: []int{404, 501}},
+		{method: http.MethodPost, path: "/v1/batches/{id}/cancel", access: tenant, h: s.cancelBatch, id: "cancelBatch",
+			summary: "Cancel a batch: no more of its jobs start, its unfinished jobs are cancelled",
+			ok:      http.StatusOK, okBody: jsonOf[schemas.BatchRecord](), errs: []int{404, 409, 501}},
+		{method: http.MethodGet, path: "/v1/batches/{id}/output", access: tenant, h: s.batchOutput, id: "batchOutput",
+			summary: "A batch's output: one JSON line per input line, in input order, with custom_id and the report or the error",
+			ok:      http.StatusOK, okBody: &content{types: jsonlTypes[:1], desc: "JSON Lines (batch output lines)"},
+			errs: []int{404, 501}},
+		{method: http.MethodGet, path: "/v1/batches/{id}/errors", access: tenant, h: s.batchErrors, id: "batchErrors",
+			summary: "A batch's invalid lines, one JSON line each with its line number and error",
+			ok:      http.StatusOK, okBody: &content{types: jsonlTypes[:1], desc: "JSON Lines (batch error lines)"},
+			errs: []int{404, 501}},
+
+		{method: http.MethodGet, path: "/v1/tasks", access: tenant, h: s.listTasks, id: "listTasks",
+			summary: "The tasks jobs may name: built-in and registered specs", ok: http.StatusOK, okBody: jsonOf[schemas.TaskList]()},
+		{method: http.MethodGet, path: "/v1/tasks/{name}", access: tenant, h: s.getTask, id: "getTask",
+			summary: "A task: a built-in, or a registered spec's versions and source (?version=, default the latest)",
+			query:   []param{{"version", "a registered spec's version", "string"}},
+			ok:      http.StatusOK, okBody: jsonOf[schemas.TaskInfo](), errs: []int{404}},
+		{method: http.MethodPost, path: "/v1/tasks", access: admin, h: s.registerTask, id: "registerTask",
+			summary: "Register a task spec (admin): its YAML or JSON source as the body",
+			desc:    "201 when registered, 200 when the same spec was already; another spec under a taken name@version is 409.",
+			body:    &content{types: []string{"application/yaml", "application/json", "text/yaml", "text/plain"}, desc: "the task spec file"},
+			ok:      http.StatusCreated, okBody: jsonOf[schemas.TaskInfo](), errs: []int{403, 409, 413, 415, 422}},
+
+		{method: http.MethodGet, path: "/v1/usage", access: tenant, h: s.usage, id: "getUsage",
+			summary: "The key's tenant's spend today, jobs by state, and quota",
+			ok:      http.StatusOK, okBody: jsonOf[schemas.Usage]()},
+		{method: http.MethodGet, path: "/v1/quotas/{tenant}", access: admin, h: s.getQuota, id: "getQuota",
+			summary: "A tenant's quota (admin; tenant _fleet: the fleet's limits)",
+			ok:      http.StatusOK, okBody: jsonOf[schemas.TenantQuota](), errs: []int{403, 404, 501}},
+		{method: http.MethodPut, path: "/v1/quotas/{tenant}", access: admin, h: s.putQuota, id: "setQuota",
+			summary: "Set a tenant's quota (admin); every coordinator applies it within a second",
+			body:    jsonOf[schemas.TenantQuota](), ok: http.StatusOK, okBody: jsonOf[schemas.TenantQuota](),
+			errs: []int{400, 403, 404, 413, 415, 422, 501}},
+	}
+}

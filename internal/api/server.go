@@ -1,0 +1,332 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/makerfleet/makerfleet/internal/apikey"
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/quota"
+	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// Authenticator checks a request's API key: *apikey.Store. A malformed,
+// unknown or revoked key is apikey.ErrUnauthorized.
+type Authenticator interface {
+	Authenticate(ctx context.Context, key string) (apikey.Principal, error)
+}
+
+var _ Authenticator = (*apikey.Store)(nil)
+
+// Quotas reads (from a cache) and writes tenants' quotas: *quota.Store.
+type Quotas interface {
+	Get(ctx context.Context, tenant string) (schemas.TenantQuota, error)
+	Set(ctx context.Context, q schemas.TenantQuota) (schemas.TenantQuota, error)
+}
+
+// Forecaster is the planner's forecast of a prepared job (spec defaults
+// applied, task bound) for a tenant with quota q: quota.Forecast.
+type Forecaster func(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota) schemas.Forecast
+
+var _ Forecaster = quota.Forecast
+
+// Deps are what the server acts on. NC, Topo, Tasks and Auth are required.
+type Deps struct {
+	// NC is the server's NATS connection; Topo the fleet's topology bound
+	// on it (bus.Open).
+	NC   *nats.Conn
+	Topo *bus.Topology
+	// Tasks are the built-in tasks (task/builtin.Registry()); registered
+	// specs are read from Topo.Tasks.
+	Tasks *task.Registry
+	// Auth checks API keys (*apikey.Store, started).
+	Auth Authenticator
+	// Quotas serves the quota routes and the usage's quota (nil: quota
+	// routes answer 501).
+	Quotas Quotas
+	// Forecast makes a job's forecast at submit, and quota.Admit refuses a
+	// budget_usd below its low end (nil: no forecast, no admission).
+	Forecast Forecaster
+	// Batches serves the batch routes (nil: they answer 501).
+	Batches Batches
+	// Budgets holds the jobs' and tenants' budgets in Redis
+	// (*quota.Budgets): the usage's spend and the job budget routes (nil:
+	// the usage shows no spend and the budget routes answer 501).
+	Budgets Budgets
+	// Inflight counts a tenant's samples in flight for the usage
+	// (*quota.Limiter; nil: 0).
+	Inflight Inflight
+}
+
+// Budgets reads and sets budgets: *quota.Budgets.
+type Budgets interface {
+	TenantDay(ctx context.Context, tenant, day string) (quota.Account, error)
+	Job(ctx context.Context, job store.JobRef) (quota.Account, error)
+	SetJobLimit(ctx context.Context, job store.JobRef, limit quota.Nano) error
+}
+
+var _ Budgets = (*quota.Budgets)(nil)
+
+// Inflight counts a tenant's sample requests in flight and its jobs
+// holding running-job slots: *quota.Limiter.
+type Inflight interface {
+	InFlight(ctx context.Context, tenant string) (int, error)
+	Running(ctx context.Context, tenant string) (int, error)
+}
+
+var (
+	_ Inflight = (*quota.Limiter)(nil)
+	_ Quotas   = (*quota.Store)(nil)
+)
+
+// Config sets the server's limits. Zero fields take the defaults.
+type Config struct {
+	// MaxBodyBytes bounds a JSON request body (413 above). Default 1 MiB.
+	MaxBodyBytes int64
+	// MaxTaskBytes bounds a task spec's body. Default 1 MiB.
+	MaxTaskBytes int64
+	// MaxBatchBytes bounds a batch's JSONL body. Default 256 MiB.
+	MaxBatchBytes int64
+	// RatePerSec and Burst are a key's request rate limit when the key
+	// sets none. Default 20 per second, burst 40.
+	RatePerSec float64
+	Burst      int
+	// ListLimit is a job listing's page size when ?limit= is not given;
+	// MaxListLimit the largest ?limit=. Default 50 and 500.
+	ListLimit, MaxListLimit int
+	// Heartbeat is the time between SSE pings (": ping"). Default 15s.
+	Heartbeat time.Duration
+	// RequestTimeout bounds a request's reads and writes of the fleet
+	// (not an event stream's or a batch output's). Default 30s.
+	RequestTimeout time.Duration
+	// AskTimeout bounds a control or decide request to the coordinators.
+	// Default 10s.
+	AskTimeout time.Duration
+	// BatchReadTimeout bounds reading a batch's body (a JSON body's read is
+	// bounded by RequestTimeout): a client that sends too slowly is cut
+	// off. Default 10m.
+	BatchReadTimeout time.Duration
+	// Logger receives failed requests (500s). Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) defaults() {
+	def := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxBodyBytes, 1<<20)
+	def(&c.MaxTaskBytes, 1<<20)
+	def(&c.MaxBatchBytes, 256<<20)
+	if c.RatePerSec == 0 {
+		c.RatePerSec = 20
+	}
+	if c.Burst == 0 {
+		c.Burst = 40
+	}
+	if c.ListLimit == 0 {
+		c.ListLimit = 50
+	}
+	if c.MaxListLimit == 0 {
+		c.MaxListLimit = 500
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = 15 * time.Second
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+	if c.AskTimeout == 0 {
+		c.AskTimeout = 10 * time.Second
+	}
+	if c.BatchReadTimeout == 0 {
+		c.BatchReadTimeout = 10 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Server is the HTTP API. It is an http.Handler.
+type Server struct {
+	deps  Deps
+	cfg   Config
+	tasks *taskreg.Registry
+	mux   *http.ServeMux
+	rate  *limiters
+	log   *slog.Logger
+
+	// closing is closed by CloseStreams: event streams end.
+	closing   chan struct{}
+	closeOnce sync.Once
+}
+
+// CloseStreams ends every event stream in progress and any started later
+// (for http.Server.RegisterOnShutdown: a stream would otherwise hold the
+// shutdown until its job ends).
+func (s *Server) CloseStreams() { s.closeOnce.Do(func() { close(s.closing) }) }
+
+var _ http.Handler = (*Server)(nil)
+
+// New returns the API server over deps.
+func New(deps Deps, cfg Config) (*Server, error) {
+	cfg.defaults()
+	switch {
+	case deps.NC == nil || deps.Topo == nil:
+		return nil, errors.New("api: no NATS connection or topology")
+	case deps.Tasks == nil:
+		return nil, errors.New("api: no built-in tasks")
+	case deps.Auth == nil:
+		return nil, errors.New("api: no authenticator")
+	case cfg.MaxBodyBytes < 0 || cfg.MaxBatchBytes < 0 || cfg.MaxTaskBytes < 0 || cfg.RatePerSec < 0 || cfg.Burst < 0 ||
+		cfg.ListLimit < 1 || cfg.MaxListLimit < cfg.ListLimit || cfg.Heartbeat < 0:
+		return nil, fmt.Errorf("api: invalid config %+v", cfg)
+	}
+	s := &Server{
+		deps: deps, cfg: cfg, tasks: taskreg.New(deps.Topo.Tasks, deps.Tasks),
+		mux: http.NewServeMux(), rate: newLimiters(cfg.RatePerSec, cfg.Burst), log: cfg.Logger,
+		closing: make(chan struct{}),
+	}
+	paths := map[string][]string{}
+	var order []string
+	for _, rt := range s.routes() {
+		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
+		if _, ok := paths[rt.path]; !ok {
+			order = append(order, rt.path)
+		}
+		paths[rt.path] = append(paths[rt.path], rt.method)
+	}
+	// Any other method on a known path is a 405 naming the allowed ones;
+	// any other path a 404: both as problems.
+	for _, p := range order {
+		methods := paths[p]
+		if slices.Contains(methods, http.MethodGet) {
+			methods = append(methods, http.MethodHead)
+		}
+		allow := strings.Join(methods, ", ")
+		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			pe := problem(TypeMethodNotAllowed, "%s is not allowed here; allowed: %s", r.Method, allow)
+			pe.allow = allow
+			writeProblem(w, r, pe)
+		})
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, problem(TypeNotFound, "no such route: %s %s", r.Method, r.URL.Path))
+	})
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+// handler serves one route for principal p; an error is answered as a
+// problem (asProblem).
+type handler func(w http.ResponseWriter, r *http.Request, p apikey.Principal) error
+
+// access is who may use a route.
+type access int
+
+const (
+	// public routes need no key.
+	public access = iota
+	// tenant routes need a key; they act for its tenant.
+	tenant
+	// admin routes need an admin key (403 for another key).
+	admin
+)
+
+// wrap makes rt's handler an http.Handler: panics recovered, the key
+// checked, the key's rate limit applied, errors answered as problems.
+func (s *Server) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("api: handler panic", "route", rt.method+" "+rt.path, "panic", v, "stack", string(debug.Stack()))
+				writeProblem(w, r, problem(TypeInternal, "the server failed to answer this request"))
+			}
+		}()
+		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+			writeProblem(w, r, problem(TypeBadRequest, "the query string does not parse: %v", err))
+			return
+		}
+		var p apikey.Principal
+		if rt.access != public {
+			var err error
+			if p, err = s.authenticate(r); err != nil {
+				writeProblem(w, r, err)
+				return
+			}
+			if pe := s.rate.allow(p); pe != nil {
+				writeProblem(w, r, pe)
+				return
+			}
+			if rt.access == admin && !p.Admin {
+				writeProblem(w, r, problem(TypeForbidden, "this route needs an admin key"))
+				return
+			}
+		}
+		if rt.body != nil {
+			// A body sent too slowly is cut off; its read fails.
+			d := s.cfg.RequestTimeout
+			if rt.longBody {
+				d = s.cfg.BatchReadTimeout
+			}
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+		}
+		if err := rt.h(w, r, p); err != nil {
+			pe := asProblem(err)
+			if pe.p.Status >= 500 && !errors.As(err, new(*problemError)) {
+				s.log.Error("api: request failed", "route", rt.method+" "+rt.path, "tenant", p.Tenant, "key_id", p.KeyID, "err", err)
+			}
+			writeProblem(w, r, pe)
+		}
+	})
+}
+
+// authenticate reads the request's bearer key and returns its principal.
+func (s *Server) authenticate(r *http.Request) (apikey.Principal, error) {
+	h := r.Header.Get("Authorization")
+	scheme, key, ok := strings.Cut(h, " ")
+	if h == "" {
+		return apikey.Principal{}, problem(TypeUnauthorized, "send an API key: Authorization: Bearer KEY")
+	}
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
+		return apikey.Principal{}, problem(TypeUnauthorized, "the Authorization header must be Bearer KEY")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	p, err := s.deps.Auth.Authenticate(ctx, strings.TrimSpace(key))
+	switch {
+	case errors.Is(err, apikey.ErrUnauthorized):
+		return apikey.Principal{}, problem(TypeUnauthorized, "unknown or revoked API key")
+	case err != nil:
+		s.log.Error("api: authenticate", "err", err)
+		return apikey.Principal{}, problem(TypeUnavailable, "the API keys could not be read; try again")
+	}
+	return p, nil
+}
+
+// timeout is ctx bounded by the request timeout.
+func (s *Server) timeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
+}

@@ -1,0 +1,267 @@
+package auth_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/internal/apikey"
+	"github.com/makerfleet/makerfleet/internal/auth"
+	"github.com/makerfleet/makerfleet/internal/auth/authtest"
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task/builtin"
+)
+
+// openTopo binds the fleet's topology on c's identity, as every client
+// command does.
+func openTopo(ctx context.Context, c *authtest.Conn) (*bus.Topology, error) {
+	js, err := jetstream.New(c.Conn)
+	if err != nil {
+		return nil, err
+	}
+	return bus.Open(ctx, js, bus.Config{})
+}
+
+// readLines reads a stream's messages on subject in order, as a batch's
+// output and error files are read.
+func readLines(stream, subject string) action {
+	return func(ctx context.Context, c *authtest.Conn) error {
+		js, err := jetstream.New(c.Conn)
+		if err != nil {
+			return err
+		}
+		return bus.ReadOrdered(ctx, js, bus.ReadRange{Stream: stream, Subjects: []string{subject}}, func(uint64, []byte) error { return nil })
+	}
+}
+
+// purgeSubject purges one subject of a stream (a refused batch's lines).
+func purgeSubject(stream, subject string) action {
+	return func(ctx context.Context, c *authtest.Conn) error {
+		js, err := jetstream.New(c.Conn)
+		if err != nil {
+			return err
+		}
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			return err
+		}
+		return s.Purge(ctx, jetstream.WithPurgeSubject(subject))
+	}
+}
+
+// keyCache starts and stops the API key cache maker serve runs.
+func keyCache() action {
+	return func(ctx context.Context, c *authtest.Conn) error {
+		topo, err := openTopo(ctx, c)
+		if err != nil {
+			return err
+		}
+		s := apikey.New(topo)
+		if err := s.Start(ctx); err != nil {
+			return err
+		}
+		s.Stop()
+		return nil
+	}
+}
+
+// keyCreate makes an API key, as maker keys create does.
+func keyCreate(tenant string) action {
+	return func(ctx context.Context, c *authtest.Conn) error {
+		topo, err := openTopo(ctx, c)
+		if err != nil {
+			return err
+		}
+		_, _, err = apikey.New(topo).Create(ctx, apikey.CreateOptions{Tenant: tenant})
+		return err
+	}
+}
+
+// registerJob registers a job of tenant, as maker serve does on submit.
+func registerJob(tenant string) action {
+	return func(ctx context.Context, c *authtest.Conn) error {
+		topo, err := openTopo(ctx, c)
+		if err != nil {
+			return err
+		}
+		spec := fleettest.HanoiSpec(3, 1, 7)
+		spec.Tenant = tenant
+		if err := jobs.Prepare(ctx, &spec, taskreg.New(nil, builtin.Registry())); err != nil {
+			return err
+		}
+		rec := schemas.JobRecord{
+			Header: schemas.NewHeader(schemas.KindJobRecord), Tenant: tenant, JobID: spec.JobID, Spec: spec,
+			Control: schemas.ControlRun, State: schemas.StateQueued, UpdatedAt: time.Now().UTC(),
+		}
+		return jobs.Register(ctx, topo, &rec)
+	}
+}
+
+// TestAuthRefusedService: the service's buckets and stream (quotas, API
+// keys, batches) and the api identity of maker serve, on a nats-server
+// running the auth.conf `maker auth init` wrote. Only the admin makes API
+// keys; only the admin and the api write quotas; the coordinator reads
+// both; tenants see neither, and only their own batches; the api acts for
+// every tenant but never writes a status, report, lease or key.
+func TestAuthRefusedService(t *testing.T) {
+	t.Parallel()
+	srv := authtest.Start(t, "alpha", "beta")
+	ns := bus.DefaultNamespace
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := srv.Connect(t, auth.Coordinator)
+	js, err := jetstream.New(c.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatalf("the coordinator makes the topology: %v (violations %v)", err, c.Violations())
+	}
+	for _, v := range c.Violations() {
+		t.Errorf("coordinator was refused: %v", v)
+	}
+	const alpha, beta = "tenant-alpha", "tenant-beta"
+	keys, quotas, batches := ns.APIKeysBucket(), ns.QuotasBucket(), ns.BatchesBucket()
+	lines := ns.BatchesStream()
+	direct := func(bucket string) string { return "$JS.API.DIRECT.GET.KV_" + bucket }
+	create := func(bucket string) string { return "$JS.API.CONSUMER.CREATE.KV_" + bucket }
+	cases := []refusal{
+		// API keys: the admin makes them, the api and the coordinators
+		// read them, nobody else reaches them.
+		{"admin makes an API key", auth.Admin, keyCreate("alpha"), ""},
+		{"api makes an API key", auth.API, keyCreate("alpha"), "$KV." + keys + "."},
+		{"coordinator makes an API key", auth.Coordinator, keyCreate("alpha"), "$KV." + keys + "."},
+		{"tenant makes an API key", alpha, keyCreate("alpha"), create(keys)},
+		{"api keeps the key cache", auth.API, keyCache(), ""},
+		{"coordinator reads an API key", auth.Coordinator, kvGet(keys, "00ab"), ""},
+		{"tenant keeps the key cache", alpha, keyCache(), create(keys)},
+		{"tenant reads an API key", alpha, kvGet(keys, "00ab"), direct(keys)},
+		{"voter reads an API key", auth.Voter, kvGet(keys, "00ab"), direct(keys)},
+		{"approver reads an API key", auth.Approver, kvGet(keys, "00ab"), direct(keys)},
+		{"judge reads an API key", auth.Judge, kvGet(keys, "00ab"), "$JS.API.STREAM.INFO.KV_" + keys},
+		{"tenant writes an API key", alpha, kvPut(keys, "00ab"), "$KV." + keys + ".00ab"},
+		{"api writes an API key", auth.API, kvPut(keys, "00ab"), "$KV." + keys + ".00ab"},
+		{"coordinator purges the API keys", auth.Coordinator, request("$JS.API.STREAM.PURGE.KV_" + keys), "$JS.API.STREAM.PURGE.KV_" + keys},
+		{"coordinator deletes the API keys", auth.Coordinator, request("$JS.API.STREAM.DELETE.KV_" + keys), "$JS.API.STREAM.DELETE.KV_" + keys},
+		{"api deletes the API keys", auth.API, request("$JS.API.STREAM.DELETE.KV_" + keys), "$JS.API.STREAM.DELETE.KV_" + keys},
+		// Quotas: written by the admin and the api (admin keys' route),
+		// read live by the coordinators.
+		{"admin sets a quota", auth.Admin, kvPut(quotas, "alpha"), ""},
+		{"api sets a quota", auth.API, kvPut(quotas, "alpha"), ""},
+		{"coordinator watches the quotas", auth.Coordinator, kvWatch(quotas, ">"), ""},
+		{"coordinator sets a quota", auth.Coordinator, kvPut(quotas, "alpha"), "$KV." + quotas + ".alpha"},
+		{"coordinator purges the quotas", auth.Coordinator, request("$JS.API.STREAM.PURGE.KV_" + quotas), "$JS.API.STREAM.PURGE.KV_" + quotas},
+		{"tenant sets its quota", alpha, kvPut(quotas, "alpha"), "$KV." + quotas + ".alpha"},
+		{"tenant reads its quota", alpha, kvGet(quotas, "alpha"), direct(quotas)},
+		{"voter reads a quota", auth.Voter, kvGet(quotas, "alpha"), direct(quotas)},
+		// Batches: a tenant's own lines and records only.
+		{"tenant stores its batch's line", alpha, jsPublish(ns.BatchSubject("alpha", "b1")), ""},
+		{"tenant stores another's batch line", alpha, publish(ns.BatchSubject("beta", "b1")), ns.BatchSubject("beta", "b1")},
+		{"tenant writes its batch record", alpha, kvPut(batches, "alpha.b1"), ""},
+		{"tenant reads its batch record", alpha, kvGet(batches, "alpha.b1"), ""},
+		{"tenant watches its batches", alpha, kvWatch(batches, "alpha.>"), ""},
+		{"tenant writes another's batch record", alpha, kvPut(batches, "beta.b1"), "$KV." + batches + ".beta.b1"},
+		{"tenant reads another's batch record", beta, kvGet(batches, "alpha.b1"), direct(batches) + ".$KV." + batches + ".alpha.b1"},
+		{"tenant watches every batch", alpha, kvWatch(batches, ">"), create(batches)},
+		{"tenant reads its batch's lines", alpha, readLines(lines, ns.BatchSubject("alpha", "b1")), ""},
+		{"tenant reads another's batch lines", beta, readLines(lines, ns.BatchSubject("alpha", "b1")), "$JS.API.CONSUMER.CREATE." + lines},
+		{"tenant purges its batch's lines", alpha, purgeSubject(lines, ns.BatchSubject("alpha", "b9")), "$JS.API.STREAM.PURGE." + lines},
+		{"voter stores a batch line", auth.Voter, publish(ns.BatchSubject("alpha", "b1")), ns.BatchSubject("alpha", "b1")},
+		{"voter writes a batch record", auth.Voter, kvPut(batches, "alpha.b1"), "$KV." + batches + ".alpha.b1"},
+		{"coordinator writes a batch record", auth.Coordinator, kvPut(batches, "alpha.b2"), ""},
+		{"coordinator reads a batch's lines", auth.Coordinator, readLines(lines, ns.BatchSubject("alpha", "b1")), ""},
+		{"api stores a batch line", auth.API, jsPublish(ns.BatchSubject("beta", "b1")), ""},
+		{"api writes a batch record", auth.API, kvPut(batches, "beta.b1"), ""},
+		{"api reads a batch's lines", auth.API, readLines(lines, ns.BatchSubject("alpha", "b1")), ""},
+		{"api purges a refused batch's lines", auth.API, purgeSubject(lines, ns.BatchSubject("beta", "b9")), ""},
+		// The api acts for every tenant, through the fleet's front doors.
+		{"api queues a job", auth.API, jsPublish(ns.JobSubject("beta")), ""},
+		{"api asks a control", auth.API, request("maker.v1.control.alpha.j1"), ""},
+		{"api asks a decision", auth.API, request("maker.v1.decide.alpha.j1"), ""},
+		{"api lists every job", auth.API, jobList(""), ""},
+		{"api reads a status", auth.API, kvGet(ns.StatusBucket(), "alpha.j1"), ""},
+		{"api reads a report", auth.API, kvGet(ns.ReportsBucket(), "beta.j1"), ""},
+		{"api writes a task spec", auth.API, kvPut(ns.TasksBucket(), "t.1"), ""},
+		{"api registers a job", auth.API, registerJob("alpha"), ""},
+		{"api writes a status", auth.API, kvPut(ns.StatusBucket(), "alpha.j1"), "$KV." + ns.StatusBucket() + ".alpha.j1"},
+		{"api writes a report", auth.API, kvPut(ns.ReportsBucket(), "alpha.j1"), "$KV." + ns.ReportsBucket() + ".alpha.j1"},
+		{"api reads the leases", auth.API, kvGet(ns.LeasesBucket(), "alpha.j1"), direct(ns.LeasesBucket())},
+		{"api publishes a result", auth.API, publish(ns.ResultSubject("alpha", "j1", 0)), ns.ResultSubject("alpha", "j1", 0)},
+		{"api publishes step decided", auth.API, publish(ns.DecidedSubject("alpha", "j1")), ns.DecidedSubject("alpha", "j1")},
+		{"api issues a sample request", auth.API, publish(ns.SampleSubject("alpha", "j1")), ns.SampleSubject("alpha", "j1")},
+		{"api listens to controls", auth.API, subscribe("maker.v1.control.>"), "maker.v1.control.>"},
+		{"api listens to another's inbox", auth.API, subscribe("_INBOX.coordinator.>"), "_INBOX.coordinator.>"},
+		{"api creates a stream", auth.API, request("$JS.API.STREAM.CREATE.X"), "$JS.API.STREAM.CREATE.X"},
+		{"api reads a judge answer", auth.API, kvGet(ns.JudgeAnswersBucket(), "alpha.r1"), "$JS.API.STREAM.INFO.KV_" + ns.JudgeAnswersBucket()},
+	}
+	runRefusals(ctx, t, srv, cases)
+}
+
+// TestAuthKeysEndToEnd: the admin makes a key, the api's cache (on its own
+// identity) authenticates it, and a revoke by the admin reaches the cache.
+func TestAuthKeysEndToEnd(t *testing.T) {
+	t.Parallel()
+	srv := authtest.Start(t, "alpha")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := srv.Connect(t, auth.Admin)
+	ajs, err := jetstream.New(admin.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atopo, err := bus.Ensure(ctx, ajs, bus.Config{Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := srv.Connect(t, auth.API)
+	topo, err := openTopo(ctx, api)
+	if err != nil {
+		t.Fatalf("api binds the topology: %v (violations %v)", err, api.Violations())
+	}
+	cache := apikey.New(topo)
+	if err := cache.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Stop()
+	keys := apikey.New(atopo)
+	key, rec, err := keys.Create(ctx, apikey.CreateOptions{Tenant: "alpha"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		p, err := cache.Authenticate(ctx, key)
+		if err == nil {
+			if p.Tenant != "alpha" || p.KeyID != rec.KeyID {
+				t.Fatalf("principal %+v", p)
+			}
+			break
+		}
+		if !errors.Is(err, apikey.ErrUnauthorized) || ctx.Err() != nil {
+			t.Fatalf("the api's cache never saw the key: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := keys.Revoke(ctx, rec.KeyID); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := cache.Authenticate(ctx, key)
+		if errors.Is(err, apikey.ErrUnauthorized) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the revoke never reached the api's cache")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, v := range append(api.Violations(), admin.Violations()...) {
+		t.Errorf("refused: %v", v)
+	}
+}

@@ -1,0 +1,18 @@
+package batch
+
+import "errors"
+
+// Sentinel errors.
+var (
+	// ErrInvalid marks a batch refused as a whole (nothing of it runs):
+	// a duplicate custom_id, no lines, too many lines, an unreadable input,
+	// bad options. The message names the lines.
+	ErrInvalid = errors.New("invalid batch")
+	// ErrNotFound: no batch of this tenant has this id.
+	ErrNotFound = errors.New("unknown batch")
+	// ErrFinished: the batch has ended; it cannot be cancelled.
+	ErrFinished = errors.New("batch has ended")
+	// ErrUnavailable: the fleet could not be read or written; asking again
+	// may succeed.
+	ErrUnavailable = errors.New("batch store unavailable")
+)

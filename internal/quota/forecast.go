@@ -1,0 +1,155 @@
+package quota
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/makerfleet/makerfleet/internal/plan"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// Forecast assumptions.
+const (
+	// DefaultP is the chance a valid sample is right assumed for a job
+	// whose spec and task give none; PessimisticDefaultP is the band's
+	// high end then (a wide band: a guess).
+	DefaultP            = 0.99
+	PessimisticDefaultP = 0.9
+	// BytesPerToken is how many prompt bytes make a token in the expected
+	// and low figures (English text with common tokenizers: about 4).
+	BytesPerToken = 4
+	// ExpectedOutputShare and LowOutputShare are the share of
+	// max_output_tokens a reply is taken to use in the expected and low
+	// figures (the planner's 300 of 750; a quarter). The high figure
+	// takes all of it: it is the reservations' upper bound.
+	ExpectedOutputShare = 0.4
+	LowOutputShare      = 0.25
+)
+
+// PEstimator is implemented by task instances that declare the chance a
+// valid sample of theirs is right (measured by a calibration, say).
+type PEstimator interface {
+	PEstimate() float64
+}
+
+// ErrOverBudget: a job's budget_usd is below the lowest cost its forecast
+// allows; it is refused at submit, nothing is enqueued.
+var ErrOverBudget = errors.New("quota: budget below the forecast")
+
+// Forecast is the planner's estimate of what spec will take, bound to
+// inst, for a tenant with quota q: steps, samples, cost and time, each
+// with a band.
+//
+//   - p is the spec's p_estimate, else the task's declared one
+//     (PEstimator), else DefaultP with a wide band (the high end at
+//     PessimisticDefaultP); a given p's high end doubles its error rate.
+//   - Samples a step: at least k (every vote agrees: the low end);
+//     E[N]/v at p (internal/plan: the expected figure); the paper's
+//     shortcut k/(2p−1)/v at the pessimistic p (the high end).
+//   - A sample's cost: the prompt of the task's first state at
+//     BytesPerToken bytes a token (low and expected) or its upper bound
+//     (PromptTokensBound: high), and LowOutputShare, ExpectedOutputShare
+//     or all of max_output_tokens, at the job's pricing (no pricing: no
+//     cost).
+//   - Time: samples over the tenant's samples per second, when it has a
+//     rate limit (else none is given).
+func Forecast(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota) schemas.Forecast {
+	spec.ApplyDefaults()
+	var basis []string
+	steps := inst.TotalSteps()
+	if spec.StepLimit > 0 && spec.StepLimit < steps {
+		steps = spec.StepLimit
+	}
+	p, pess := DefaultP, PessimisticDefaultP
+	switch d, ok := inst.(PEstimator); {
+	case spec.PEstimate > 0.5 && spec.PEstimate < 1:
+		p = spec.PEstimate
+		pess = pessimistic(p)
+		basis = append(basis, fmt.Sprintf("p=%g from the job", p))
+	case ok && d.PEstimate() > 0.5 && d.PEstimate() < 1:
+		p = d.PEstimate()
+		pess = pessimistic(p)
+		basis = append(basis, fmt.Sprintf("p=%g declared by the task", p))
+	default:
+		basis = append(basis, fmt.Sprintf("p=%g assumed (neither the job nor the task gives one; high end at p=%g)", p, pess))
+	}
+	v := spec.ValidFraction
+	k := float64(spec.K)
+	lowN, expN, highN := k, plan.ExpectedVotes(p, spec.K)/v, k/(2*pess-1)/v
+	basis = append(basis, fmt.Sprintf("k=%d, valid fraction %g", spec.K, v))
+
+	// One sample's tokens.
+	promptBytes, promptBound := int64(plan.DefaultInputTokens*BytesPerToken), int64(0)
+	if msgs, err := inst.Prompt(inst.Initial()); err == nil && len(msgs) > 0 {
+		promptBytes = 0
+		for _, m := range msgs {
+			promptBytes += int64(len(m.Content))
+		}
+		promptBound = PromptTokensBound(msgs)
+		basis = append(basis, fmt.Sprintf("prompt of the first state: %d bytes", promptBytes))
+	} else {
+		promptBound = promptBytes + TokensPerReply + 2*TokensPerMessage
+		basis = append(basis, fmt.Sprintf("prompt of %d tokens assumed", plan.DefaultInputTokens))
+	}
+	promptTokens := float64(promptBytes) / BytesPerToken
+	maxOut := float64(spec.MaxOutputTokens)
+	cost := func(prompt, out float64) float64 { return usd(spec.Pricing, prompt, out) }
+	lowC, expC, highC := cost(promptTokens, LowOutputShare*maxOut), cost(promptTokens, ExpectedOutputShare*maxOut),
+		cost(float64(promptBound), maxOut)
+	if spec.Pricing == nil {
+		basis = append(basis, "no pricing: no cost")
+	} else {
+		basis = append(basis, "pricing from the job")
+	}
+
+	s := float64(steps)
+	f := schemas.Forecast{
+		Steps:           steps,
+		SamplesExpected: s * expN,
+		CostUSD:         s * expN * expC,
+		CostLowUSD:      s * lowN * lowC,
+		CostHighUSD:     s * highN * highC,
+	}
+	if q.SamplesPerSecond > 0 {
+		f.Seconds = s * expN / q.SamplesPerSecond
+		f.SecondsLow = s * lowN / q.SamplesPerSecond
+		f.SecondsHigh = s * highN / q.SamplesPerSecond
+		basis = append(basis, fmt.Sprintf("time at the tenant's %g samples/s", q.SamplesPerSecond))
+	}
+	f.Basis = strings.Join(basis, "; ")
+	return f
+}
+
+// pessimistic is the band's pessimistic p for a given p: its error rate
+// doubled, but never below halfway to 0.5 (where nothing converges).
+func pessimistic(p float64) float64 {
+	return math.Max(1-2*(1-p), 0.5+(p-0.5)/2)
+}
+
+// usd is the price of fractional token counts at p.
+func usd(p *schemas.Pricing, prompt, out float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return (prompt*p.InputUSDPerMTok + out*p.OutputUSDPerMTok) / 1e6
+}
+
+// Admit is the admission check at submit: a job whose budget_usd is
+// below its forecast's lowest cost cannot finish within it and is refused
+// (ErrOverBudget, with both figures); a job without a budget, or with one
+// at or above the low end, is admitted (it pauses as budget_exhausted if
+// it runs out).
+func Admit(spec schemas.JobSpec, f schemas.Forecast) error {
+	if spec.BudgetUSD > 0 && spec.BudgetUSD < f.CostLowUSD {
+		return fmt.Errorf("%w: budget_usd %s below the forecast's lowest cost %s (expected %s, up to %s; %s)", ErrOverBudget,
+			dollars(spec.BudgetUSD), dollars(f.CostLowUSD), dollars(f.CostUSD), dollars(f.CostHighUSD), f.Basis)
+	}
+	return nil
+}
+
+// dollars prints an amount with four significant digits.
+func dollars(v float64) string { return "$" + strconv.FormatFloat(v, 'g', 4, 64) }

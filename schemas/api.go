@@ -1,0 +1,398 @@
+package schemas
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/invopop/jsonschema"
+)
+
+// The bodies of the HTTP API (maker serve, internal/api) and its clients
+// (client/httpapi). They are not bus messages: no header, no kind, no
+// Validate (the server checks a request by turning it into a JobSpec and
+// preparing that). Their field comments feed the OpenAPI document.
+
+// JobRequest is the body of POST /v1/jobs: a job to submit, the
+// submittable fields of a JobSpec. The tenant is always the API key's.
+type JobRequest struct {
+	// JobID names the job within the tenant (optional: a fresh id is
+	// chosen). Submitting the same job under the same id again is a no-op
+	// (duplicate); another job under a taken id is refused (409).
+	JobID string `json:"job_id,omitempty"`
+	// Tenant is optional: when given it must be the API key's tenant (any
+	// other is refused with 422); a job always runs as the key's tenant.
+	Tenant string `json:"tenant,omitempty"`
+	// Task is the task's name: a built-in (e.g. "hanoi") or a registered
+	// task spec; TaskVersion pins a registered spec's version (default:
+	// the latest).
+	Task        string `json:"task"`
+	TaskVersion string `json:"task_version,omitempty"`
+	// Params configure the task: a JSON object only the task can judge.
+	Params json.RawMessage `json:"params"`
+	// K is the voting margin: a step is decided when one candidate leads
+	// every other by K valid votes.
+	K int `json:"k"`
+	// Seed makes sampling reproducible (default 0).
+	Seed int64 `json:"seed,omitempty"`
+	// StepLimit stops the job after this many decided steps (a trial run);
+	// 0 leaves the task's own most steps.
+	StepLimit int64 `json:"step_limit,omitempty"`
+	// MaxSamplesPerStep caps the samples one step may draw (default 100).
+	MaxSamplesPerStep int `json:"max_samples_per_step,omitempty"`
+	// MaxOutputTokens is the red-flag limit on a reply (default 750).
+	MaxOutputTokens int `json:"max_output_tokens,omitempty"`
+	// TemperatureFirst is a step's first sample's temperature (default 0),
+	// TemperatureRest every other's (default 0.1).
+	TemperatureFirst float64  `json:"temperature_first,omitempty"`
+	TemperatureRest  *float64 `json:"temperature_rest,omitempty"`
+	// SampleTimeoutMS re-samples a sample with no result after this long
+	// (default 60000).
+	SampleTimeoutMS int64 `json:"sample_timeout_ms,omitempty"`
+	// PEstimate is the expected chance a valid sample is right, in
+	// (0.5, 1); ValidFraction the expected share of samples that survive
+	// red-flagging, in (0, 1]. Both feed the forecast.
+	PEstimate     float64 `json:"p_estimate,omitempty"`
+	ValidFraction float64 `json:"valid_fraction,omitempty"`
+	// Pricing prices the model's tokens (needed by BudgetUSD).
+	Pricing *Pricing `json:"pricing,omitempty"`
+	// Escalation is what a step that spends MaxSamplesPerStep without a
+	// decision does next (optional).
+	Escalation *EscalationPolicy `json:"escalation,omitempty"`
+	// BudgetUSD caps what the job may spend, in US dollars (optional;
+	// needs Pricing). A budget below the forecast's lowest cost is refused
+	// (422); a job that would go over pauses as budget_exhausted.
+	BudgetUSD float64 `json:"budget_usd,omitempty"`
+	// Priority orders the tenant's own jobs, 0 (default) to 9, higher
+	// first.
+	Priority int `json:"priority,omitempty"`
+}
+
+// Spec is the job spec r asks for, run as tenant (defaults not applied:
+// jobs.Prepare does that).
+func (r JobRequest) Spec(tenant string) JobSpec {
+	return JobSpec{
+		Header: NewHeader(KindJobSpec), JobID: r.JobID, Tenant: tenant,
+		Task: r.Task, TaskVersion: r.TaskVersion, Params: r.Params, K: r.K, Seed: r.Seed, StepLimit: r.StepLimit,
+		MaxSamplesPerStep: r.MaxSamplesPerStep, MaxOutputTokens: r.MaxOutputTokens,
+		TemperatureFirst: r.TemperatureFirst, TemperatureRest: r.TemperatureRest, SampleTimeoutMS: r.SampleTimeoutMS,
+		PEstimate: r.PEstimate, ValidFraction: r.ValidFraction, Pricing: r.Pricing, Escalation: r.Escalation,
+		BudgetUSD: r.BudgetUSD, Priority: r.Priority,
+	}
+}
+
+// Forecast is the planner's estimate of what a job will take, with a band:
+// the expected figure and a low and a high one.
+type Forecast struct {
+	// Steps is the task's number of steps (at most the job's step limit).
+	Steps int64 `json:"steps"`
+	// SamplesExpected is the expected number of samples over all steps.
+	SamplesExpected float64 `json:"samples_expected"`
+	// CostUSD is the expected cost in US dollars, CostLowUSD and
+	// CostHighUSD its band (0 without pricing).
+	CostUSD     float64 `json:"cost_usd"`
+	CostLowUSD  float64 `json:"cost_low_usd"`
+	CostHighUSD float64 `json:"cost_high_usd"`
+	// Seconds is the expected run time at the tenant's rate limit,
+	// SecondsLow and SecondsHigh its band (absent when the tenant has no
+	// rate limit to reckon with).
+	Seconds     float64 `json:"seconds,omitempty"`
+	SecondsLow  float64 `json:"seconds_low,omitempty"`
+	SecondsHigh float64 `json:"seconds_high,omitempty"`
+	// Basis says where the figures come from, e.g. "p=0.99 (default),
+	// pricing from the job".
+	Basis string `json:"basis,omitempty"`
+}
+
+// JobCreated is the answer to POST /v1/jobs (201, or 200 for a
+// duplicate).
+type JobCreated struct {
+	// ID is the job's id within Tenant, the key's tenant.
+	ID     string `json:"id"`
+	Tenant string `json:"tenant"`
+	// Duplicate is true when this job was submitted before: it is not
+	// queued twice.
+	Duplicate bool `json:"duplicate"`
+	// Forecast is the planner's estimate at submit (absent when the task
+	// gives no basis for one).
+	Forecast *Forecast `json:"forecast,omitempty"`
+}
+
+// JobView is a job as GET /v1/jobs/{id} shows it: what was submitted and
+// where it stands.
+type JobView struct {
+	// ID and Tenant name the job.
+	ID     string `json:"id"`
+	Tenant string `json:"tenant"`
+	// Task, TaskVersion, K, Priority and BudgetUSD are the job's, as
+	// submitted.
+	Task        string  `json:"task"`
+	TaskVersion string  `json:"task_version,omitempty"`
+	K           int     `json:"k"`
+	Priority    int     `json:"priority,omitempty"`
+	BudgetUSD   float64 `json:"budget_usd,omitempty"`
+	// State is queued, running, paused, budget_exhausted or a final state
+	// (solved, unsolved, no_consensus, failed, cancelled); Finished is true
+	// once the job has a report (GET /v1/jobs/{id}/result).
+	State    string `json:"state" jsonschema:"enum=queued,enum=running,enum=paused,enum=budget_exhausted,enum=solved,enum=unsolved,enum=no_consensus,enum=failed,enum=cancelled"`
+	Finished bool   `json:"finished"`
+	// Control is pause or cancel while asked and not yet obeyed.
+	Control string `json:"control,omitempty" jsonschema:"enum=,enum=pause,enum=cancel"`
+	// Progress is the share of the task done, in [0, 1]; Steps decided
+	// out of TotalSteps.
+	Progress   float64 `json:"progress" jsonschema:"minimum=0,maximum=1"`
+	Steps      int64   `json:"steps"`
+	TotalSteps int64   `json:"total_steps"`
+	// Samples, Votes, RedFlagged and Errors so far.
+	Samples    int64 `json:"samples"`
+	Votes      int64 `json:"votes"`
+	RedFlagged int64 `json:"red_flagged"`
+	Errors     int64 `json:"errors"`
+	// Rung is set while the open step is escalated.
+	Rung string `json:"rung,omitempty" jsonschema:"enum=,enum=stronger_model,enum=panel"`
+	// SpentUSD is what the job has cost so far, ReservedUSD what its
+	// samples in flight may still cost; FinishCostUSD (budget_exhausted
+	// only) what finishing is expected to cost from here.
+	SpentUSD      float64 `json:"spent_usd,omitempty"`
+	ReservedUSD   float64 `json:"reserved_usd,omitempty"`
+	FinishCostUSD float64 `json:"finish_cost_usd,omitempty"`
+	// BatchID and BatchLine name the batch and input line the job came
+	// from (absent for a job submitted alone).
+	BatchID   string `json:"batch_id,omitempty"`
+	BatchLine int64  `json:"batch_line,omitempty"`
+	// SubmittedAt is when the job was submitted, UpdatedAt when its
+	// figures were taken.
+	SubmittedAt time.Time `json:"submitted_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// JobList is a page of GET /v1/jobs, oldest submission first.
+type JobList struct {
+	Jobs []JobView `json:"jobs"`
+	// NextCursor fetches the next page (?cursor=); absent on the last.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// DecideBody is the body of POST /v1/jobs/{id}/decide: a person's answer
+// for a step waiting for one.
+type DecideBody struct {
+	// Step is the waiting step; Answer its answer, as the task's canonical
+	// key.
+	Step   int64  `json:"step" jsonschema:"minimum=0"`
+	Answer string `json:"answer"`
+	// By names the person (default: the API key's id).
+	By string `json:"by,omitempty"`
+}
+
+// ControlResult is the answer to POST /v1/jobs/{id}/pause, resume,
+// cancel and decide.
+type ControlResult struct {
+	// ID and Tenant name the job; State is where it stands now and
+	// Control what it was asked (run, pause or cancel).
+	ID      string `json:"id"`
+	Tenant  string `json:"tenant"`
+	State   string `json:"state"`
+	Control string `json:"control" jsonschema:"enum=run,enum=pause,enum=cancel"`
+	// Changed is false when the job already was as asked.
+	Changed bool `json:"changed"`
+}
+
+// BudgetBody is the body of PUT /v1/jobs/{id}/budget: the job's new
+// budget. Raising it lets a budget_exhausted job go on once resumed.
+type BudgetBody struct {
+	// BudgetUSD is the job's budget in US dollars (0: no cap of its own;
+	// the tenant's spend per day still holds).
+	BudgetUSD float64 `json:"budget_usd"`
+}
+
+// JobBudget is a job's budget as the fleet keeps it: GET and PUT
+// /v1/jobs/{id}/budget.
+type JobBudget struct {
+	// ID and Tenant name the job.
+	ID     string `json:"id"`
+	Tenant string `json:"tenant"`
+	// LimitUSD is the job's budget (0: none of its own); SpentUSD what its
+	// counted samples cost; ReservedUSD what its samples in flight may
+	// still cost.
+	LimitUSD    float64 `json:"limit_usd"`
+	SpentUSD    float64 `json:"spent_usd"`
+	ReservedUSD float64 `json:"reserved_usd"`
+}
+
+// BatchCreated is the answer to POST /v1/batches (201): the stored
+// batch's record, queued; its invalid lines are in GET
+// /v1/batches/{id}/errors, the rest runs.
+type BatchCreated = BatchRecord
+
+// BatchList is the answer to GET /v1/batches: the tenant's batches,
+// oldest first.
+type BatchList struct {
+	Batches []BatchRecord `json:"batches"`
+}
+
+// Usage is the answer to GET /v1/usage: what a tenant uses now and may
+// use.
+type Usage struct {
+	// Tenant is the key's tenant.
+	Tenant string `json:"tenant"`
+	// Day is the UTC day SpentTodayUSD and ReservedTodayUSD count, as
+	// YYYY-MM-DD.
+	Day string `json:"day"`
+	// SpentTodayUSD is what the tenant's jobs spent this UTC day;
+	// ReservedTodayUSD what their samples in flight may still cost.
+	SpentTodayUSD    float64 `json:"spent_today_usd"`
+	ReservedTodayUSD float64 `json:"reserved_today_usd"`
+	// Jobs counts the tenant's registered jobs by state.
+	Jobs map[string]int64 `json:"jobs"`
+	// RunningJobs is the number of its jobs running now: those holding
+	// one of its running-job slots when it has max_running_jobs (what the
+	// quota counts), else those the registry records as running.
+	RunningJobs int64 `json:"running_jobs"`
+	// InflightSamples is its sample requests published and not yet
+	// answered.
+	InflightSamples int64 `json:"inflight_samples"`
+	// Quota is the tenant's quota record (zero limits: none).
+	Quota TenantQuota `json:"quota"`
+}
+
+// TaskInfo is a task as GET /v1/tasks lists it.
+type TaskInfo struct {
+	// Name is the task's name; Builtin is true for a task that ships with
+	// the fleet, false for a registered task spec.
+	Name    string `json:"name"`
+	Builtin bool   `json:"builtin"`
+	// Version and Hash name a registered spec's latest version.
+	Version string `json:"version,omitempty"`
+	Hash    string `json:"hash,omitempty"`
+	// Versions lists a registered spec's versions, oldest first, and
+	// Source is the spec file of Version (GET /v1/tasks/{name} only).
+	Versions []string `json:"versions,omitempty"`
+	Source   string   `json:"source,omitempty"`
+}
+
+// TaskList is the answer to GET /v1/tasks.
+type TaskList struct {
+	Tasks []TaskInfo `json:"tasks"`
+}
+
+// Problem is an error answer (RFC 9457 problem details,
+// application/problem+json).
+type Problem struct {
+	// Type is a URI naming the kind of problem (see docs/api.md), Title
+	// its short summary, Status the HTTP status code.
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	// Detail explains this occurrence; Instance is the request's path.
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	// Errors lists the failing fields of an invalid request (422).
+	Errors []FieldError `json:"errors,omitempty"`
+	// State is the job's state when the problem is that it has not
+	// finished (409).
+	State string `json:"state,omitempty"`
+}
+
+// FieldError is one failing field of a request.
+type FieldError struct {
+	// Path is the field's JSON pointer in the request, e.g.
+	// "/params/disks"; "" for the whole body.
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// nullable lets a pointer field that encoding/json writes as null (no
+// omitempty) be null in its struct's schema (in all, by type name), for t
+// and the struct types it refers to.
+func nullable(all map[string]*jsonschema.Schema, t reflect.Type, done map[reflect.Type]bool) {
+	done[t] = true
+	s := all[t.Name()]
+	for f := range t.Fields() {
+		if f.Anonymous {
+			continue
+		}
+		tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		ft := f.Type
+		if s != nil && ft.Kind() == reflect.Pointer && !strings.Contains(opts, "omitempty") {
+			if p, ok := s.Properties.Get(tag); ok && p.Ref != "" {
+				desc := p.Description
+				p.Description = ""
+				s.Properties.Set(tag, &jsonschema.Schema{Description: desc, AnyOf: []*jsonschema.Schema{p, {Type: "null"}}})
+			}
+		}
+		for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice || ft.Kind() == reflect.Map {
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct && ft.PkgPath() == schemasPkg && !done[ft] {
+			nullable(all, ft, done)
+		}
+	}
+}
+
+// OpenAPIComponents returns the JSON Schemas (draft 2020-12, as OpenAPI 3.1
+// takes them) of the given types, each a struct of this package, and of
+// every struct type they refer to, keyed by type name: the
+// components/schemas of an OpenAPI document, referring to each other as
+// "#/components/schemas/<name>". They carry the same doc comments and
+// one-field rules as the message schemas in jsonschema/; a message kind's
+// also has its version and kind constants and its conditions. A
+// JobRequest's fields take a JobSpec's rules.
+func OpenAPIComponents(types ...reflect.Type) (map[string]json.RawMessage, error) {
+	out := make(map[string]json.RawMessage)
+	kinds := make(map[reflect.Type]string)
+	for _, mt := range All() {
+		kinds[reflect.TypeOf(mt.New()).Elem()] = mt.Kind
+	}
+	for _, t := range types {
+		if t.Kind() != reflect.Struct || t.PkgPath() != schemasPkg {
+			return nil, fmt.Errorf("schemas: %v is not a struct of package schemas", t)
+		}
+		r := &jsonschema.Reflector{ExpandedStruct: true, Anonymous: true, LookupComment: lookupDoc}
+		s := r.ReflectFromType(t)
+		if err := shape(s, t, s.Definitions, make(map[reflect.Type]bool)); err != nil {
+			return nil, fmt.Errorf("schemas: %s schema: %w", t.Name(), err)
+		}
+		if t == reflect.TypeFor[JobRequest]() {
+			for pair := s.Properties.Oldest(); pair != nil; pair = pair.Next() {
+				if rule := fieldRules["JobSpec."+pair.Key]; rule != nil {
+					rule(pair.Value)
+				}
+			}
+		}
+		if kind, ok := kinds[t]; ok {
+			v := s.Properties.Value("version")
+			v.Const, v.Minimum = Version, ""
+			s.Properties.Value("kind").Const = kind
+			if c := conditions[kind]; c != nil {
+				s.AllOf = c()
+			}
+		}
+		defs := s.Definitions
+		s.Definitions, s.Version, s.ID = nil, "", ""
+		s.Title = t.Name()
+		all := map[string]*jsonschema.Schema{t.Name(): s}
+		for name, d := range defs {
+			all[name] = d
+		}
+		nullable(all, t, make(map[reflect.Type]bool))
+		for name, d := range all {
+			if _, done := out[name]; done {
+				continue
+			}
+			b, err := canonical(d)
+			if err != nil {
+				return nil, fmt.Errorf("schemas: %s schema: %w", name, err)
+			}
+			out[name] = bytes.ReplaceAll(b, []byte(`"#/$defs/`), []byte(`"#/components/schemas/`))
+		}
+	}
+	for name, b := range out {
+		if strings.Contains(string(b), `"#/$defs/`) {
+			return nil, fmt.Errorf("schemas: %s schema keeps a $defs reference", name)
+		}
+	}
+	return out, nil
+}
