@@ -205,6 +205,9 @@ func (s *JobSpec) Validate() error {
 	if s.BudgetUSD > 0 && s.Pricing == nil {
 		return invalid(k, "budget_usd needs pricing: a job without prices costs nothing that a budget could count")
 	}
+	if e := s.Escalation; s.BudgetUSD > 0 && e != nil && e.StrongerModel != "" && e.StrongerPricing == nil {
+		return invalid(k, "budget_usd with escalation.stronger_model needs escalation.stronger_pricing: the budget must price the stronger model's samples")
+	}
 	if s.Priority < MinPriority || s.Priority > MaxPriority {
 		return invalid(k, "priority must be between %d and %d, got %d", MinPriority, MaxPriority, s.Priority)
 	}
