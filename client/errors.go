@@ -35,6 +35,9 @@ var (
 	ErrNoFleet = errors.New("client: no fleet on this server")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
+	// ErrTooMany: the tenant has as many open batches as it may; one must
+	// end (or be cancelled) first.
+	ErrTooMany = errors.New("client: too many open batches")
 )
 
 // clientError keeps the fleet's message and adds the client's sentinel.
@@ -59,6 +62,7 @@ var internalSentinels = []struct{ internal, public error }{
 	{batch.ErrNotFound, ErrNotFound},
 	{batch.ErrFinished, ErrFinished},
 	{batch.ErrUnavailable, ErrUnavailable},
+	{batch.ErrTooMany, ErrTooMany},
 }
 
 // wrap returns err marked with the client's sentinel for it (err itself

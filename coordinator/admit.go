@@ -213,14 +213,20 @@ func (r *jobRun) release(ctx context.Context, members []string) {
 }
 
 // counted is called when results were recorded in the tally: their places
-// in flight are free again. (The budget settles their cost once the batch
-// is handled and its figures counted: settleBatch, from handle.)
+// in flight are free again, unless a newer attempt of the index is out
+// (the place is the index's: it is freed when that attempt is answered,
+// or once the job no longer waits for the index, admitTick). (The budget
+// settles their cost once the batch is handled and its figures counted:
+// settleBatch, from handle.)
 func (r *jobRun) counted(ctx context.Context, results []received) {
 	if len(r.adm.held) == 0 {
 		return
 	}
 	var members []string
 	for _, it := range results {
+		if r.m.newerAttemptOut(it.res) {
+			continue
+		}
 		mb := quota.Member(r.spec.JobID, it.res.Step, it.res.Epoch, it.res.Index)
 		if _, ok := r.adm.held[mb]; ok {
 			delete(r.adm.held, mb)
@@ -310,4 +316,12 @@ func (r *jobRun) admitDone(ctx context.Context) {
 			r.log.Warn("forget the job's waiting entry", "err", err)
 		}
 	}
+}
+
+// newerAttemptOut reports whether the job still waits on an attempt of
+// res's index newer than res's: the index's place in flight is that
+// attempt's now.
+func (m *machine) newerAttemptOut(res schemas.SampleResult) bool {
+	p, ok := m.pending[res.Index]
+	return ok && res.Step == m.step && res.Epoch == m.epoch && p.attempt > res.Attempt
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,9 +31,21 @@ import (
 // it cost, never exceeds a budget: every token it counts was reserved
 // first, whichever coordinators run the tenant's jobs.
 //
+// Every run of a priced job claims its budget first (openBudget), before
+// anything else: what an earlier owner left reserved (a coordinator
+// killed with requests out) is released, whether or not this run
+// publishes anything, and older owners are fenced out. A job with no
+// budget of its own whose tenant has no spend per day reserves nothing:
+// its cost is spent about once a second and at the end (the day's and
+// the job's spent figures stay current), and it starts reserving once a
+// limit appears (its cost so far spent first).
+//
 // A reservation refused because reservations in flight stand in the way
 // (they may settle for less) waits: the requests are not published yet
-// (errBudgetBusy). One refused for good pauses the job as
+// (errBudgetBusy). A job waiting on its tenant's other jobs, holding
+// nothing itself, waits at most twice its sample timeout, then pauses as
+// budget_exhausted (a job never waits silently on reservations that may
+// never settle). One refused for good pauses the job as
 // budget_exhausted, checkpointed and with its lease released (like a
 // pause), with what finishing is expected to cost in its status; maker
 // budget set (or the API) raises its budget, maker resume goes on.
@@ -53,10 +66,21 @@ var errBudgetExhausted = fmt.Errorf("%w: budget exhausted", errPaused)
 type jobBudget struct {
 	budgets *quota.Budgets
 	// claimed is set once this owner claimed the job's budget (releasing
-	// what earlier owners held).
-	claimed bool
-	token   int64 // the lease token this run holds
-	seq     int64
+	// what earlier owners held); took once it reserved something since
+	// (released again at a pause or the end).
+	claimed, took bool
+	token         int64 // the lease token this run holds
+	seq           int64
+	// live: the job reserves before publishing (a budget of its own or
+	// its tenant's spend per day applies). Until then its cost is spent
+	// every spendEvery, and its limit in Redis read every lookEvery
+	// (maker budget set may give it one).
+	live                bool
+	jobLimit            quota.Nano // the job's limit in Redis, as last read
+	nextLook, nextSpend time.Time
+	// busySince is when the job began waiting on its tenant's other
+	// jobs' reservations, holding none itself (zero: it is not).
+	busySince time.Time
 	// holds are the reservations of published requests not answered yet,
 	// by sample id.
 	holds map[string]hold
@@ -99,6 +123,28 @@ func (r *jobRun) budget() (*jobBudget, error) {
 	return r.bud, nil
 }
 
+// Unlimited jobs (no budget, no spend per day) spend their cost about
+// once per spendEvery and read their limit in Redis once per lookEvery.
+const (
+	spendEvery = time.Second
+	lookEvery  = time.Second
+)
+
+// openBudget claims a priced job's budget at the start of a run, before
+// anything else: what earlier owners left reserved is released even when
+// this run never publishes (the job ends, is cancelled, or waits for a
+// person), so another job of the tenant never waits on it.
+func (r *jobRun) openBudget(ctx context.Context) error {
+	if !r.priced() {
+		return nil
+	}
+	b, err := r.budget()
+	if err != nil {
+		return err
+	}
+	return r.claim(ctx, b)
+}
+
 // claim makes this owner the holder of the job's budget once: what
 // earlier owners reserved is released (their answers can no longer
 // count) and they are fenced out.
@@ -113,8 +159,29 @@ func (r *jobRun) claim(ctx context.Context, b *jobBudget) error {
 	if err != nil {
 		return err
 	}
-	b.claimed, b.figs.Job = true, a
+	b.claimed, b.figs.Job, b.jobLimit = true, a, a.Limit
+	now := time.Now()
+	b.nextLook, b.nextSpend = now.Add(lookEvery), now.Add(spendEvery)
 	return nil
+}
+
+// limited reports whether a limit applies to the job now: a budget of
+// its own (in Redis: its spec's, or one set since, read again every
+// lookEvery) or its tenant's spend per day.
+func (r *jobRun) limited(ctx context.Context, b *jobBudget, dayLimit quota.Nano, now time.Time) (bool, error) {
+	if dayLimit > 0 || b.jobLimit > 0 {
+		return true, nil
+	}
+	if now.Before(b.nextLook) {
+		return false, nil
+	}
+	b.nextLook = now.Add(lookEvery)
+	a, err := b.budgets.Job(ctx, r.ref)
+	if err != nil && !errors.Is(err, quota.ErrNoJob) {
+		return false, err
+	}
+	b.jobLimit = a.Limit
+	return b.jobLimit > 0, nil
 }
 
 // dayLimit is the tenant's spend per day now (0: none), from the quota
@@ -144,6 +211,25 @@ func (r *jobRun) reserve(ctx context.Context, reqs []*schemas.SampleRequest) err
 	if err := r.claim(ctx, b); err != nil {
 		return err
 	}
+	limit, err := r.dayLimit(ctx)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	if !b.live {
+		switch on, err := r.limited(ctx, b, limit, now); {
+		case err != nil:
+			return err
+		case !on:
+			return nil // nothing to hold the cost to: publish
+		}
+		// A limit applies from now on: what the job counted without
+		// reserving is spent first, so the limits see it.
+		if err := r.settleIDs(ctx, nil); err != nil {
+			return err
+		}
+		b.live = true
+	}
 	amounts := make([]quota.Nano, len(reqs))
 	var total quota.Nano
 	for i, req := range reqs {
@@ -155,12 +241,8 @@ func (r *jobRun) reserve(ctx context.Context, reqs []*schemas.SampleRequest) err
 	if total <= 0 {
 		return nil // free prices
 	}
-	limit, err := r.dayLimit(ctx)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
 	day := quota.Day(now)
+	b.took = true // also when the reply is lost: the end releases it
 	f, err := b.budgets.Reserve(ctx, quota.Reservation{
 		Job: r.ref, Token: r.token, ID: b.id(), Day: day, Amount: total,
 		JobLimit: quota.USD(r.spec.BudgetUSD), DayLimit: limit,
@@ -168,7 +250,7 @@ func (r *jobRun) reserve(ctx context.Context, reqs []*schemas.SampleRequest) err
 	var refusal *quota.Refusal
 	switch {
 	case err == nil:
-		b.figs = f
+		b.figs, b.busySince = f, time.Time{}
 		for i, req := range reqs {
 			b.holds[req.SampleID] = hold{day: day, amount: amounts[i], due: now.Add(r.m.timeout(req.Attempt))}
 		}
@@ -179,27 +261,39 @@ func (r *jobRun) reserve(ctx context.Context, reqs []*schemas.SampleRequest) err
 		return err
 	}
 	b.figs = refusal.Figures
-	if refusal.Busy && b.waitFor(refusal.Scope, now) {
-		return fmt.Errorf("%w: %v", errBudgetBusy, refusal)
+	if refusal.Busy {
+		waiting := !b.busySince.IsZero()
+		if b.waitFor(refusal.Scope, now, 2*r.m.timeout(0)) {
+			if !waiting && !b.busySince.IsZero() {
+				r.log.Info("waiting for the tenant's other jobs' reservations to settle", "why", refusal.Error())
+			}
+			return fmt.Errorf("%w: %v", errBudgetBusy, refusal)
+		}
 	}
 	return r.exhausted(ctx, refusal)
 }
 
 // waitFor reports whether a busy refusal is worth waiting on: the job's
 // own budget waits for its answers due to come; the tenant's day waits
-// for other jobs' answers, unless this job holds only overdue answers
-// (each job that does gives way, so two jobs waiting on each other's lost
-// answers cannot wait forever).
-func (b *jobBudget) waitFor(scope string, now time.Time) bool {
-	if scope == "tenant" && len(b.holds) == 0 {
-		return true
-	}
+// for other jobs' answers, for patience at most while this job holds
+// none (another job's reservations may never settle: a coordinator died
+// with them, the job is paused), and not at all while it holds only
+// overdue answers (each job that does gives way, so two jobs waiting on
+// each other's lost answers cannot wait forever).
+func (b *jobBudget) waitFor(scope string, now time.Time, patience time.Duration) bool {
 	for _, h := range b.holds {
 		if now.Before(h.due) {
+			b.busySince = time.Time{}
 			return true
 		}
 	}
-	return false
+	if scope != "tenant" || len(b.holds) > 0 {
+		return false
+	}
+	if b.busySince.IsZero() {
+		b.busySince = now
+	}
+	return now.Sub(b.busySince) < patience
 }
 
 // bound is the cost bound of req: its prompt's tokens bounded by bytes,
@@ -246,8 +340,18 @@ func (r *jobRun) cost() quota.Nano {
 // cost so far, which counts their tokens, is spent. Never release a
 // reservation before its answer's tokens are spent: another job could
 // reserve the room they take.
+//
+// A job that reserves nothing (no limit applies) spends its cost about
+// once per spendEvery instead.
 func (r *jobRun) settleBatch(ctx context.Context, msgs []jetstream.Msg, settled []bool) error {
 	if !r.priced() || r.bud == nil {
+		return nil
+	}
+	if b := r.bud; !b.live {
+		if now := time.Now(); now.After(b.nextSpend) {
+			b.nextSpend = now.Add(spendEvery)
+			return r.settleIDs(ctx, nil)
+		}
 		return nil
 	}
 	ids := make([]string, 0, len(msgs))
@@ -262,9 +366,9 @@ func (r *jobRun) settleBatch(ctx context.Context, msgs []jetstream.Msg, settled 
 }
 
 // settleIDs releases the reservations of the answered sample ids and
-// spends the job's cost so far, per day the reservations were taken on
-// (the cost not spent yet goes on today). It asks Redis nothing when
-// there is nothing to release or spend.
+// spends the job's cost so far, on the days the reservations were taken
+// against (spendPlan). It asks Redis nothing when there is nothing to
+// release or spend.
 func (r *jobRun) settleIDs(ctx context.Context, answered []string) error {
 	b := r.bud
 	if !b.claimed {
@@ -281,17 +385,9 @@ func (r *jobRun) settleIDs(ctx context.Context, answered []string) error {
 	if len(released) == 0 && cost <= b.figs.Job.Spent {
 		return nil
 	}
-	day := quota.Day(time.Now())
-	if _, ok := released[day]; !ok {
-		released[day] = 0
-	}
-	for d, amount := range released {
-		total := quota.Nano(0)
-		if d == day {
-			total = cost
-		}
+	for _, s := range spendPlan(b.figs.Job.Spent, cost, released, quota.Day(time.Now())) {
 		f, err := b.budgets.Settle(ctx, quota.Settlement{
-			Job: r.ref, Token: r.token, ID: b.id(), Day: d, Reserved: amount, Total: total,
+			Job: r.ref, Token: r.token, ID: b.id(), Day: s.day, Reserved: s.reserved, Total: s.total,
 		})
 		if errors.Is(err, quota.ErrStale) {
 			return fmt.Errorf("%w: %v", errLeaseLost, err)
@@ -302,6 +398,40 @@ func (r *jobRun) settleIDs(ctx context.Context, answered []string) error {
 		b.figs = f
 	}
 	return nil
+}
+
+// dayShare is one settle call of spendPlan: release reserved on day, and
+// spend there what total is above the job's spent.
+type dayShare struct {
+	day             string
+	reserved, total quota.Nano
+}
+
+// spendPlan settles holds released (what each day's holds reserved) and
+// the job's cost so far (the job spent spent until now) over the days:
+// the new cost goes on the days the holds were reserved against, oldest
+// first, each at most what was released there (a hold bounds its answer's
+// cost, so no day goes over its limit across midnight), and what no hold
+// covers on today. A day with nothing to release or spend is left out.
+func spendPlan(spent, cost quota.Nano, released map[string]quota.Nano, today string) []dayShare {
+	days := make([]string, 0, len(released))
+	for d := range released {
+		if d != today {
+			days = append(days, d)
+		}
+	}
+	slices.Sort(days)
+	left, total := max(cost-spent, 0), spent
+	plan := make([]dayShare, 0, len(days)+1)
+	for _, d := range days {
+		take := min(left, released[d])
+		left, total = left-take, total+take
+		plan = append(plan, dayShare{day: d, reserved: released[d], total: total})
+	}
+	if released[today] > 0 || left > 0 {
+		plan = append(plan, dayShare{day: today, reserved: released[today], total: max(cost, total)})
+	}
+	return plan
 }
 
 // resultSampleID is the sample id a result message answers, from its
@@ -325,26 +455,37 @@ func resultSampleID(msg jetstream.Msg) string {
 
 // releaseBudget spends what the job's figures cost and not yet spent,
 // then releases every reservation it holds: at a pause and at the end
-// (answers that never came can no longer count). Failures are logged: a
-// new owner's claim releases what is left.
+// (answers that never came can no longer count), however the run ends.
+// When this run could not claim the budget at its start, it claims now
+// (what earlier owners left is released); when it claimed and reserved
+// nothing since, there is nothing to release. Failures are logged: the
+// next run's claim releases what is left.
 func (r *jobRun) releaseBudget(ctx context.Context) {
-	if !r.priced() || r.bud == nil || !r.bud.claimed {
+	if !r.priced() {
 		return
 	}
-	b := r.bud
+	b, err := r.budget()
+	if err != nil {
+		r.log.Warn("release the job's reservations; the next owner does", "err", err)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := r.settleIDs(ctx, nil); err != nil {
-		r.log.Warn("spend the job's cost at its end", "err", err)
+	if b.claimed {
+		if err := r.settleIDs(ctx, nil); err != nil {
+			r.log.Warn("spend the job's cost at its end", "err", err)
+		}
+		if !b.took {
+			return
+		}
 	}
 	a, err := b.budgets.Claim(ctx, r.ref, r.token, quota.USD(r.spec.BudgetUSD))
 	if err != nil {
 		r.log.Warn("release the job's reservations; the next owner does", "err", err)
 		return
 	}
-	// Released: a run that went on would claim again.
 	clear(b.holds)
-	b.claimed, b.figs.Job = false, a
+	b.claimed, b.took, b.figs.Job, b.jobLimit = true, false, a, a.Limit
 }
 
 // exhausted pauses the job as budget_exhausted for refusal: its cost so

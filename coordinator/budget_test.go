@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"regexp"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -259,5 +262,180 @@ func TestBudgetExhaustedResume(t *testing.T) {
 	}
 	if _, err := b.Job(ctx, store.JobRef{Tenant: spec.Tenant, JobID: "none"}); !errors.Is(err, quota.ErrNoJob) {
 		t.Errorf("an unknown job's budget: %v", err)
+	}
+}
+
+// TestBudgetDeadOwnerReservationReleased: a coordinator killed right after
+// reserving a wave leaves the reservation in Redis. The job's next run
+// releases it at its start, even when that run publishes nothing (the job
+// was cancelled while no coordinator ran it), so another job of the
+// tenant, held by the day's limit, is not kept waiting on it.
+func TestBudgetDeadOwnerReservationReleased(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := fleettest.New(t)
+	const tenant = "leak"
+	bound3 := sampleBound(t, env, 3)
+	dayLimit := 30 * bound3
+	setQuota(t, env, schemas.TenantQuota{Tenant: tenant, SpendPerDayUSD: dayLimit})
+	dead := fleettest.HanoiSpec(3, 2, 1)
+	dead.Tenant, dead.JobID, dead.Pricing, dead.BudgetUSD = tenant, "dead", budgetPricing, 100*bound3
+	env.Submit(&dead)
+	// What a coordinator SIGKILLed right after reserving a wave leaves
+	// (lease token 1): 29 sample bounds on the tenant's day.
+	b := budgetsOf(t, env)
+	day := quota.Day(time.Now())
+	deadRef := store.JobRef{Tenant: tenant, JobID: "dead"}
+	if _, err := b.Reserve(ctx, quota.Reservation{
+		Job: deadRef, Token: 1, ID: "1.1", Day: day,
+		Amount: quota.USD(dayLimit) - quota.USD(bound3), JobLimit: quota.USD(dead.BudgetUSD), DayLimit: quota.USD(dayLimit),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The tenant cancels it while no coordinator runs it.
+	if _, err := jobs.Control(ctx, env.Topo, tenant, "dead", schemas.ControlCancel); err != nil {
+		t.Fatal(err)
+	}
+	env.StartCoordinator(coordinator.Config{ID: "coordinator-1"})
+	sim := fleettest.StartSim(t, simllm.Config{Accuracy: 1, Seed: 3})
+	env.StartVoter(fleettest.SimClient(t, sim, llm.Config{}), voter.Config{Concurrency: 8})
+	if rep := env.Wait(dead); rep.State != schemas.StateCancelled {
+		t.Fatalf("the dead owner's job ended %s, want cancelled", rep.State)
+	}
+	a, _ := b.Job(ctx, deadRef)
+	d, _ := b.TenantDay(ctx, tenant, day)
+	if a.Reserved != 0 || d.Reserved != 0 {
+		t.Errorf("the ended job still holds %v, the tenant's day %v reserved", a.Reserved, d.Reserved)
+	}
+
+	next := fleettest.HanoiSpec(3, 2, 2)
+	next.Tenant, next.JobID, next.Pricing, next.BudgetUSD = tenant, "next", budgetPricing, 100*bound3
+	env.Submit(&next)
+	out := awaitBudgetEnd(t, env, next)
+	if out.rep == nil {
+		t.Fatalf("the next job paused %+v, want solved", out.status)
+	}
+	checkSolved(t, *out.rep, 3)
+}
+
+// TestBudgetTenantBusyWaitBounded: a job whose wave only fits the tenant's
+// day once reservations in flight settle, and which holds none itself,
+// waits for them twice its sample timeout at most: reservations that never
+// settle (another job's owner died with them and that job is paused) make
+// it pause as budget_exhausted rather than wait silently. Once they are
+// gone, resuming it solves it.
+func TestBudgetTenantBusyWaitBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env, _, _ := simFleet(t, simllm.Config{Accuracy: 1, Seed: 5}, llm.Config{}, voter.Config{Concurrency: 8})
+	const tenant = "stuck"
+	bound3 := sampleBound(t, env, 3)
+	dayLimit := 30 * bound3
+	setQuota(t, env, schemas.TenantQuota{Tenant: tenant, SpendPerDayUSD: dayLimit})
+	b := budgetsOf(t, env)
+	ghost := store.JobRef{Tenant: tenant, JobID: "ghost"}
+	if _, err := b.Reserve(ctx, quota.Reservation{
+		Job: ghost, Token: 1, ID: "1.1", Day: quota.Day(time.Now()),
+		Amount: quota.USD(dayLimit) - quota.USD(bound3), DayLimit: quota.USD(dayLimit),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	spec := fleettest.HanoiSpec(3, 2, 3)
+	spec.Tenant, spec.Pricing, spec.SampleTimeoutMS = tenant, budgetPricing, 300
+	env.Submit(&spec)
+	out := awaitBudgetEnd(t, env, spec)
+	if out.rep != nil {
+		t.Fatalf("the job ended %s while the tenant's day was held by another job's reservations", out.rep.State)
+	}
+	if out.status.State != schemas.StateBudgetExhausted {
+		t.Fatalf("status %+v, want budget_exhausted", out.status)
+	}
+
+	// The stuck reservations go (their job's next run releases them);
+	// resumed, the job solves.
+	if _, err := b.Claim(ctx, ghost, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobs.Control(ctx, env.Topo, spec.Tenant, spec.JobID, schemas.ControlRun); err != nil {
+		t.Fatal(err)
+	}
+	checkSolved(t, env.Wait(spec), 3)
+}
+
+// evalCalls counts the scripts the fleet's Redis ran so far.
+func evalCalls(t *testing.T, env *fleettest.Env) int {
+	t.Helper()
+	s, err := env.Store().Client().Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range regexp.MustCompile(`cmdstat_(?:evalsha|eval):calls=(\d+)`).FindAllStringSubmatch(s, -1) {
+		v, _ := strconv.Atoi(m[1])
+		n += v
+	}
+	return n
+}
+
+// TestBudgetUnlimitedNoScripts: a job with pricing but no budget, whose
+// tenant has no spend per day, reserves nothing: its budget costs a few
+// Redis scripts per run (a claim at the start, a spend about once a second
+// and at the end), not some per step; what it spent is still in Redis, on
+// the job and on the tenant's day.
+func TestBudgetUnlimitedNoScripts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env, _, _ := simFleet(t, simllm.Config{Accuracy: 0.998, Seed: 1}, llm.Config{}, voter.Config{Concurrency: 16})
+	spec := fleettest.HanoiSpec(5, 2, 1)
+	env.Run(&spec) // warm-up: scripts loaded
+	a := evalCalls(t, env)
+	spec = fleettest.HanoiSpec(5, 2, 1)
+	rep := env.Run(&spec)
+	b := evalCalls(t, env)
+	spec = fleettest.HanoiSpec(5, 2, 1)
+	spec.JobID, spec.Pricing = "priced", budgetPricing
+	day := quota.Day(time.Now())
+	priced := env.Run(&spec)
+	c := evalCalls(t, env)
+	extra, allowed := (c-b)-(b-a), 3+int(priced.WallSeconds)+1 // a spend a second
+	t.Logf("steps %d: scripts without pricing %d, with pricing and no budget %d", rep.Steps, b-a, c-b)
+	if extra > allowed {
+		t.Errorf("a job without any budget ran %d more Redis scripts (%.1f a step) for its pricing, want at most %d",
+			extra, float64(extra)/float64(rep.Steps), allowed)
+	}
+	acct, err := budgetsOf(t, env).Job(ctx, store.JobRef{Tenant: spec.Tenant, JobID: spec.JobID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dayAcct, err := budgetsOf(t, env).TenantDay(ctx, spec.Tenant, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if priced.CostUSD <= 0 || math.Abs(acct.Spent.USD()-priced.CostUSD) > 1e-6 || acct.Reserved != 0 ||
+		quota.Day(time.Now()) == day && dayAcct.Spent != acct.Spent {
+		t.Errorf("report cost %v; job in Redis %+v, tenant's day %+v: want the cost spent on both, nothing reserved",
+			priced.CostUSD, acct, dayAcct)
+	}
+}
+
+// TestBudgetLimitSetLive: a priced job without a budget starts reserving
+// when its tenant gets a spend per day while it runs: set below what it
+// already spent, it pauses as budget_exhausted.
+func TestBudgetLimitSetLive(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env, _, _ := simFleet(t, simllm.Config{Accuracy: 1, Seed: 6, Latency: 20 * time.Millisecond}, llm.Config{}, voter.Config{Concurrency: 8})
+	const tenant = "later"
+	spec := fleettest.HanoiSpec(6, 2, 4)
+	spec.Tenant, spec.Pricing = tenant, budgetPricing
+	env.Submit(&spec)
+	fleettest.Eventually(t, fleettest.JobTimeout, func() bool {
+		st, err := jobs.Status(ctx, env.Topo, tenant, spec.JobID)
+		return err == nil && st.Steps >= 2
+	}, "the job is under way")
+	setQuota(t, env, schemas.TenantQuota{Tenant: tenant, SpendPerDayUSD: sampleBound(t, env, 6) / 2})
+	out := awaitBudgetEnd(t, env, spec)
+	if out.rep != nil {
+		t.Fatalf("the job ended %s: the spend per day set while it ran was not applied", out.rep.State)
 	}
 }

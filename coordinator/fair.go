@@ -96,14 +96,15 @@ func (f *fairness) add(key, tenant string, runSlot bool) {
 	f.served[tenant] = now
 }
 
-// remove forgets a job that stopped here and gives its running-job slot
-// back.
-func (f *fairness) remove(ctx context.Context, key, tenant, job string, log *slog.Logger) {
+// remove forgets a job that stopped here and, with giveBack, gives its
+// running-job slot back (without: the job's lease was lost, and the slot,
+// named by the job, is its new owner's; at worst it lapses).
+func (f *fairness) remove(ctx context.Context, key, tenant, job string, giveBack bool, log *slog.Logger) {
 	f.mu.Lock()
 	s := f.slots[key]
 	delete(f.slots, key)
 	f.mu.Unlock()
-	if s != nil && s.runSlot {
+	if giveBack && s != nil && s.runSlot {
 		f.releaseRun(ctx, tenant, job, log)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/coordinator"
+	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/quota"
@@ -255,4 +256,61 @@ func benchFairShare(b *testing.B, capacity bool, retry time.Duration) {
 	b.ReportMetric(alone, "alone_s")
 	b.ReportMetric(shared, "shared_s")
 	b.ReportMetric(shared/alone, "ratio")
+}
+
+// TestLostLeaseKeepsNewOwnersRunSlot: a coordinator that loses a job's
+// lease does not give back the job's running slot: the slot is named by
+// the job, so it is the new owner's now, and giving it back would let the
+// tenant run more jobs than its MaxRunningJobs.
+func TestLostLeaseKeepsNewOwnersRunSlot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := fleettest.New(t)
+	setQuota(t, env, schemas.TenantQuota{Tenant: "acme", MaxRunningJobs: 1})
+	lim := quota.NewLimiter(env.Store().Client(), store.DefaultKeyPrefix)
+	// No voter: the job runs until its lease is taken.
+	env.StartCoordinator(coordinator.Config{ID: "c1", MaxJobs: 1, LeaseTTL: 600 * time.Millisecond, ScanInterval: 50 * time.Millisecond})
+	spec := fleettest.HanoiSpec(3, 2, 1)
+	spec.Tenant = "acme"
+	env.Submit(&spec)
+	fleettest.Eventually(t, 10*time.Second, func() bool {
+		n, err := lim.Running(ctx, "acme")
+		return err == nil && n == 1
+	}, "the job takes its running slot")
+
+	// Another coordinator takes the job over: it writes the lease under
+	// the next token and keeps the job's slot (as AcquireRun does).
+	key := bus.JobKey(spec.Tenant, spec.JobID)
+	e, err := env.Topo.Leases.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l schemas.Lease
+	if err := schemas.Decode(e.Value(), &l); err != nil {
+		t.Fatal(err)
+	}
+	l.Owner, l.Token, l.ExpiresAt = "c2", l.Token+1, time.Now().Add(time.Hour).UTC()
+	data, err := schemas.Encode(&l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Topo.Leases.Update(ctx, key, data, e.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := lim.AcquireRun(ctx, "acme", spec.JobID, 1, time.Hour); err != nil || !ok {
+		t.Fatalf("the new owner keeps the slot: %v %v", ok, err)
+	}
+
+	// c1 (room for one job) runs another tenant's job once it let go of
+	// the first: by then it has settled the lost one.
+	other := fleettest.HanoiSpec(3, 2, 2)
+	other.Tenant = "globex"
+	env.Submit(&other)
+	fleettest.Eventually(t, 10*time.Second, func() bool {
+		st, err := jobs.Status(ctx, env.Topo, other.Tenant, other.JobID)
+		return err == nil && st.State == schemas.StateRunning && st.Coordinator == "c1"
+	}, "c1 runs the other tenant's job")
+	if n, err := lim.Running(ctx, "acme"); err != nil || n != 1 {
+		t.Errorf("the new owner's job counts %d running (%v), want 1: the old owner gave its slot back", n, err)
+	}
 }

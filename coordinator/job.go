@@ -72,6 +72,11 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int6
 	}
 	r.initAdmission()
 	defer r.admitDone(ctx)
+	// Before anything else: what an earlier owner left reserved is
+	// released whether or not this run publishes (budget.go).
+	if err := r.openBudget(ctx); err != nil {
+		return schemas.JobReport{}, err
+	}
 	// As the registry said when the job was taken; the watch keeps it
 	// current from here.
 	r.control.Store(rec.Control)

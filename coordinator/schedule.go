@@ -192,12 +192,17 @@ func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Leas
 	// be released, so another coordinator resumes the job at once.
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer scancel()
-	// Its running-job slot is given back whatever the end (the last step,
-	// after the lease's, so the slot is never free while the job runs).
-	defer c.fair.remove(sctx, bus.JobKey(spec.Tenant, spec.JobID), spec.Tenant, spec.JobID, log)
+	// Its running-job slot is given back (the last step, after the
+	// lease's, so the slot is never free while the job runs), unless the
+	// lease was lost: the slot is the job's, so the new owner holds it now.
+	lost := false
+	defer func() {
+		c.fair.remove(sctx, bus.JobKey(spec.Tenant, spec.JobID), spec.Tenant, spec.JobID, !lost, log)
+	}()
 
 	switch {
 	case errors.Is(err, errLeaseLost):
+		lost = true
 		log.Warn("lost the job's lease; another coordinator runs it now", "err", err)
 	case err == nil:
 		log.Info("job finished", "state", rep.State, "steps", rep.Steps, "errors", rep.Errors,
@@ -224,6 +229,7 @@ func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Leas
 	case c.leases.Renew(sctx, l) != nil:
 		// Not ours any more (or not provably): a failure seen by a
 		// coordinator that lost the job is not the job's.
+		lost = true
 		log.Warn("job stopped with an error after its lease was lost; leaving it to its owner", "err", err)
 	default:
 		// Failures are counted in Redis: a job handed back at shutdown has

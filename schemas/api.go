@@ -169,7 +169,8 @@ type JobView struct {
 	UpdatedAt   time.Time `json:"updated_at"`
 }
 
-// JobList is a page of GET /v1/jobs, oldest submission first.
+// JobList is a page of GET /v1/jobs, by job id (generated ids are
+// time-ordered, so oldest first).
 type JobList struct {
 	Jobs []JobView `json:"jobs"`
 	// NextCursor fetches the next page (?cursor=); absent on the last.

@@ -304,7 +304,7 @@ var docComments = map[string]string{
 	"JobCreated.Forecast":               "Forecast is the planner's estimate at submit (absent when the task gives no basis for one).",
 	"JobCreated.ID":                     "ID is the job's id within Tenant, the key's tenant.",
 	"JobCreated.Tenant":                 "ID is the job's id within Tenant, the key's tenant.",
-	"JobList":                           "JobList is a page of GET /v1/jobs, oldest submission first.",
+	"JobList":                           "JobList is a page of GET /v1/jobs, by job id (generated ids are time-ordered, so oldest first).",
 	"JobList.NextCursor":                "NextCursor fetches the next page (?cursor=); absent on the last.",
 	"JobRecord":                         "JobRecord is a job's entry in the job registry, written when a coordinator takes the job from the intake stream. The registry outlives every process: it is how any coordinator finds the jobs that need an owner, and where pause, resume and cancel are asked.",
 	"JobRecord.Control":                 "Control is run, pause or cancel; the job's owner obeys it at the next step boundary.",

@@ -97,8 +97,10 @@ type ListOptions struct {
 	Tenant string
 }
 
-// List returns a page of the key's tenant's jobs, oldest submission
-// first; NextCursor fetches the next.
+// List returns a page of the key's tenant's jobs by job id (generated
+// ids are time-ordered: oldest first); NextCursor fetches the next. A
+// page filtered by State may hold fewer than Limit jobs and still have a
+// NextCursor.
 func (c *Client) List(ctx context.Context, o ListOptions) (schemas.JobList, error) {
 	q := url.Values{}
 	set(q, "state", o.State)

@@ -112,7 +112,7 @@ type eventReader struct {
 func newEventReader(r io.Reader) *eventReader {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), maxEventBytes)
-	sc.Split(scanLines)
+	sc.Split(new(lineSplitter).split)
 	return &eventReader{sc: sc}
 }
 
@@ -153,27 +153,41 @@ func (r *eventReader) next() (name string, data []byte, err error) {
 	return "", nil, io.EOF
 }
 
-// scanLines splits at "\n", "\r\n" or "\r", as the SSE format allows.
-func scanLines(data []byte, atEOF bool) (int, []byte, error) {
-	for i, b := range data {
-		switch b {
-		case '\n':
-			return i + 1, data[:i], nil
-		case '\r':
-			if i+1 < len(data) {
-				if data[i+1] == '\n' {
-					return i + 2, data[:i], nil
-				}
-				return i + 1, data[:i], nil
-			}
-			if atEOF {
-				return i + 1, data[:i], nil
-			}
-			return 0, nil, nil // a "\n" may follow
+// lineSplitter splits at "\n", "\r\n" or "\r", as the SSE format allows.
+// bufio.Scanner hands the same unfinished line again after each read,
+// grown by what was read; searched is how much of it is known to hold no
+// line break, so each byte is searched once (searching from the start
+// every time made a large event cost time quadratic in its size).
+type lineSplitter struct {
+	searched int
+}
+
+func (l *lineSplitter) split(data []byte, atEOF bool) (int, []byte, error) {
+	from := min(l.searched, len(data))
+	i := bytes.IndexAny(data[from:], "\r\n")
+	if i < 0 {
+		if atEOF && len(data) > 0 {
+			l.searched = 0
+			return len(data), data, nil
 		}
+		l.searched = len(data)
+		return 0, nil, nil
 	}
-	if atEOF && len(data) > 0 {
-		return len(data), data, nil
+	i += from
+	switch {
+	case data[i] == '\n':
+		l.searched = 0
+		return i + 1, data[:i], nil
+	case i+1 < len(data):
+		l.searched = 0
+		if data[i+1] == '\n' {
+			return i + 2, data[:i], nil
+		}
+		return i + 1, data[:i], nil
+	case atEOF:
+		l.searched = 0
+		return i + 1, data[:i], nil
 	}
+	l.searched = i // a "\n" may follow the "\r"
 	return 0, nil, nil
 }

@@ -3,8 +3,10 @@ package httpapi
 import (
 	"errors"
 	"io"
+	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestEventReader(t *testing.T) {
@@ -60,4 +62,46 @@ func FuzzEventReader(f *testing.F) {
 		}
 		t.Fatalf("more events than bytes in %q", in)
 	})
+}
+
+// chunked reads its data n bytes at a time, as from a socket.
+type chunked struct {
+	data []byte
+	n    int
+}
+
+func (c *chunked) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), c.n)], c.data)
+	c.data = c.data[k:]
+	return k, nil
+}
+
+// TestEventReaderLinear: reading an event costs time linear in its size
+// (a 12 MiB event at most a few times 12 times a 1 MiB one's), also when
+// it arrives in 16 KiB reads.
+func TestEventReaderLinear(t *testing.T) {
+	t.Parallel()
+	read := func(size int) time.Duration {
+		in := []byte("event: report\ndata: " + strings.Repeat("x", size) + "\n\n")
+		best := time.Duration(math.MaxInt64)
+		for range 3 {
+			r := newEventReader(&chunked{data: in, n: 16 << 10})
+			start := time.Now()
+			name, data, err := r.next()
+			d := time.Since(start)
+			if err != nil || name != "report" || len(data) != size {
+				t.Fatalf("read %q %d bytes: %v", name, len(data), err)
+			}
+			best = min(best, d)
+		}
+		return best
+	}
+	small, large := read(1<<20), read(12<<20)
+	t.Logf("1 MiB: %v, 12 MiB: %v", small, large)
+	if large > 36*small {
+		t.Errorf("a 1 MiB event read in %v, a 12 MiB one in %v: more than linear", small, large)
+	}
 }

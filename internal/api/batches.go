@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/internal/batch"
@@ -45,6 +44,12 @@ func batchErr(err error) error {
 		return problem(TypeNotFound, "no such batch")
 	case errors.Is(err, batch.ErrFinished):
 		return problem(TypeConflict, "%s", err)
+	case errors.Is(err, batch.ErrTooMany):
+		// Valid, refused for the tenant's state: it succeeds once one of
+		// its open batches ends or is cancelled.
+		pe := problem(TypeRateLimited, "%s", err)
+		pe.retryAfter = 30
+		return pe
 	case errors.Is(err, batch.ErrInvalid):
 		return invalidField("", "%s", err)
 	case errors.Is(err, batch.ErrUnavailable):
@@ -173,11 +178,12 @@ func (s *Server) batchFile(w http.ResponseWriter, r *http.Request, p apikey.Prin
 	if err != nil {
 		return batchErr(err)
 	}
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{}) // a large file outlives any write timeout
+	// A large file outlives any write timeout, but a client that stops
+	// reading is cut off after StreamWriteTimeout.
+	dw := &deadlineWriter{w: w, rc: http.NewResponseController(w), d: s.cfg.StreamWriteTimeout}
 	w.Header().Set("Content-Type", "application/jsonl")
 	w.Header().Set("Cache-Control", "no-store")
-	cw := &countingWriter{w: w}
+	cw := &countingWriter{w: dw}
 	if err := fn(b, r.Context(), p.Tenant, id, cw); err != nil {
 		if cw.n == 0 {
 			return batchErr(err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,8 +39,13 @@ func actingTenant(r *http.Request, p apikey.Principal) (string, error) {
 }
 
 // jobRef is the tenant and job id a job route names. A malformed id is
-// no job: 404, as an unknown one.
+// no job: 404, as an unknown one; so is another tenant's job named by a
+// non-admin key's ?tenant= (404, never 403: another tenant's ids look
+// unknown).
 func jobRef(r *http.Request, p apikey.Principal) (tenant, id string, err error) {
+	if t := r.URL.Query().Get("tenant"); !p.Admin && t != "" && t != p.Tenant {
+		return "", "", problem(TypeNotFound, "no such job")
+	}
 	if tenant, err = actingTenant(r, p); err != nil {
 		return "", "", err
 	}
@@ -223,23 +229,37 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, p apikey.Princ
 	if tenant == "*" {
 		tenant = ""
 	}
-	recs, err := jobs.List(ctx, s.deps.Topo, tenant)
+	// Page by key: list the keys (cheap), read only the records of this
+	// page. A state filter reads at most scanLimit records per page, so a
+	// page may hold fewer than limit jobs and still have a next cursor.
+	keys, err := jobs.Keys(ctx, s.deps.Topo, tenant)
 	if err != nil {
 		return fmt.Errorf("%w: %w", jobs.ErrUnavailable, err)
 	}
+	if after != "" {
+		i, found := slices.BinarySearch(keys, after)
+		if found {
+			i++
+		}
+		keys = keys[i:]
+	}
 	out := schemas.JobList{Jobs: []schemas.JobView{}}
-	last := ""
-	for _, rec := range recs {
-		c := cursorOf(rec)
-		if after != "" && c <= after {
-			continue
+	scanLimit := max(limit, scanPerPage*s.cfg.MaxListLimit)
+	for i, key := range keys {
+		if len(out.Jobs) == limit || i == scanLimit {
+			out.NextCursor = encodeCursor(keys[i-1])
+			break
+		}
+		t, id, _ := strings.Cut(key, ".")
+		rec, _, err := jobs.Get(ctx, s.deps.Topo, t, id)
+		if errors.Is(err, jobs.ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return err
 		}
 		if state != "" && rec.State != state {
 			continue
-		}
-		if len(out.Jobs) == limit {
-			out.NextCursor = encodeCursor(last)
-			break
 		}
 		v, err := s.view(ctx, rec)
 		if errors.Is(err, jobs.ErrNotFound) {
@@ -248,7 +268,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, p apikey.Princ
 		if err != nil {
 			return err
 		}
-		out.Jobs, last = append(out.Jobs, v), c
+		out.Jobs = append(out.Jobs, v)
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
@@ -261,20 +281,22 @@ func knownState(s string) bool {
 	return schemas.Terminal(s)
 }
 
-// A listing's cursor is the place of the last job of the page in the
-// listing's order (submission time, then tenant and id), base64url.
-func cursorOf(rec schemas.JobRecord) string {
-	return fmt.Sprintf("%020d|%s", rec.Spec.SubmittedAt.UnixNano(), bus.JobKey(rec.Tenant, rec.JobID))
-}
+// scanPerPage times MaxListLimit is the most records a filtered listing
+// reads for one page.
+const scanPerPage = 4
 
-func encodeCursor(c string) string { return base64.RawURLEncoding.EncodeToString([]byte(c)) }
+// A listing is in key order (tenant, then job id: generated ids are
+// time-ordered, so those list in submission order). Its cursor is the
+// key of the last job the page looked at, base64url.
+func encodeCursor(key string) string { return base64.RawURLEncoding.EncodeToString([]byte(key)) }
 
 func parseCursor(c string) (string, error) {
 	if c == "" {
 		return "", nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || !strings.Contains(string(b), "|") {
+	t, id, ok := strings.Cut(string(b), ".")
+	if err != nil || !ok || schemas.ValidTenant(t) != nil || schemas.ValidJobID(id) != nil {
 		return "", problem(TypeBadRequest, "cursor %q is not a cursor of this listing", c)
 	}
 	return string(b), nil

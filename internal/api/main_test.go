@@ -61,6 +61,8 @@ type options struct {
 	forecast api.Forecaster
 	// setup runs before the roles start (quotas they should start with).
 	setup func(*apiEnv)
+	// batches wraps the server's batch store (nil: the store itself).
+	batches func(api.Batches) api.Batches
 }
 
 func newEnv(t *testing.T, o options) *apiEnv {
@@ -98,10 +100,13 @@ func newEnv(t *testing.T, o options) *apiEnv {
 	if o.cfg.Logger == nil {
 		o.cfg.Logger = f.Log
 	}
+	var batches api.Batches = batch.NewStore(f.Topo, taskreg.New(f.Topo.Tasks, f.Tasks))
+	if o.batches != nil {
+		batches = o.batches(batches)
+	}
 	e.srv, err = api.New(api.Deps{
 		NC: f.NC, Topo: f.Topo, Tasks: f.Tasks, Auth: keys, Quotas: quotas, Forecast: o.forecast,
-		Budgets: budgets, Inflight: quota.NewLimiter(rdb, store.DefaultKeyPrefix),
-		Batches: batch.NewStore(f.Topo, taskreg.New(f.Topo.Tasks, f.Tasks)),
+		Budgets: budgets, Inflight: quota.NewLimiter(rdb, store.DefaultKeyPrefix), Batches: batches,
 	}, o.cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -117,7 +117,12 @@ func (s *Server) document() ([]byte, error) {
 			}
 		}
 		responses := map[string]any{strconv.Itoa(rt.ok): ok}
-		errs := slices.Clone(rt.errs)
+		if rt.also != 0 {
+			responses[strconv.Itoa(rt.also)] = ok
+		}
+		// Any route answers 400 to a query string that does not parse (and
+		// one taking ?tenant= to a malformed tenant).
+		errs := append(slices.Clone(rt.errs), http.StatusBadRequest)
 		if rt.access != public {
 			errs = append(errs, keyedErrors...)
 		} else {

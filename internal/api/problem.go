@@ -220,8 +220,14 @@ func innermost(err, target error) string {
 }
 
 // paramsPath is the params' failing path: a spec task's schema names it
-// ("<task> params: /a: ..."), a built-in's message starts with the param.
+// ("<task> params: /a: ..."), a built-in's message starts with the param,
+// or holds encoding/json's decode error naming it (a wrong type, an
+// unknown field).
 func paramsPath(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return "/params/" + strings.ReplaceAll(te.Field, ".", "/")
+	}
 	msg := innermost(err, task.ErrInvalidParams)
 	msg = strings.TrimPrefix(msg, task.ErrInvalidParams.Error()+": ")
 	if i := strings.Index(msg, " params: /"); i >= 0 {
@@ -230,8 +236,25 @@ func paramsPath(err error) string {
 	if m := paramRE.FindStringSubmatch(msg); m != nil {
 		return "/params/" + m[1]
 	}
+	// A built-in's decode error, kept as text ("...: %v").
+	if m := jsonTypeRE.FindStringSubmatch(msg); m != nil {
+		return "/params/" + strings.ReplaceAll(m[1], ".", "/")
+	}
+	if m := jsonUnknownRE.FindStringSubmatch(msg); m != nil {
+		return "/params/" + m[1]
+	}
 	return "/params"
 }
+
+// jsonTypeRE and jsonUnknownRE read encoding/json's decode errors: a
+// value of the wrong type ("json: cannot unmarshal string into Go struct
+// field Params.disks of type int": the field's path of JSON names after
+// the struct's name) and a field the params do not have
+// (DisallowUnknownFields: "json: unknown field \"bogus\"").
+var (
+	jsonTypeRE    = regexp.MustCompile(`json: cannot unmarshal \S+ into Go struct field [^.\s]+\.(\S+) of type`)
+	jsonUnknownRE = regexp.MustCompile(`json: unknown field "([^"]+)"`)
+)
 
 // paramsProblem is the 422 of invalid params, with one error per failing
 // path a spec task's schema names ("<task> params: /a: msg; /b: msg").

@@ -29,7 +29,9 @@ func TestSpecProblem(t *testing.T) {
 	}{
 		{"k", `{"task":"hanoi","params":{"disks":3},"k":0}`, "/k"},
 		{"disks", `{"task":"hanoi","params":{"disks":0},"k":2}`, "/params/disks"},
-		{"params shape", `{"task":"hanoi","params":{"x":1},"k":2}`, "/params"},
+		{"params shape", `{"task":"hanoi","params":[1],"k":2}`, "/params"},
+		{"unknown param", `{"task":"hanoi","params":{"disks":3,"bogus":1},"k":2}`, "/params/bogus"},
+		{"param type", `{"task":"hanoi","params":{"disks":"x"},"k":2}`, "/params/disks"},
 		{"task", `{"task":"nope","params":{},"k":2}`, "/task"},
 		{"task name", `{"task":"No Such","params":{},"k":2}`, "/task"},
 		{"job id", `{"job_id":"-x","task":"hanoi","params":{"disks":3},"k":2}`, "/job_id"},

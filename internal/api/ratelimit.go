@@ -66,3 +66,48 @@ func rateLimited(d time.Duration) *problemError {
 	pe.retryAfter = max(1, int(math.Ceil(d.Seconds())))
 	return pe
 }
+
+// streamSlots bound the event streams open at once: perKey for one API
+// key (by key id), total for the server.
+type streamSlots struct {
+	perKey, total int
+
+	mu    sync.Mutex
+	open  int
+	byKey map[string]int
+}
+
+func newStreamSlots(perKey, total int) *streamSlots {
+	return &streamSlots{perKey: perKey, total: total, byKey: map[string]int{}}
+}
+
+// take reserves one stream of p's key and returns the func that frees it,
+// or the problem that refuses the stream: 429 when the key holds perKey
+// streams, 503 when the server holds total.
+func (s *streamSlots) take(p apikey.Principal) (release func(), _ *problemError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byKey[p.KeyID] >= s.perKey {
+		pe := problem(TypeRateLimited, "this API key has %d event streams open, the most it may; close one", s.perKey)
+		pe.retryAfter = 1
+		return nil, pe
+	}
+	if s.open >= s.total {
+		pe := problem(TypeUnavailable, "the server has %d event streams open, the most it serves; try again", s.total)
+		pe.retryAfter = 1
+		return nil, pe
+	}
+	s.open++
+	s.byKey[p.KeyID]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.open--
+			if s.byKey[p.KeyID]--; s.byKey[p.KeyID] == 0 {
+				delete(s.byKey, p.KeyID)
+			}
+		})
+	}, nil
+}

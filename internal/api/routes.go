@@ -22,11 +22,14 @@ type route struct {
 	// Config.BatchReadTimeout instead of RequestTimeout.
 	body     *content
 	longBody bool
-	// ok is the success status and its body (nil: none).
-	ok     int
-	okBody *content
+	// ok is the success status and its body (nil: none); also a second
+	// success status with the same body (0: none), e.g. 200 for a request
+	// already done.
+	ok, also int
+	okBody   *content
 	// errs are the problem statuses this route answers besides those every
-	// route may (401, 429, 500, 503 for keyed routes).
+	// route may (400 for a query string that does not parse; 401, 429, 500,
+	// 503 for keyed routes; 400 for a route taking ?tenant=).
 	errs []int
 }
 
@@ -55,7 +58,8 @@ var jsonlTypes = []string{"application/jsonl", "application/x-ndjson"}
 
 func (s *Server) routes() []route {
 	jobID := "the job's id within the key's tenant"
-	tenantQ := param{"tenant", "admin keys only: act on this tenant's job instead of the key's own", "string"}
+	tenantQ := param{"tenant", "admin keys only: act on this tenant's job instead of the key's own " +
+		"(another key naming another tenant gets 404, as for an unknown job)", "string"}
 	control := func(action, summary string) route {
 		return route{
 			method: http.MethodPost, path: "/v1/jobs/{id}/" + action, access: tenant, h: s.control(action),
@@ -78,10 +82,12 @@ func (s *Server) routes() []route {
 				"is never queued. With budget_usd, a budget below the forecast's lowest cost is refused (422 over-budget). " +
 				"Resubmitting the same job under the same job_id answers 200 with duplicate true; another job under a " +
 				"taken job_id is 409.",
-			body: jsonOf[schemas.JobRequest](), ok: http.StatusCreated, okBody: jsonOf[schemas.JobCreated](),
+			body: jsonOf[schemas.JobRequest](), ok: http.StatusCreated, also: http.StatusOK, okBody: jsonOf[schemas.JobCreated](),
 			errs: []int{400, 409, 413, 415, 422}},
 		{method: http.MethodGet, path: "/v1/jobs", access: tenant, h: s.listJobs, id: "listJobs",
-			summary: "List the key's tenant's jobs, oldest submission first",
+			summary: "List the key's tenant's jobs by job id (generated ids are time-ordered: oldest first)",
+			desc: "A page reads only its own records; with ?state= it reads at most 4 × the largest limit, so a " +
+				"filtered page may hold fewer than limit jobs and still have a next_cursor.",
 			query: []param{
 				{"state", "only jobs in this state (as the registry records it)", "string"},
 				{"limit", "page size (default 50, at most 500)", "integer"},
@@ -99,10 +105,11 @@ func (s *Server) routes() []route {
 		{method: http.MethodGet, path: "/v1/jobs/{id}/events", access: tenant, h: s.jobEvents, id: "jobEvents",
 			summary: "A job's progress as Server-Sent Events",
 			desc: "event: status (data: a job_status message) now and on every change, event: report (data: the " +
-				"job_report) once it finishes, then the stream ends; a comment line \": ping\" every 15 s meanwhile.",
+				"job_report) once it finishes, then the stream ends; a comment line \": ping\" every 15 s meanwhile. " +
+				"A key holds at most 8 open streams (429), the server 1000 (503); a stream ends when its key is revoked.",
 			query: []param{tenantQ}, ok: http.StatusOK,
 			okBody: &content{types: []string{"text/event-stream"}, desc: "status events, then one report event"},
-			errs:   []int{404}},
+			errs:   []int{404, 429, 503}},
 		control("pause", "Pause a job at its next step boundary"),
 		control("resume", "Resume a paused or budget-exhausted job"),
 		control("cancel", "Cancel a job for good at its next step boundary"),
@@ -156,7 +163,7 @@ func (s *Server) routes() []route {
 			summary: "Register a task spec (admin): its YAML or JSON source as the body",
 			desc:    "201 when registered, 200 when the same spec was already; another spec under a taken name@version is 409.",
 			body:    &content{types: []string{"application/yaml", "application/json", "text/yaml", "text/plain"}, desc: "the task spec file"},
-			ok:      http.StatusCreated, okBody: jsonOf[schemas.TaskInfo](), errs: []int{403, 409, 413, 415, 422}},
+			ok:      http.StatusCreated, also: http.StatusOK, okBody: jsonOf[schemas.TaskInfo](), errs: []int{403, 409, 413, 415, 422}},
 
 		{method: http.MethodGet, path: "/v1/usage", access: tenant, h: s.usage, id: "getUsage",
 			summary: "The key's tenant's spend today, jobs by state, and quota",

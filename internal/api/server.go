@@ -108,8 +108,18 @@ type Config struct {
 	// ListLimit is a job listing's page size when ?limit= is not given;
 	// MaxListLimit the largest ?limit=. Default 50 and 500.
 	ListLimit, MaxListLimit int
-	// Heartbeat is the time between SSE pings (": ping"). Default 15s.
+	// Heartbeat is the time between SSE pings (": ping"); each ping and
+	// event re-checks the stream's key, so a revoked key's stream ends
+	// within a Heartbeat. Default 15s.
 	Heartbeat time.Duration
+	// MaxStreamsPerKey bounds one API key's event streams open at once
+	// (429 above); MaxStreams all of this server's (503 above). Default 8
+	// and 1000.
+	MaxStreamsPerKey, MaxStreams int
+	// StreamWriteTimeout bounds each write of an event stream or a batch
+	// file: a client that stops reading for that long is cut off. Default
+	// 60s.
+	StreamWriteTimeout time.Duration
 	// RequestTimeout bounds a request's reads and writes of the fleet
 	// (not an event stream's or a batch output's). Default 30s.
 	RequestTimeout time.Duration
@@ -148,6 +158,15 @@ func (c *Config) defaults() {
 	if c.Heartbeat == 0 {
 		c.Heartbeat = 15 * time.Second
 	}
+	if c.MaxStreamsPerKey == 0 {
+		c.MaxStreamsPerKey = 8
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = 1000
+	}
+	if c.StreamWriteTimeout == 0 {
+		c.StreamWriteTimeout = time.Minute
+	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 30 * time.Second
 	}
@@ -169,7 +188,9 @@ type Server struct {
 	tasks *taskreg.Registry
 	mux   *http.ServeMux
 	rate  *limiters
-	log   *slog.Logger
+	// streams counts the event streams open, per key and in all.
+	streams *streamSlots
+	log     *slog.Logger
 
 	// closing is closed by CloseStreams: event streams end.
 	closing   chan struct{}
@@ -194,12 +215,14 @@ func New(deps Deps, cfg Config) (*Server, error) {
 	case deps.Auth == nil:
 		return nil, errors.New("api: no authenticator")
 	case cfg.MaxBodyBytes < 0 || cfg.MaxBatchBytes < 0 || cfg.MaxTaskBytes < 0 || cfg.RatePerSec < 0 || cfg.Burst < 0 ||
-		cfg.ListLimit < 1 || cfg.MaxListLimit < cfg.ListLimit || cfg.Heartbeat < 0:
+		cfg.ListLimit < 1 || cfg.MaxListLimit < cfg.ListLimit || cfg.Heartbeat < 0 ||
+		cfg.MaxStreamsPerKey < 0 || cfg.MaxStreams < 0 || cfg.StreamWriteTimeout < 0:
 		return nil, fmt.Errorf("api: invalid config %+v", cfg)
 	}
 	s := &Server{
 		deps: deps, cfg: cfg, tasks: taskreg.New(deps.Topo.Tasks, deps.Tasks),
 		mux: http.NewServeMux(), rate: newLimiters(cfg.RatePerSec, cfg.Burst), log: cfg.Logger,
+		streams: newStreamSlots(cfg.MaxStreamsPerKey, cfg.MaxStreams),
 		closing: make(chan struct{}),
 	}
 	paths := map[string][]string{}

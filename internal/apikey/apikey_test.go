@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
@@ -59,15 +58,7 @@ func setup(t *testing.T) *env {
 // open connects anew and binds the topology (create: makes it).
 func (e *env) open(t *testing.T, create bool) *bus.Topology {
 	t.Helper()
-	nc, err := nats.Connect(e.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := testkit.Connect(t, e.url)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cfg := bus.Config{Storage: jetstream.MemoryStorage, Logger: slog.New(slog.NewTextHandler(e.log, nil))}
@@ -509,21 +500,8 @@ func TestStartStop(t *testing.T) {
 // BenchmarkAuthenticate: what checking a key costs a request, from the
 // cache and from the bucket (one KV read).
 func BenchmarkAuthenticate(b *testing.B) {
-	srv := testkit.StartNATS(b)
-	nc, err := nats.Connect(srv.URL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, topo := testkit.StartTopology(b)
 	ctx := context.Background()
-	topo, err := bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage})
-	if err != nil {
-		b.Fatal(err)
-	}
 	cached := apikey.New(topo)
 	if err := cached.Start(ctx); err != nil {
 		b.Fatal(err)

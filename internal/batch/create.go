@@ -32,6 +32,9 @@ const (
 	DefaultMaxLines     = 50_000
 	MaxLinesLimit       = 1_000_000
 	DefaultMaxLineBytes = 64 << 10
+	// DefaultMaxOpen is how many batches a tenant may have open (not
+	// completed or cancelled) at once.
+	DefaultMaxOpen = 16
 	// MaxLineBytesLimit keeps a stored line (its prepared job spec, a
 	// little larger than the line) within a bus message.
 	MaxLineBytesLimit = 512 << 10
@@ -55,6 +58,13 @@ type CreateOptions struct {
 	// with line_too_long (and the rest runs). Up to MaxLineBytesLimit.
 	// Default DefaultMaxLineBytes (64 KiB).
 	MaxLineBytes int
+	// MaxOpen refuses the batch, with an error wrapping ErrTooMany,
+	// when the tenant has this many batches open (queued, running or
+	// cancelling) already: it bounds what a tenant keeps stored. It is
+	// checked before the input is read and again before the batch is
+	// kept, so only Creates of one tenant racing to their last step may
+	// together pass it. Default DefaultMaxOpen (16).
+	MaxOpen int
 }
 
 func (o *CreateOptions) defaults() error {
@@ -67,6 +77,9 @@ func (o *CreateOptions) defaults() error {
 	if o.MaxLineBytes == 0 {
 		o.MaxLineBytes = DefaultMaxLineBytes
 	}
+	if o.MaxOpen == 0 {
+		o.MaxOpen = DefaultMaxOpen
+	}
 	switch {
 	case o.Priority < schemas.MinPriority || o.Priority > schemas.MaxPriority:
 		return fmt.Errorf("%w: priority must be between %d and %d, got %d", ErrInvalid, schemas.MinPriority, schemas.MaxPriority, o.Priority)
@@ -76,6 +89,8 @@ func (o *CreateOptions) defaults() error {
 		return fmt.Errorf("%w: max lines must be between 1 and %d, got %d", ErrInvalid, MaxLinesLimit, o.MaxLines)
 	case o.MaxLineBytes < 1 || o.MaxLineBytes > MaxLineBytesLimit:
 		return fmt.Errorf("%w: max line bytes must be between 1 and %d, got %d", ErrInvalid, MaxLineBytesLimit, o.MaxLineBytes)
+	case o.MaxOpen < 1:
+		return fmt.Errorf("%w: max open batches must be at least 1, got %d", ErrInvalid, o.MaxOpen)
 	}
 	return nil
 }
@@ -95,7 +110,9 @@ func NewBatchID() string {
 // The batch is refused as a whole, with an error wrapping ErrInvalid that
 // names the lines, when it has no lines, more than MaxLines, a custom_id
 // twice, or r fails (its error is wrapped too, e.g. an
-// *http.MaxBytesError); nothing of a refused batch is kept or runs.
+// *http.MaxBytesError); nothing of a refused batch is kept or runs. A
+// tenant with MaxOpen batches open already is refused with an error
+// wrapping ErrTooMany, before its input is read.
 func (s *Store) Create(ctx context.Context, tenant string, r io.Reader, o CreateOptions) (schemas.BatchRecord, error) {
 	if err := schemas.ValidTenant(tenant); err != nil {
 		return schemas.BatchRecord{}, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -105,6 +122,9 @@ func (s *Store) Create(ctx context.Context, tenant string, r io.Reader, o Create
 	}
 	if s.tasks == nil {
 		return schemas.BatchRecord{}, fmt.Errorf("%w: a store without tasks cannot create batches", ErrInvalid)
+	}
+	if err := s.checkOpen(ctx, tenant, o.MaxOpen); err != nil {
+		return schemas.BatchRecord{}, err
 	}
 	c := &creator{
 		s: s, tenant: tenant, id: NewBatchID(), o: o, now: time.Now().UTC(),
@@ -126,12 +146,33 @@ func (s *Store) Create(ctx context.Context, tenant string, r io.Reader, o Create
 	rec.Counts.Failed = counts.Invalid
 	if counts.Valid == 0 {
 		rec.State, rec.Cursor, rec.CompletedAt = schemas.BatchCompleted, counts.Total, &c.now
+	} else if err := s.checkOpen(ctx, tenant, o.MaxOpen); err != nil { // others were kept meanwhile
+		c.purge()
+		return schemas.BatchRecord{}, err
 	}
 	if _, err := s.recs.Create(ctx, recordKey(tenant, c.id), &rec); err != nil {
 		c.purge()
 		return schemas.BatchRecord{}, fmt.Errorf("%w: store batch %s/%s: %w", ErrUnavailable, tenant, c.id, err)
 	}
 	return rec, nil
+}
+
+// checkOpen refuses a new batch of tenant when it has max batches open.
+func (s *Store) checkOpen(ctx context.Context, tenant string, limit int) error {
+	recs, err := s.List(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, rec := range recs {
+		if !schemas.BatchTerminal(rec.State) {
+			n++
+		}
+	}
+	if n >= limit {
+		return fmt.Errorf("%w: tenant %s has %d batches open, at most %d; wait for one to end or cancel one", ErrTooMany, tenant, n, limit)
+	}
+	return nil
 }
 
 // creator is one Create's state: what bounds its memory is the line

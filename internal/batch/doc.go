@@ -11,7 +11,9 @@
 // error and line number, and the rest runs; a batch that cannot run as a
 // whole (a duplicate custom_id, no lines, too many lines, an unreadable
 // input) is refused with ErrInvalid, its stored lines purged: nothing of
-// it ever runs. Get, List, Cancel and Wait read and change the record;
+// it ever runs. A tenant with CreateOptions.MaxOpen (default 16) batches
+// open (queued, running or cancelling) is refused with ErrTooMany before
+// its input is read. Get, List, Cancel and Wait read and change the record;
 // Output and Errors stream the results in input order.
 //
 // The Runner runs inside every coordinator (coordinator.Run starts it).
@@ -28,6 +30,15 @@
 // submitting a job twice is a no-op (the job registry keeps an id once),
 // and a job is counted only by the write that takes it out of Pending, so
 // it is counted once whoever sees its report.
+//
+// A runner feeds at most MaxBatches batches, shared weighted-fair among
+// the tenants (fair.go): it takes a waiting batch of the tenant with the
+// fewest fed by it first, then the oldest. When it is full, and a batch
+// has waited a scan interval while its tenant has fewer than its share
+// (ceil(MaxBatches / tenants with open batches)) and another tenant more,
+// it hands back the newest batch of the tenant most over its share: that
+// batch stops between two jobs and its lease is released, and it is fed
+// again from its cursor by a runner with room, or by this one later.
 //
 // Subjects, buckets and kinds:
 //

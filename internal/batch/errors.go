@@ -12,6 +12,10 @@ var (
 	ErrNotFound = errors.New("unknown batch")
 	// ErrFinished: the batch has ended; it cannot be cancelled.
 	ErrFinished = errors.New("batch has ended")
+	// ErrTooMany: the tenant has CreateOptions.MaxOpen batches open
+	// (queued, running or cancelling) already; one must end (or be
+	// cancelled) before another is taken.
+	ErrTooMany = errors.New("too many open batches")
 	// ErrUnavailable: the fleet could not be read or written; asking again
 	// may succeed.
 	ErrUnavailable = errors.New("batch store unavailable")

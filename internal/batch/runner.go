@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -71,7 +72,7 @@ type Runner struct {
 	leases *lease.Manager
 
 	mu      sync.Mutex
-	running map[string]bool // record keys of the batches this runner feeds
+	running map[string]*fedBatch // the batches this runner feeds, by record key
 }
 
 // NewRunner returns a Runner feeding topo's batches.
@@ -86,7 +87,7 @@ func NewRunner(topo *bus.Topology, cfg RunnerConfig) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{topo: topo, cfg: cfg, log: cfg.Logger.With("runner", cfg.Owner), leases: m, running: map[string]bool{}}, nil
+	return &Runner{topo: topo, cfg: cfg, log: cfg.Logger.With("runner", cfg.Owner), leases: m, running: map[string]*fedBatch{}}, nil
 }
 
 // Run feeds batches until ctx is done, then stops every batch it feeds
@@ -94,11 +95,14 @@ func NewRunner(topo *bus.Topology, cfg RunnerConfig) (*Runner, error) {
 // them at once. It returns when all have stopped.
 func (r *Runner) Run(ctx context.Context) error {
 	open := map[string]schemas.BatchRecord{} // batches not ended, by record key
+	leases := map[string]schemas.Lease{}     // their leases, by record key
+	waitSince := map[string]time.Time{}      // when each was first seen waiting
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	var (
-		watcher jetstream.KeyWatcher
-		updates <-chan jetstream.KeyValueEntry
+		watcher  jetstream.KeyWatcher
+		updates  <-chan jetstream.KeyValueEntry
+		replayed bool // every record was seen since the watch started: choices see them all
 	)
 	defer func() {
 		if watcher != nil {
@@ -116,8 +120,9 @@ func (r *Runner) Run(ctx context.Context) error {
 			case err != nil:
 				r.log.Warn("watch the batches", "err", err)
 			default:
-				watcher, updates = w, w.Updates()
+				watcher, updates, replayed = w, w.Updates(), false
 				clear(open)
+				clear(leases)
 			}
 		}
 		select {
@@ -129,11 +134,18 @@ func (r *Runner) Run(ctx context.Context) error {
 				continue
 			}
 			if e == nil {
+				replayed = true
 				break // every current record seen: look now
 			}
 			key := e.Key()
 			var rec schemas.BatchRecord
-			if strings.HasSuffix(key, leaseSuffix) {
+			if rk, ok := strings.CutSuffix(key, leaseSuffix); ok {
+				var l schemas.Lease
+				if e.Operation() == jetstream.KeyValuePut && schemas.Decode(e.Value(), &l) == nil {
+					leases[rk] = l
+				} else {
+					delete(leases, rk)
+				}
 				continue
 			}
 			if e.Operation() != jetstream.KeyValuePut || schemas.Decode(e.Value(), &rec) != nil || schemas.BatchTerminal(rec.State) {
@@ -148,37 +160,107 @@ func (r *Runner) Run(ctx context.Context) error {
 			// A new batch: look now.
 		case <-tick.C:
 		}
-		for key, rec := range open {
-			if !r.take(key) {
-				continue
-			}
-			l, err := r.leases.Acquire(ctx, rec.Tenant, rec.ID+leaseSuffix)
-			if err != nil {
-				r.done(key)
-				if !errors.Is(err, lease.ErrHeld) && ctx.Err() == nil {
-					r.log.Warn("take batch lease", "key", key, "err", err)
-				}
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer r.done(key)
-				r.own(ctx, l, rec.Tenant, rec.ID)
-			}()
+		if replayed {
+			r.look(ctx, &wg, open, leases, waitSince)
 		}
 	}
 }
 
-// take marks key as fed by this runner if it has room and does not feed it
-// already.
-func (r *Runner) take(key string) bool {
+// look chooses (fair.go) which waiting batches to take and which fed ones
+// to hand back, hands those back and starts feeding these. A batch waits
+// when it is open and no runner holds its lease (this runner feeds none of
+// its own leftovers either).
+func (r *Runner) look(ctx context.Context, wg *sync.WaitGroup, open map[string]schemas.BatchRecord,
+	leases map[string]schemas.Lease, waitSince map[string]time.Time) {
+	now := time.Now()
+	// An expired (or released) lease is no lease: forget it, so the map
+	// holds the live leases only.
+	maps.DeleteFunc(leases, func(_ string, l schemas.Lease) bool { return !now.Before(l.ExpiresAt) })
+	tenants := map[string]bool{}
+	v := slotView{max: r.cfg.MaxBatches, leaving: map[string]bool{}, patient: map[string]bool{}}
+	r.mu.Lock()
+	for key, rec := range open {
+		tenants[rec.Tenant] = true
+		if r.running[key] != nil {
+			continue
+		}
+		if l, ok := leases[key]; ok && l.Owner != r.cfg.Owner {
+			continue
+		}
+		v.waiting = append(v.waiting, batchRef{key: key, tenant: rec.Tenant, created: rec.CreatedAt})
+	}
+	v.tenants = len(tenants)
+	for key, b := range r.running {
+		v.fed = append(v.fed, b.batchRef)
+		if b.leaving {
+			v.leaving[key] = true
+		}
+	}
+	// Patient: waiting for a scan interval at least, so a runner with room
+	// has taken it if there is one.
+	seen := map[string]bool{}
+	for _, b := range v.waiting {
+		seen[b.key] = true
+		if since, ok := waitSince[b.key]; !ok {
+			waitSince[b.key] = now
+		} else if now.Sub(since) >= r.cfg.ScanInterval {
+			v.patient[b.key] = true
+		}
+	}
+	maps.DeleteFunc(waitSince, func(key string, _ time.Time) bool { return !seen[key] })
+	p := choose(v)
+	for _, b := range p.handBack {
+		fb := r.running[b.key]
+		fb.leaving = true
+		if fb.stop != nil {
+			fb.stop(errHandBack)
+		}
+	}
+	for _, b := range p.take {
+		r.running[b.key] = &fedBatch{batchRef: b}
+	}
+	r.mu.Unlock()
+	for _, b := range p.handBack {
+		r.log.Info("handing a batch back: its tenant has more than its share of this runner while another tenant's batch waits",
+			"key", b.key, "share", v.share())
+	}
+	for _, b := range p.take {
+		rec := open[b.key]
+		l, err := r.leases.Acquire(ctx, rec.Tenant, rec.ID+leaseSuffix)
+		if err != nil {
+			r.done(b.key)
+			if !errors.Is(err, lease.ErrHeld) && ctx.Err() == nil {
+				r.log.Warn("take batch lease", "key", b.key, "err", err)
+			}
+			continue
+		}
+		delete(waitSince, b.key)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer r.done(b.key)
+			r.own(ctx, l, b.key, rec.Tenant, rec.ID)
+		}()
+	}
+}
+
+// fedBatch is a batch this runner feeds.
+type fedBatch struct {
+	batchRef
+	leaving bool                    // handed back, stopping
+	stop    context.CancelCauseFunc // stops its feeding, once it runs
+}
+
+// feeding registers stop as the way to stop key's feeding; false if the
+// batch was handed back meanwhile.
+func (r *Runner) feeding(key string, stop context.CancelCauseFunc) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.running[key] || len(r.running) >= r.cfg.MaxBatches {
+	fb := r.running[key]
+	if fb == nil || fb.leaving {
 		return false
 	}
-	r.running[key] = true
+	fb.stop = stop
 	return true
 }
 
@@ -188,15 +270,21 @@ func (r *Runner) done(key string) {
 	delete(r.running, key)
 }
 
+// errHandBack stops a batch this runner hands back (fair.go).
+var errHandBack = errors.New("batch handed back")
+
 // errLeaseLost stops a batch whose lease another runner may hold now.
 var errLeaseLost = errors.New("batch lease lost")
 
 // own feeds a batch this runner holds the lease of, renewing the lease
 // meanwhile, and releases it at the end.
-func (r *Runner) own(ctx context.Context, l *lease.Lease, tenant, id string) {
+func (r *Runner) own(ctx context.Context, l *lease.Lease, key, tenant, id string) {
 	log := r.log.With("tenant", tenant, "batch", id, "token", l.Token)
 	bctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	if !r.feeding(key, cancel) {
+		cancel(errHandBack)
+	}
 	var hb sync.WaitGroup
 	hb.Add(1)
 	go func() {
@@ -211,6 +299,8 @@ func (r *Runner) own(ctx context.Context, l *lease.Lease, tenant, id string) {
 	case errors.Is(context.Cause(bctx), errLeaseLost):
 		log.Warn("lost the batch's lease; another runner feeds it now", "err", context.Cause(bctx))
 		return
+	case errors.Is(context.Cause(bctx), errHandBack):
+		log.Info("handed the batch back; it is fed again from its cursor")
 	case err != nil && ctx.Err() == nil:
 		log.Error("feeding the batch stopped; it is taken up again", "err", err)
 	}

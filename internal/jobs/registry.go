@@ -141,11 +141,12 @@ func MarkState(ctx context.Context, topo *bus.Topology, tenant, job, state strin
 	return err
 }
 
-// List returns every registered job of tenant ("" for all tenants), oldest
-// submission first. One tenant's jobs are listed by a key filter, so the
-// listing reads only that tenant's keys (what a tenant's identity may
-// read).
-func List(ctx context.Context, topo *bus.Topology, tenant string) ([]schemas.JobRecord, error) {
+// Keys returns the registry keys (<tenant>.<job>) of tenant's jobs (""
+// for every tenant's), sorted. It reads keys only, not records: a
+// listing pages by key and reads just its page's records (Get). One
+// tenant's keys are listed by a key filter, so the listing reads only
+// that tenant's keys (what a tenant's identity may read).
+func Keys(ctx context.Context, topo *bus.Topology, tenant string) ([]string, error) {
 	var lister jetstream.KeyLister
 	var err error
 	if tenant == "" {
@@ -159,14 +160,29 @@ func List(ctx context.Context, topo *bus.Topology, tenant string) ([]schemas.Job
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	defer func() { _ = lister.Stop() }()
-	var out []schemas.JobRecord
-	seen := map[string]bool{} // a listing may name a key twice
+	var out []string
 	for key := range lister.Keys() {
-		t, id, ok := strings.Cut(key, ".")
-		if !ok || (tenant != "" && t != tenant) || seen[key] {
+		t, _, ok := strings.Cut(key, ".")
+		if !ok || (tenant != "" && t != tenant) {
 			continue
 		}
-		seen[key] = true
+		out = append(out, key)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil // a listing may name a key twice
+}
+
+// List returns every registered job of tenant ("" for all tenants), oldest
+// submission first. It reads every record, one by one: a tenant's
+// listing in pages reads Keys and Gets only its page.
+func List(ctx context.Context, topo *bus.Topology, tenant string) ([]schemas.JobRecord, error) {
+	keys, err := Keys(ctx, topo, tenant)
+	if err != nil {
+		return nil, err
+	}
+	var out []schemas.JobRecord
+	for _, key := range keys {
+		t, id, _ := strings.Cut(key, ".")
 		rec, _, err := Get(ctx, topo, t, id)
 		if errors.Is(err, ErrNotFound) {
 			continue // deleted meanwhile

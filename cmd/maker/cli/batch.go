@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -51,6 +52,20 @@ func (f *batchFlags) add(cmd *cobra.Command, json bool) {
 // dial connects for a batch command of tenant.
 func (f *batchFlags) dial(cmd *cobra.Command, tenant string) (*jobClient, error) {
 	return dialClient(cmd.Context(), f.natsURL, "maker-"+strings.ReplaceAll(cmd.CommandPath(), " ", "-"), tenant)
+}
+
+// dialBatch reads the ID argument arg (see batchRef) and connects for its
+// tenant; ref is the batch as the client names it, tenant/id.
+func (f *batchFlags) dialBatch(cmd *cobra.Command, arg string) (c *jobClient, ref string, err error) {
+	tenant, id, err := f.batchRef(cmd, arg)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err = f.dial(cmd, tenant)
+	if err != nil {
+		return nil, "", err
+	}
+	return c, tenant + "/" + id, nil
 }
 
 // batchRef reads an ID argument: "id" (in --tenant) or "tenant/id".
@@ -228,22 +243,30 @@ func batchProgress(w io.Writer, quiet bool) func(schemas.BatchRecord) {
 }
 
 func batchStatusCmd(e *env) *cobra.Command {
+	return batchRecordCmd(e, "status ID", "Print a batch's state and counts", (*jobClient).Batch)
+}
+
+func batchCancelCmd(e *env) *cobra.Command {
+	return batchRecordCmd(e, "cancel ID",
+		"Cancel a batch: no more of its jobs start, and its unfinished jobs are cancelled", (*jobClient).CancelBatch)
+}
+
+// batchRecordCmd is a batch command that does one thing to batch ID and
+// prints the batch's record: maker batch status and maker batch cancel.
+func batchRecordCmd(e *env, use, short string,
+	do func(*jobClient, context.Context, string) (schemas.BatchRecord, error)) *cobra.Command {
 	var f batchFlags
 	cmd := &cobra.Command{
-		Use:   "status ID",
-		Short: "Print a batch's state and counts",
+		Use:   use,
+		Short: short,
 		Args:  exactArgs(1, "ID (a batch id, or tenant/id)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, id, err := f.batchRef(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			c, err := f.dial(cmd, t)
+			c, ref, err := f.dialBatch(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			rec, err := c.Batch(cmd.Context(), t+"/"+id)
+			rec, err := do(c, cmd.Context(), ref)
 			if err != nil {
 				return clientErr(err)
 			}
@@ -276,20 +299,16 @@ A line whose job has not finished yet says so (error code not_finished); the fil
 so a batch of any size takes little memory.`,
 		Args: exactArgs(1, "ID (a batch id, or tenant/id)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, id, err := f.batchRef(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			c, err := f.dial(cmd, t)
+			c, ref, err := f.dialBatch(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			defer c.Close()
 			write := func(w io.Writer) error {
 				if which == "errors" {
-					return c.BatchErrors(cmd.Context(), t+"/"+id, w)
+					return c.BatchErrors(cmd.Context(), ref, w)
 				}
-				return c.BatchOutput(cmd.Context(), t+"/"+id, w)
+				return c.BatchOutput(cmd.Context(), ref, w)
 			}
 			if output == "" {
 				return clientErr(write(e.stdout))
@@ -299,37 +318,6 @@ so a batch of any size takes little memory.`,
 	}
 	f.add(cmd, false)
 	cmd.Flags().StringVar(&output, "output", "", "write to this file instead of stdout")
-	return cmd
-}
-
-func batchCancelCmd(e *env) *cobra.Command {
-	var f batchFlags
-	cmd := &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel a batch: no more of its jobs start, and its unfinished jobs are cancelled",
-		Args:  exactArgs(1, "ID (a batch id, or tenant/id)"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			t, id, err := f.batchRef(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			c, err := f.dial(cmd, t)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			rec, err := c.CancelBatch(cmd.Context(), t+"/"+id)
-			if err != nil {
-				return clientErr(err)
-			}
-			if f.asJSON {
-				return writeJSON(e.stdout, rec)
-			}
-			fmt.Fprintf(e.stdout, "%s/%s: %s, %s\n", rec.Tenant, rec.ID, rec.State, batchCounts(rec))
-			return nil
-		},
-	}
-	f.add(cmd, true)
 	return cmd
 }
 

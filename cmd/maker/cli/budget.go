@@ -48,16 +48,9 @@ func (f *budgetFlags) add(cmd *cobra.Command) {
 // budgets connects to Redis (checking it answers) and returns the budget
 // store and a function closing the connection.
 func (f *budgetFlags) budgets(ctx context.Context) (*quota.Budgets, func(), error) {
-	rdb, ropts, err := store.NewRedisClient(f.redisURL)
+	rdb, err := dialRedis(ctx, f.redisURL)
 	if err != nil {
-		return nil, nil, usagef("--redis: %v", err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = rdb.Ping(pctx).Err()
-	cancel()
-	if err != nil {
-		_ = rdb.Close()
-		return nil, nil, fmt.Errorf("redis at %s: %w", ropts.Redacted, err)
+		return nil, nil, err
 	}
 	b, err := quota.NewBudgets(rdb, quota.BudgetConfig{KeyPrefix: f.prefix})
 	if err != nil {

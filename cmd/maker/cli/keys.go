@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"text/tabwriter"
@@ -30,14 +29,18 @@ process within a second. On a secured fleet run these as the admin identity.`,
 	return cmd
 }
 
-// keyStore binds the fleet's API key bucket (it never creates a
-// topology: on a server without a fleet it says how to get one).
-func keyStore(ctx context.Context, natsURL string) (*apikey.Store, func(), error) {
+// withKeyStore runs do on the fleet's API key bucket, within 30 seconds
+// (it never creates a topology: on a server without a fleet it says how
+// to get one).
+func withKeyStore(ctx context.Context, natsURL string, do func(context.Context, *apikey.Store) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	f, err := dialFleet(ctx, natsURL, "maker-keys")
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	return apikey.New(f.topo), f.Close, nil
+	defer f.Close()
+	return do(ctx, apikey.New(f.topo))
 }
 
 // createdKey is what `maker keys create --json` prints: the key, shown
@@ -95,30 +98,23 @@ it secret: whoever holds it acts as the tenant on maker serve.`,
 			if err := schemas.ValidTenant(opts.Tenant); err != nil {
 				return usageError{err}
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			defer cancel()
-			store, closeNC, err := keyStore(ctx, natsURL)
-			if err != nil {
-				return err
-			}
-			defer closeNC()
-			key, rec, err := store.Create(ctx, opts)
-			if err != nil {
-				return keyErr(err)
-			}
-			if asJSON {
-				enc := json.NewEncoder(e.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(createdKey{Key: key, keyView: viewOf(rec)})
-			}
-			fmt.Fprintln(e.stdout, key)
-			role := "tenant " + rec.Tenant
-			if rec.Admin {
-				role += ", admin"
-			}
-			fmt.Fprintf(e.stderr, "API key %s (%s). It is shown this once: store it now. Revoke it with: maker keys revoke %s\n",
-				rec.Prefix, role, rec.Prefix)
-			return nil
+			return withKeyStore(cmd.Context(), natsURL, func(ctx context.Context, store *apikey.Store) error {
+				key, rec, err := store.Create(ctx, opts)
+				if err != nil {
+					return keyErr(err)
+				}
+				if asJSON {
+					return writeJSON(e.stdout, createdKey{Key: key, keyView: viewOf(rec)})
+				}
+				fmt.Fprintln(e.stdout, key)
+				role := "tenant " + rec.Tenant
+				if rec.Admin {
+					role += ", admin"
+				}
+				fmt.Fprintf(e.stderr, "API key %s (%s). It is shown this once: store it now. Revoke it with: maker keys revoke %s\n",
+					rec.Prefix, role, rec.Prefix)
+				return nil
+			})
 		},
 	}
 	natsFlag(cmd, &natsURL)
@@ -147,47 +143,40 @@ func keysListCmd(e *env) *cobra.Command {
 					return usageError{err}
 				}
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			defer cancel()
-			store, closeNC, err := keyStore(ctx, natsURL)
-			if err != nil {
-				return err
-			}
-			defer closeNC()
-			keys, err := store.List(ctx, tenant)
-			if err != nil {
-				return err
-			}
-			views := make([]keyView, 0, len(keys))
-			for _, k := range keys {
-				views = append(views, viewOf(k))
-			}
-			if asJSON {
-				enc := json.NewEncoder(e.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(views)
-			}
-			if len(views) == 0 {
-				fmt.Fprintln(e.stderr, "no API keys")
-				return nil
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "PREFIX\tTENANT\tADMIN\tRATE\tBURST\tCREATED\tREVOKED\tNAME")
-			for _, v := range views {
-				rate, burst, revoked := "default", "default", "-"
-				if v.RatePerSec > 0 {
-					rate = fmt.Sprintf("%g/s", v.RatePerSec)
+			return withKeyStore(cmd.Context(), natsURL, func(ctx context.Context, store *apikey.Store) error {
+				keys, err := store.List(ctx, tenant)
+				if err != nil {
+					return err
 				}
-				if v.Burst > 0 {
-					burst = fmt.Sprint(v.Burst)
+				views := make([]keyView, 0, len(keys))
+				for _, k := range keys {
+					views = append(views, viewOf(k))
 				}
-				if v.RevokedAt != nil {
-					revoked = v.RevokedAt.Format(time.RFC3339)
+				if asJSON {
+					return writeJSON(e.stdout, views)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%s\t%s\n", v.Prefix, v.Tenant, v.Admin, rate, burst,
-					v.CreatedAt.Format(time.RFC3339), revoked, v.Name)
-			}
-			return tw.Flush()
+				if len(views) == 0 {
+					fmt.Fprintln(e.stderr, "no API keys")
+					return nil
+				}
+				tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "PREFIX\tTENANT\tADMIN\tRATE\tBURST\tCREATED\tREVOKED\tNAME")
+				for _, v := range views {
+					rate, burst, revoked := "default", "default", "-"
+					if v.RatePerSec > 0 {
+						rate = fmt.Sprintf("%g/s", v.RatePerSec)
+					}
+					if v.Burst > 0 {
+						burst = fmt.Sprint(v.Burst)
+					}
+					if v.RevokedAt != nil {
+						revoked = v.RevokedAt.Format(time.RFC3339)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%s\t%s\n", v.Prefix, v.Tenant, v.Admin, rate, burst,
+						v.CreatedAt.Format(time.RFC3339), revoked, v.Name)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	natsFlag(cmd, &natsURL)
@@ -211,24 +200,17 @@ nothing.`,
   maker keys revoke 3f9c2a7be041 --json`,
 		Args: exactArgs(1, "ID|PREFIX|KEY (a key id, mk_<key id>, or the key)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			defer cancel()
-			store, closeNC, err := keyStore(ctx, natsURL)
-			if err != nil {
-				return err
-			}
-			defer closeNC()
-			rec, err := store.Revoke(ctx, args[0])
-			if err != nil {
-				return keyErr(err)
-			}
-			if asJSON {
-				enc := json.NewEncoder(e.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(viewOf(rec))
-			}
-			fmt.Fprintf(e.stdout, "revoked %s (tenant %s) at %s\n", rec.Prefix, rec.Tenant, rec.RevokedAt.Format(time.RFC3339))
-			return nil
+			return withKeyStore(cmd.Context(), natsURL, func(ctx context.Context, store *apikey.Store) error {
+				rec, err := store.Revoke(ctx, args[0])
+				if err != nil {
+					return keyErr(err)
+				}
+				if asJSON {
+					return writeJSON(e.stdout, viewOf(rec))
+				}
+				fmt.Fprintf(e.stdout, "revoked %s (tenant %s) at %s\n", rec.Prefix, rec.Tenant, rec.RevokedAt.Format(time.RFC3339))
+				return nil
+			})
 		},
 	}
 	natsFlag(cmd, &natsURL)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"text/tabwriter"
@@ -39,11 +40,6 @@ answer at once, shared weighted-fair among the tenants that want more. Zero mean
 			if fleet == (tenant != "") {
 				return usagef("give --tenant T or --fleet")
 			}
-			if tenant != "" {
-				if err := schemas.ValidTenant(tenant); err != nil {
-					return usagef("%v", err)
-				}
-			}
 			fl := cmd.Flags()
 			if fleet {
 				for _, name := range []string{"max-running-jobs", "rate", "burst", "spend-per-day", "weight"} {
@@ -52,12 +48,11 @@ answer at once, shared weighted-fair among the tenants that want more. Zero mean
 					}
 				}
 			}
-			f, err := dialFleet(cmd.Context(), natsURL, "maker-quota")
+			st, done, err := quotaStore(cmd.Context(), natsURL, tenant)
 			if err != nil {
 				return err
 			}
-			defer f.Close()
-			st := quota.New(f.topo)
+			defer done()
 			cur, err := st.Get(cmd.Context(), tenant)
 			if fleet {
 				cur, err = st.Fleet(cmd.Context())
@@ -110,17 +105,11 @@ answer at once, shared weighted-fair among the tenants that want more. Zero mean
 		Short: "Show a tenant's quotas, or every record (the fleet's first)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if tenant != "" {
-				if err := schemas.ValidTenant(tenant); err != nil {
-					return usagef("%v", err)
-				}
-			}
-			f, err := dialFleet(cmd.Context(), natsURL, "maker-quota")
+			st, done, err := quotaStore(cmd.Context(), natsURL, tenant)
 			if err != nil {
 				return err
 			}
-			defer f.Close()
-			st := quota.New(f.topo)
+			defer done()
 			var qs []schemas.TenantQuota
 			if tenant != "" {
 				q, err := st.Get(cmd.Context(), tenant)
@@ -149,6 +138,21 @@ answer at once, shared weighted-fair among the tenants that want more. Zero mean
 	show.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(set, show)
 	return cmd
+}
+
+// quotaStore checks tenant (when one is given) and binds the fleet's
+// quota bucket; done closes the connection.
+func quotaStore(ctx context.Context, natsURL, tenant string) (st *quota.Store, done func(), err error) {
+	if tenant != "" {
+		if err := schemas.ValidTenant(tenant); err != nil {
+			return nil, nil, usagef("%v", err)
+		}
+	}
+	f, err := dialFleet(ctx, natsURL, "maker-quota")
+	if err != nil {
+		return nil, nil, err
+	}
+	return quota.New(f.topo), f.Close, nil
 }
 
 // printQuotas writes quota records as a table; "-" is no limit.

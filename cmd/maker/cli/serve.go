@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/internal/api"
@@ -54,17 +55,11 @@ create to make it) and reads budgets and samples in flight from the fleet's Redi
 			}
 			ctx := cmd.Context()
 			log := e.logger(slog.LevelInfo)
-			rdb, ropts, err := store.NewRedisClient(redisURL)
+			rdb, err := dialRedis(ctx, redisURL)
 			if err != nil {
-				return usagef("--redis: %v", err)
+				return err
 			}
 			defer rdb.Close()
-			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err = rdb.Ping(pctx).Err()
-			cancel()
-			if err != nil {
-				return fmt.Errorf("redis at %s: %w", ropts.Redacted, err)
-			}
 			nc, err := bus.Connect(natsURL, "maker-serve", natsAuth(ctx))
 			if err != nil {
 				return err
@@ -160,4 +155,21 @@ func serveHTTP(ctx context.Context, e *env, log *slog.Logger, srv *api.Server, l
 		err = serr
 	}
 	return err
+}
+
+// dialRedis connects to the fleet's Redis at url (a --redis) and checks
+// that it answers: one clear error naming the server (redacted), before
+// anything starts.
+func dialRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
+	rdb, ropts, err := store.NewRedisClient(url)
+	if err != nil {
+		return nil, usagef("--redis: %v", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("redis at %s: %w", ropts.Redacted, err)
+	}
+	return rdb, nil
 }
