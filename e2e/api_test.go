@@ -508,3 +508,44 @@ func TestAPIQuotasAndBudgets(t *testing.T) {
 	}
 	api.waitJob(t, beta, exhausted, 60*time.Second, schemas.StateSolved)
 }
+
+// TestAPIFairShare: one coordinator running one job at a time (--max-jobs
+// 1) is not held by one tenant's long job: beta's small job, submitted
+// through the API while alpha's 12-disk job runs, finishes first; the
+// coordinator hands alpha's job back at a step boundary after --slice and
+// takes it up again after.
+func TestAPIFairShare(t *testing.T) {
+	svc := startServices(t, true)
+	model := startSim(t, "simllm", "--accuracy", "0.99", "--seed", "3", "--latency", "2ms")
+	coord := svc.startCoordinator(t, "coord-1", "--max-jobs", "1", "--slice", "500ms")
+	v := svc.startVoter(t, "voter-1", model.url, "--concurrency", "8")
+	svc.waitFleet(t, coord, v)
+	api := startServe(t, svc)
+	alpha, _ := createKey(t, svc, "alpha", "--rate", "1000", "--burst", "1000")
+	beta, _ := createKey(t, svc, "beta", "--rate", "1000", "--burst", "1000")
+
+	long := api.submit(t, alpha, map[string]any{"task": "hanoi", "params": map[string]any{"disks": 12}, "k": 3, "seed": 1})
+	waitFor(t, 60*time.Second, "alpha's long job running", func() bool {
+		var v schemas.JobView
+		c := api.get(t, alpha, "/v1/jobs/"+long.ID)
+		c.decode(t, &v)
+		return v.State == schemas.StateRunning && v.Steps >= 10
+	}, api.proc, coord)
+	small := api.submit(t, beta, map[string]any{"task": "hanoi", "params": map[string]any{"disks": 3}, "k": 2, "seed": 2})
+	api.waitJob(t, beta, small.ID, 90*time.Second, schemas.StateSolved)
+	var lv schemas.JobView
+	api.get(t, alpha, "/v1/jobs/"+long.ID).decode(t, &lv)
+	if lv.Finished {
+		t.Fatalf("alpha's 4,095-step job finished before beta's 7-step job: no fair sharing to see")
+	}
+	// Alpha's job goes on where it stopped.
+	before := lv.Steps
+	waitFor(t, 60*time.Second, "alpha's job to run on", func() bool {
+		var v schemas.JobView
+		api.get(t, alpha, "/v1/jobs/"+long.ID).decode(t, &v)
+		return v.State == schemas.StateRunning && v.Steps > before
+	}, api.proc, coord)
+	if c := api.postJSON(t, alpha, "/v1/jobs/"+long.ID+"/cancel", nil); c.status != http.StatusOK {
+		t.Errorf("cancel alpha's job: %d %s", c.status, c.body)
+	}
+}
