@@ -314,6 +314,11 @@ func TestTeardown(t *testing.T) {
 // JetStream waits for it (within StartupWait) instead of exiting, and gives
 // up with the server's error once StartupWait is spent.
 func TestEnsureWaitsForJetStream(t *testing.T) {
+	// The store directory is made first, so it is removed after the
+	// server has shut down (cleanups run last in, first out): removed
+	// under a running server, its file stores' flush loops could outlive
+	// the shutdown.
+	storeDir := t.TempDir()
 	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true})
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +345,7 @@ func TestEnsureWaitsForJetStream(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(300 * time.Millisecond)
-	if err := srv.EnableJetStream(&server.JetStreamConfig{StoreDir: t.TempDir()}); err != nil {
+	if err := srv.EnableJetStream(&server.JetStreamConfig{StoreDir: storeDir}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
