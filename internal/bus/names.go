@@ -1,0 +1,133 @@
+package bus
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The names of one fleet's streams, buckets, subjects and consumers.
+
+// Namespace names one fleet's streams, buckets and subjects on a NATS
+// server: fleets in different namespaces share nothing. The empty
+// Namespace is DefaultNamespace.
+type Namespace string
+
+// DefaultNamespace is the fleet every role joins unless told otherwise:
+// streams MAKER_*, buckets maker_*, subjects maker.v1.*.
+const DefaultNamespace Namespace = "maker"
+
+var namespaceRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+
+// Validate checks ns: 1-32 of a-z, 0-9 and '-', starting with a letter.
+func (ns Namespace) Validate() error {
+	if ns != "" && !namespaceRE.MatchString(string(ns)) {
+		return fmt.Errorf("bus: namespace %q must be 1-32 characters of a-z, 0-9 and '-', starting with a letter", string(ns))
+	}
+	return nil
+}
+
+func (ns Namespace) String() string {
+	if ns == "" {
+		return string(DefaultNamespace)
+	}
+	return string(ns)
+}
+
+func (ns Namespace) stream(kind string) string {
+	return strings.ToUpper(strings.ReplaceAll(ns.String(), "-", "_")) + "_" + kind
+}
+
+// JobsStream, SamplesStream, ResultsStream, JournalStream and DLQStream
+// name the namespace's streams.
+func (ns Namespace) JobsStream() string    { return ns.stream("JOBS") }
+func (ns Namespace) SamplesStream() string { return ns.stream("SAMPLES") }
+func (ns Namespace) ResultsStream() string { return ns.stream("RESULTS") }
+func (ns Namespace) JournalStream() string { return ns.stream("JOURNAL") }
+func (ns Namespace) DLQStream() string     { return ns.stream("DLQ") }
+
+func (ns Namespace) bucket(kind string) string {
+	return strings.ReplaceAll(ns.String(), "-", "_") + "_" + kind
+}
+
+// StatusBucket, ReportsBucket, JobsBucket and LeasesBucket name the
+// namespace's KV buckets.
+func (ns Namespace) StatusBucket() string  { return ns.bucket("status") }
+func (ns Namespace) ReportsBucket() string { return ns.bucket("reports") }
+func (ns Namespace) JobsBucket() string    { return ns.bucket("jobs") }
+func (ns Namespace) LeasesBucket() string  { return ns.bucket("leases") }
+
+// TasksBucket names the namespace's task registry bucket.
+func (ns Namespace) TasksBucket() string { return ns.bucket("tasks") }
+
+// QuotasBucket, APIKeysBucket and BatchesBucket name the buckets of the
+// tenants' quotas, the API keys (hashed) and the batch records.
+func (ns Namespace) QuotasBucket() string  { return ns.bucket("quotas") }
+func (ns Namespace) APIKeysBucket() string { return ns.bucket("apikeys") }
+func (ns Namespace) BatchesBucket() string { return ns.bucket("batches") }
+
+// BatchesStream holds batches' input lines, one message per line.
+func (ns Namespace) BatchesStream() string { return ns.stream("BATCHES") }
+
+// BatchSubject is the subject of one batch's input lines.
+func (ns Namespace) BatchSubject(tenant, batch string) string {
+	return ns.subject("batch") + tenant + "." + batch
+}
+
+func (ns Namespace) subject(kind string) string { return ns.String() + ".v1." + kind + "." }
+
+// JobSubject is where jobs of tenant are submitted.
+func (ns Namespace) JobSubject(tenant string) string { return ns.subject("job") + tenant }
+
+// SampleSubject is where a job's sample requests go.
+func (ns Namespace) SampleSubject(tenant, job string) string {
+	return ns.subject("sample") + tenant + "." + job
+}
+
+// ResultSubject is where a job's sample results go: those of requests
+// published under lease generation gen (schemas.EpochGen of the request's
+// epoch), so each owner reads only its own.
+func (ns Namespace) ResultSubject(tenant, job string, gen int64) string {
+	return ns.subject("result") + tenant + "." + job + "." + strconv.FormatInt(gen, 10)
+}
+
+// ResultJobWildcard matches a job's results of every generation.
+func (ns Namespace) ResultJobWildcard(tenant, job string) string {
+	return ns.subject("result") + tenant + "." + job + ".*"
+}
+
+// JournalSubject holds a job's decisions and takeovers; CheckpointSubject
+// its checkpoints.
+func (ns Namespace) JournalSubject(tenant, job string) string {
+	return ns.subject("journal") + tenant + "." + job + ".d"
+}
+func (ns Namespace) CheckpointSubject(tenant, job string) string {
+	return ns.subject("journal") + tenant + "." + job + ".c"
+}
+
+// DLQSubject holds a job's dead letters; DLQWildcard every job's.
+func (ns Namespace) DLQSubject(tenant, job string) string {
+	return ns.subject("dlq") + tenant + "." + job
+}
+func (ns Namespace) DLQWildcard() string { return ns.subject("dlq") + ">" }
+
+// DecidedSubject carries a job's step-decided events.
+func (ns Namespace) DecidedSubject(tenant, job string) string {
+	return ns.subject("decided") + tenant + "." + job
+}
+
+// DecidedWildcard matches every job's step-decided events.
+func (ns Namespace) DecidedWildcard() string { return ns.subject("decided") + ">" }
+
+// ResultConsumer is the durable name of a job's result consumer for lease
+// generation gen. Tenants hold no '_', so the name is unambiguous.
+func ResultConsumer(tenant, job string, gen int64) string {
+	return ResultConsumerPrefix(tenant, job) + strconv.FormatInt(gen, 10)
+}
+
+// ResultConsumerPrefix starts the names of every result consumer of a job.
+func ResultConsumerPrefix(tenant, job string) string { return "res_" + tenant + "_" + job + "_g" }
+
+// JobKey is a job's key in the status and report buckets.
+func JobKey(tenant, job string) string { return tenant + "." + job }
