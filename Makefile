@@ -9,10 +9,12 @@ GOFMT    ?= $(shell $(GO) env GOROOT)/bin/gofmt
 # The newest staticcheck; v0.8.2 runs on Go 1.26.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-NPM_DIR := internal/simllm/testdata/npm
+# The Node checks' packages: the official openai client (simllm) and the
+# MCP TypeScript SDK client and Inspector CLI (maker mcp).
+NPM_DIRS := internal/simllm/testdata/npm cmd/maker/cli/testdata/mcp-npm
 # npm ci writes node_modules/.package-lock.json: older than the lock file
 # means the installed packages are stale.
-NPM_STAMP := $(NPM_DIR)/node_modules/.package-lock.json
+NPM_STAMPS := $(addsuffix /node_modules/.package-lock.json,$(NPM_DIRS))
 
 .DEFAULT_GOAL := help
 .PHONY: help build test lint bench demo generate verify fuzz chaos chaos-long clean
@@ -23,19 +25,19 @@ help: ## list the targets
 build: ## build bin/maker, version from git describe (dev outside git)
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/maker ./cmd/maker
 
-test: $(NPM_STAMP) ## install the Node check's packages if npm exists, then go test -race ./...
+test: $(NPM_STAMPS) ## install the Node checks' packages if npm exists, then go test -race ./...
 	@command -v redis-server >/dev/null 2>&1 || echo "NOTE: redis-server not found: the tests use the embedded miniredis instead (MAKER_REQUIRE_REDIS=1 makes that an error)"
 	$(GO) test -race -count=1 ./...
 
 # Skipped with a note when npm is missing; the Node test then skips too
 # (or fails, with MAKER_REQUIRE_NODE=1).
-$(NPM_STAMP): $(NPM_DIR)/package.json $(NPM_DIR)/package-lock.json
+%/node_modules/.package-lock.json: %/package.json %/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
-		echo "npm ci --prefix $(NPM_DIR)"; \
-		npm ci --prefix $(NPM_DIR) --no-audit --no-fund && touch $@ || \
-			echo "NOTE: npm ci failed: the openai client check will skip (MAKER_REQUIRE_NODE=1 makes that an error)"; \
+		echo "npm ci --prefix $*"; \
+		npm ci --prefix $* --no-audit --no-fund && touch $@ || \
+			echo "NOTE: npm ci failed: the Node check of $* will skip (MAKER_REQUIRE_NODE=1 makes that an error)"; \
 	else \
-		echo "npm not found: not installing $(NPM_DIR) (its test will skip)"; \
+		echo "npm not found: not installing $* (its test will skip)"; \
 	fi
 
 lint: ## go vet, gofmt and staticcheck

@@ -37,10 +37,12 @@ func (m *machine) addTokens(res *schemas.SampleResult, sign int64) {
 	f := &m.acct.Figures
 	f.PromptTokens += p
 	f.CompletionTokens += c
-	if m.strongerAt[[2]int64{res.Step, res.Epoch}] {
+	stronger := m.strongerAt[[2]int64{res.Step, res.Epoch}]
+	if stronger {
 		f.StrongerPromptTokens += p
 		f.StrongerCompletionTokens += c
 	}
+	m.tok.add(res.Model, stronger, p, c)
 }
 
 // countLate accounts a result that came too late to count: its tokens and

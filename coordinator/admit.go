@@ -200,6 +200,7 @@ func (r *jobRun) send(ctx context.Context, reqs []*schemas.SampleRequest, held b
 			r.adm.held[quota.Member(r.spec.JobID, req.Step, req.Epoch, req.Index)] = heldReq{req.Step, req.Epoch, req.Index}
 		}
 	}
+	r.noteSent(reqs)
 	return nil
 }
 

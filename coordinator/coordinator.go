@@ -16,6 +16,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/lease"
+	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -62,10 +63,18 @@ type Config struct {
 	// requests its quotas deferred (a token bucket's next token may come
 	// later). Default 10ms.
 	AdmitRetry time.Duration
+	// RetentionInterval is how often the coordinator sweeps finished work
+	// past its retention policy (internal/retention; coordinators share
+	// one lease). Negative: never. Default 10m.
+	RetentionInterval time.Duration
 	// Bus configures the streams when this coordinator creates them.
 	Bus bus.Config
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
+	// Metrics receives the coordinator's metrics (internal/metrics). Nil:
+	// none are kept. One Coordinator per Metrics (maker_jobs_running is
+	// its own).
+	Metrics *metrics.Coordinator
 
 	// CrashAt is a fault-injection hook for the fault suite: the process
 	// exits at once (as if killed) when a job reaches the named point; see
@@ -157,8 +166,14 @@ func New(nc *nats.Conn, st *store.Store, cfg Config) (*Coordinator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: jetstream: %w", err)
 	}
-	return &Coordinator{cfg: cfg, nc: nc, js: js, store: st, log: cfg.Logger.With("coordinator", cfg.ID), running: map[string]bool{},
-		fair: newFairness(st, cfg)}, nil
+	c := &Coordinator{cfg: cfg, nc: nc, js: js, store: st, log: cfg.Logger.With("coordinator", cfg.ID), running: map[string]bool{},
+		fair: newFairness(st, cfg)}
+	cfg.Metrics.JobsRunning(func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.running)
+	})
+	return c, nil
 }
 
 // Run takes and runs jobs until ctx is done. On return every job it ran
@@ -228,6 +243,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		defer wg.Done()
 		_ = batches.Run(ctx) // stops its batches between two jobs and releases their leases
 	}()
+	c.startRetention(ctx, topo, &wg) // retention.go
 	c.schedule(ctx, topo, poke, &wg)
 	c.mu.Lock()
 	running := len(c.running)

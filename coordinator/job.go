@@ -54,6 +54,10 @@ type jobRun struct {
 	adm admission
 	// bud: the job's budget reservations (budget.go); nil until used
 	bud *jobBudget
+	// met: the job's metrics (metrics.go)
+	met jobMetrics
+	// tr: the job's spans (tracing.go); no-ops with tracing off
+	tr stepTrace
 }
 
 // runJob runs the job of rec, resuming from its journal, until it ends
@@ -72,6 +76,7 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int6
 	}
 	r.initAdmission()
 	defer r.admitDone(ctx)
+	defer r.tr.end("run stopped")
 	// Before anything else: what an earlier owner left reserved is
 	// released whether or not this run publishes (budget.go).
 	if err := r.openBudget(ctx); err != nil {
@@ -96,6 +101,9 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int6
 	r.m = newMachine(spec, inst, machineConfig{
 		token: token, owner: c.cfg.ID, checkpointEvery: c.cfg.CheckpointEvery, crashAt: crashAt, log: r.log,
 	})
+	r.initMetrics()
+	r.m.tok.on = r.met.t != nil
+	defer r.flushTokens()
 	stopWatch, err := r.watchControl(ctx)
 	if err != nil {
 		return r.report(), err
@@ -123,6 +131,7 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int6
 		e.Epoch = 0
 		e.State, e.Reason, e.NoConsensus = r.m.end.state, r.m.end.reason, r.m.end.noConsensus
 		e.Work = r.m.acct.delta()
+		r.observe(&e)
 		if err := r.append(ctx, &e); err != nil {
 			return r.report(), err
 		}
@@ -283,6 +292,7 @@ func (r *jobRun) handle(ctx context.Context, msgs []jetstream.Msg) error {
 	for i, msg := range msgs {
 		in[i] = incoming{data: msg.Data(), subject: msg.Subject()}
 	}
+	r.tr.results(msgs)
 	r.sync()
 	err := r.do(ctx, r.m.onResults(time.Now(), in))
 	if err == nil {
@@ -363,6 +373,8 @@ func (r *jobRun) exec(ctx context.Context, a action) error {
 			_ = msg.NakWithDelay(a.delay)
 		}
 	case actJournal:
+		r.observe(a.entry)
+		r.tr.journaled(a.entry)
 		if a.wait {
 			return r.append(ctx, a.entry)
 		}
@@ -420,6 +432,7 @@ func (r *jobRun) publish(ctx context.Context, req *schemas.SampleRequest) error 
 	}
 	msg := &nats.Msg{Subject: r.sampleSj, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, req.SampleID)
+	r.tr.request(r, req, msg.Header)
 	if err := r.c.nc.PublishMsg(msg); err != nil {
 		r.log.Warn("publish sample request", "err", err, "sample", req.SampleID)
 	}

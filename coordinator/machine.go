@@ -75,6 +75,10 @@ type machine struct {
 		seen        map[int]bool
 	}
 
+	// tok tallies the answers' tokens by model for the metrics (off
+	// without them; metrics.go).
+	tok tokenTally
+
 	// batch holds the results of the batch being recorded, in the order
 	// of the samples sent to Redis.
 	batch []received

@@ -83,6 +83,11 @@ func (r *jobRun) resume(ctx context.Context) error {
 	if err := r.append(ctx, &e); err != nil {
 		return err
 	}
+	if len(res.Entries) > 0 {
+		// Entries after the last checkpoint: the last owner did not stop
+		// cleanly (a clean stop checkpoints last).
+		r.c.cfg.Metrics.LeaseTakeover()
+	}
 	if m.step > 0 || len(res.Entries) > 0 {
 		r.log.Info("resumed from the journal", "step", m.step, "entries_read", len(res.Entries), "from_checkpoint", res.Checkpoint != nil)
 	}

@@ -210,6 +210,7 @@ func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Leas
 		if err := jobs.MarkFinished(sctx, topo, spec.Tenant, spec.JobID, rep.State); err != nil {
 			log.Error("mark the job finished", "err", err)
 		}
+		c.cfg.Metrics.JobFinished(spec.Tenant, rep.State)
 		c.release(sctx, l, 0, log)
 	case errors.Is(err, errPaused):
 		log.Info("job paused", "steps", rep.Steps)
@@ -222,6 +223,7 @@ func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Leas
 		if err := jobs.MarkFinished(sctx, topo, spec.Tenant, spec.JobID, schemas.StateFailed); err != nil {
 			log.Error("mark the job finished", "err", err)
 		}
+		c.cfg.Metrics.JobFinished(spec.Tenant, schemas.StateFailed)
 		c.release(sctx, l, 0, log)
 	case ctx.Err() != nil:
 		log.Info("job handed back at shutdown", "steps", rep.Steps)
@@ -245,6 +247,7 @@ func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Leas
 				log.Error("mark the job finished", "err", err)
 			}
 			c.failJob(sctx, topo, spec, fmt.Sprintf("failed %d times; last error: %v", n, err))
+			c.cfg.Metrics.JobFinished(spec.Tenant, schemas.StateFailed)
 			c.release(sctx, l, 0, log)
 			return
 		}

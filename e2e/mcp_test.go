@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,8 +46,14 @@ func TestMCPOverStdio(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The text is the answer as pure JSON (and the same object as the
+	// structured content).
 	text := res.Content[0].(*mcp.TextContent).Text
-	if res.IsError || !strings.Contains(text, `"outcome": "answered"`) || !strings.Contains(text, `"session": "mcp-e2e"`) {
-		t.Errorf("tool result (error %v): %s", res.IsError, text)
+	var answer struct{ Outcome, Session string }
+	if err := json.Unmarshal([]byte(text), &answer); err != nil || res.IsError || answer.Outcome != "answered" || answer.Session != "mcp-e2e" {
+		t.Errorf("tool result (error %v, %v): %s", res.IsError, err, text)
+	}
+	if res.StructuredContent == nil {
+		t.Error("no structured content")
 	}
 }

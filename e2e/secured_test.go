@@ -51,7 +51,8 @@ func TestSecuredFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := &services{natsURL: srv.URL, redisURL: testkit.StartRedis(t).URL(), nc: admin.Conn, js: js}
-	model := startSim(t, "simllm", "--accuracy", "0.9", "--seed", "7", "--latency", "2ms")
+	// The model serves the voters' model and the judge's panel (m1-m3, j).
+	model := startSim(t, "simllm", "--accuracy", "0.9", "--seed", "7", "--latency", "2ms", "--model", "sim-1,m1,m2,m3,j")
 
 	// The voter starts first: it waits for the topology the coordinator
 	// makes, and creates nothing (it may not).

@@ -272,6 +272,7 @@ func (sv *Service) finishArbitration(ctx context.Context, c *arbitration, outcom
 	if err := putAnswer(ctx, sv.topo.Answers, r.Tenant, r.RequestID, r); err != nil {
 		return err
 	}
+	sv.cfg.Metrics.Finished(metricKindArbitration, outcome, refusalReason(outcome, reason), r.Tenant, r.Cost.ActualUSD)
 	sv.log.Info("judge: arbitration done", "request", r.RequestID, "outcome", outcome, "reason", rec.Reason,
 		"estimate_usd", r.Cost.EstimateUSD, "actual_usd", r.Cost.ActualUSD)
 	return nil

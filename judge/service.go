@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -46,6 +47,9 @@ type Config struct {
 	// NewCompleter builds a model client for an endpoint. Default: an
 	// internal/llm client with Settings.MaxAttempts attempts.
 	NewCompleter func(Endpoint, *Settings) (Completer, error)
+	// Metrics receives the judge's metrics (internal/metrics): requests
+	// finished by kind and outcome, refusals, cost. Nil: none are kept.
+	Metrics *metrics.Judge
 }
 
 // Service is one judge replica. Start it once; Stop it once.
@@ -503,6 +507,7 @@ func (sv *Service) finish(ctx context.Context, c *call, outcome, reason string) 
 	if err := putAnswer(ctx, sv.topo.Answers, r.Tenant, r.RequestID, r); err != nil {
 		return err
 	}
+	sv.cfg.Metrics.Finished(metricKindBreakGlass, outcome, refusalReason(outcome, reason), r.Tenant, r.Cost.ActualUSD)
 	sv.log.Info("judge: request done", "request", r.RequestID, "outcome", outcome, "reason", r.Reason,
 		"estimate_usd", r.Cost.EstimateUSD, "actual_usd", r.Cost.ActualUSD)
 	return nil

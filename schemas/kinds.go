@@ -40,6 +40,7 @@ func All() []MessageType {
 		{KindBatchRecord, func() Message { return new(BatchRecord) }},
 		{KindBatchItem, func() Message { return new(BatchItem) }},
 		{KindAPIKey, func() Message { return new(APIKey) }},
+		{KindRetentionPolicy, func() Message { return new(RetentionPolicy) }},
 	}
 }
 
@@ -66,6 +67,7 @@ var (
 	_ Message = (*BatchRecord)(nil)
 	_ Message = (*BatchItem)(nil)
 	_ Message = (*APIKey)(nil)
+	_ Message = (*RetentionPolicy)(nil)
 	_ Message = (*ArbitrationResponse)(nil)
 	_ Message = (*ArbiterDecision)(nil)
 	_ Message = (*TaskRecord)(nil)

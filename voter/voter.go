@@ -58,6 +58,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/lru"
+	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
@@ -99,6 +100,9 @@ type Config struct {
 	Bus bus.Config
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
+	// Metrics receives the voter's metrics (internal/metrics): model
+	// calls are timed and counted, results counted. Nil: none are kept.
+	Metrics *metrics.Voter
 }
 
 func (c *Config) defaults() error {
@@ -180,6 +184,9 @@ func New(nc *nats.Conn, model Model, cfg Config) (*Voter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("voter: jetstream: %w", err)
 	}
+	if cfg.Metrics != nil {
+		model = timedModel{Model: model, met: cfg.Metrics, model: cfg.Model}
+	}
 	return &Voter{cfg: cfg, nc: nc, js: js, model: model, log: cfg.Logger.With("voter", cfg.ID), decided: newTracker(),
 		insts: lru.New[string, task.Instance](maxInstances)}, nil
 }
@@ -215,7 +222,7 @@ func (v *Voter) Run(ctx context.Context) error {
 
 	// Shutdown order: ctx done → stop pulling → samples in hand finish →
 	// after DrainTimeout, cancel them → they are handed back (bus.Worker).
-	w, err := bus.NewWorker(v.js, cons, v.handle, bus.WorkerConfig{
+	w, err := bus.NewWorker(v.js, cons, v.traced(v.handle), bus.WorkerConfig{
 		Recreate:    v.consumer,
 		Concurrency: v.cfg.Concurrency,
 		FetchWait:   pullWait,
@@ -318,7 +325,9 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 		call.Headers = llm.SimHint{Task: req.Task, Version: req.TaskVersion, Hash: req.TaskHash, Params: req.Params, State: req.State}.Headers()
 	}
 	v.modelCalls.Add(1)
-	resp, err := v.model.Complete(callCtx, call)
+	spanCtx, endCall := v.traceCall(callCtx, &call)
+	resp, err := v.model.Complete(spanCtx, call)
+	endCall(resp, err)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil: // shutting down: the worker hands it back now
@@ -457,11 +466,13 @@ func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.Sampl
 		delivery = md.NumDelivered
 	}
 	out.Header.Set(jetstream.MsgIDHeader, req.SampleID+"/r"+strconv.FormatUint(delivery, 10))
+	traceReply(ctx, req, &res, out.Header)
 	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var perr error
 	for attempt := 0; attempt < 5; attempt++ {
 		if _, perr = v.js.PublishMsg(pubCtx, out); perr == nil {
+			v.cfg.Metrics.Answered(res.Model, res.RedFlag)
 			return nil
 		}
 		if pubCtx.Err() != nil {

@@ -110,6 +110,19 @@ func (s *Server) routes() []route {
 			query: []param{tenantQ}, ok: http.StatusOK,
 			okBody: &content{types: []string{"text/event-stream"}, desc: "status events, then one report event"},
 			errs:   []int{404, 429, 503}},
+		{method: http.MethodGet, path: "/v1/jobs/{id}/steps", access: tenant, h: s.jobSteps, id: "jobSteps",
+			summary: "A job's decided steps and progress as Server-Sent Events (the dashboard's feed)",
+			desc: "event: step (id: the entry's journal sequence; data: a step summary of each decision-journal entry: " +
+				"seq, type, step, samples, counted, valid, red_flagged, red_flags, votes, lead, rung, state, reason, at), " +
+				"every entry from the first (or after ?after= or Last-Event-ID), then each new one; event: status (data: a " +
+				"job_status message) now and on every change. Once the job has its report and every entry up to its end " +
+				"is sent, a last status goes out and the stream ends; a comment line \": ping\" every 15 s meanwhile. " +
+				"Shares the event streams' limits: a key holds at most 8 open streams (429), the server 1000 (503); a " +
+				"stream ends when its key is revoked.",
+			query:  []param{tenantQ, {"after", "send the entries after this journal sequence (a reconnecting client's last id)", "integer"}},
+			ok:     http.StatusOK,
+			okBody: &content{types: []string{"text/event-stream"}, desc: "step events (step summaries) and status events"},
+			errs:   []int{400, 404, 429, 503}},
 		control("pause", "Pause a job at its next step boundary"),
 		control("resume", "Resume a paused or budget-exhausted job"),
 		control("cancel", "Cancel a job for good at its next step boundary"),

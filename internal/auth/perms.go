@@ -237,6 +237,9 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 			}
 		}
 		p.Publish.Allow = append(p.Publish.Allow, n.subj("batch")+">")
+		// The retention sweep's lease (internal/retention); the policies
+		// themselves are the admin's.
+		p.Publish.Allow = append(p.Publish.Allow, "$KV."+n.ns.RetentionBucket()+".sweep.lease")
 		p.Publish.Deny = []string{n.subj("result") + ">", n.subj("judge") + ">", n.subj("judge_approve") + ">"}
 		// It creates the quota and API key buckets (bus.Ensure) and may
 		// raise their replicas, but never writes, purges or deletes them.

@@ -247,6 +247,22 @@ func TestAuthRefused(t *testing.T) {
 		{"tenant lists its jobs", alpha, jobList("alpha"), ""},
 		{"tenant lists another's jobs", beta, jobList("alpha"), "$JS.API.CONSUMER.CREATE.KV_maker_jobs"},
 		{"admin does anything", auth.Admin, request("$JS.API.STREAM.INFO.MAKER_JOBS"), ""},
+		// Retention (internal/retention, maker jobs purge): the admin and
+		// the coordinators' sweep purge; a tenant purges nothing, its own
+		// or another's, and no one but the admin sets the policies.
+		{"tenant purges the journal", alpha, request("$JS.API.STREAM.PURGE.MAKER_JOURNAL"), "$JS.API.STREAM.PURGE.MAKER_JOURNAL"},
+		{"tenant purges the dead letters", alpha, request("$JS.API.STREAM.PURGE.MAKER_DLQ"), "$JS.API.STREAM.PURGE.MAKER_DLQ"},
+		{"tenant purges another's report", alpha, kvPut(ns.ReportsBucket(), "beta.j1"), "$KV.maker_reports.beta.j1"},
+		{"tenant purges another's registry entry", alpha, kvPut(ns.JobsBucket(), "beta.j1"), "$KV.maker_jobs.beta.j1"},
+		{"tenant purges its own report", alpha, kvPut(ns.ReportsBucket(), "alpha.j1"), "$KV.maker_reports.alpha.j1"},
+		{"tenant purges the reports bucket", alpha, request("$JS.API.STREAM.PURGE.KV_maker_reports"), "$JS.API.STREAM.PURGE.KV_maker_reports"},
+		{"tenant sets its retention", alpha, publish("$KV." + ns.RetentionBucket() + ".alpha"), "$KV." + ns.RetentionBucket() + ".alpha"},
+		{"api purges the journal", auth.API, request("$JS.API.STREAM.PURGE.MAKER_JOURNAL"), "$JS.API.STREAM.PURGE.MAKER_JOURNAL"},
+		{"coordinator sets the fleet's retention", auth.Coordinator, publish("$KV." + ns.RetentionBucket() + "._fleet"), "$KV." + ns.RetentionBucket() + "._fleet"},
+		{"coordinator takes the sweep's lease", auth.Coordinator, publish("$KV." + ns.RetentionBucket() + ".sweep.lease"), ""},
+		{"coordinator purges a job's journal", auth.Coordinator, request("$JS.API.STREAM.PURGE.MAKER_JOURNAL"), ""},
+		{"admin sets the fleet's retention", auth.Admin, publish("$KV." + ns.RetentionBucket() + "._fleet"), ""},
+		{"admin purges the dead letters", auth.Admin, request("$JS.API.STREAM.PURGE.MAKER_DLQ"), ""},
 	}
 	runRefusals(ctx, t, srv, cases)
 }

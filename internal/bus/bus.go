@@ -479,7 +479,7 @@ func Teardown(ctx context.Context, js jetstream.JetStream, ns Namespace) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, name := range []string{ns.StatusBucket(), ns.ReportsBucket(), ns.JobsBucket(), ns.LeasesBucket(), ns.TasksBucket(), ns.QuotasBucket(), ns.APIKeysBucket(), ns.BatchesBucket()} {
+	for _, name := range []string{ns.StatusBucket(), ns.ReportsBucket(), ns.JobsBucket(), ns.LeasesBucket(), ns.TasksBucket(), ns.QuotasBucket(), ns.APIKeysBucket(), ns.BatchesBucket(), ns.RetentionBucket()} {
 		if err := js.DeleteKeyValue(ctx, name); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			errs = append(errs, err)
 		}

@@ -67,6 +67,10 @@ func (ns Namespace) QuotasBucket() string  { return ns.bucket("quotas") }
 func (ns Namespace) APIKeysBucket() string { return ns.bucket("apikeys") }
 func (ns Namespace) BatchesBucket() string { return ns.bucket("batches") }
 
+// RetentionBucket holds the retention policies (schemas.RetentionPolicy):
+// the fleet's, tenants' and jobs' (internal/retention).
+func (ns Namespace) RetentionBucket() string { return ns.bucket("retention") }
+
 // BatchesStream holds batches' input lines, one message per line.
 func (ns Namespace) BatchesStream() string { return ns.stream("BATCHES") }
 

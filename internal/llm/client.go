@@ -90,7 +90,8 @@ func (c *Client) Close() {
 }
 
 // Complete sends req, retrying transient failures (see errors.go for how
-// each failure is reported). A Response it returns without error has at
+// each failure is reported), as one request or, with Config.Stream, as a
+// stream whose chunks it joins (stream.go). A Response it returns without error has at
 // least one choice and usage figures in [0, MaxUsageTokens].
 func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	start := time.Now()
@@ -102,7 +103,11 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	attempts, err := c.retry(ctx, "complete", c.cfg.MaxAttempts, func(actx context.Context, st *attemptState) error {
 		st.setTemperature, st.temperature, st.headers = true, req.Temperature, req.Headers
 		var err error
-		out, err = c.oa.CreateChatCompletion(actx, oreq)
+		if c.cfg.Stream {
+			out, err = c.createStream(actx, oreq, st)
+		} else {
+			out, err = c.oa.CreateChatCompletion(actx, oreq)
+		}
 		if err == nil {
 			err = usable(&out)
 		}

@@ -40,6 +40,11 @@ type Config struct {
 	APIKey string
 	// Model name sent with every completion. Required.
 	Model string
+	// Stream asks for every completion as a stream ("stream": true with
+	// stream_options.include_usage) and joins the chunks into the same
+	// Response: for providers that serve some models only streamed, or
+	// answer long generations faster that way. Default false.
+	Stream bool
 	// AttemptTimeout bounds one HTTP attempt (headers and body). An attempt
 	// that times out is retried. Default 60s.
 	AttemptTimeout time.Duration

@@ -16,6 +16,9 @@
 //     ErrBadResponse (the server keeps answering 2xx with something that is
 //     not a usable completion: the voter's red flag "empty"). See errors.go
 //     for the full table.
+//   - Config.Stream asks for streamed replies ("stream": true with
+//     stream_options.include_usage) and joins the chunks into the same
+//     Response (stream.go), so red flags and retries do not change.
 //   - A reply is used only when it is whole: at least one choice, and usage
 //     figures in [0, MaxUsageTokens], so a broken or lying server cannot
 //     lower or blow up what a job costs.

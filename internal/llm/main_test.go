@@ -25,6 +25,7 @@ type reply struct {
 	header map[string]string
 	body   string
 	hang   bool // block until the request's context ends
+	cut    bool // write the body, then break the connection
 }
 
 func okReply(content string) reply {
@@ -107,6 +108,10 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(rep.status)
 	_, _ = io.WriteString(w, rep.body)
+	if rep.cut {
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // net/http closes the connection mid-body
+	}
 }
 
 func (f *fake) hits() int {

@@ -17,6 +17,8 @@ const (
 	DefaultTemperatureSensitivity = 0.5
 	DefaultRetryAfter             = time.Second
 	DefaultModel                  = "sim-1"
+	// AnyModel in Config.Models serves every model name (not listed).
+	AnyModel = "*"
 
 	// NoRetryAfter as Config.RetryAfter sends 429s without Retry-After.
 	NoRetryAfter time.Duration = -1
@@ -60,9 +62,17 @@ type Config struct {
 	// TemperatureSensitivity is how fast accuracy falls above temperature
 	// 0.1 (see the package comment). Default 0.5; negative turns it off.
 	TemperatureSensitivity float64
-	// Model is the id /v1/models lists. Default "sim-1". Requests may name
-	// any model; the response echoes it.
+	// Model is the first id /v1/models lists. Default "sim-1".
 	Model string
+	// Models are the ids served besides Model (a stronger model, a judge's
+	// panel); /v1/models lists them after Model. With Models empty the
+	// server answers a request for any model (tests name models freely);
+	// with Models set, a request for a model that is neither Model nor in
+	// Models gets 404 model_not_found, as OpenAI answers, unless Models
+	// holds AnyModel. The "@fault" suffixes of breakglass.go are not part of
+	// the name checked: serving "m1" serves "m1@fail". The response echoes
+	// the model requested.
+	Models []string
 	// APIKey, if set, must come as "Authorization: Bearer <key>" on /v1
 	// endpoints, else 401.
 	APIKey string
@@ -125,6 +135,14 @@ func (c Config) Validate() error {
 	}
 	if c.Model != "" && strings.TrimSpace(c.Model) != c.Model {
 		errs = append(errs, fmt.Errorf("spaces around Model %q", c.Model))
+	}
+	if c.Model == AnyModel {
+		errs = append(errs, fmt.Errorf("model %q as Model: list it in Models", AnyModel))
+	}
+	for i, m := range c.Models {
+		if m == "" || strings.TrimSpace(m) != m {
+			errs = append(errs, fmt.Errorf("model list entry %d (%q): empty or spaces around", i, m))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("simllm: invalid config: %w", err)

@@ -6,13 +6,39 @@
 //
 // # Endpoints
 //
-//	POST /v1/chat/completions  the model (no streaming)
-//	GET  /v1/models            lists Config.Model
-//	GET  /v1/models/{id}       Config.Model, else 404 model_not_found
+//	POST /v1/chat/completions  the model, streamed with "stream": true
+//	GET  /v1/models            lists Config.Model, then Config.Models
+//	GET  /v1/models/{id}       a listed model, else 404 model_not_found
 //	GET  /sim/stats            Stats as JSON (no API key needed)
 //
 // Responses and errors follow the OpenAI shapes; errors are
 // {"error":{"message","type","param","code"}}.
+//
+// # Models
+//
+// With Config.Models empty any model name is answered (tests name models
+// freely). With Models set, the served names are Model and Models: a chat
+// request for another gets 404 with OpenAI's body, {"error":{"message":
+// "The model `x` does not exist or you do not have access to it.","type":
+// "invalid_request_error","param":null,"code":"model_not_found"}}, counted
+// in Stats.UnknownModels; "*" (AnyModel) in Models serves every name. The
+// name checked is the one before any "@fault" suffix (breakglass.go).
+// `maker simllm` always sets Models (its --model flag).
+//
+// # Streaming
+//
+// A request with "stream": true gets the same answer as server-sent events
+// (Content-Type text/event-stream), as OpenAI sends them (stream.go):
+// "data: {chat.completion.chunk}" events, per choice a first chunk with
+// role "assistant", the content in deltas of at most 24 bytes and a chunk
+// with the finish_reason ("length" for a reply cut at the limit); with
+// stream_options.include_usage every chunk carries "usage": null and a last
+// chunk with "choices": [] carries the usage; then "data: [DONE]".
+// stream_options without stream true is a 400. Faults (429, 500, a
+// break-glass model's @fail) and errors come before the stream as plain
+// HTTP errors; latency delays the first byte. A seeded request streams the
+// content it gets without streaming; a seedless one hashes its body, which
+// holds "stream", so its content may differ.
 //
 // # What the model sees
 //

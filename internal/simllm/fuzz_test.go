@@ -2,6 +2,7 @@ package simllm
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -16,6 +17,8 @@ func FuzzChatBody(f *testing.F) {
 		`{"model":"m","messages":[{"role":"wizard","content":"x"}]}`,
 		`{"model":"m","messages":[{"role":"user","content":"x"}],"n":99}`,
 		`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true}`,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true,"n":3,"max_tokens":4,"stream_options":{"include_usage":true}}`,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}}`,
 		`{"model":1}`, `[]`, `null`, `{`, ``,
 	} {
 		f.Add(s)
@@ -30,6 +33,15 @@ func FuzzChatBody(f *testing.F) {
 		case 200, 400, 413:
 		default:
 			t.Fatalf("status %d for %q", rec.Code, body)
+		}
+		if strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream") {
+			if rec.Code != 200 {
+				t.Fatalf("status %d with an event stream", rec.Code)
+			}
+			if _, err := parseStream(rec.Body.Bytes()); err != nil {
+				t.Fatalf("stream: %v\n%s", err, rec.Body)
+			}
+			return
 		}
 		if !json.Valid(rec.Body.Bytes()) {
 			t.Fatalf("status %d: body is not JSON: %q", rec.Code, rec.Body.String())

@@ -27,7 +27,10 @@ func needNode(t *testing.T, why string) {
 
 // TestOfficialOpenAINodeClient runs testdata/npm/check.mjs, which drives
 // the server with the official openai npm package: models, a completion,
-// forced 429 (with and without retries), 500, 400 and 401.
+// the same completion streamed with include_usage (chunks, usage, the raw
+// events ending data: [DONE], the SDK's stream helper), an unknown model
+// (NotFoundError, streamed or not), forced 429 (with and without retries),
+// 500, 400 and 401.
 func TestOfficialOpenAINodeClient(t *testing.T) {
 	t.Parallel()
 	node, err := exec.LookPath("node")
@@ -42,7 +45,7 @@ func TestOfficialOpenAINodeClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	const key = "sk-sim-node-check"
-	rn, err := Start(ctx, "127.0.0.1:0", Config{Accuracy: 1, APIKey: key, RetryAfter: 20 * time.Millisecond})
+	rn, err := Start(ctx, "127.0.0.1:0", Config{Accuracy: 1, APIKey: key, RetryAfter: 20 * time.Millisecond, Models: []string{DefaultModel}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +69,8 @@ func TestOfficialOpenAINodeClient(t *testing.T) {
 		t.Errorf("node output: %s", out)
 	}
 	st := rn.Stats()
-	if st.RateLimited != 3 || st.ServerErrors != 1 || st.BadRequests != 1 || st.Completions != 2 {
-		t.Errorf("server saw %+v; want 3 rate limited (1 + 2 retried), 1 server error, 1 bad request, 2 completions", st)
+	if st.RateLimited != 3 || st.ServerErrors != 1 || st.BadRequests != 1 || st.Completions != 5 || st.UnknownModels != 2 {
+		t.Errorf("server saw %+v; want 3 rate limited (1 + 2 retried), 1 server error, 1 bad request, 5 completions (2 streamed), 2 unknown models", st)
 	}
 	if _, err := hanoi.ParseAnswer(want, 3); err != nil {
 		t.Fatal(err)

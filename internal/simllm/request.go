@@ -23,17 +23,24 @@ type chatRequest struct {
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	Stream              *bool           `json:"stream"`
+	StreamOptions       *streamOptions  `json:"stream_options"`
 
 	// Derived by validate.
 	temperatureSet bool    // the body has a temperature key
 	temperature    float64 // 1 when absent or null
 	n              int
 	limit          int      // token limit, 0 for none
+	stream         bool     // answer as server-sent events
+	includeUsage   bool     // stream_options.include_usage: a last chunk with usage
 	texts          []string // message contents
 	msgHash        uint64   // hash of roles and contents
 	promptTokens   int
 	breakGlass     *bgPrompt    // set by chat for a break-glass prompt
 	hint           *llm.SimHint // set by chat when the request carries one
+}
+
+type streamOptions struct {
+	IncludeUsage *bool `json:"include_usage"`
 }
 
 type chatMessage struct {
@@ -97,8 +104,12 @@ func (req *chatRequest) validate() *apiError {
 	if len(req.Messages) == 0 {
 		return badRequest("messages", "empty_array", "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.")
 	}
-	if req.Stream != nil && *req.Stream {
-		return badRequest("stream", "unsupported_value", "Unsupported value: 'stream' does not support true with this model: the simulated model does not stream; send stream false or omit it.")
+	req.stream = req.Stream != nil && *req.Stream
+	if o := req.StreamOptions; o != nil {
+		if !req.stream {
+			return badRequest("stream_options", "invalid_value", "The 'stream_options' parameter is only allowed when 'stream' is enabled.")
+		}
+		req.includeUsage = o.IncludeUsage != nil && *o.IncludeUsage
 	}
 
 	req.temperature = 1

@@ -20,12 +20,9 @@ import (
 	"github.com/makerfleet/makerfleet/internal/plainjson"
 )
 
-// modelCreated is the fixed "created" time /v1/models reports.
-const modelCreated = 1735689600 // 2025-01-01T00:00:00Z
-
 // Stats counts what the server did. All counters concern
 // POST /v1/chat/completions; Requests = Completions + RateLimited +
-// ServerErrors + BadRequests + Unauthorized + Canceled, and
+// ServerErrors + BadRequests + Unauthorized + Canceled + UnknownModels, and
 // Choices = Correct + Wrong + Malformed + Overlong + Unrecognized +
 // BreakGlass.
 type Stats struct {
@@ -42,7 +39,8 @@ type Stats struct {
 	ServerErrors     int64 `json:"server_errors"`
 	BadRequests      int64 `json:"bad_requests"` // 400, 405 and 413
 	Unauthorized     int64 `json:"unauthorized"`
-	Canceled         int64 `json:"canceled"` // client left before the answer
+	Canceled         int64 `json:"canceled"`       // client left before the answer
+	UnknownModels    int64 `json:"unknown_models"` // 404 model_not_found
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	LogErrors        int64 `json:"log_errors"` // failed writes to Config.LogRequests
@@ -54,6 +52,7 @@ type counters struct {
 	breakGlass                                           atomic.Int64
 	rateLimited, serverErrors, badRequests, unauthorized atomic.Int64
 	canceled, promptTokens, completionTokens, logErrors  atomic.Int64
+	unknownModels                                        atomic.Int64
 }
 
 // Server is the simulated model, an http.Handler. It is safe for
@@ -61,8 +60,7 @@ type counters struct {
 type Server struct {
 	cfg         Config
 	fingerprint string
-	modelsBody  []byte // GET /v1/models
-	modelBody   []byte // GET /v1/models/{cfg.Model}
+	models      *models
 	idBase      uint64
 	idSeq       atomic.Uint64
 	st          counters
@@ -95,18 +93,8 @@ func New(cfg Config) (*Server, error) {
 		times:       make(map[uint64]int),
 		specs:       newSpecs(cfg.Tasks),
 	}
-	model := appendModel(nil, cfg.Model)
-	s.modelBody = model
-	s.modelsBody = append(append([]byte(`{"object":"list","data":[`), model...), "]}"...)
+	s.models = newModels(cfg)
 	return s, nil
-}
-
-func appendModel(b []byte, id string) []byte {
-	b = append(b, `{"id":`...)
-	b = plainjson.AppendString(b, id)
-	b = append(b, `,"object":"model","created":`...)
-	b = appendInt(b, modelCreated)
-	return append(b, `,"owned_by":"makerfleet"}`...)
 }
 
 // Stats returns a snapshot of the counters.
@@ -120,6 +108,7 @@ func (s *Server) Stats() Stats {
 		BadRequests: c.badRequests.Load(), Unauthorized: c.unauthorized.Load(),
 		Canceled: c.canceled.Load(), PromptTokens: c.promptTokens.Load(),
 		CompletionTokens: c.completionTokens.Load(), LogErrors: c.logErrors.Load(),
+		UnknownModels: c.unknownModels.Load(),
 	}
 }
 
@@ -147,22 +136,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !s.authorized(w, r, false) {
 			return
 		}
-		id, isModel := strings.CutPrefix(path, "/v1/models/")
 		switch {
-		case path == "/v1/models":
-			if allowMethod(w, r, http.MethodGet) {
-				writeJSON(w, http.StatusOK, s.modelsBody)
-			}
-		case isModel && id != "":
-			if !allowMethod(w, r, http.MethodGet) {
-				return
-			}
-			if id != s.cfg.Model {
-				writeError(w, &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: "model", code: "model_not_found",
-					message: "The model '" + id + "' does not exist or you do not have access to it."})
-				return
-			}
-			writeJSON(w, http.StatusOK, s.modelBody)
+		case path == "/v1/models" || strings.HasPrefix(path, "/v1/models/") && path != "/v1/models/":
+			s.serveModels(w, r)
 		default:
 			notFound(w, r)
 		}
@@ -265,6 +241,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	if !s.models.serves(req.Model) {
+		s.st.unknownModels.Add(1)
+		writeError(w, modelNotFound(req.Model))
+		return
+	}
 
 	fault, jitter, aerr := s.transport(r, body)
 	if aerr != nil {
@@ -301,10 +282,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 
 	id := s.nextID()
+	a := s.generate(req, body)
 	op := getBuf()
 	defer putBuf(op)
-	*op = s.complete(req, body, id, (*op)[:0])
 	w.Header()["X-Request-Id"] = []string{"req_" + string(id[:])}
+	if req.stream {
+		s.writeStream(w, req, id, a, (*op)[:0])
+		return
+	}
+	*op = s.appendCompletion((*op)[:0], req, id, a)
 	writeJSON(w, http.StatusOK, *op)
 }
 
@@ -329,8 +315,15 @@ func readBody(w http.ResponseWriter, r *http.Request, buf []byte) ([]byte, error
 	}
 }
 
-// complete generates the choices and appends the response to out.
-func (s *Server) complete(req *chatRequest, body []byte, id [24]byte, out []byte) []byte {
+// generated is what the model generated for a request, rendered as one
+// chat.completion or as a stream of chunks.
+type generated struct {
+	choices          []choice
+	completionTokens int
+}
+
+// generate draws the request's choices and counts them.
+func (s *Server) generate(req *chatRequest, body []byte) generated {
 	var st *step
 	if p, ok := readPrompt(req.texts); ok {
 		st, _ = newStep(p)
@@ -353,14 +346,7 @@ func (s *Server) complete(req *chatRequest, body []byte, id [24]byte, out []byte
 		}
 	}
 
-	out = append(out, `{"id":"chatcmpl-`...)
-	out = append(out, id[:]...)
-	out = append(out, `","object":"chat.completion","created":`...)
-	out = appendInt(out, time.Now().Unix())
-	out = append(out, `,"model":`...)
-	out = plainjson.AppendString(out, req.Model)
-	out = append(out, `,"choices":[`...)
-	completionTokens := 0
+	a := generated{choices: make([]choice, req.n)}
 	for i := range req.n {
 		idx := uint64(i)
 		if greedy {
@@ -378,7 +364,26 @@ func (s *Server) complete(req *chatRequest, body []byte, id [24]byte, out []byte
 			c = generate(rng, st, pEff, s.cfg.OverlongRate, s.cfg.MalformedRate, s.cfg.WrongSpread, req.limit)
 		}
 		s.count(c.outcome)
-		completionTokens += c.tokens
+		a.completionTokens += c.tokens
+		a.choices[i] = c
+	}
+	s.st.completions.Add(1)
+	s.st.choices.Add(int64(req.n))
+	s.st.promptTokens.Add(int64(req.promptTokens))
+	s.st.completionTokens.Add(int64(a.completionTokens))
+	return a
+}
+
+// appendCompletion appends a as one chat.completion object.
+func (s *Server) appendCompletion(out []byte, req *chatRequest, id [24]byte, a generated) []byte {
+	out = append(out, `{"id":"chatcmpl-`...)
+	out = append(out, id[:]...)
+	out = append(out, `","object":"chat.completion","created":`...)
+	out = appendInt(out, time.Now().Unix())
+	out = append(out, `,"model":`...)
+	out = plainjson.AppendString(out, req.Model)
+	out = append(out, `,"choices":[`...)
+	for i, c := range a.choices {
 		if i > 0 {
 			out = append(out, ',')
 		}
@@ -390,21 +395,22 @@ func (s *Server) complete(req *chatRequest, body []byte, id [24]byte, out []byte
 		out = append(out, c.finish...)
 		out = append(out, `"}`...)
 	}
-	out = append(out, `],"usage":{"prompt_tokens":`...)
-	out = appendInt(out, int64(req.promptTokens))
-	out = append(out, `,"completion_tokens":`...)
-	out = appendInt(out, int64(completionTokens))
-	out = append(out, `,"total_tokens":`...)
-	out = appendInt(out, int64(req.promptTokens+completionTokens))
-	out = append(out, `,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default","system_fingerprint":`...)
+	out = append(out, `],"usage":`...)
+	out = appendUsage(out, req.promptTokens, a.completionTokens)
+	out = append(out, `,"service_tier":"default","system_fingerprint":`...)
 	out = plainjson.AppendString(out, s.fingerprint)
-	out = append(out, '}')
+	return append(out, '}')
+}
 
-	s.st.completions.Add(1)
-	s.st.choices.Add(int64(req.n))
-	s.st.promptTokens.Add(int64(req.promptTokens))
-	s.st.completionTokens.Add(int64(completionTokens))
-	return out
+// appendUsage appends a usage object as OpenAI writes it.
+func appendUsage(out []byte, prompt, completion int) []byte {
+	out = append(out, `{"prompt_tokens":`...)
+	out = appendInt(out, int64(prompt))
+	out = append(out, `,"completion_tokens":`...)
+	out = appendInt(out, int64(completion))
+	out = append(out, `,"total_tokens":`...)
+	out = appendInt(out, int64(prompt+completion))
+	return append(out, `,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
 }
 
 // accuracy is the model's accuracy for the step whose messages hash to

@@ -34,6 +34,10 @@ func TestConfigValidate(t *testing.T) {
 		{"negative jitter", Config{LatencyJitter: -time.Second}, "negative LatencyJitter"},
 		{"infinite sensitivity", Config{TemperatureSensitivity: math.Inf(1)}, "TemperatureSensitivity"},
 		{"model spaces", Config{Model: " sim "}, "spaces around Model"},
+		{"models", Config{Models: []string{"a", "org/b", AnyModel}}, ""},
+		{"model any", Config{Model: AnyModel}, `model "*" as Model`},
+		{"models empty name", Config{Models: []string{"a", ""}}, `model list entry 1 ("")`},
+		{"models spaces", Config{Models: []string{"a "}}, `model list entry 0 ("a ")`},
 	}
 	for _, tt := range tests {
 		err := tt.cfg.Validate()
@@ -452,7 +456,9 @@ func TestRequestErrors(t *testing.T) {
 		{"temperature negative", "POST", "/v1/chat/completions", `{"model":"m","messages":` + msgs + `,"temperature":-0.1}`, 400, "temperature", "decimal_below_min_value"},
 		{"temperature 2.5", "POST", "/v1/chat/completions", `{"model":"m","messages":` + msgs + `,"temperature":2.5}`, 400, "temperature", "decimal_above_max_value"},
 		{"temperature string", "POST", "/v1/chat/completions", `{"model":"m","messages":` + msgs + `,"temperature":"hot"}`, 400, "temperature", "invalid_type"},
-		{"stream", "POST", "/v1/chat/completions", `{"model":"m","messages":` + msgs + `,"stream":true}`, 400, "stream", "unsupported_value"},
+		{"stream_options without stream", "POST", "/v1/chat/completions", `{"model":"m","messages":` + msgs + `,"stream_options":{"include_usage":true}}`, 400, "stream_options", "invalid_value"},
+		{"stream_options with stream false", "POST", "/v1/chat/completions", `{"model":"m","messages":` + msgs + `,"stream":false,"stream_options":{}}`, 400, "stream_options", "invalid_value"},
+		{"stream not a boolean", "POST", "/v1/chat/completions", `{"model":"m","messages":` + msgs + `,"stream":"yes"}`, 400, "stream", "invalid_type"},
 		{"max_tokens 0", "POST", "/v1/chat/completions", `{"model":"m","messages":` + msgs + `,"max_tokens":0}`, 400, "max_tokens", "integer_below_min_value"},
 		{"max_completion_tokens 0", "POST", "/v1/chat/completions", `{"model":"m","messages":` + msgs + `,"max_completion_tokens":0}`, 400, "max_completion_tokens", "integer_below_min_value"},
 		{"max_tokens too large", "POST", "/v1/chat/completions", `{"model":"m","messages":` + msgs + `,"max_tokens":100000}`, 400, "max_tokens", "integer_above_max_value"},
@@ -481,8 +487,8 @@ func TestRequestErrors(t *testing.T) {
 			t.Errorf("%s: error %+v param %q code %q", tt.name, e.Error, deref(e.Error.Param), deref(e.Error.Code))
 		}
 	}
-	if st := s.Stats(); st.BadRequests != 23 || st.Requests != 23 || st.Completions != 0 {
-		t.Errorf("stats %+v: want 23 bad chat requests", st)
+	if st := s.Stats(); st.BadRequests != 25 || st.Requests != 25 || st.Completions != 0 {
+		t.Errorf("stats %+v: want 25 bad chat requests", st)
 	}
 }
 
@@ -667,7 +673,7 @@ func TestStatsInvariants(t *testing.T) {
 	if st != s.Stats() {
 		t.Errorf("/sim/stats %+v differs from Stats() %+v", st, s.Stats())
 	}
-	if st.Requests != 200 || st.Requests != st.Completions+st.RateLimited+st.ServerErrors+st.BadRequests+st.Unauthorized+st.Canceled {
+	if st.Requests != 200 || st.Requests != st.Completions+st.RateLimited+st.ServerErrors+st.BadRequests+st.Unauthorized+st.Canceled+st.UnknownModels {
 		t.Errorf("requests do not add up: %+v", st)
 	}
 	if st.Choices != st.Correct+st.Wrong+st.Malformed+st.Overlong+st.Unrecognized+st.BreakGlass {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+
+	"github.com/makerfleet/makerfleet/internal/metrics"
 )
 
 // Version is set at build time with -ldflags "-X ...cli.Version=...".
@@ -45,6 +47,8 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 type env struct {
 	stdout, stderr io.Writer
 	logLevel       string
+	logFormat      logFormat     // see observe.go
+	httpMetrics    *metrics.HTTP // maker serve's request metrics; nil: none
 	nats           natsAuthFlags // see auth.go
 }
 
@@ -58,7 +62,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetContext(ctx)
-	err := root.ExecuteContext(ctx)
+	err := checkLogFormatEnv()
+	if err == nil {
+		err = root.ExecuteContext(ctx)
+	}
 	if err == nil {
 		return ExitOK
 	}
@@ -91,6 +98,7 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 		Version:       Version,
 	}
 	root.PersistentFlags().StringVar(&e.logLevel, "log-level", envOr("MAKER_LOG_LEVEL", ""), "log level: debug, info, warn, error (default info for services, warn otherwise) [$MAKER_LOG_LEVEL]")
+	e.logFormatFlag(root)
 	e.natsFlags(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
@@ -102,6 +110,8 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 		quotaCmd(e),
 		budgetCmd(e),
 		keysCmd(e),
+		upCmd(e),
+		retentionCmd(e), // purge.go
 	)
 	return root
 }
@@ -156,7 +166,8 @@ func routeRedisLog(e *env) {
 	redisLogOnce.Do(func() { redis.SetLogger(redisLogger{}) })
 }
 
-// logger returns a text logger on stderr at the chosen level.
+// logger returns a logger on stderr at the chosen level, text or JSON
+// (--log-format).
 func (e *env) logger(def slog.Level) *slog.Logger {
 	lvl := def
 	switch strings.ToLower(e.logLevel) {
@@ -168,6 +179,9 @@ func (e *env) logger(def slog.Level) *slog.Logger {
 		lvl = slog.LevelWarn
 	case "error":
 		lvl = slog.LevelError
+	}
+	if e.logFormat == logJSON {
+		return slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
 	}
 	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -25,6 +26,7 @@ import (
 func judgeCmd(e *env) *cobra.Command {
 	var (
 		natsURL, baseURL, apiKey, configPath string
+		metricsAddr                          string
 		concurrency                          int
 		drain                                time.Duration
 	)
@@ -63,7 +65,7 @@ Without --config every panel member and the judge live at --llm-base-url; a conf
 				apiKey = apiKeyFromEnv()
 			}
 			log := e.logger(slog.LevelInfo)
-			nc, err := bus.Connect(natsURL, "maker-judge", natsAuth(cmd.Context()))
+			nc, err := bus.Connect(natsURL, connName("judge", ""), natsAuth(cmd.Context()))
 			if err != nil {
 				return err
 			}
@@ -73,8 +75,13 @@ Without --config every panel member and the judge live at --llm-base-url; a conf
 				return err
 			}
 			ctx := cmd.Context()
+			reg := newRoleMetrics(metricsAddr, "judge")
+			var met *metrics.Judge
+			if reg != nil {
+				met = metrics.NewJudge(reg)
+			}
 			sv, err := judge.New(ctx, js, judge.Config{Settings: settings, BaseURL: baseURL, APIKey: apiKey,
-				Concurrency: concurrency, SoftStop: drain, Logger: log})
+				Concurrency: concurrency, SoftStop: drain, Logger: log, Metrics: met})
 			if errors.Is(err, judge.ErrConfig) {
 				return usageError{err}
 			}
@@ -84,6 +91,13 @@ Without --config every panel member and the judge live at --llm-base-url; a conf
 			if err := sv.Start(context.WithoutCancel(ctx)); err != nil {
 				return err
 			}
+			ns := bus.DefaultNamespace
+			stopMetrics, err := startMetrics(ctx, e, log, metricsAddr, reg, natsReady(nc), topologyReady(js, ns.JudgeStream(), ns.ArbitrateStream()))
+			if err != nil {
+				sv.Stop()
+				return err
+			}
+			defer stopMetrics()
 			log.Info("judge started", "llm_base_url", baseURL, "config", configPath, "concurrency", concurrency)
 			<-ctx.Done()
 			log.Info("judge stopping")
@@ -98,7 +112,9 @@ Without --config every panel member and the judge live at --llm-base-url; a conf
 	fl.StringVar(&configPath, "config", envOr("MAKER_JUDGE_CONFIG", ""), "settings file: panels, models, prices, limits (YAML or JSON) [$MAKER_JUDGE_CONFIG]")
 	fl.IntVar(&concurrency, "concurrency", 4, "requests this judge handles at once")
 	fl.DurationVar(&drain, "drain-timeout", 30*time.Second, "on SIGTERM, time to finish requests in hand before handing them back")
+	metricsFlag(cmd, &metricsAddr)
 	cmd.AddCommand(judgeDecideCmd(e, true), judgeDecideCmd(e, false), judgePendingCmd(e), judgeAuditCmd(e), judgeAnswerCmd(e))
+	tracingFlags(e, cmd, "judge")
 	return cmd
 }
 

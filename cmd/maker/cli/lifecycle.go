@@ -366,6 +366,7 @@ func jobsCmd(e *env) *cobra.Command {
 	list.Flags().BoolVar(&allTenants, "all-tenants", false, "list every tenant's jobs (an admin's view: a tenant's identity may read only its own)")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(list)
+	cmd.AddCommand(purgeCmd(e)) // purge.go
 	return cmd
 }
 

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
@@ -23,14 +21,15 @@ import (
 
 // breakGlassArgs are the break_glass tool's parameters: the seed design's
 // (problem, context_files, problem_type, budget) plus what the trigger
-// protocol needs (tried) and the session.
+// protocol needs (tried), the session and the request id.
 type breakGlassArgs struct {
 	Problem      string   `json:"problem" jsonschema:"The specific problem statement; must start with 'break glass:'"`
-	ContextFiles []string `json:"context_files,omitempty" jsonschema:"Specific files to include in context, relative to the server's root; credential-like files are withheld"`
+	ContextFiles []string `json:"context_files,omitempty" jsonschema:"Specific files to include in context, relative to the server's root; credential-like files are withheld and listed in the answer's excluded_files"`
 	ProblemType  string   `json:"problem_type,omitempty" jsonschema:"Problem classification (auto-detected if omitted)"`
 	Budget       float64  `json:"budget,omitempty" jsonschema:"Maximum cost in USD (default: 1.00)"`
 	Tried        *tried   `json:"tried,omitempty" jsonschema:"What already failed on this same problem: the judge refuses the call unless all three are given"`
 	Session      string   `json:"session,omitempty" jsonschema:"Session id for the per-session limits (default: the server's --session)"`
+	RequestID    string   `json:"request_id,omitempty" jsonschema:"Your id for this call (default: a fresh one), unique in the tenant: 1-64 of A-Z a-z 0-9 _ -. Calling again with the same request_id (a retry after a timeout or a lost connection) returns the first call's answer, or waits for it while it runs, and is not paid or counted again; the retry's other arguments are ignored."`
 }
 
 type tried struct {
@@ -45,18 +44,23 @@ type mcpServer struct {
 	ns                               bus.Namespace
 	root, session, tenant, requester string
 	timeout                          time.Duration
+	// progressEvery is how often a waiting call sends a progress
+	// notification when the client asked for them; 0 is
+	// defaultProgressInterval.
+	progressEvery time.Duration
 	// identity is the connection's NATS identity ("" without auth).
 	identity string
 	// jobs, when set, adds the job tools (mcp_jobs.go), acting in tenant.
 	jobs *client.Client
 }
 
-const breakGlassToolDescription = `Assemble a focused multi-model panel to attack a problem that has resisted all other approaches; a judge model synthesises one structured answer (diagnosis, solution with confidence, alternatives, risks, cost, panel analysis). Costs 3-5x a single model call. Requires the explicit 'break glass:' trigger at the start of the problem and, in 'tried', how a local model, a single frontier model and the existing tools already failed on the same problem. Calls over the approval threshold wait for a person; sessions are limited (3 calls, $5 by default), and so is each tenant over a rolling day (10 calls, $20).`
+const breakGlassToolDescription = `Assemble a focused multi-model panel to attack a problem that has resisted all other approaches; a judge model synthesises one structured answer (diagnosis, solution with confidence, alternatives, risks, cost, panel analysis), returned as JSON (structuredContent, and the same object as the text). Costs 3-5x a single model call. Requires the explicit 'break glass:' trigger at the start of the problem and, in 'tried', how a local model, a single frontier model and the existing tools already failed on the same problem. Calls over the approval threshold wait for a person; sessions are limited (3 calls, $5 by default), and so is each tenant over a rolling day (10 calls, $20). A call may take minutes: it sends progress notifications when given a progressToken. Give a request_id to retry a call safely.`
 
 // newMCPServer returns an MCP server with the break_glass tool, and the
-// job tools when s has a job client.
+// job tools when s has a job client. Every input schema is plain (no null
+// unions); every output schema is the wire type's generated schema.
 func newMCPServer(s *mcpServer) (*mcp.Server, error) {
-	schema, err := jsonschema.For[breakGlassArgs](nil)
+	in, err := inputSchema[breakGlassArgs]()
 	if err != nil {
 		return nil, err
 	}
@@ -64,9 +68,15 @@ func newMCPServer(s *mcpServer) (*mcp.Server, error) {
 	for _, t := range schemas.ProblemTypes() {
 		types = append(types, t)
 	}
-	schema.Properties["problem_type"].Enum = types
+	in.Properties["problem_type"].Enum = types
+	out, err := outputSchema(schemas.KindBreakGlassResponse)
+	if err != nil {
+		return nil, err
+	}
+	// The same rule as the wire's request_id.
+	in.Properties["request_id"].Pattern = schemaPattern(out, "request_id")
 	srv := mcp.NewServer(&mcp.Implementation{Name: "makerfleet-break-glass", Version: Version}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "break_glass", Description: breakGlassToolDescription, InputSchema: schema}, s.breakGlass)
+	mcp.AddTool(srv, &mcp.Tool{Name: "break_glass", Description: breakGlassToolDescription, InputSchema: in, OutputSchema: out}, s.breakGlass)
 	if s.jobs != nil {
 		if err := addJobTools(srv, s.jobs); err != nil {
 			return nil, err
@@ -75,13 +85,16 @@ func newMCPServer(s *mcpServer) (*mcp.Server, error) {
 	return srv, nil
 }
 
-// breakGlass is the tool handler. Input problems and refusals are tool
-// errors (IsError) with the reason, which the calling model can read; only
-// a failure of the server itself is a protocol error.
-func (s *mcpServer) breakGlass(ctx context.Context, _ *mcp.CallToolRequest, args breakGlassArgs) (*mcp.CallToolResult, any, error) {
+// breakGlass is the tool handler. Input problems are tool errors (IsError)
+// with the reason in plain text, which the calling model can read; the
+// judge's response, refusals included, is the result's structured content
+// and, the same JSON, its text (IsError for refused, denied and failed);
+// only a failure of the server itself is a protocol error.
+func (s *mcpServer) breakGlass(ctx context.Context, creq *mcp.CallToolRequest, args breakGlassArgs) (*mcp.CallToolResult, any, error) {
+	session := firstOf(args.Session, s.session)
 	in := bgInput{
 		Problem: args.Problem, ProblemType: args.ProblemType, Files: args.ContextFiles, BudgetUSD: args.Budget,
-		Session: firstOf(args.Session, s.session), Tenant: s.tenant, Requester: s.requester, Root: s.root,
+		Session: session, Tenant: s.tenant, Requester: s.requester, Root: s.root, ID: args.RequestID,
 		Tried: map[string]string{},
 	}
 	if t := args.Tried; t != nil {
@@ -89,35 +102,34 @@ func (s *mcpServer) breakGlass(ctx context.Context, _ *mcp.CallToolRequest, args
 		in.Tried[schemas.AttemptFrontierModel] = t.FrontierModel
 		in.Tried[schemas.AttemptTools] = t.Tools
 	}
-	req, warnings, err := buildRequest(in)
+	req, _, err := buildRequest(in)
 	if err != nil {
 		return toolError("invalid request: " + err.Error()), nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	prog := startProgress(ctx, creq, s.progressEvery, "break glass "+req.RequestID+": waiting for the judge")
+	defer prog.Stop()
 	if err := awaitJudge(ctx, s.js, s.identity, io.Discard); err != nil {
 		return toolError("break glass failed: " + err.Error()), nil, nil
 	}
-	resp, err := judgeclient.Ask(ctx, s.js, s.ns, req)
+	prog.Set("break glass " + req.RequestID + ": the panel is working")
+	resp, err := judgeclient.Ask(ctx, s.js, s.ns, req, judgeclient.OnHeld(func(r *schemas.BreakGlassResponse) {
+		prog.Set(fmt.Sprintf("break glass %s: %s; waiting for a person (maker judge approve %s)", r.RequestID, r.Reason, r.RequestID))
+	}))
 	if resp == nil {
 		return toolError("break glass failed: " + err.Error()), nil, nil
 	}
-	body, merr := json.MarshalIndent(resp, "", "  ")
+	if args.RequestID != "" && resp.Session != session {
+		return toolError(fmt.Sprintf("invalid request: request_id %q was used by another session of this tenant; choose another", args.RequestID)), nil, nil
+	}
+	body, merr := json.Marshal(resp)
 	if merr != nil {
 		return nil, nil, merr
 	}
-	res := &mcp.CallToolResult{}
-	var text strings.Builder
-	for _, w := range warnings {
-		text.WriteString("note: " + w + "\n")
-	}
-	if err != nil {
-		res.IsError = true
-		fmt.Fprintf(&text, "%s: %s\n", resp.Outcome, resp.Reason)
-	}
-	text.Write(body)
-	res.Content = []mcp.Content{&mcp.TextContent{Text: text.String()}}
-	return res, nil, nil
+	// The SDK validates body against the output schema and sends it as
+	// structuredContent and as the text.
+	return &mcp.CallToolResult{IsError: err != nil}, json.RawMessage(body), nil
 }
 
 func toolError(msg string) *mcp.CallToolResult {
@@ -134,9 +146,18 @@ func mcpCmd(e *env) *cobra.Command {
 		Short: "Serve the break_glass and job tools over MCP on stdio (for agents), backed by the fleet",
 		Long: `mcp serves MCP tools over stdin/stdout. break_glass: each call becomes a break-glass
 request to the judges on NATS, with the same rules as maker breakglass: context files are read
-only from --root, credential-like files are withheld, and the answer is returned as JSON.
-submit_job, job_status and job_result submit a job to the fleet in --tenant, follow it and
-read its report, as maker submit, status and result do.
+only from --root, credential-like files are withheld (and listed in the answer's
+excluded_files). submit_job, job_status and job_result submit a job to the fleet in --tenant,
+follow it and read its report, as maker submit, status and result do.
+
+Every tool has a plain input schema (no null unions) and an output schema: a result's
+structuredContent is the fleet's message (break_glass_response, job_status, job_report in
+schemas/jsonschema) and its text is the same object as JSON. Input errors are tool errors in
+plain text. A call that waits (a break_glass panel, a person's approval) sends
+notifications/progress every --progress-interval when the client gave a progressToken, so
+a client that resets its timeout on progress keeps waiting (up to --timeout). A break_glass
+request_id makes a retry safe: the same id in the tenant returns the first call's answer, or
+joins it while it runs, and is not paid again.
 
 Register it with an MCP client, e.g. in .mcp.json:
   {"mcpServers": {"break-glass": {"command": "maker", "args": ["mcp", "--nats", "nats://127.0.0.1:4222"]}}}`,
@@ -172,5 +193,6 @@ Register it with an MCP client, e.g. in .mcp.json:
 	fl.StringVar(&s.tenant, "tenant", schemas.DefaultTenant, "tenant")
 	fl.StringVar(&s.requester, "requester", "mcp-agent", "who asks, for the audit trail")
 	fl.DurationVar(&s.timeout, "timeout", 15*time.Minute, "how long one call waits for its answer")
+	fl.DurationVar(&s.progressEvery, "progress-interval", defaultProgressInterval, "how often a waiting call sends a progress notification, when the client gave a progressToken")
 	return cmd
 }

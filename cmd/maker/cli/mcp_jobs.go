@@ -15,8 +15,11 @@ import (
 
 // The job tools of maker mcp: submit_job, job_status and job_result, in
 // the server's tenant (--tenant), through the public client. Their input
-// schemas are plain objects: no null unions, which some agents' tool
-// callers refuse.
+// schemas are plain objects (no null unions, which some agents' tool
+// callers mishandle); their results are JSON, as structuredContent and
+// the same object as the text, described by their output schemas. None of
+// them waits: submit_job returns once the job is queued, job_result says
+// "not finished" at once.
 
 type submitJobArgs struct {
 	Task              string         `json:"task" jsonschema:"The task: a built-in (hanoi) or a registered task spec's name"`
@@ -42,18 +45,30 @@ const (
 
 // addJobTools adds the job tools to srv, acting through c.
 func addJobTools(srv *mcp.Server, c *client.Client) error {
-	submitSchema, err := jsonschema.For[submitJobArgs](nil)
+	submitSchema, err := inputSchema[submitJobArgs]()
 	if err != nil {
 		return err
 	}
-	jobSchema, err := jsonschema.For[jobArgs](nil)
+	jobSchema, err := inputSchema[jobArgs]()
+	if err != nil {
+		return err
+	}
+	submitted, err := jsonschema.For[client.Submitted](nil)
+	if err != nil {
+		return fmt.Errorf("mcp: output schema: %w", err)
+	}
+	status, err := outputSchema(schemas.KindJobStatus)
+	if err != nil {
+		return err
+	}
+	report, err := outputSchema(schemas.KindJobReport)
 	if err != nil {
 		return err
 	}
 	t := &mcpJobs{c: c}
-	mcp.AddTool(srv, &mcp.Tool{Name: "submit_job", Description: submitJobDescription, InputSchema: submitSchema}, t.submit)
-	mcp.AddTool(srv, &mcp.Tool{Name: "job_status", Description: jobStatusDescription, InputSchema: jobSchema}, t.status)
-	mcp.AddTool(srv, &mcp.Tool{Name: "job_result", Description: jobResultDescription, InputSchema: jobSchema}, t.result)
+	mcp.AddTool(srv, &mcp.Tool{Name: "submit_job", Description: submitJobDescription, InputSchema: submitSchema, OutputSchema: submitted}, t.submit)
+	mcp.AddTool(srv, &mcp.Tool{Name: "job_status", Description: jobStatusDescription, InputSchema: jobSchema, OutputSchema: status}, t.status)
+	mcp.AddTool(srv, &mcp.Tool{Name: "job_result", Description: jobResultDescription, InputSchema: jobSchema, OutputSchema: report}, t.result)
 	return nil
 }
 
@@ -109,10 +124,12 @@ func jobToolError(what string, err error) string {
 	return fmt.Sprintf("%s: %v", what, err)
 }
 
+// toolJSON returns v as the result: the SDK validates it against the
+// tool's output schema and sends it as structuredContent and as the text.
 func toolJSON(v any) (*mcp.CallToolResult, any, error) {
-	body, err := json.MarshalIndent(v, "", "  ")
+	body, err := json.Marshal(v)
 	if err != nil {
 		return nil, nil, err
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}}}, nil, nil
+	return nil, json.RawMessage(body), nil
 }

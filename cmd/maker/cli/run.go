@@ -184,6 +184,7 @@ the smallest margin that reaches --target at p = --sim-accuracy.`,
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (default: no limit)")
 	cmd.Flags().StringVar(&taskFile, "task-file", "", "run the task spec in FILE (YAML or JSON; see docs/tasks.md) instead of --task")
+	tracingFlags(e, cmd, "run")
 	return cmd
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -17,6 +18,8 @@ import (
 	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/internal/batch"
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/dashboard"
+	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
@@ -30,6 +33,7 @@ const serveShutdown = 10 * time.Second
 func serveCmd(e *env) *cobra.Command {
 	var (
 		natsURL, redisURL, addr, tlsCert, tlsKey string
+		metricsAddr                              string
 		cfg                                      api.Config
 	)
 	cmd := &cobra.Command{
@@ -37,8 +41,10 @@ func serveCmd(e *env) *cobra.Command {
 		Short: "Serve the HTTP/JSON API (jobs, batches, tasks, usage, quotas) for API keys",
 		Long: `serve answers the fleet's HTTP/JSON API: POST /v1/jobs, GET /v1/jobs/{id}, its result and
 events (SSE), batches (JSONL), tasks, usage and quotas; GET /openapi.json is the OpenAPI 3.1
-document and GET /healthz needs no key. Every other request carries an API key made by
-maker keys create (Authorization: Bearer KEY) and acts for the key's tenant only.
+document and GET /healthz needs no key. /dashboard/ is a live dashboard for the browser
+(its assets need no key: the page asks for one and reads the API with it); / redirects there.
+Every other request carries an API key made by maker keys create (Authorization: Bearer KEY)
+and acts for the key's tenant only.
 
 It binds the fleet's topology (started first, it waits for a coordinator or maker topology
 create to make it) and reads budgets and samples in flight from the fleet's Redis.`,
@@ -60,7 +66,7 @@ create to make it) and reads budgets and samples in flight from the fleet's Redi
 				return err
 			}
 			defer rdb.Close()
-			nc, err := bus.Connect(natsURL, "maker-serve", natsAuth(ctx))
+			nc, err := bus.Connect(natsURL, connName("serve", ""), natsAuth(ctx))
 			if err != nil {
 				return err
 			}
@@ -69,6 +75,17 @@ create to make it) and reads budgets and samples in flight from the fleet's Redi
 			if err != nil {
 				return err
 			}
+			// Metrics first: alive (and not ready) while the topology is
+			// awaited.
+			reg := newRoleMetrics(metricsAddr, "serve")
+			if reg != nil {
+				e.httpMetrics = metrics.NewHTTP(reg) // counted in serveHTTP
+			}
+			stopMetrics, err := startRoleMetrics(ctx, e, log, metricsAddr, reg, nc, rdb)
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			// The topology is the coordinators' to create: started first,
 			// serve waits for it.
 			topo, err := bus.Ensure(ctx, js, bus.Config{Await: true, Logger: log})
@@ -76,28 +93,11 @@ create to make it) and reads budgets and samples in flight from the fleet's Redi
 				return err
 			}
 			keys := apikey.New(topo)
-			if err := keys.Start(ctx); err != nil {
-				return err
-			}
-			defer keys.Stop()
-			quotas := quota.New(topo)
-			if err := quotas.Start(ctx); err != nil {
-				return err
-			}
-			budgets, err := quota.NewBudgets(rdb, quota.BudgetConfig{})
+			srv, stop, err := newAPIServer(ctx, log, nc, topo, rdb, keys, cfg)
 			if err != nil {
 				return err
 			}
-			cfg.Logger = log
-			tasks := builtin.Registry()
-			srv, err := api.New(api.Deps{
-				NC: nc, Topo: topo, Tasks: tasks, Auth: keys, Quotas: quotas, Forecast: quota.Forecast,
-				Budgets: budgets, Inflight: quota.NewLimiter(rdb, store.DefaultKeyPrefix),
-				Batches: batch.NewStore(topo, taskreg.New(topo.Tasks, tasks)),
-			}, cfg)
-			if err != nil {
-				return usageError{err}
-			}
+			defer stop()
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return usagef("--addr: %v", err)
@@ -119,6 +119,8 @@ create to make it) and reads budgets and samples in flight from the fleet's Redi
 	fl.Int64Var(&cfg.MaxBatchBytes, "max-batch-bytes", 256<<20, "largest batch body (413 above)")
 	fl.Float64Var(&cfg.RatePerSec, "rate", 20, "requests per second per API key, for keys that set none")
 	fl.IntVar(&cfg.Burst, "burst", 40, "request burst per API key, for keys that set no rate")
+	metricsFlag(cmd, &metricsAddr)
+	tracingFlags(e, cmd, "serve")
 	return cmd
 }
 
@@ -126,7 +128,9 @@ create to make it) and reads budgets and samples in flight from the fleet's Redi
 // ended, and requests in progress get up to serveShutdown to finish.
 func serveHTTP(ctx context.Context, e *env, log *slog.Logger, srv *api.Server, ln net.Listener, cert, key, scheme string) error {
 	hs := &http.Server{
-		Handler:           srv,
+		// The dashboard under /dashboard/ (and / redirects there); the rest
+		// is the API.
+		Handler:           e.httpMetrics.Middleware(dashboard.Wrap(srv)), // no middleware without --metrics-addr
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -141,6 +145,9 @@ func serveHTTP(ctx context.Context, e *env, log *slog.Logger, srv *api.Server, l
 		done <- hs.Serve(ln)
 	}()
 	url := fmt.Sprintf("%s://%s", scheme, ln.Addr())
+	// The dashboard's line first: "listening" is the last line of the start.
+	log.Info("dashboard", "url", url+dashboard.Path)
+	fmt.Fprintf(e.stderr, "dashboard: %s%s\n", url, dashboard.Path)
 	log.Info("API listening", "url", url)
 	fmt.Fprintf(e.stderr, "maker serve listening on %s\n", url)
 	select {
@@ -172,4 +179,44 @@ func dialRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("redis at %s: %w", ropts.Redacted, err)
 	}
 	return rdb, nil
+}
+
+// newAPIServer assembles the API on the fleet's topology and Redis: keys
+// (watched from their bucket), quotas, budgets, samples in flight and
+// batches. stop ends the watches.
+func newAPIServer(ctx context.Context, log *slog.Logger, nc *nats.Conn, topo *bus.Topology, rdb redis.UniversalClient, keys *apikey.Store, cfg api.Config) (_ *api.Server, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	if err := keys.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, keys.Stop)
+	quotas := quota.New(topo)
+	if err := quotas.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	budgets, err := quota.NewBudgets(rdb, quota.BudgetConfig{})
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.Logger = log
+	tasks := builtin.Registry()
+	srv, err := api.New(api.Deps{
+		NC: nc, Topo: topo, Tasks: tasks, Auth: keys, Quotas: quotas, Forecast: quota.Forecast,
+		Budgets: budgets, Inflight: quota.NewLimiter(rdb, store.DefaultKeyPrefix),
+		Batches: batch.NewStore(topo, taskreg.New(topo.Tasks, tasks)),
+	}, cfg)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	return srv, stop, nil
 }

@@ -66,6 +66,13 @@ func TestServe(t *testing.T) {
 	if c, _ := do("GET", "/healthz", "", ""); c != http.StatusOK {
 		t.Errorf("healthz: %d", c)
 	}
+	// The dashboard's URL is printed at start; its page needs no key.
+	if want := "dashboard: " + base + "/dashboard/\n"; !strings.Contains(errb.String(), want) {
+		t.Errorf("stderr does not print %q: %s", want, errb.String())
+	}
+	if c, b := do("GET", "/dashboard/", "", ""); c != http.StatusOK || !strings.Contains(string(b), "app.js") {
+		t.Errorf("dashboard: %d %.200s", c, b)
+	}
 	if c, b := do("GET", "/v1/jobs", "mk_000000000000_"+strings.Repeat("x", 43), ""); c != http.StatusUnauthorized {
 		t.Errorf("unknown key: %d %s", c, b)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/llm"
+	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
@@ -33,11 +34,12 @@ func natsFlag(cmd *cobra.Command, dst *string) {
 
 func simllmCmd(e *env) *cobra.Command {
 	var (
-		addr, logPath, model, apiKey string
-		cfg                          simllm.Config
-		retryAfter                   time.Duration
-		natsURL, hardSteps           string
-		taskFiles                    []string
+		addr, logPath, apiKey string
+		models                []string
+		cfg                   simllm.Config
+		retryAfter            time.Duration
+		natsURL, hardSteps    string
+		taskFiles             []string
 	)
 	cmd := &cobra.Command{
 		Use:   "simllm",
@@ -48,6 +50,8 @@ above temperature 0.1, and a request without a temperature counts as 1.0), other
 wrong but well-formed answer. Answers are a function of --seed and the request (its
 seed, messages, temperature), never of arrival order. Fault rates inject malformed and
 over-long answers, 429s with Retry-After, 500s and latency. GET /sim/stats counts calls.
+It streams (stream: true) as OpenAI does, and answers only the --model names (default:
+sim-1 and the judge's default models; '*' for any), others with 404 model_not_found.
 
 It also answers the steps of task specs, from the spec's reference answer with the same
 accuracy, when a voter started with --sim-hints says which step a request is: the
@@ -62,7 +66,8 @@ specs come from --task-file files, or from a fleet's task registry (--nats).
 				return usagef("--accuracy %v must be in (0, 1]", cfg.Accuracy)
 			}
 			var err error
-			cfg.Model, cfg.APIKey = model, apiKey
+			cfg.APIKey = apiKey
+			cfg.Model, cfg.Models = simllmModels(models)
 			cfg.RetryAfter = retryAfter
 			if retryAfter == 0 {
 				cfg.RetryAfter = simllm.NoRetryAfter
@@ -135,7 +140,7 @@ specs come from --task-file files, or from a fleet's task registry (--nats).
 	fl.DurationVar(&cfg.Latency, "latency", 0, "fixed latency per request")
 	fl.DurationVar(&cfg.LatencyJitter, "latency-jitter", 0, "extra uniform random latency per request")
 	fl.Float64Var(&cfg.TemperatureSensitivity, "temperature-sensitivity", simllm.DefaultTemperatureSensitivity, "how fast accuracy falls above temperature 0.1 (negative: off)")
-	fl.StringVar(&model, "model", simllm.DefaultModel, "model id listed by /v1/models")
+	fl.StringSliceVar(&models, "model", simllmDefaultModels(), "a model served and listed by /v1/models (repeatable or comma-separated; '*' serves any name); other names get 404 model_not_found")
 	fl.StringVar(&apiKey, "api-key", "", "require this bearer key")
 	fl.IntVar(&cfg.WrongSpread, "wrong-spread", 0, "wrong answers of a step spread over at most N candidates (1: every wrong answer the same, the worst case MAKER's formulas assume; 0: every kind)")
 	fl.StringVar(&hardSteps, "hard-steps", "", "FRACTION:ACCURACY: that share of steps is answered with that accuracy, e.g. 0.01:0.6")
@@ -147,8 +152,10 @@ specs come from --task-file files, or from a fleet's task registry (--nats).
 func coordinatorCmd(e *env) *cobra.Command {
 	var (
 		natsURL, redisURL, id, crashAt     string
+		metricsAddr                        string
 		maxJobs, checkpointEvery, replicas int
 		leaseTTL, slice                    time.Duration
+		retentionInterval                  time.Duration // purge.go
 	)
 	cmd := &cobra.Command{
 		Use:     "coordinator",
@@ -185,7 +192,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 				}
 				return fmt.Errorf("redis at %s: %w", ropts.Redacted, err)
 			}
-			nc, err := bus.Connect(natsURL, "maker-coordinator", natsAuth(cmd.Context()))
+			nc, err := bus.Connect(natsURL, connName("coordinator", id), natsAuth(cmd.Context()))
 			if err != nil {
 				return err
 			}
@@ -194,14 +201,24 @@ func coordinatorCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			reg := newRoleMetrics(metricsAddr, "coordinator")
+			var met *metrics.Coordinator
+			if reg != nil {
+				met = metrics.NewCoordinator(reg)
+			}
 			c, err := coordinator.New(nc, st, coordinator.Config{
 				ID: id, Tasks: builtin.Registry(), MaxJobs: maxJobs, Logger: log,
-				LeaseTTL: leaseTTL, CheckpointEvery: checkpointEvery, CrashAt: crashAt, Slice: slice,
-				Bus: bus.Config{Replicas: replicas, Logger: log},
+				LeaseTTL: leaseTTL, CheckpointEvery: checkpointEvery, CrashAt: crashAt, Slice: slice, RetentionInterval: retentionInterval,
+				Bus: bus.Config{Replicas: replicas, Logger: log}, Metrics: met,
 			})
 			if err != nil {
 				return usageError{err}
 			}
+			stopMetrics, err := startRoleMetrics(cmd.Context(), e, log, metricsAddr, reg, nc, rdb)
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			return c.Run(cmd.Context())
 		},
 	}
@@ -212,10 +229,13 @@ func coordinatorCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&id, "id", "", "coordinator id, unique in the fleet (default coordinator-host-pid)")
 	cmd.Flags().DurationVar(&leaseTTL, "lease-ttl", 10*time.Second, "a job whose coordinator stops renewing its lease is taken over after this long")
 	cmd.Flags().DurationVar(&slice, "slice", 30*time.Second, "when full, hand a job back (at a step boundary) after it ran this long if another tenant's job waits (negative: never)")
+	cmd.Flags().DurationVar(&retentionInterval, "retention-interval", 10*time.Minute, "sweep finished work past its retention policy (maker retention) this often, one coordinator at a time (negative: never)")
 	cmd.Flags().IntVar(&checkpointEvery, "checkpoint-every", 1000, "steps between checkpoints (a resume reads at most this many journal entries)")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the streams and buckets this coordinator creates (3 on a clustered nats-server)")
+	metricsFlag(cmd, &metricsAddr)
 	cmd.Flags().StringVar(&crashAt, "crash-at", "", "fault injection for the fault suite: exit as if killed at <point>:<step>")
 	_ = cmd.Flags().MarkHidden("crash-at")
+	tracingFlags(e, cmd, "coordinator")
 	return cmd
 }
 
@@ -225,9 +245,10 @@ const modelCheckTimeout = 15 * time.Second
 func voterCmd(e *env) *cobra.Command {
 	var (
 		natsURL, baseURL, model, apiKey, id string
+		metricsAddr                         string
 		concurrency, maxAttempts            int
 		attemptTimeout, drain               time.Duration
-		simHints                            bool
+		simHints, llmStream                 bool
 		// policy bounds what a sample request may ask of the model;
 		// badReplies is the model client's BadResponseAttempts.
 		policy     voter.Policy
@@ -243,6 +264,7 @@ func voterCmd(e *env) *cobra.Command {
 			for _, f := range []struct{ flag, env string }{
 				{"allow-model", "MAKER_ALLOW_MODELS"}, {"max-tokens-ceiling", "MAKER_MAX_TOKENS_CEILING"},
 				{"temperature-max", "MAKER_TEMPERATURE_MAX"}, {"bad-reply-attempts", "MAKER_BAD_REPLY_ATTEMPTS"},
+				{"llm-stream", "MAKER_LLM_STREAM"},
 			} {
 				if v := os.Getenv(f.env); v != "" && !cmd.Flags().Changed(f.flag) {
 					if err := cmd.Flags().Set(f.flag, v); err != nil {
@@ -271,9 +293,15 @@ func voterCmd(e *env) *cobra.Command {
 				apiKey = apiKeyFromEnv()
 			}
 			log := e.logger(slog.LevelInfo)
-			client, err := llm.New(llm.Config{BaseURL: baseURL, APIKey: apiKey, Model: model,
+			reg := newRoleMetrics(metricsAddr, "voter")
+			var met *metrics.Voter
+			if reg != nil {
+				met = metrics.NewVoter(reg)
+			}
+			client, err := llm.New(llm.Config{BaseURL: baseURL, APIKey: apiKey, Model: model, Stream: llmStream,
 				AttemptTimeout: attemptTimeout, MaxAttempts: maxAttempts, BadResponseAttempts: badReplies,
 				OnRetry: func(ev llm.RetryEvent) {
+					met.ModelError(model, ev.Err) // a failed attempt, retried
 					log.Debug("model call retry", "attempt", ev.Attempt, "delay", ev.Delay, "err", ev.Err)
 				}})
 			if err != nil {
@@ -294,12 +322,17 @@ func voterCmd(e *env) *cobra.Command {
 			default:
 				log.Info("model server answers", "llm_base_url", baseURL, "model", model)
 			}
-			nc, err := bus.Connect(natsURL, "maker-voter", natsAuth(cmd.Context()))
+			nc, err := bus.Connect(natsURL, connName("voter", id), natsAuth(cmd.Context()))
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			v, err := voter.New(nc, client, voter.Config{ID: id, Tasks: builtin.Registry(), Model: model,
+			stopMetrics, err := startRoleMetrics(cmd.Context(), e, log, metricsAddr, reg, nc, nil)
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
+			v, err := voter.New(nc, client, voter.Config{ID: id, Tasks: builtin.Registry(), Model: model, Metrics: met,
 				Concurrency: concurrency, DrainTimeout: drain, Logger: log, SimHints: simHints, Policy: policy,
 				// The topology is the coordinators' to create, with their
 				// --replicas: a voter started first waits for it.
@@ -317,9 +350,11 @@ func voterCmd(e *env) *cobra.Command {
 	fl.StringVar(&apiKey, "api-key", "", "model API key (default $MAKER_LLM_API_KEY or $OPENAI_API_KEY)")
 	fl.IntVar(&concurrency, "concurrency", 8, "samples this voter works on at once")
 	fl.IntVar(&maxAttempts, "max-attempts", llm.DefaultMaxAttempts, "model call attempts per sample (429, 5xx and timeouts are retried with backoff)")
+	fl.BoolVar(&llmStream, "llm-stream", false, "ask the model for streamed replies (stream: true, usage in the last chunk) and join them [$MAKER_LLM_STREAM]")
 	fl.DurationVar(&attemptTimeout, "attempt-timeout", llm.DefaultAttemptTimeout, "timeout of one model call attempt")
 	fl.DurationVar(&drain, "drain-timeout", 30*time.Second, "on SIGTERM, time to finish samples in hand before handing them back")
 	fl.StringVar(&id, "id", "", "voter id (default voter-host-pid)")
+	metricsFlag(cmd, &metricsAddr)
 	fl.BoolVar(&simHints, "sim-hints", false, "tell the model which task step each request is (for maker simllm answering task specs; never for a real model)")
 	fl.StringSliceVar(&policy.AllowModels, "allow-model", nil,
 		"a model sample requests may name besides --model (a job's --stronger-model); repeatable or comma-separated; '*' allows any (trusted fleets only) [$MAKER_ALLOW_MODELS]")
@@ -329,6 +364,7 @@ func voterCmd(e *env) *cobra.Command {
 		"highest temperature a sample request may ask for; hotter ones are refused (red flag policy) [$MAKER_TEMPERATURE_MAX]")
 	fl.IntVar(&badReplies, "bad-reply-attempts", llm.DefaultBadResponseAttempts,
 		"tries of a sample whose model reply is unusable (HTTP 200 with no choice, not JSON, usage out of range) before it is answered as the red flag empty [$MAKER_BAD_REPLY_ATTEMPTS]")
+	tracingFlags(e, cmd, "voter")
 	return cmd
 }
 

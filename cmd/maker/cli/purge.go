@@ -1,0 +1,334 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/makerfleet/makerfleet/internal/retention"
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// purgeCmd is `maker jobs purge`: remove everything of the jobs finished
+// before a time (internal/retention).
+func purgeCmd(e *env) *cobra.Command {
+	var (
+		natsURL, before, tenant string
+		dryRun, asJSON          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "purge --before TIME",
+		Short: "Remove the journal, report, status and record of jobs finished before TIME (and older dead letters and batches)",
+		Long: `Removes everything the fleet keeps of the jobs that finished before TIME: their
+decision journal, report, status and registry record (their lease too when they
+finished more than a day ago), the dead letters stored before TIME, and the
+batches that ended before TIME (record and lines). Jobs not finished (queued,
+running, paused) and the jobs of running batches are never touched. TIME is
+RFC 3339 (2026-11-01T00:00:00Z) or a duration back from now (720h). With
+--dry-run nothing is removed: what would go is listed. Needs the admin's (or the
+coordinator's) NATS identity.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			now := time.Now()
+			at, err := parseBefore(before, now)
+			if err != nil {
+				return err
+			}
+			if tenant != "" {
+				if err := checkTenant(tenant); err != nil {
+					return err
+				}
+			}
+			f, err := dialFleet(cmd.Context(), natsURL, "maker-purge")
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			sw, err := retention.New(cmd.Context(), f.topo, retention.Config{Owner: cliOwner("purge"), LeaseTTL: 10 * time.Minute})
+			if err != nil {
+				return err
+			}
+			res, err := sw.Run(cmd.Context(), now, retention.Options{Before: at, Tenant: tenant, DryRun: dryRun})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if res.Items == nil {
+					res.Items = []retention.Item{}
+				}
+				return writeJSON(e.stdout, struct {
+					DryRun bool      `json:"dry_run"`
+					Before time.Time `json:"before"`
+					retention.Result
+				}{dryRun, at.UTC(), res})
+			}
+			if dryRun {
+				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "KIND\tTENANT\tID\tENDED\tWOULD REMOVE\tMESSAGES")
+				for _, it := range res.Items {
+					ended := "-"
+					if !it.Ended.IsZero() {
+						ended = it.Ended.UTC().Format(time.RFC3339)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", it.Kind, it.Tenant, it.ID, ended, strings.Join(it.What, ","), it.Msgs)
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+			}
+			verb := "removed"
+			if dryRun {
+				verb = "would remove"
+			}
+			_, err = fmt.Fprintf(e.stdout, "%s: %s\n", verb, countsLine(res.Counts))
+			return err
+		},
+	}
+	natsFlag(cmd, &natsURL)
+	cmd.Flags().StringVar(&before, "before", "", "remove what finished before this time: RFC 3339, or a duration back from now (720h) (required)")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's jobs, batches and dead letters (default every tenant's)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "remove nothing; list what would go")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// parseBefore reads --before: RFC 3339, or a duration back from now. A
+// time in the future is refused.
+func parseBefore(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, usagef("--before is required")
+	}
+	at, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		d, derr := time.ParseDuration(s)
+		if derr != nil {
+			return time.Time{}, usagef("--before %q: want an RFC 3339 time (2026-11-01T00:00:00Z) or a duration back from now (720h)", s)
+		}
+		if d < 0 {
+			return time.Time{}, usagef("--before %q: a duration back from now must not be negative", s)
+		}
+		at = now.Add(-d)
+	}
+	if at.After(now) {
+		return time.Time{}, usagef("--before %s is in the future: refusing to purge running time", at.UTC().Format(time.RFC3339))
+	}
+	return at, nil
+}
+
+func countsLine(c retention.Counts) string {
+	return fmt.Sprintf("%d jobs (%d journal messages, %d reports, %d statuses, %d records, %d leases), %d dead letters, %d batches (%d lines)",
+		c.Jobs, c.JournalMessages, c.Reports, c.Statuses, c.Records, c.Leases, c.DeadLetters, c.Batches, c.BatchLines)
+}
+
+// cliOwner names a CLI command in a lease.
+func cliOwner(what string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("maker-%s-%s-%d", what, host, os.Getpid())
+}
+
+// retentionCmd is `maker retention show|set|unset`.
+func retentionCmd(e *env) *cobra.Command {
+	cmd := group(&cobra.Command{
+		Use:   "retention",
+		Short: "Show and set how long finished jobs' journals, reports, records, statuses, dead letters and batches are kept",
+	})
+	var natsURL, tenant, job string
+	var asJSON bool
+	show := &cobra.Command{
+		Use:   "show",
+		Short: "Show the retention in effect (--tenant, --job: theirs) and the policies stored",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkScope(tenant, job); err != nil {
+				return err
+			}
+			f, err := dialFleet(cmd.Context(), natsURL, "maker-retention")
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			kv, err := retention.OpenBucket(cmd.Context(), f.topo)
+			if err != nil {
+				return err
+			}
+			recs, lerr := retention.List(cmd.Context(), kv)
+			pol, _ := retention.Load(cmd.Context(), kv)
+			eff := pol.For(tenant, job)
+			if asJSON {
+				if recs == nil {
+					recs = []schemas.RetentionPolicy{}
+				}
+				return writeJSON(e.stdout, struct {
+					Tenant    string                    `json:"tenant,omitempty"`
+					JobID     string                    `json:"job_id,omitempty"`
+					Effective map[string]string         `json:"effective"`
+					Policies  []schemas.RetentionPolicy `json:"policies"`
+				}{tenant, job, agesMap(eff), recs})
+			}
+			scope := "fleet"
+			if tenant != "" {
+				scope = "tenant " + tenant
+			}
+			if job != "" {
+				scope += " job " + job
+			}
+			fmt.Fprintf(e.stdout, "in effect for the %s (0 = kept forever):\n", scope)
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			for _, k := range ageKinds {
+				fmt.Fprintf(tw, "  %s\t%s\n", k, agesMap(eff)[k])
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "%d polic(ies) stored\n", len(recs))
+			for _, r := range recs {
+				fmt.Fprintf(e.stdout, "  %s: %s\n", retention.Key(r.Tenant, r.JobID), setAges(r.RetentionAges))
+			}
+			return lerr
+		},
+	}
+	natsFlag(show, &natsURL)
+	show.Flags().StringVar(&tenant, "tenant", "", "show this tenant's retention")
+	show.Flags().StringVar(&job, "job", "", "show this job's retention (with --tenant)")
+	show.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+
+	var flags [6]string
+	set := &cobra.Command{
+		Use:   "set",
+		Short: "Set how long finished work is kept: fleet-wide, for a --tenant, or for one --job (0 keeps forever)",
+		Long: `Sets retention ages (Go durations: 72h, 720h; 0 keeps forever) fleet-wide, for a
+tenant (--tenant) or for one of its jobs (--tenant --job). Ages not given are
+kept as stored; unset ones inherit (job, then tenant, then fleet, then the
+built-in defaults: journal 168h, reports 720h, registry 720h, status 24h, dlq
+168h, batches 720h). The registry record is kept at least as long as the job's
+journal, report and status. Coordinators apply it at their next sweep.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkScope(tenant, job); err != nil {
+				return err
+			}
+			var ages schemas.RetentionAges
+			ptrs := agePtrs(&ages)
+			n := 0
+			for i, k := range ageKinds {
+				if !cmd.Flags().Changed(k) {
+					continue
+				}
+				d, err := time.ParseDuration(flags[i])
+				if err != nil || d < 0 || (d > 0 && d < time.Second) {
+					return usagef("--%s %q: want a duration >= 1s (72h), or 0 to keep forever", k, flags[i])
+				}
+				secs := int64(d / time.Second)
+				*ptrs[i] = &secs
+				n++
+			}
+			if n == 0 {
+				return usagef("give at least one of --%s", strings.Join(ageKinds, ", --"))
+			}
+			f, err := dialFleet(cmd.Context(), natsURL, "maker-retention")
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			kv, err := retention.OpenBucket(cmd.Context(), f.topo)
+			if err != nil {
+				return err
+			}
+			rec, err := retention.Set(cmd.Context(), kv, tenant, job, ages, time.Now())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(e.stdout, rec)
+			}
+			_, err = fmt.Fprintf(e.stdout, "retention of %s: %s\n", retention.Key(tenant, job), setAges(rec.RetentionAges))
+			return err
+		},
+	}
+	natsFlag(set, &natsURL)
+	set.Flags().StringVar(&tenant, "tenant", "", "set this tenant's retention (default the fleet's)")
+	set.Flags().StringVar(&job, "job", "", "set this job's retention (with --tenant)")
+	set.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	for i, k := range ageKinds {
+		set.Flags().StringVar(&flags[i], k, "", "keep "+ageHelp[i]+" this long after the end (0: forever)")
+	}
+
+	unset := &cobra.Command{
+		Use:   "unset",
+		Short: "Remove the fleet's, a --tenant's or a --job's policy: it inherits again",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkScope(tenant, job); err != nil {
+				return err
+			}
+			f, err := dialFleet(cmd.Context(), natsURL, "maker-retention")
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			kv, err := retention.OpenBucket(cmd.Context(), f.topo)
+			if err != nil {
+				return err
+			}
+			return retention.Unset(cmd.Context(), kv, tenant, job)
+		},
+	}
+	natsFlag(unset, &natsURL)
+	unset.Flags().StringVar(&tenant, "tenant", "", "this tenant's policy (default the fleet's)")
+	unset.Flags().StringVar(&job, "job", "", "this job's policy (with --tenant)")
+	cmd.AddCommand(show, set, unset)
+	return cmd
+}
+
+// The kinds of retention, as flags, in order.
+var (
+	ageKinds = []string{"journal", "reports", "registry", "status", "dlq", "batches"}
+	ageHelp  = []string{"a finished job's journal", "a finished job's report", "a finished job's registry record",
+		"a finished job's status", "dead letters", "a finished batch's record and lines"}
+)
+
+func agePtrs(a *schemas.RetentionAges) []**int64 {
+	return []**int64{&a.JournalSeconds, &a.ReportsSeconds, &a.RegistrySeconds, &a.StatusSeconds, &a.DLQSeconds, &a.BatchesSeconds}
+}
+
+func agesMap(a retention.Ages) map[string]string {
+	ds := []time.Duration{a.Journal, a.Reports, a.Registry, a.Status, a.DLQ, a.Batches}
+	m := map[string]string{}
+	for i, k := range ageKinds {
+		m[k] = ds[i].String()
+	}
+	return m
+}
+
+// setAges lists the ages a stored policy sets.
+func setAges(a schemas.RetentionAges) string {
+	var parts []string
+	for i, p := range agePtrs(&a) {
+		if *p != nil {
+			parts = append(parts, ageKinds[i]+"="+(time.Duration(**p)*time.Second).String())
+		}
+	}
+	if len(parts) == 0 {
+		return "(nothing set)"
+	}
+	return strings.Join(parts, " ")
+}
+
+func checkScope(tenant, job string) error {
+	if job != "" && tenant == "" {
+		return usagef("--job needs --tenant")
+	}
+	if tenant != "" {
+		if err := checkTenant(tenant); err != nil {
+			return err
+		}
+	}
+	if job != "" {
+		return checkJobID(job)
+	}
+	return nil
+}

@@ -1,0 +1,187 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Coordinator holds a coordinator's metrics. A nil *Coordinator is valid:
+// its methods do nothing and Tenant returns nil.
+type Coordinator struct {
+	reg                     *Registry
+	requested, votes        *prometheus.CounterVec
+	redFlagged, decisions   *prometheus.CounterVec
+	rounds, samples, margin *prometheus.HistogramVec
+	escalations, finished   *prometheus.CounterVec
+	tokens, cost            *prometheus.CounterVec
+	takeovers               prometheus.Counter
+}
+
+// NewCoordinator makes the coordinator metrics on r.
+func NewCoordinator(r *Registry) *Coordinator {
+	c := &Coordinator{
+		reg: r,
+		requested: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_samples_requested_total",
+			Help: "Sample requests published, re-publishes of overdue samples included."}, []string{"tenant"}),
+		votes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_votes_total",
+			Help: "Valid votes counted in decided steps."}, []string{"tenant"}),
+		redFlagged: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_samples_red_flagged_total",
+			Help: "Red-flagged samples counted in decided steps, by reason."}, []string{"tenant", "reason"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_decisions_total",
+			Help: "Steps decided, by the rung that decided them (own_model, stronger_model, panel, person)."}, []string{"tenant", "rung"}),
+		rounds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "maker_step_rounds",
+			Help: "Waves of sample requests a decided step published (this owner's).", Buckets: countBuckets}, []string{"tenant"}),
+		samples: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "maker_step_samples",
+			Help: "Samples a decided step counted, every rung's.", Buckets: countBuckets}, []string{"tenant"}),
+		margin: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "maker_step_margin",
+			Help: "The winner's lead at a decision by votes.", Buckets: marginBuckets}, []string{"tenant"}),
+		escalations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_escalations_total",
+			Help: "Steps that climbed the escalation ladder, by the rung climbed to."}, []string{"tenant", "rung"}),
+		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "maker_lease_takeovers_total",
+			Help: "Jobs this coordinator resumed from an earlier owner's journal."}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_jobs_finished_total",
+			Help: "Jobs this coordinator finished, by final state."}, []string{"tenant", "state"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_tokens_total",
+			Help: "Model tokens the jobs' samples used, by model and kind (prompt, completion)."}, []string{"tenant", "model", "kind"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_cost_usd_total",
+			Help: "What the jobs' samples (and arbitrations) cost in US dollars, by the job's pricing."}, []string{"tenant", "model"}),
+	}
+	r.register(c.requested, c.votes, c.redFlagged, c.decisions, c.rounds, c.samples, c.margin,
+		c.escalations, c.takeovers, c.finished, c.tokens, c.cost)
+	return c
+}
+
+// JobsRunning registers maker_jobs_running, read from running at scrape
+// time. Only the first call on a registry counts.
+func (c *Coordinator) JobsRunning(running func() int) {
+	if c == nil {
+		return
+	}
+	_ = c.reg.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "maker_jobs_running",
+		Help: "Jobs this coordinator runs now."}, func() float64 { return float64(running()) }))
+}
+
+// LeaseTakeover counts a job resumed from an earlier owner.
+func (c *Coordinator) LeaseTakeover() {
+	if c != nil {
+		c.takeovers.Inc()
+	}
+}
+
+// JobFinished counts a job of tenant finished in state.
+func (c *Coordinator) JobFinished(tenant, state string) {
+	if c != nil {
+		c.finished.WithLabelValues(tenant, state).Inc()
+	}
+}
+
+// Tenant returns the handles of one tenant's figures, for one job's
+// goroutine (not safe for concurrent use: it caches label lookups).
+func (c *Coordinator) Tenant(tenant string) *CoordinatorTenant {
+	if c == nil {
+		return nil
+	}
+	return &CoordinatorTenant{
+		c: c, tenant: tenant,
+		requested: c.requested.WithLabelValues(tenant), votes: c.votes.WithLabelValues(tenant),
+		rounds: c.rounds.WithLabelValues(tenant), samples: c.samples.WithLabelValues(tenant),
+		margin:    c.margin.WithLabelValues(tenant),
+		decisions: map[string]prometheus.Counter{},
+		byModel:   map[string]*modelCounters{},
+	}
+}
+
+// modelCounters are one model's token and cost counters for a tenant.
+type modelCounters struct{ prompt, completion, cost prometheus.Counter }
+
+// CoordinatorTenant is one tenant's coordinator figures, as one job sees
+// them. A nil *CoordinatorTenant is valid: its methods do nothing.
+type CoordinatorTenant struct {
+	c                       *Coordinator
+	tenant                  string
+	requested, votes        prometheus.Counter
+	rounds, samples, margin prometheus.Observer
+	decisions               map[string]prometheus.Counter
+	byModel                 map[string]*modelCounters
+}
+
+// SamplesRequested counts n sample requests published.
+func (t *CoordinatorTenant) SamplesRequested(n int) {
+	if t != nil && n > 0 {
+		t.requested.Add(float64(n))
+	}
+}
+
+// Counted adds a journal entry's counted figures: valid votes and red
+// flags by reason.
+func (t *CoordinatorTenant) Counted(votes int64, redFlags map[string]int64) {
+	if t == nil {
+		return
+	}
+	if votes > 0 {
+		t.votes.Add(float64(votes))
+	}
+	for why, n := range redFlags {
+		if n > 0 {
+			t.c.redFlagged.WithLabelValues(t.tenant, why).Add(float64(n))
+		}
+	}
+}
+
+// Decision counts a step decided on rung after rounds waves of requests
+// and samples samples; margin is the winner's lead, observed when
+// byVotes (a panel's or a person's choice has none).
+func (t *CoordinatorTenant) Decision(rung string, rounds, samples, margin int, byVotes bool) {
+	if t == nil {
+		return
+	}
+	d, ok := t.decisions[rung]
+	if !ok {
+		d = t.c.decisions.WithLabelValues(t.tenant, rung)
+		t.decisions[rung] = d
+	}
+	d.Inc()
+	t.rounds.Observe(float64(rounds))
+	t.samples.Observe(float64(samples))
+	if byVotes {
+		t.margin.Observe(float64(margin))
+	}
+}
+
+// Escalation counts a step that climbed to rung.
+func (t *CoordinatorTenant) Escalation(rung string) {
+	if t != nil {
+		t.c.escalations.WithLabelValues(t.tenant, rung).Inc()
+	}
+}
+
+// Tokens adds tokens model used and what they cost.
+func (t *CoordinatorTenant) Tokens(model string, prompt, completion int64, costUSD float64) {
+	if t == nil {
+		return
+	}
+	m := t.byModel[model]
+	if m == nil {
+		m = &modelCounters{
+			prompt:     t.c.tokens.WithLabelValues(t.tenant, model, "prompt"),
+			completion: t.c.tokens.WithLabelValues(t.tenant, model, "completion"),
+			cost:       t.c.cost.WithLabelValues(t.tenant, model),
+		}
+		t.byModel[model] = m
+	}
+	if prompt > 0 {
+		m.prompt.Add(float64(prompt))
+	}
+	if completion > 0 {
+		m.completion.Add(float64(completion))
+	}
+	if costUSD > 0 {
+		m.cost.Add(costUSD)
+	}
+}
+
+// Cost adds usd spent on model (an arbitration's, say).
+func (t *CoordinatorTenant) Cost(model string, usd float64) {
+	if t != nil && usd > 0 {
+		t.c.cost.WithLabelValues(t.tenant, model).Add(usd)
+	}
+}

@@ -1,0 +1,26 @@
+// Package retention keeps the fleet's finished work for a bounded time:
+// the decision journal, reports, registry records and statuses of
+// finished jobs, dead letters, and finished batches' records and lines.
+//
+// A Policy says how long each kind is kept after a job (or batch) ended:
+// built-in defaults (Defaults), overridden fleet-wide, per tenant and per
+// job by schemas.RetentionPolicy records in the retention bucket
+// (bus.Namespace.RetentionBucket: keys "_fleet", "<tenant>",
+// "job.<tenant>.<job>"). An age of 0 keeps that kind forever: nothing grows
+// without bound unless someone asked to keep it.
+//
+// A Sweeper removes what is past its age (Sweep) or everything of jobs
+// finished before a time (Purge, `maker jobs purge --before`). It takes a
+// lease first (internal/lease, key "sweep.lease" in the retention
+// bucket), so coordinators sweeping at once do not do the work twice,
+// and every removal is conditional (a stream purge by subject, a KV purge
+// at the revision read), so a sweep is idempotent. It never touches a job
+// that is not finished (queued, running, paused, budget_exhausted), nor a
+// job of a batch still running.
+//
+// It reads the job registry (maker_jobs) and the batches bucket, and
+// removes: journal subjects (<ns>.v1.journal.<tenant>.<job>.*, a stream
+// purge), report, status, registry and lease keys, dead letters
+// (<ns>.v1.dlq.<tenant>.<job>, a purge below the first one to keep) and
+// batch records, their lease keys and lines (<ns>.v1.batch.<tenant>.<batch>).
+package retention

@@ -1,0 +1,494 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/lease"
+	"github.com/makerfleet/makerfleet/schemas"
+)
+
+// ErrBusy means another sweep holds the sweep's lease: it is doing the
+// work already.
+var ErrBusy = errors.New("retention: another sweep is running")
+
+// The sweep's lease, in the retention bucket.
+const (
+	leaseTenant = "sweep"
+	leaseJob    = "lease"
+)
+
+// LeaseFloor is how long after a job ended its lease key is kept even
+// when everything else of it goes: as long as the sample and result
+// streams keep a message (their max age), so a job id used again after a
+// purge still gets a fencing token above any stray message of the old run.
+const LeaseFloor = 24 * time.Hour
+
+// Config configures a Sweeper.
+type Config struct {
+	// Owner names the sweeper in its lease (required): a coordinator's id,
+	// or the CLI's.
+	Owner string
+	// LeaseTTL is how long a sweep holds the lease at most. Default 5m.
+	LeaseTTL time.Duration
+	// Logger receives operational logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Sweeper removes finished work past its retention.
+type Sweeper struct {
+	topo   *bus.Topology
+	kv     jetstream.KeyValue
+	leases *lease.Manager
+	log    *slog.Logger
+}
+
+// New returns a Sweeper on topo, creating the retention bucket if missing.
+func New(ctx context.Context, topo *bus.Topology, cfg Config) (*Sweeper, error) {
+	if topo == nil || cfg.Owner == "" {
+		return nil, fmt.Errorf("retention: a sweeper needs a topology and an owner")
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = 5 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	kv, err := OpenBucket(ctx, topo)
+	if err != nil {
+		return nil, err
+	}
+	m, err := lease.NewManager(kv, cfg.Owner, cfg.LeaseTTL)
+	if err != nil {
+		return nil, err
+	}
+	return &Sweeper{topo: topo, kv: kv, leases: m, log: cfg.Logger}, nil
+}
+
+// Bucket is the retention bucket (the policies).
+func (s *Sweeper) Bucket() jetstream.KeyValue { return s.kv }
+
+// Options narrow a sweep.
+type Options struct {
+	// Before, when set, removes everything of the jobs and batches that
+	// ended before it and the dead letters stored before it, whatever the
+	// policy (`maker jobs purge --before`). Zero: the policy decides.
+	Before time.Time
+	// Tenant limits the sweep to one tenant's data; "" is every tenant's.
+	Tenant string
+	// DryRun removes nothing and takes no lease: the result lists what
+	// would go.
+	DryRun bool
+}
+
+// Counts are what a sweep removed (or, dry, would remove).
+type Counts struct {
+	Jobs            int64 `json:"jobs"`             // jobs something was removed of
+	JournalMessages int64 `json:"journal_messages"` // journal entries and checkpoints
+	Reports         int64 `json:"reports"`
+	Statuses        int64 `json:"statuses"`
+	Records         int64 `json:"records"` // registry records
+	Leases          int64 `json:"leases"`
+	DeadLetters     int64 `json:"dead_letters"`
+	Batches         int64 `json:"batches"`     // batch records
+	BatchLines      int64 `json:"batch_lines"` // batch input lines
+}
+
+// Item is one job's, batch's or dead-letter subject's removal.
+type Item struct {
+	Kind   string    `json:"kind"` // job, batch or dlq
+	Tenant string    `json:"tenant"`
+	ID     string    `json:"id"`                 // job or batch id; for dlq the job id
+	Ended  time.Time `json:"ended,omitzero"`     // when the job or batch ended
+	What   []string  `json:"what"`               // journal, report, status, record, lease, lines, dead_letters
+	Msgs   int64     `json:"messages,omitempty"` // journal messages, lines or dead letters
+}
+
+// Result is a sweep's outcome.
+type Result struct {
+	Counts
+	Items []Item `json:"items"`
+}
+
+// Sweep removes what the policy says is past its age at now.
+func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (Result, error) {
+	return s.Run(ctx, now, Options{})
+}
+
+// Run sweeps as opts say. Unless dry, it holds the sweep's lease
+// meanwhile: ErrBusy when another sweep holds it.
+func (s *Sweeper) Run(ctx context.Context, now time.Time, opts Options) (Result, error) {
+	if opts.Tenant != "" {
+		if err := schemas.ValidTenant(opts.Tenant); err != nil {
+			return Result{}, err
+		}
+	}
+	if !opts.DryRun {
+		l, err := s.leases.Acquire(ctx, leaseTenant, leaseJob)
+		if errors.Is(err, lease.ErrHeld) {
+			return Result{}, fmt.Errorf("%w: %w", ErrBusy, err)
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := s.leases.Release(rctx, l, 0); err != nil {
+				s.log.Warn("retention: release the sweep's lease", "err", err)
+			}
+		}()
+	}
+	var pol Policy
+	if opts.Before.IsZero() {
+		var err error
+		if pol, err = Load(ctx, s.kv); err != nil {
+			s.log.Warn("retention: unreadable policy skipped", "err", err)
+		}
+	}
+	sw := &sweep{s: s, now: now, opts: opts, pol: pol}
+	err := errors.Join(sw.batches(ctx), sw.jobs(ctx), sw.deadLetters(ctx))
+	return sw.res, err
+}
+
+// sweep is one Run's state.
+type sweep struct {
+	s    *Sweeper
+	now  time.Time
+	opts Options
+	pol  Policy
+	res  Result
+	open map[string][]string // unfinished batches' ids, by tenant
+}
+
+// due reports whether something of tenant's job that ended at ended is
+// past age.
+func (w *sweep) due(ended time.Time, age time.Duration) bool {
+	if !w.opts.Before.IsZero() {
+		return !ended.IsZero() && ended.Before(w.opts.Before)
+	}
+	return Due(ended, w.now, age)
+}
+
+// batches removes finished batches past their age, and notes the
+// unfinished ones: their jobs are not touched.
+func (w *sweep) batches(ctx context.Context) error {
+	w.open = map[string][]string{}
+	topo := w.s.topo
+	lister, err := topo.Batches.ListKeys(ctx)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil
+		}
+		return fmt.Errorf("retention: list batches: %w", err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	_ = lister.Stop()
+	var errs []error
+	for _, key := range keys {
+		if strings.HasSuffix(key, "-lease") {
+			continue
+		}
+		e, err := topo.Batches.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("retention: batch %s: %w", key, err))
+			continue
+		}
+		var b schemas.BatchRecord
+		if schemas.Decode(e.Value(), &b) != nil {
+			continue
+		}
+		if b.State != schemas.BatchCompleted && b.State != schemas.BatchCancelled {
+			w.open[b.Tenant] = append(w.open[b.Tenant], b.ID)
+			continue
+		}
+		if w.opts.Tenant != "" && b.Tenant != w.opts.Tenant {
+			continue
+		}
+		ended := b.UpdatedAt
+		if b.CompletedAt != nil {
+			ended = *b.CompletedAt
+		}
+		if !w.due(ended, w.pol.For(b.Tenant, "").Batches) {
+			continue
+		}
+		it := Item{Kind: "batch", Tenant: b.Tenant, ID: b.ID, Ended: ended}
+		lines := topo.NS.BatchSubject(b.Tenant, b.ID)
+		n, err := w.purgeSubject(ctx, topo.NS.BatchesStream(), lines)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if n > 0 {
+			it.What, it.Msgs = append(it.What, "lines"), n
+			w.res.BatchLines += n
+		}
+		if ok, err := w.purgeKey(ctx, topo.Batches, key+"-lease", 0); err != nil {
+			errs = append(errs, err)
+			continue
+		} else if ok {
+			it.What = append(it.What, "lease")
+		}
+		if ok, err := w.purgeKey(ctx, topo.Batches, key, e.Revision()); err != nil {
+			errs = append(errs, err)
+			continue
+		} else if ok {
+			it.What = append(it.What, "record")
+			w.res.Batches++
+		}
+		w.res.Items = append(w.res.Items, it)
+	}
+	return errors.Join(errs...)
+}
+
+// inOpenBatch reports whether job (of batch, if it says) is a line of a
+// batch of tenant still running (its jobs are <batch>-<line>): the
+// batch's runner reads its jobs' reports.
+func (w *sweep) inOpenBatch(tenant, job, batch string) bool {
+	for _, id := range w.open[tenant] {
+		if id == batch || strings.HasPrefix(job, id+"-") {
+			return true
+		}
+	}
+	return false
+}
+
+// jobs removes what finished jobs keep past its age. A job not finished
+// is never touched.
+func (w *sweep) jobs(ctx context.Context) error {
+	topo := w.s.topo
+	keys, err := jobs.Keys(ctx, topo, w.opts.Tenant)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, key := range keys {
+		tenant, id, _ := strings.Cut(key, ".")
+		if err := w.job(ctx, tenant, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (w *sweep) job(ctx context.Context, tenant, id string) error {
+	topo := w.s.topo
+	rec, rev, err := jobs.Get(ctx, topo, tenant, id)
+	if errors.Is(err, jobs.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !rec.Finished || w.inOpenBatch(tenant, id, rec.Spec.BatchID) {
+		return nil
+	}
+	ended := rec.UpdatedAt
+	ages := w.pol.For(tenant, id)
+	key := bus.JobKey(tenant, id)
+	it := Item{Kind: "job", Tenant: tenant, ID: id, Ended: ended}
+	if w.due(ended, ages.Journal) {
+		n, err := w.purgeSubject(ctx, topo.NS.JournalStream(), topo.NS.JournalSubject(tenant, id), topo.NS.CheckpointSubject(tenant, id))
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			it.What, it.Msgs = append(it.What, "journal"), n
+			w.res.JournalMessages += n
+		}
+	}
+	for _, k := range []struct {
+		age  time.Duration
+		kv   jetstream.KeyValue
+		name string
+		n    *int64
+	}{
+		{ages.Reports, topo.Reports, "report", &w.res.Reports},
+		{ages.Status, topo.Status, "status", &w.res.Statuses},
+	} {
+		if !w.due(ended, k.age) {
+			continue
+		}
+		ok, err := w.purgeKey(ctx, k.kv, key, 0)
+		if err != nil {
+			return err
+		}
+		if ok {
+			it.What = append(it.What, k.name)
+			*k.n++
+		}
+	}
+	if w.due(ended, ages.Registry) {
+		if !ended.After(w.now.Add(-LeaseFloor)) {
+			ok, err := w.purgeKey(ctx, topo.Leases, key, 0)
+			if err != nil {
+				return err
+			}
+			if ok {
+				it.What = append(it.What, "lease")
+				w.res.Leases++
+			}
+		}
+		// Last: while the record stays, the next sweep finds the rest.
+		ok, err := w.purgeKey(ctx, topo.Jobs, key, rev)
+		if err != nil {
+			return err
+		}
+		if ok {
+			it.What = append(it.What, "record")
+			w.res.Records++
+		}
+	}
+	if len(it.What) > 0 {
+		w.res.Jobs++
+		w.res.Items = append(w.res.Items, it)
+	}
+	return nil
+}
+
+// purgeSubject removes (dry: counts) the messages of stream on subjects,
+// and returns how many there were.
+func (w *sweep) purgeSubject(ctx context.Context, stream string, subjects ...string) (int64, error) {
+	st, err := w.s.topo.JS.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("retention: stream %s: %w", stream, err)
+	}
+	var total int64
+	for _, subj := range subjects {
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
+		if err != nil {
+			return total, fmt.Errorf("retention: count %s: %w", subj, err)
+		}
+		n := int64(info.State.Subjects[subj])
+		if n == 0 {
+			continue
+		}
+		if !w.opts.DryRun {
+			if err := st.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+				return total, fmt.Errorf("retention: purge %s: %w", subj, err)
+			}
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// purgeKey removes (dry: finds) key of kv, only at revision rev when rev
+// is not 0, and reports whether there was one to remove. The key goes
+// whole: a purge marker conditional on the revision read (a write in
+// between wins), then the marker itself, so nothing of it stays behind.
+func (w *sweep) purgeKey(ctx context.Context, kv jetstream.KeyValue, key string, rev uint64) (bool, error) {
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("retention: read %s: %w", key, err)
+	}
+	if rev != 0 && e.Revision() != rev {
+		return false, nil // changed since read: left for the next sweep
+	}
+	if w.opts.DryRun {
+		return true, nil
+	}
+	subj := "$KV." + kv.Bucket() + "." + key
+	msg := nats.NewMsg(subj)
+	msg.Header.Set(kvOperation, kvPurge)
+	msg.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	ack, err := w.s.topo.JS.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(e.Revision()))
+	if isWrongLast(err) {
+		return false, nil // another writer got in between
+	}
+	if err != nil {
+		return false, fmt.Errorf("retention: remove %s: %w", key, err)
+	}
+	st, err := w.s.topo.JS.Stream(ctx, "KV_"+kv.Bucket())
+	if err == nil {
+		err = st.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(ack.Sequence+1))
+	}
+	if err != nil {
+		w.s.log.Warn("retention: remove a purge marker; it stays", "key", key, "err", err)
+	}
+	return true, nil
+}
+
+// The KV headers of a purge (what jetstream.KeyValue.Purge writes).
+const (
+	kvOperation = "KV-Operation"
+	kvPurge     = "PURGE"
+)
+
+func isWrongLast(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// deadLetters removes the dead letters stored longer ago than their
+// tenant's (or job's) age: it reads the stream in order, then purges each
+// subject below its first letter to keep.
+func (w *sweep) deadLetters(ctx context.Context) error {
+	ns := w.s.topo.NS
+	st, err := w.s.topo.JS.Stream(ctx, ns.DLQStream())
+	if err != nil {
+		return fmt.Errorf("retention: dlq stream: %w", err)
+	}
+	filter := ns.DLQWildcard()
+	prefix := strings.TrimSuffix(filter, ">")
+	if w.opts.Tenant != "" {
+		filter = prefix + w.opts.Tenant + ".>"
+	}
+	type cut struct {
+		below uint64
+		n     int64
+	}
+	cuts := map[string]*cut{}
+	var order []string
+	for seq := uint64(1); ; {
+		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("retention: read dead letter after %d: %w", seq, err)
+		}
+		seq = m.Sequence + 1
+		tenant, job, _ := strings.Cut(strings.TrimPrefix(m.Subject, prefix), ".")
+		if !w.due(m.Time, w.pol.For(tenant, job).DLQ) {
+			continue
+		}
+		c := cuts[m.Subject]
+		if c == nil {
+			c = &cut{}
+			cuts[m.Subject] = c
+			order = append(order, m.Subject)
+		}
+		c.below, c.n = m.Sequence+1, c.n+1
+	}
+	for _, subj := range order {
+		c := cuts[subj]
+		if !w.opts.DryRun {
+			if err := st.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(c.below)); err != nil {
+				return fmt.Errorf("retention: purge %s: %w", subj, err)
+			}
+		}
+		tenant, job, _ := strings.Cut(strings.TrimPrefix(subj, prefix), ".")
+		w.res.DeadLetters += c.n
+		w.res.Items = append(w.res.Items, Item{Kind: "dlq", Tenant: tenant, ID: job, What: []string{"dead_letters"}, Msgs: c.n})
+	}
+	return nil
+}
