@@ -131,10 +131,12 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int6
 		e.Epoch = 0
 		e.State, e.Reason, e.NoConsensus = r.m.end.state, r.m.end.reason, r.m.end.noConsensus
 		e.Work = r.m.acct.delta()
-		r.observe(&e)
+		count := r.observe(&e)
 		if err := r.append(ctx, &e); err != nil {
 			return r.report(), err
 		}
+		r.countStored() // Append stored the entry in flight first
+		count()
 	}
 	rep := r.report()
 	// Settle the bookkeeping before the report makes the end visible (a
@@ -373,12 +375,24 @@ func (r *jobRun) exec(ctx context.Context, a action) error {
 			_ = msg.NakWithDelay(a.delay)
 		}
 	case actJournal:
-		r.observe(a.entry)
+		// Counted once stored (observe): the entry in flight before
+		// this one is settled first.
+		count := r.observe(a.entry)
 		r.tr.journaled(a.entry)
-		if a.wait {
-			return r.append(ctx, a.entry)
+		if err := r.flush(ctx); err != nil {
+			return err
 		}
-		return fenced(r.jr.Start(ctx, a.entry))
+		if a.wait {
+			if err := r.append(ctx, a.entry); err != nil {
+				return err
+			}
+			count()
+			return nil
+		}
+		if err := fenced(r.jr.Start(ctx, a.entry)); err != nil {
+			return err
+		}
+		r.met.pending = count
 	case actOpenStep:
 		if _, _, err := r.c.store.OpenStep(ctx, r.ref, m.step, m.epoch); err != nil {
 			if errors.Is(err, store.ErrStaleOpen) {
@@ -432,7 +446,7 @@ func (r *jobRun) publish(ctx context.Context, req *schemas.SampleRequest) error 
 	}
 	msg := &nats.Msg{Subject: r.sampleSj, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, req.SampleID)
-	r.tr.request(r, req, msg.Header)
+	r.tr.request(r, req, msg.Header, len(data))
 	if err := r.c.nc.PublishMsg(msg); err != nil {
 		r.log.Warn("publish sample request", "err", err, "sample", req.SampleID)
 	}

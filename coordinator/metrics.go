@@ -15,6 +15,7 @@ type jobMetrics struct {
 	waveStep  int64
 	waves     int
 	strongerP *schemas.Pricing
+	pending   func() // counts the entry in flight (journal Start), once stored
 }
 
 // initMetrics takes the job's handles from the coordinator's metrics.
@@ -43,14 +44,20 @@ func (r *jobRun) noteSent(reqs []*schemas.SampleRequest) {
 	mt.waves++
 }
 
-// observe counts a journal entry about to be appended: its figures'
-// change (votes, red flags, tokens and cost) and, for a decision or a
-// climb of the ladder, the step's.
-func (r *jobRun) observe(e *schemas.JournalEntry) {
+// observe takes the figures of a journal entry about to be appended: its
+// figures' change (votes, red flags, tokens and cost) and, for a decision
+// or a climb of the ladder, the step's. They are counted by the function
+// it returns, to be called once the entry is stored (a failed append, the
+// lease lost say, counts nothing: the next owner decides the step again
+// and counts it then). Taken now, so the step's waves and the tokens
+// tallied so far are the entry's.
+func (r *jobRun) observe(e *schemas.JournalEntry) func() {
 	mt := &r.met
 	if mt.t == nil {
-		return
+		return func() {}
 	}
+	t := mt.t
+	var count []func()
 	switch e.Type {
 	case schemas.EntryDecision, schemas.EntryArbiter:
 		rung := e.Rung
@@ -66,35 +73,69 @@ func (r *jobRun) observe(e *schemas.JournalEntry) {
 			rounds = mt.waves
 		}
 		mt.waveStep, mt.waves = -1, 0
-		mt.t.Decision(rung, rounds, samples, e.Lead, e.Type == schemas.EntryDecision)
+		lead, byVotes := e.Lead, e.Type == schemas.EntryDecision
+		count = append(count, func() { t.Decision(rung, rounds, samples, lead, byVotes) })
 	case schemas.EntryEscalation:
-		mt.t.Escalation(e.Rung)
+		rung := e.Rung
+		count = append(count, func() { t.Escalation(rung) })
 	}
-	mt.t.Counted(e.Work.Votes, e.Work.RedFlags)
+	votes, redFlags := e.Work.Votes, e.Work.RedFlags
+	count = append(count, func() { t.Counted(votes, redFlags) })
 	if a := e.Arbiter; a != nil && e.Work.ArbiterCostUSD > 0 {
 		model := a.JudgeModel
 		if model == "" || strings.HasPrefix(model, "person:") {
 			model = "judge"
 		}
-		mt.t.Cost(model, e.Work.ArbiterCostUSD)
+		usd := e.Work.ArbiterCostUSD
+		count = append(count, func() { t.Cost(model, usd) })
 	}
-	r.flushTokens()
+	count = append(count, r.takeTokens())
+	return func() {
+		for _, f := range count {
+			f()
+		}
+	}
 }
 
-// flushTokens counts the tokens the machine tallied since the last flush,
-// priced as the report prices them.
-func (r *jobRun) flushTokens() {
+// countStored counts the entry the journal had in flight (Start), once a
+// flush has stored it.
+func (r *jobRun) countStored() {
+	if f := r.met.pending; f != nil {
+		r.met.pending = nil
+		f()
+	}
+}
+
+// flushTokens counts the tokens the machine tallied since the last flush
+// at once (the run's end).
+func (r *jobRun) flushTokens() { r.takeTokens()() }
+
+// takeTokens takes the tokens the machine tallied since the last take,
+// priced as the report prices them; the function returned counts them.
+func (r *jobRun) takeTokens() func() {
 	mt := &r.met
 	if mt.t == nil || r.m == nil {
-		return
+		return func() {}
 	}
+	type taken struct {
+		model              string
+		prompt, completion int64
+		usd                float64
+	}
+	var all []taken
 	r.m.tok.drain(func(model string, stronger bool, prompt, completion int64) {
 		p := r.spec.Pricing
 		if stronger {
 			p = mt.strongerP
 		}
-		mt.t.Tokens(model, prompt, completion, p.Cost(prompt, completion))
+		all = append(all, taken{model, prompt, completion, p.Cost(prompt, completion)})
 	})
+	t := mt.t
+	return func() {
+		for _, k := range all {
+			t.Tokens(k.model, k.prompt, k.completion, k.usd)
+		}
+	}
 }
 
 // tokenTally is the tokens of a job's answers by model and by whether the

@@ -159,7 +159,13 @@ func (r *jobRun) append(ctx context.Context, e *schemas.JournalEntry) error {
 }
 
 // flush waits until every entry is journaled.
-func (r *jobRun) flush(ctx context.Context) error { return fenced(r.jr.Flush(ctx)) }
+func (r *jobRun) flush(ctx context.Context) error {
+	if err := fenced(r.jr.Flush(ctx)); err != nil {
+		return err
+	}
+	r.countStored()
+	return nil
+}
 
 // fenced turns the journal's fencing error into a lost lease.
 func fenced(err error) error {

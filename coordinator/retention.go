@@ -58,6 +58,8 @@ func (c *Coordinator) sweepRetention(ctx context.Context, sw *retention.Sweeper)
 	switch {
 	case errors.Is(err, retention.ErrBusy):
 		c.log.Debug("retention sweep: another coordinator is sweeping")
+	case errors.Is(err, retention.ErrLeaseLost):
+		c.log.Warn("retention sweep: lease lost, stopped; the next sweep goes on", "err", err, "jobs", res.Jobs)
 	case err != nil:
 		c.log.Warn("retention sweep", "err", err, "jobs", res.Jobs)
 	case len(res.Items) > 0:

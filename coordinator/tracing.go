@@ -12,8 +12,9 @@ import (
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
-// maxVoteAttr bounds the winning vote key kept on a step span.
-const maxVoteAttr = 256
+// The winning vote key is tenant data (the answer): a step span keeps
+// only its length and a short hash (voteHash), never the answer itself,
+// so tenants' answers do not reach the tracing backend.
 
 // stepTrace is a job run's tracing (internal/tracing; every method is a
 // no-op when tracing is off): a root span "maker.step" per step, started
@@ -28,10 +29,11 @@ type stepTrace struct {
 	span   trace.Span      // nil: no step span open
 }
 
-// request starts the span of req, published with headers h, under the
-// step's span (opened here for the step's first request), and puts its
-// context in h.
-func (t *stepTrace) request(r *jobRun, req *schemas.SampleRequest, h nats.Header) {
+// request starts the span of req, published with headers h and dataLen
+// bytes of data, under the step's span (opened here for the step's first
+// request), and puts its context in h unless that would bring the message
+// near the connection's max payload (tracing.InjectWithin).
+func (t *stepTrace) request(r *jobRun, req *schemas.SampleRequest, h nats.Header, dataLen int) {
 	if !tracing.Enabled() {
 		return
 	}
@@ -51,9 +53,11 @@ func (t *stepTrace) request(r *jobRun, req *schemas.SampleRequest, h nats.Header
 		trace.WithAttributes(
 			attribute.String("maker.sample_id", req.SampleID), attribute.Int("maker.index", req.Index),
 			attribute.Int("maker.attempt", req.Attempt), attribute.Int64("maker.epoch", req.Epoch),
-			attribute.String("maker.model", req.Model),
+			attribute.String("maker.model", tracing.Clean(req.Model)),
 			attribute.String("messaging.system", "nats"), attribute.String("messaging.destination.name", r.sampleSj)))
-	tracing.Inject(ctx, h)
+	if !tracing.InjectWithin(ctx, h, dataLen, r.c.nc.MaxPayload()) {
+		span.SetAttributes(attribute.Bool("maker.untraced_payload", true))
+	}
 	span.End()
 }
 
@@ -89,12 +93,9 @@ func (t *stepTrace) journaled(e *schemas.JournalEntry) {
 		if rung == "" {
 			rung = schemas.RungOwnModel
 		}
-		vote := e.VoteKey
-		if len(vote) > maxVoteAttr {
-			vote = vote[:maxVoteAttr]
-		}
 		t.span.SetAttributes(
-			attribute.String("maker.vote", vote), attribute.String("maker.rung", rung),
+			attribute.String("maker.vote_hash", tracing.Hash(e.VoteKey)), attribute.Int("maker.vote_bytes", len(e.VoteKey)),
+			attribute.String("maker.rung", rung),
 			attribute.Int("maker.votes", e.Votes), attribute.Int("maker.lead", e.Lead),
 			attribute.Int("maker.samples", e.Counted), attribute.Int("maker.valid", e.Valid),
 			attribute.Int("maker.red_flagged", e.RedFlagged), attribute.Int64("maker.epoch", e.Epoch))

@@ -9,7 +9,8 @@ import (
 )
 
 // timedModel is a Model whose calls are counted in the voter's metrics:
-// in flight, latency by model, failures by code.
+// in flight, latency by model, failures by code (a reply without usage,
+// whose tokens are estimated, as code no_usage).
 type timedModel struct {
 	Model
 	met   *metrics.Voter
@@ -25,5 +26,8 @@ func (t timedModel) Complete(ctx context.Context, req llm.Request) (llm.Response
 	start := time.Now()
 	resp, err := t.Model.Complete(ctx, req)
 	t.met.CallDone(ctx, model, time.Since(start), err)
+	if err == nil && resp.UsageEstimated {
+		t.met.NoUsage(model)
+	}
 	return resp, err
 }

@@ -39,8 +39,9 @@ func (v *Voter) traced(h bus.Handler) bus.Handler {
 }
 
 // traceReply notes req and its result res on the sample span of ctx and
-// puts the span's context in h, the result's headers.
-func traceReply(ctx context.Context, req *schemas.SampleRequest, res *schemas.SampleResult, h nats.Header) {
+// puts the span's context in h, the headers of the result's dataLen bytes,
+// unless that would bring it near maxPayload (tracing.InjectWithin).
+func traceReply(ctx context.Context, req *schemas.SampleRequest, res *schemas.SampleResult, h nats.Header, dataLen int, maxPayload int64) {
 	if !tracing.Enabled() {
 		return
 	}
@@ -53,7 +54,9 @@ func traceReply(ctx context.Context, req *schemas.SampleRequest, res *schemas.Sa
 			attribute.String("maker.sample_id", req.SampleID),
 			attribute.String("maker.outcome", res.Outcome), attribute.String("maker.red_flag", res.RedFlag))
 	}
-	tracing.Inject(ctx, h)
+	if !tracing.InjectWithin(ctx, h, dataLen, maxPayload) && span.IsRecording() {
+		span.SetAttributes(attribute.Bool("maker.untraced_payload", true))
+	}
 }
 
 // traceCall starts the "maker.model_call" span of call; the returned
@@ -67,7 +70,7 @@ func (v *Voter) traceCall(ctx context.Context, call *llm.Request) (context.Conte
 		model = v.cfg.Model
 	}
 	ctx, span := tracing.Start(ctx, "maker.model_call", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("gen_ai.request.model", model),
+		trace.WithAttributes(attribute.String("gen_ai.request.model", tracing.Clean(model)),
 			attribute.Float64("gen_ai.request.temperature", call.Temperature),
 			attribute.Int("gen_ai.request.max_tokens", call.MaxTokens)))
 	return ctx, func(resp llm.Response, err error) {
@@ -86,11 +89,11 @@ func (v *Voter) traceCall(ctx context.Context, call *llm.Request) (context.Conte
 			status = "error"
 		}
 		span.SetAttributes(attribute.String("maker.status", status),
-			attribute.String("gen_ai.response.model", resp.Model),
+			attribute.String("gen_ai.response.model", tracing.Clean(resp.Model)),
 			attribute.Int("gen_ai.usage.input_tokens", resp.PromptTokens),
 			attribute.Int("gen_ai.usage.output_tokens", resp.CompletionTokens))
 		if len(resp.Choices) > 0 {
-			span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{resp.Choices[0].FinishReason}))
+			span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{tracing.Clean(resp.Choices[0].FinishReason)}))
 		}
 		if status != "cancelled" {
 			tracing.Fail(span, err)

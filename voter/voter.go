@@ -466,7 +466,7 @@ func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.Sampl
 		delivery = md.NumDelivered
 	}
 	out.Header.Set(jetstream.MsgIDHeader, req.SampleID+"/r"+strconv.FormatUint(delivery, 10))
-	traceReply(ctx, req, &res, out.Header)
+	traceReply(ctx, req, &res, out.Header, len(data), v.nc.MaxPayload())
 	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var perr error

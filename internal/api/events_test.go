@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/api"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -114,10 +115,16 @@ func TestJobLifecycle(t *testing.T) {
 	if got.TraceSHA256 != rep.TraceSHA256 || got.Steps != 7 {
 		t.Errorf("result %+v, want the streamed report", got)
 	}
-	view := e.json(http.MethodGet, "/v1/jobs/"+c.ID, e.key[alpha], nil)
-	checkBody(t, "JobView", view.body)
+	// The coordinator stores the report, then marks the registry record
+	// finished: the view may trail the report event by that one write.
 	var v schemas.JobView
-	view.decode(t, http.StatusOK, &v)
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		view := e.json(http.MethodGet, "/v1/jobs/"+c.ID, e.key[alpha], nil)
+		checkBody(t, "JobView", view.body)
+		v = schemas.JobView{}
+		view.decode(t, http.StatusOK, &v)
+		return v.Finished
+	}, "the job's record never finished")
 	if v.State != schemas.StateSolved || !v.Finished || v.Progress != 1 || v.Steps != 7 || v.TotalSteps != 7 {
 		t.Errorf("view %+v", v)
 	}

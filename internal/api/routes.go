@@ -114,12 +114,16 @@ func (s *Server) routes() []route {
 			summary: "A job's decided steps and progress as Server-Sent Events (the dashboard's feed)",
 			desc: "event: step (id: the entry's journal sequence; data: a step summary of each decision-journal entry: " +
 				"seq, type, step, samples, counted, valid, red_flagged, red_flags, votes, lead, rung, state, reason, at), " +
-				"every entry from the first (or after ?after= or Last-Event-ID), then each new one; event: status (data: a " +
-				"job_status message) now and on every change. Once the job has its report and every entry up to its end " +
+				"first about the ?tail= most recent entries (default 5000; tail=0: every entry from the first), or the " +
+				"entries after ?after= or Last-Event-ID when given (a resuming client; tail is then ignored), then each new " +
+				"one; event: status (data: a job_status message, whose samples, votes and red_flagged are the whole job's " +
+				"totals) now and on every change. Once the job has its report and every entry up to its end " +
 				"is sent, a last status goes out and the stream ends; a comment line \": ping\" every 15 s meanwhile. " +
 				"Shares the event streams' limits: a key holds at most 8 open streams (429), the server 1000 (503); a " +
-				"stream ends when its key is revoked.",
-			query:  []param{tenantQ, {"after", "send the entries after this journal sequence (a reconnecting client's last id)", "integer"}},
+				"stream ends when its key is revoked or its job is purged.",
+			query: []param{tenantQ,
+				{"after", "send the entries after this journal sequence (a reconnecting client's last id), 0 to 2^63-1", "integer"},
+				{"tail", "send first about this many of the most recent entries, 0 to 100000 (0: the whole journal; default 5000)", "integer"}},
 			ok:     http.StatusOK,
 			okBody: &content{types: []string{"text/event-stream"}, desc: "step events (step summaries) and status events"},
 			errs:   []int{400, 404, 429, 503}},

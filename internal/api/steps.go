@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net/http"
 	"strconv"
 	"time"
@@ -20,94 +21,48 @@ import (
 
 // jobSteps is GET /v1/jobs/{id}/steps: Server-Sent Events for the
 // dashboard. "step" (id: the journal sequence; data: a step_summary of
-// each journal entry, schemas.StepSummary), from the first entry or after
-// ?after= / Last-Event-ID, then each new one as it is written; "status" (a
-// job_status) now and on every change. Once the job has its report and
-// every entry up to its end has been sent, a last status goes out and the
-// stream ends. ": ping" every Heartbeat.
+// each journal entry, schemas.StepSummary): after ?after= / Last-Event-ID
+// when given, else about the ?tail= most recent entries (default
+// DefaultStepTail; 0: from the first entry), then each new one as it is
+// written; "status" (a job_status) now and on every change. Once the job
+// has its report and every entry up to its end has been sent, a last
+// status goes out and the stream ends. ": ping" every Heartbeat.
 //
 // The stream shares the event streams' limits (MaxStreamsPerKey,
-// MaxStreams), ends when its key is revoked, and cuts off a client that
-// reads nothing for StreamWriteTimeout.
+// MaxStreams), ends when its key is revoked or its job purged, and cuts
+// off a client that reads nothing for StreamWriteTimeout.
 func (s *Server) jobSteps(w http.ResponseWriter, r *http.Request, p apikey.Principal) error {
-	tenant, id, err := jobRef(r, p)
-	if err != nil {
-		return err
-	}
 	after, err := resumeAfter(r)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	topo := s.deps.Topo
-	gctx, gcancel := s.timeout(ctx)
-	_, _, err = jobs.Get(gctx, topo, tenant, id)
-	gcancel()
+	tail, err := stepTail(r)
 	if err != nil {
 		return err
 	}
-	release, pe := s.streams.take(p)
-	if pe != nil {
-		return pe
-	}
-	defer release()
-
-	key := bus.JobKey(tenant, id)
-	// Watch first, then read: no change falls between the two.
-	reports, err := topo.Reports.Watch(ctx, key)
+	js, err := s.openJobStream(w, r, p)
 	if err != nil {
-		return fmt.Errorf("%w: watch report: %w", jobs.ErrUnavailable, err)
+		return err
 	}
-	defer func() { _ = reports.Stop() }()
-	statuses, err := topo.Status.Watch(ctx, key, jetstream.UpdatesOnly())
-	if err != nil {
-		return fmt.Errorf("%w: watch status: %w", jobs.ErrUnavailable, err)
+	defer js.close()
+	ctx, topo, tenant, id := js.ctx, s.deps.Topo, js.tenant, js.id
+	if after == 0 && tail > 0 {
+		lctx, lcancel := s.timeout(ctx)
+		after, err = tailStart(lctx, topo, tenant, id, tail)
+		lcancel()
+		if err != nil {
+			return err
+		}
 	}
-	defer func() { _ = statuses.Stop() }()
 	entries, err := s.followJournal(ctx, tenant, id, after)
 	if err != nil {
 		return err
 	}
 	defer entries.stop()
 
-	rc := http.NewResponseController(w)
-	out := &deadlineWriter{w: w, rc: rc, d: s.cfg.StreamWriteTimeout}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-
-	var last []byte
-	sendStatus := func() error {
-		if s.keyRevoked(ctx, r) {
-			return errKeyRevoked
-		}
-		sctx, scancel := s.timeout(ctx)
-		st, err := jobs.Status(sctx, topo, tenant, id)
-		scancel()
-		if err != nil {
-			return err
-		}
-		b, err := json.Marshal(st)
-		if err != nil {
-			return err
-		}
-		if string(b) == string(last) {
-			return nil
-		}
-		last = b
-		return event(out, "status", b)
-	}
-	if err := sendStatus(); err != nil {
+	js.begin()
+	if err := js.sendStatus(); err != nil {
 		return nil // the stream has begun: it just ends
-	}
-	var ping <-chan time.Time
-	if s.cfg.Heartbeat > 0 {
-		t := time.NewTicker(s.cfg.Heartbeat)
-		defer t.Stop()
-		ping = t.C
 	}
 	// endSeq is the journal's last sequence once the job has its report
 	// (0 before): the stream ends when it has sent that far.
@@ -116,7 +71,7 @@ func (s *Server) jobSteps(w http.ResponseWriter, r *http.Request, p apikey.Princ
 	checked := time.Now()
 	for {
 		if finished && sent >= endSeq {
-			_ = sendStatus()
+			_ = js.sendStatus()
 			return nil
 		}
 		select {
@@ -137,14 +92,20 @@ func (s *Server) jobSteps(w http.ResponseWriter, r *http.Request, p apikey.Princ
 				checked = now
 			}
 			sent = e.seq
-			if err := stepEvent(out, e.seq, e.data); err != nil {
+			if err := stepEvent(js.out, e.seq, e.data); err != nil {
 				return nil
 			}
-		case e, ok := <-reports.Updates():
+		case e, ok := <-js.reports.Updates():
 			if !ok {
 				return nil
 			}
-			if e == nil || e.Operation() != jetstream.KeyValuePut || finished {
+			if e == nil || finished {
+				continue
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				if js.purged() {
+					return nil
+				}
 				continue
 			}
 			// The end entry is journaled before the report is stored.
@@ -155,33 +116,29 @@ func (s *Server) jobSteps(w http.ResponseWriter, r *http.Request, p apikey.Princ
 				return nil
 			}
 			finished = true
-		case e, ok := <-statuses.Updates():
-			if !ok {
+		case e, ok := <-js.statuses.Updates():
+			if !js.onStatus(e, ok) {
 				return nil
 			}
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			if err := sendStatus(); err != nil {
-				return nil
-			}
-		case <-ping:
-			if s.keyRevoked(ctx, r) {
-				return nil
-			}
-			if _, err := out.Write([]byte(": ping\n\n")); err != nil {
-				return nil
-			}
-			if err := rc.Flush(); err != nil {
+		case <-js.ping:
+			if !js.heartbeat() {
 				return nil
 			}
 		}
 	}
 }
 
+// DefaultStepTail is how many of a job's most recent journal entries a
+// step stream sends first when the client gives neither ?tail= nor a
+// sequence to resume after; MaxStepTail is the most ?tail= may ask.
+const (
+	DefaultStepTail = 5000
+	MaxStepTail     = 100_000
+)
+
 // resumeAfter is the journal sequence a step stream starts after:
 // ?after=, else the Last-Event-ID header (a reconnecting EventSource),
-// else 0 (from the first entry).
+// else 0 (none given). A journal sequence is below 2^63.
 func resumeAfter(r *http.Request) (uint64, error) {
 	v, name := r.URL.Query().Get("after"), "after"
 	if v == "" {
@@ -191,10 +148,62 @@ func resumeAfter(r *http.Request) (uint64, error) {
 		return 0, nil
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return 0, problem(TypeBadRequest, "%s %q must be a journal sequence: a whole number >= 0", name, v)
+	if err != nil || n >= 1<<63 {
+		return 0, problem(TypeBadRequest, "%s %q must be a journal sequence: a whole number from 0 to 2^63-1", name, v)
 	}
 	return n, nil
+}
+
+// stepTail is ?tail=: how many of the most recent entries to send first
+// (0: all of them), DefaultStepTail when not given.
+func stepTail(r *http.Request) (uint64, error) {
+	v := r.URL.Query().Get("tail")
+	if v == "" {
+		return DefaultStepTail, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n > MaxStepTail {
+		return 0, problem(TypeBadRequest, "tail %q must be a whole number from 0 (the whole journal) to %d", v, MaxStepTail)
+	}
+	return n, nil
+}
+
+// tailStart is the journal sequence to start after so that about the
+// last n entries of tenant/job's journal come first (0: from the first).
+// The job's entries share the journal stream with other jobs': the start
+// is placed by their density between the job's first and last entry,
+// exact when nothing else was written in between.
+func tailStart(ctx context.Context, topo *bus.Topology, tenant, job string, n uint64) (uint64, error) {
+	last, err := lastJournalSeq(ctx, topo, tenant, job)
+	if err != nil || last == 0 {
+		return 0, err
+	}
+	st, err := topo.JS.Stream(ctx, topo.NS.JournalStream())
+	if err != nil {
+		return 0, fmt.Errorf("%w: journal stream: %w", jobs.ErrUnavailable, err)
+	}
+	subj := topo.NS.JournalSubject(tenant, job)
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return 0, fmt.Errorf("%w: journal: %w", jobs.ErrUnavailable, err)
+	}
+	count := info.State.Subjects[subj]
+	if count <= n {
+		return 0, nil
+	}
+	first, err := st.GetMsg(ctx, info.State.FirstSeq, jetstream.WithGetMsgSubject(subj))
+	if err != nil {
+		return 0, fmt.Errorf("%w: journal: %w", jobs.ErrUnavailable, err)
+	}
+	span := last - first.Sequence + 1 // >= count > n
+	// back is the span of n entries at the job's density: span*n/count,
+	// below span as n < count.
+	hi, lo := bits.Mul64(span, n)
+	back, _ := bits.Div64(hi, lo, count)
+	if back >= span {
+		return first.Sequence - 1, nil
+	}
+	return last - back, nil
 }
 
 // stepEvent writes journal entry data (at seq) as a step event.

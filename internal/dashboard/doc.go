@@ -14,4 +14,14 @@
 // samples per step and margin at decision, red-flag rate by reason, p̂
 // (winners' votes over valid votes of the decided steps), cost over time
 // and escalations.
+//
+// A job's page asks the step stream for the journal's last 5,000 entries
+// (?tail=), not the whole journal, and resumes with ?after= on a
+// reconnect; its charts keep at most 5,000 points (neighbours merged in
+// pairs, keeping the largest sample count and the smallest margin), so p̂,
+// the red-flag reasons and the charts cover the entries streamed, while
+// the whole job's totals (samples, votes, red flags, cost) come from its
+// status. The jobs list is sorted newest first by submission time; its
+// 10 s refresh re-reads only the first page, and none while the tab is
+// hidden.
 package dashboard

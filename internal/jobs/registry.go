@@ -217,6 +217,18 @@ func Status(ctx context.Context, topo *bus.Topology, tenant, job string) (schema
 		}
 	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return st, fmt.Errorf("read status of %s/%s: %w", tenant, job, err)
+	} else if rec.Finished {
+		// Retention sweeps statuses before reports: the figures of a
+		// finished job whose status is gone come from its report.
+		if rep, err := Result(ctx, topo, tenant, job); err == nil {
+			st.Steps, st.TotalSteps, st.Samples, st.Votes = rep.Steps, rep.TotalSteps, rep.Samples, rep.Votes
+			st.RedFlagged, st.Errors, st.SpentUSD, st.UpdatedAt = rep.RedFlagged, rep.Errors, rep.CostUSD, rep.FinishedAt
+			if rep.Solved {
+				st.Progress = 1
+			} else if rep.TotalSteps > 0 {
+				st.Progress = min(1, float64(rep.Steps)/float64(rep.TotalSteps))
+			}
+		}
 	}
 	// The record is the authority on where the job stands; the status
 	// holds the figures.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -54,6 +55,10 @@ type Response struct {
 	Model            string        // model name the server reported
 	Attempts         int           // HTTP attempts made
 	Latency          time.Duration // wall time including retries and waits
+	// UsageEstimated: the server sent no usage (a stream whose server
+	// ignores include_usage), so PromptTokens and CompletionTokens are
+	// estimates (bytes / 4).
+	UsageEstimated bool
 }
 
 // Client calls one model on one OpenAI-compatible server. Safe for
@@ -63,6 +68,8 @@ type Client struct {
 	oa      *openai.Client
 	hc      *http.Client
 	ownHTTP bool
+	// noUsageOnce: the missing usage of a stream is logged once.
+	noUsageOnce sync.Once
 }
 
 // New validates cfg, applies defaults and returns a Client.
@@ -99,12 +106,16 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, fmt.Errorf("%w: complete (model %s): %w", ErrPermanent, c.cfg.Model, err)
 	}
-	var out openai.ChatCompletionResponse
+	var (
+		out       openai.ChatCompletionResponse
+		estimated bool
+	)
 	attempts, err := c.retry(ctx, "complete", c.cfg.MaxAttempts, func(actx context.Context, st *attemptState) error {
 		st.setTemperature, st.temperature, st.headers = true, req.Temperature, req.Headers
+		st.maxBytes = maxReplyBytes(req.MaxTokens, oreq.N)
 		var err error
 		if c.cfg.Stream {
-			out, err = c.createStream(actx, oreq, st)
+			out, estimated, err = c.createStream(actx, oreq, st)
 		} else {
 			out, err = c.oa.CreateChatCompletion(actx, oreq)
 		}
@@ -124,6 +135,10 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	res.PromptTokens = out.Usage.PromptTokens
 	res.CompletionTokens = out.Usage.CompletionTokens
 	res.Model = out.Model
+	if estimated {
+		res.UsageEstimated = true
+		c.noUsage()
+	}
 	return res, nil
 }
 

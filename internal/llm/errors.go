@@ -20,7 +20,8 @@ import (
 //	ErrRetryBudget            MaxAttempts retryable failures        Nak with backoff
 //	ErrBadResponse            BadResponseAttempts 2xx replies that  answer with red flag "empty"
 //	                          cannot be used (not JSON, no choice,
-//	                          usage out of range)
+//	                          usage out of range, a body past
+//	                          maxReplyBytes)
 //	context.Canceled/...      the caller's ctx ended                stop; nothing to report
 var (
 	// ErrRetryBudget: every attempt failed with a retryable error. The last

@@ -57,7 +57,8 @@ func TestCompleteStream(t *testing.T) {
 		{"two choices interleaved", []reply{stream(sse(true, chunk(1, roleDelta, ""), chunk(0, roleDelta, ""), chunk(1, content("b"), ""),
 			chunk(0, content("a"), ""), chunk(0, `{}`, "length"), chunk(1, `{}`, "stop"), usageChunk))},
 			[]Choice{{"a", "length"}, {"b", "stop"}}, [2]int{11, 7}, 1, nil, 0},
-		{"no usage chunk", []reply{stream(sse(true, chunk(0, content("x"), "stop")))}, []Choice{{"x", "stop"}}, [2]int{0, 0}, 1, nil, 0},
+		// Estimated: "hello" is 5 bytes, 2 tokens; "x" 1 (stream_bound_test.go).
+		{"no usage chunk", []reply{stream(sse(true, chunk(0, content("x"), "stop")))}, []Choice{{"x", "stop"}}, [2]int{2, 1}, 1, nil, 0},
 		{"no [DONE]", []reply{stream(sse(false, chunk(0, content("x"), "stop"), usageChunk))}, []Choice{{"x", "stop"}}, [2]int{11, 7}, 1, nil, 0},
 		{"429 before the stream, then a stream", []reply{errReply(429, "rate_limit_exceeded", "requests", "slow down"), stream(goodStream)},
 			[]Choice{{"hello world", "stop"}}, [2]int{11, 7}, 2, nil, 0},

@@ -28,6 +28,7 @@ type attemptState struct {
 	setTemperature bool
 	temperature    float64
 	headers        map[string]string // extra request headers
+	maxBytes       int64             // bound of the reply's body (maxReplyBytes); 0: none
 
 	// Observations.
 	called       bool  // the request reached the doer, i.e. left go-openai
@@ -64,8 +65,44 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		st.status = resp.StatusCode
 		st.retryAfter = resp.Header.Get("Retry-After")
 		st.retryAfterMS = resp.Header.Get("Retry-After-Ms")
+		if st.maxBytes > 0 && resp.Body != nil {
+			resp.Body = &cappedBody{ReadCloser: resp.Body, left: st.maxBytes}
+		}
 	}
 	return resp, err
+}
+
+// minReplyBytes is the least a reply's body may take (maxReplyBytes).
+const minReplyBytes = 1 << 20
+
+// maxReplyBytes bounds the body of one reply, streamed or not, to a call
+// of maxTokens tokens (0: the server's default) and n choices: 16 × 4
+// bytes a token and choice (JSON, SSE framing and escapes included), and
+// at least 1 MiB. A body past it ends the attempt as a bad response, so a
+// looping or hostile server cannot grow the caller's memory.
+func maxReplyBytes(maxTokens, n int) int64 {
+	return max(minReplyBytes, 16*4*int64(maxTokens)*int64(max(n, 1)))
+}
+
+// errReplyTooLarge: the reply's body passed maxReplyBytes.
+var errReplyTooLarge = errors.New("reply larger than its bound")
+
+// cappedBody is a response body that fails past its bound.
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errReplyTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // withTemperature returns a shallow copy of req whose JSON body has

@@ -14,6 +14,7 @@ type Coordinator struct {
 	escalations, finished   *prometheus.CounterVec
 	tokens, cost            *prometheus.CounterVec
 	takeovers               prometheus.Counter
+	models                  modelLabels // the model label's values (models.go)
 }
 
 // NewCoordinator makes the coordinator metrics on r.
@@ -41,9 +42,9 @@ func NewCoordinator(r *Registry) *Coordinator {
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_jobs_finished_total",
 			Help: "Jobs this coordinator finished, by final state."}, []string{"tenant", "state"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_tokens_total",
-			Help: "Model tokens the jobs' samples used, by model and kind (prompt, completion)."}, []string{"tenant", "model", "kind"}),
+			Help: "Model tokens the jobs' samples used, by model and kind (prompt, completion). " + modelHelp}, []string{"tenant", "model", "kind"}),
 		cost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_cost_usd_total",
-			Help: "What the jobs' samples (and arbitrations) cost in US dollars, by the job's pricing."}, []string{"tenant", "model"}),
+			Help: "What the jobs' samples (and arbitrations) cost in US dollars, by the job's pricing. " + modelHelp}, []string{"tenant", "model"}),
 	}
 	r.register(c.requested, c.votes, c.redFlagged, c.decisions, c.rounds, c.samples, c.margin,
 		c.escalations, c.takeovers, c.finished, c.tokens, c.cost)
@@ -159,6 +160,7 @@ func (t *CoordinatorTenant) Tokens(model string, prompt, completion int64, costU
 	if t == nil {
 		return
 	}
+	model = t.c.models.label(model) // bounded: so is byModel
 	m := t.byModel[model]
 	if m == nil {
 		m = &modelCounters{
@@ -182,6 +184,6 @@ func (t *CoordinatorTenant) Tokens(model string, prompt, completion int64, costU
 // Cost adds usd spent on model (an arbitration's, say).
 func (t *CoordinatorTenant) Cost(model string, usd float64) {
 	if t != nil && usd > 0 {
-		t.c.cost.WithLabelValues(t.tenant, model).Add(usd)
+		t.c.cost.WithLabelValues(t.tenant, t.c.models.label(model)).Add(usd)
 	}
 }

@@ -17,17 +17,18 @@ type Voter struct {
 	answered, redFlagged, errors *prometheus.CounterVec
 	latency                      *prometheus.HistogramVec
 	inFlight                     prometheus.Gauge
+	models                       modelLabels // the model label's values (models.go)
 }
 
 // NewVoter makes the voter metrics on r.
 func NewVoter(r *Registry) *Voter {
 	v := &Voter{
 		answered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_samples_answered_total",
-			Help: "Sample results published (any outcome: vote, red flag, skipped, cancelled)."}, []string{"model"}),
+			Help: "Sample results published (any outcome: vote, red flag, skipped, cancelled). " + modelHelp}, []string{"model"}),
 		redFlagged: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_voter_red_flagged_total",
 			Help: "Sample results published as red flags, by reason."}, []string{"model", "reason"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_model_errors_total",
-			Help: "Failed model call attempts, retried ones included, by code (429, 5xx, timeout, other)."}, []string{"model", "code"}),
+			Help: "Failed model call attempts, retried ones included, by code (429, 5xx, timeout, other), and replies without usage (no_usage: tokens estimated). " + modelHelp}, []string{"model", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "maker_model_latency_seconds",
 			Help: "Model calls' latency, retries included, of calls that got a reply.", Buckets: latencyBuckets}, []string{"model"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "maker_voter_in_flight",
@@ -43,6 +44,7 @@ func (v *Voter) Answered(model, reason string) {
 	if v == nil {
 		return
 	}
+	model = v.models.label(model)
 	v.answered.WithLabelValues(model).Inc()
 	if reason != "" {
 		v.redFlagged.WithLabelValues(model, reason).Inc()
@@ -66,7 +68,7 @@ func (v *Voter) CallDone(ctx context.Context, model string, took time.Duration, 
 	v.inFlight.Dec()
 	switch {
 	case err == nil:
-		v.latency.WithLabelValues(model).Observe(took.Seconds())
+		v.latency.WithLabelValues(v.models.label(model)).Observe(took.Seconds())
 	case ctx.Err() != nil:
 		// cancelled: the step was decided, or the voter stops
 	default:
@@ -78,9 +80,25 @@ func (v *Voter) CallDone(ctx context.Context, model string, took time.Duration, 
 // OnRetry sees the retried ones).
 func (v *Voter) ModelError(model string, err error) {
 	if v != nil && err != nil {
-		v.errors.WithLabelValues(model, ErrorCode(err)).Inc()
+		v.errors.WithLabelValues(v.models.label(model), ErrorCode(err)).Inc()
 	}
 }
+
+// NoUsage counts a reply of model that came without usage (a stream whose
+// server ignores include_usage: its tokens are estimated), as code
+// no_usage of maker_model_errors_total.
+func (v *Voter) NoUsage(model string) {
+	if v != nil {
+		v.errors.WithLabelValues(v.models.label(model), CodeNoUsage).Inc()
+	}
+}
+
+// CodeNoUsage is the maker_model_errors_total code of a reply without
+// usage.
+const CodeNoUsage = "no_usage"
+
+// modelHelp ends the help of a metric with a model label.
+const modelHelp = "The first 32 distinct models are named, later ones are counted as model \"other\"."
 
 // ErrorCode sorts a model error: "429", "5xx", "timeout" or "other".
 func ErrorCode(err error) string {

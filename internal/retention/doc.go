@@ -13,8 +13,13 @@
 // finished before a time (Purge, `maker jobs purge --before`). It takes a
 // lease first (internal/lease, key "sweep.lease" in the retention
 // bucket), so coordinators sweeping at once do not do the work twice,
-// and every removal is conditional (a stream purge by subject, a KV purge
-// at the revision read), so a sweep is idempotent. It never touches a job
+// renews it as it goes (every 200 items or a third of its TTL) and stops
+// when it cannot (ErrLeaseLost). Every removal is conditional (a stream
+// purge by subject, a KV purge at the revision read), so a sweep is
+// idempotent, and a job's record is read again right before each removal
+// of its data: a job id used again meanwhile is left alone. A policy
+// record that cannot be read stops the sweep before anything goes: the
+// defaults never stand in for a policy that may say "keep". It never touches a job
 // that is not finished (queued, running, paused, budget_exhausted), nor a
 // job of a batch still running.
 //

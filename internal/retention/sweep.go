@@ -21,6 +21,15 @@ import (
 // work already.
 var ErrBusy = errors.New("retention: another sweep is running")
 
+// ErrLeaseLost means a sweep could not renew its lease (another sweep
+// took it, or NATS failed): it stopped where it was.
+var ErrLeaseLost = errors.New("retention: the sweep's lease was lost, sweep stopped")
+
+// renewEvery is how many items (jobs, batches, dead-letter subjects) a
+// sweep handles at most between two renewals of its lease; it renews
+// sooner once a third of the lease's TTL has passed.
+const renewEvery = 200
+
 // The sweep's lease, in the retention bucket.
 const (
 	leaseTenant = "sweep"
@@ -50,6 +59,9 @@ type Sweeper struct {
 	kv     jetstream.KeyValue
 	leases *lease.Manager
 	log    *slog.Logger
+
+	renewEvery int                     // renewEvery, or a test's
+	afterRead  func(tenant, id string) // test hook: a job's record was read
 }
 
 // New returns a Sweeper on topo, creating the retention bucket if missing.
@@ -71,7 +83,7 @@ func New(ctx context.Context, topo *bus.Topology, cfg Config) (*Sweeper, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Sweeper{topo: topo, kv: kv, leases: m, log: cfg.Logger}, nil
+	return &Sweeper{topo: topo, kv: kv, leases: m, log: cfg.Logger, renewEvery: renewEvery}, nil
 }
 
 // Bucket is the retention bucket (the policies).
@@ -125,13 +137,18 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (Result, error) {
 }
 
 // Run sweeps as opts say. Unless dry, it holds the sweep's lease
-// meanwhile: ErrBusy when another sweep holds it.
+// meanwhile, renewing it as it goes: ErrBusy when another sweep holds it,
+// ErrLeaseLost (with what was removed so far) when a renewal fails. When
+// the policy decides (opts.Before zero) and any policy record cannot be
+// read, nothing is swept: falling back to the defaults would remove what
+// an unreadable policy may keep.
 func (s *Sweeper) Run(ctx context.Context, now time.Time, opts Options) (Result, error) {
 	if opts.Tenant != "" {
 		if err := schemas.ValidTenant(opts.Tenant); err != nil {
 			return Result{}, err
 		}
 	}
+	var held *lease.Lease
 	if !opts.DryRun {
 		l, err := s.leases.Acquire(ctx, leaseTenant, leaseJob)
 		if errors.Is(err, lease.ErrHeld) {
@@ -147,17 +164,46 @@ func (s *Sweeper) Run(ctx context.Context, now time.Time, opts Options) (Result,
 				s.log.Warn("retention: release the sweep's lease", "err", err)
 			}
 		}()
+		held = l
 	}
 	var pol Policy
 	if opts.Before.IsZero() {
 		var err error
 		if pol, err = Load(ctx, s.kv); err != nil {
-			s.log.Warn("retention: unreadable policy skipped", "err", err)
+			return Result{}, fmt.Errorf("retention: policy unreadable, nothing swept: %w", err)
 		}
 	}
-	sw := &sweep{s: s, now: now, opts: opts, pol: pol}
-	err := errors.Join(sw.batches(ctx), sw.jobs(ctx), sw.deadLetters(ctx))
-	return sw.res, err
+	sw := &sweep{s: s, now: now, opts: opts, pol: pol, lease: held, renewed: time.Now()}
+	var errs []error
+	for _, stage := range []func(context.Context) error{sw.batches, sw.jobs, sw.deadLetters} {
+		err := stage(ctx)
+		if errors.Is(err, ErrLeaseLost) {
+			return sw.res, errors.Join(append(errs, err)...)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return sw.res, errors.Join(errs...)
+}
+
+// hold keeps the sweep's lease: it renews it every renewEvery items, or
+// once a third of its TTL has passed since the last renewal, whichever
+// comes first. A renewal that fails is ErrLeaseLost: the sweep stops,
+// since another one may be running now.
+func (w *sweep) hold(ctx context.Context) error {
+	if w.lease == nil {
+		return nil
+	}
+	w.items++
+	if w.items < w.s.renewEvery && time.Since(w.renewed) < w.s.leases.TTL()/3 {
+		return nil
+	}
+	if err := w.s.leases.Renew(ctx, w.lease); err != nil {
+		return fmt.Errorf("%w: %w", ErrLeaseLost, err)
+	}
+	w.items, w.renewed = 0, time.Now()
+	return nil
 }
 
 // sweep is one Run's state.
@@ -168,6 +214,10 @@ type sweep struct {
 	pol  Policy
 	res  Result
 	open map[string][]string // unfinished batches' ids, by tenant
+
+	lease   *lease.Lease // the sweep's lease; nil when dry
+	renewed time.Time    // when the lease was last renewed
+	items   int          // items handled since
 }
 
 // due reports whether something of tenant's job that ended at ended is
@@ -200,6 +250,9 @@ func (w *sweep) batches(ctx context.Context) error {
 	for _, key := range keys {
 		if strings.HasSuffix(key, "-lease") {
 			continue
+		}
+		if err := w.hold(ctx); err != nil {
+			return errors.Join(append(errs, err)...)
 		}
 		e, err := topo.Batches.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -278,6 +331,9 @@ func (w *sweep) jobs(ctx context.Context) error {
 	}
 	var errs []error
 	for _, key := range keys {
+		if err := w.hold(ctx); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
 		tenant, id, _ := strings.Cut(key, ".")
 		if err := w.job(ctx, tenant, id); err != nil {
 			errs = append(errs, err)
@@ -286,6 +342,11 @@ func (w *sweep) jobs(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// job removes what tenant's job id keeps past its age. Right before each
+// removal it reads the job's record again, and leaves the job alone when
+// the record changed since the first read (the id was used again: its
+// journal, status and lease are a new run's) or is gone (another sweep
+// removed it).
 func (w *sweep) job(ctx context.Context, tenant, id string) error {
 	topo := w.s.topo
 	rec, rev, err := jobs.Get(ctx, topo, tenant, id)
@@ -298,11 +359,23 @@ func (w *sweep) job(ctx context.Context, tenant, id string) error {
 	if !rec.Finished || w.inOpenBatch(tenant, id, rec.Spec.BatchID) {
 		return nil
 	}
+	if w.s.afterRead != nil {
+		w.s.afterRead(tenant, id)
+	}
 	ended := rec.UpdatedAt
 	ages := w.pol.For(tenant, id)
 	key := bus.JobKey(tenant, id)
 	it := Item{Kind: "job", Tenant: tenant, ID: id, Ended: ended}
+	defer func() {
+		if len(it.What) > 0 {
+			w.res.Jobs++
+			w.res.Items = append(w.res.Items, it)
+		}
+	}()
 	if w.due(ended, ages.Journal) {
+		if ok, err := w.same(ctx, tenant, id, rev); !ok || err != nil {
+			return err
+		}
 		n, err := w.purgeSubject(ctx, topo.NS.JournalStream(), topo.NS.JournalSubject(tenant, id), topo.NS.CheckpointSubject(tenant, id))
 		if err != nil {
 			return err
@@ -324,6 +397,9 @@ func (w *sweep) job(ctx context.Context, tenant, id string) error {
 		if !w.due(ended, k.age) {
 			continue
 		}
+		if ok, err := w.same(ctx, tenant, id, rev); !ok || err != nil {
+			return err
+		}
 		ok, err := w.purgeKey(ctx, k.kv, key, 0)
 		if err != nil {
 			return err
@@ -333,32 +409,48 @@ func (w *sweep) job(ctx context.Context, tenant, id string) error {
 			*k.n++
 		}
 	}
-	if w.due(ended, ages.Registry) {
-		if !ended.After(w.now.Add(-LeaseFloor)) {
-			ok, err := w.purgeKey(ctx, topo.Leases, key, 0)
-			if err != nil {
-				return err
-			}
-			if ok {
-				it.What = append(it.What, "lease")
-				w.res.Leases++
-			}
+	if !w.due(ended, ages.Registry) {
+		return nil
+	}
+	if !ended.After(w.now.Add(-LeaseFloor)) {
+		if ok, err := w.same(ctx, tenant, id, rev); !ok || err != nil {
+			return err
 		}
-		// Last: while the record stays, the next sweep finds the rest.
-		ok, err := w.purgeKey(ctx, topo.Jobs, key, rev)
+		ok, err := w.purgeKey(ctx, topo.Leases, key, 0)
 		if err != nil {
 			return err
 		}
 		if ok {
-			it.What = append(it.What, "record")
-			w.res.Records++
+			it.What = append(it.What, "lease")
+			w.res.Leases++
 		}
 	}
-	if len(it.What) > 0 {
-		w.res.Jobs++
-		w.res.Items = append(w.res.Items, it)
+	// Last: while the record stays, the next sweep finds the rest.
+	ok, err := w.purgeKey(ctx, topo.Jobs, key, rev)
+	if err != nil {
+		return err
+	}
+	if ok {
+		it.What = append(it.What, "record")
+		w.res.Records++
 	}
 	return nil
+}
+
+// same reports whether tenant's job id still has the finished record
+// read at revision rev. A dry sweep removes nothing: it does not check.
+func (w *sweep) same(ctx context.Context, tenant, id string, rev uint64) (bool, error) {
+	if w.opts.DryRun {
+		return true, nil
+	}
+	rec, cur, err := jobs.Get(ctx, w.s.topo, tenant, id)
+	if errors.Is(err, jobs.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return cur == rev && rec.Finished, nil
 }
 
 // purgeSubject removes (dry: counts) the messages of stream on subjects,
@@ -436,59 +528,4 @@ const (
 func isWrongLast(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
-}
-
-// deadLetters removes the dead letters stored longer ago than their
-// tenant's (or job's) age: it reads the stream in order, then purges each
-// subject below its first letter to keep.
-func (w *sweep) deadLetters(ctx context.Context) error {
-	ns := w.s.topo.NS
-	st, err := w.s.topo.JS.Stream(ctx, ns.DLQStream())
-	if err != nil {
-		return fmt.Errorf("retention: dlq stream: %w", err)
-	}
-	filter := ns.DLQWildcard()
-	prefix := strings.TrimSuffix(filter, ">")
-	if w.opts.Tenant != "" {
-		filter = prefix + w.opts.Tenant + ".>"
-	}
-	type cut struct {
-		below uint64
-		n     int64
-	}
-	cuts := map[string]*cut{}
-	var order []string
-	for seq := uint64(1); ; {
-		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("retention: read dead letter after %d: %w", seq, err)
-		}
-		seq = m.Sequence + 1
-		tenant, job, _ := strings.Cut(strings.TrimPrefix(m.Subject, prefix), ".")
-		if !w.due(m.Time, w.pol.For(tenant, job).DLQ) {
-			continue
-		}
-		c := cuts[m.Subject]
-		if c == nil {
-			c = &cut{}
-			cuts[m.Subject] = c
-			order = append(order, m.Subject)
-		}
-		c.below, c.n = m.Sequence+1, c.n+1
-	}
-	for _, subj := range order {
-		c := cuts[subj]
-		if !w.opts.DryRun {
-			if err := st.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(c.below)); err != nil {
-				return fmt.Errorf("retention: purge %s: %w", subj, err)
-			}
-		}
-		tenant, job, _ := strings.Cut(strings.TrimPrefix(subj, prefix), ".")
-		w.res.DeadLetters += c.n
-		w.res.Items = append(w.res.Items, Item{Kind: "dlq", Tenant: tenant, ID: job, What: []string{"dead_letters"}, Msgs: c.n})
-	}
-	return nil
 }

@@ -72,3 +72,40 @@ func Remote(h nats.Header) trace.SpanContext {
 	}
 	return trace.SpanContextFromContext(propagator.Extract(context.Background(), HeaderCarrier(h)))
 }
+
+// PayloadHeadroom is kept free under a connection's max payload when
+// trace headers are added: they are never what pushes a message over it.
+const PayloadHeadroom = 1024
+
+// InjectWithin is Inject for a message of dataLen data bytes with headers
+// h, sent on a connection whose max payload (headers included) is
+// maxPayload: when the message with the trace headers would be larger
+// than maxPayload - PayloadHeadroom it writes none (the message goes
+// untraced rather than refused), and reports whether it wrote them.
+func InjectWithin(ctx context.Context, h nats.Header, dataLen int, maxPayload int64) bool {
+	if !Enabled() || h == nil || !trace.SpanContextFromContext(ctx).IsValid() {
+		return false
+	}
+	trc := nats.Header{}
+	propagator.Inject(ctx, HeaderCarrier(trc))
+	if int64(dataLen+headerBytes(h)+headerBytes(trc)) > maxPayload-PayloadHeadroom {
+		return false
+	}
+	for k, v := range trc {
+		h[k] = v
+	}
+	return true
+}
+
+// headerBytes is what h takes on the wire ("NATS/1.0\r\n", a line per
+// value, the closing "\r\n"), near enough: the status line is counted once
+// even for h's part of a message.
+func headerBytes(h nats.Header) int {
+	n := len("NATS/1.0\r\n\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(": \r\n") + len(v)
+		}
+	}
+	return n
+}

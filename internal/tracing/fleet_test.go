@@ -154,8 +154,11 @@ func TestFleet(t *testing.T) {
 			if v, ok := attr(ro, "maker.k"); !ok || v.AsInt64() != k {
 				t.Errorf("step span: maker.k %v", v)
 			}
-			if attrString(ro, "maker.vote") == "" || attrString(ro, "maker.rung") != schemas.RungOwnModel {
-				t.Errorf("step span: vote %q rung %q", attrString(ro, "maker.vote"), attrString(ro, "maker.rung"))
+			if len(attrString(ro, "maker.vote_hash")) != 16 || attrString(ro, "maker.rung") != schemas.RungOwnModel {
+				t.Errorf("step span: vote hash %q rung %q", attrString(ro, "maker.vote_hash"), attrString(ro, "maker.rung"))
+			}
+			if _, ok := attr(ro, "maker.vote"); ok {
+				t.Error("step span carries the answer (maker.vote); want only its hash and length")
 			}
 			if v, _ := attr(ro, "maker.samples"); v.AsInt64() < k {
 				t.Errorf("step span: %d samples, want >= k", v.AsInt64())

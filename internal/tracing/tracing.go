@@ -2,6 +2,8 @@ package tracing
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -154,12 +157,44 @@ func Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (con
 	return in.tracer.Start(ctx, name, opts...)
 }
 
-// Fail marks span as failed with err (nil: nothing).
+// Fail marks span as failed with err (nil: nothing). The error's text
+// (which may quote a provider's reply) is made valid UTF-8 and cut to
+// MaxAttrBytes: an invalid string makes the OTLP exporter drop the whole
+// batch of spans.
 func Fail(span trace.Span, err error) {
 	if err != nil && span.IsRecording() {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		msg := Clean(err.Error())
+		span.AddEvent("exception", trace.WithAttributes(
+			attribute.String("exception.type", fmt.Sprintf("%T", err)), attribute.String("exception.message", msg)))
+		span.SetStatus(codes.Error, msg)
 	}
+}
+
+// MaxAttrBytes bounds a string attribute Clean keeps.
+const MaxAttrBytes = 256
+
+// Clean makes s fit for a span attribute: invalid UTF-8 dropped, then cut
+// to at most MaxAttrBytes on a rune boundary. Any string that comes from
+// outside (a tenant, a model, a provider's error) goes through it: the
+// OTLP exporter's protobuf encoding refuses invalid UTF-8 and drops the
+// whole batch of spans with it, other tenants' spans included.
+func Clean(s string) string {
+	s = strings.ToValidUTF8(s, "")
+	if len(s) <= MaxAttrBytes {
+		return s
+	}
+	n := MaxAttrBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// Hash is a short digest of s (the first 16 hex digits of its SHA-256),
+// to tell tenant data apart on spans without carrying it.
+func Hash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8])
 }
 
 // FlushTimeout bounds the flush at shutdown the CLI waits for.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/fleet"
+	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/voter"
 )
@@ -28,7 +29,9 @@ type fleetOptions struct {
 	// in memory.
 	simHTTP     bool
 	concurrency int
-	log         *slog.Logger
+	// stream asks the model for streamed replies.
+	stream bool
+	log    *slog.Logger
 }
 
 // startFleet starts a private fleet (a namespace of its own, removed at
@@ -37,7 +40,7 @@ func startFleet(ctx context.Context, o fleetOptions) (*fleet.Fleet, error) {
 	f, err := fleet.Start(ctx, fleet.Options{
 		NATSURL: o.natsURL, DataDir: o.dataDir, RedisURL: o.redisURL, RedisServer: o.redisServer,
 		LLMBaseURL: o.llmBaseURL, APIKey: o.apiKey, Model: o.model, Sim: o.sim, SimHTTP: o.simHTTP,
-		Private: true, Logger: o.log,
+		LLM: llm.Config{Stream: o.stream}, Private: true, Logger: o.log,
 		Coordinators: 1, Coordinator: coordinator.Config{ID: "coordinator-inproc"},
 		// The private fleet answers only this command's own job, whose
 		// flags are the user's own: its voter takes whatever the job asks.

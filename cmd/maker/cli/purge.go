@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/internal/retention"
@@ -18,7 +20,7 @@ import (
 func purgeCmd(e *env) *cobra.Command {
 	var (
 		natsURL, before, tenant string
-		dryRun, asJSON          bool
+		dryRun, asJSON, force   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "purge --before TIME",
@@ -28,15 +30,20 @@ decision journal, report, status and registry record (their lease too when they
 finished more than a day ago), the dead letters stored before TIME, and the
 batches that ended before TIME (record and lines). Jobs not finished (queued,
 running, paused) and the jobs of running batches are never touched. TIME is
-RFC 3339 (2026-11-01T00:00:00Z) or a duration back from now (720h). With
---dry-run nothing is removed: what would go is listed. Needs the admin's (or the
-coordinator's) NATS identity.`,
+RFC 3339 (2026-11-01T00:00:00Z) or a duration back from now (720h); a TIME less
+than 1h ago (--before 0 would purge every finished job, reports clients are about
+to read included) is refused unless --force. With --dry-run nothing is removed:
+what would go is listed. Needs the admin's (or the coordinator's) NATS identity.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			now := time.Now()
 			at, err := parseBefore(before, now)
 			if err != nil {
 				return err
+			}
+			if !force && !dryRun && at.After(now.Add(-minPurgeAge)) {
+				return usagef("--before %s is less than %v ago: it would remove the reports of jobs that just finished, which clients may be about to read; give --force to purge anyway",
+					at.UTC().Format(time.RFC3339), minPurgeAge)
 			}
 			if tenant != "" {
 				if err := checkTenant(tenant); err != nil {
@@ -92,9 +99,13 @@ coordinator's) NATS identity.`,
 	cmd.Flags().StringVar(&before, "before", "", "remove what finished before this time: RFC 3339, or a duration back from now (720h) (required)")
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's jobs, batches and dead letters (default every tenant's)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "remove nothing; list what would go")
+	cmd.Flags().BoolVar(&force, "force", false, "purge even with a --before less than 1h ago")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
+
+// minPurgeAge is how long ago --before must be without --force.
+const minPurgeAge = time.Hour
 
 // parseBefore reads --before: RFC 3339, or a duration back from now. A
 // time in the future is refused.
@@ -146,15 +157,11 @@ func retentionCmd(e *env) *cobra.Command {
 			if err := checkScope(tenant, job); err != nil {
 				return err
 			}
-			f, err := dialFleet(cmd.Context(), natsURL, "maker-retention")
+			kv, done, err := policyBucket(cmd.Context(), natsURL)
 			if err != nil {
 				return err
 			}
-			defer f.Close()
-			kv, err := retention.OpenBucket(cmd.Context(), f.topo)
-			if err != nil {
-				return err
-			}
+			defer done()
 			recs, lerr := retention.List(cmd.Context(), kv)
 			pol, _ := retention.Load(cmd.Context(), kv)
 			eff := pol.For(tenant, job)
@@ -229,15 +236,11 @@ journal, report and status. Coordinators apply it at their next sweep.`,
 			if n == 0 {
 				return usagef("give at least one of --%s", strings.Join(ageKinds, ", --"))
 			}
-			f, err := dialFleet(cmd.Context(), natsURL, "maker-retention")
+			kv, done, err := policyBucket(cmd.Context(), natsURL)
 			if err != nil {
 				return err
 			}
-			defer f.Close()
-			kv, err := retention.OpenBucket(cmd.Context(), f.topo)
-			if err != nil {
-				return err
-			}
+			defer done()
 			rec, err := retention.Set(cmd.Context(), kv, tenant, job, ages, time.Now())
 			if err != nil {
 				return err
@@ -265,15 +268,11 @@ journal, report and status. Coordinators apply it at their next sweep.`,
 			if err := checkScope(tenant, job); err != nil {
 				return err
 			}
-			f, err := dialFleet(cmd.Context(), natsURL, "maker-retention")
+			kv, done, err := policyBucket(cmd.Context(), natsURL)
 			if err != nil {
 				return err
 			}
-			defer f.Close()
-			kv, err := retention.OpenBucket(cmd.Context(), f.topo)
-			if err != nil {
-				return err
-			}
+			defer done()
 			return retention.Unset(cmd.Context(), kv, tenant, job)
 		},
 	}
@@ -316,6 +315,20 @@ func setAges(a schemas.RetentionAges) string {
 		return "(nothing set)"
 	}
 	return strings.Join(parts, " ")
+}
+
+// policyBucket dials the fleet at natsURL and opens its retention bucket
+// (the policies); done closes the connection.
+func policyBucket(ctx context.Context, natsURL string) (kv jetstream.KeyValue, done func(), err error) {
+	f, err := dialFleet(ctx, natsURL, "maker-retention")
+	if err != nil {
+		return nil, nil, err
+	}
+	if kv, err = retention.OpenBucket(ctx, f.topo); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return kv, f.Close, nil
 }
 
 func checkScope(tenant, job string) error {

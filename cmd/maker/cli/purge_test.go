@@ -71,6 +71,10 @@ func TestJobsPurge(t *testing.T) {
 		{[]string{"jobs", "purge", "--before", "-5h"}, "must not be negative"},
 		{[]string{"jobs", "purge", "--before", "yesterday"}, "RFC 3339"},
 		{[]string{"jobs", "purge", "--before", "1h", "--tenant", "Bad Tenant"}, "invalid tenant"},
+		// Less than an hour ago: refused without --force.
+		{[]string{"jobs", "purge", "--before", "0"}, "less than 1h0m0s ago"},
+		{[]string{"jobs", "purge", "--before", "59m", "--tenant", "acme"}, "--force"},
+		{[]string{"jobs", "purge", "--before", time.Now().Add(-10 * time.Minute).UTC().Format(time.RFC3339)}, "less than 1h0m0s ago"},
 	} {
 		res := runMain(t, append(tc.args, "--nats", url)...)
 		if res.code != ExitUsage || !strings.Contains(res.stderr, tc.want) {
@@ -113,7 +117,10 @@ func TestJobsPurge(t *testing.T) {
 	if res.code != ExitOK || !strings.HasPrefix(res.stdout, "removed: 0 jobs") {
 		t.Errorf("purge before an hour ago: exit %d, %q (%s)", res.code, res.stdout, res.stderr)
 	}
-	res = runMain(t, "jobs", "purge", "--before", "0s", "--tenant", "acme", "--nats", url)
+	if journal() != before || !hasReport("acme", acme1) || !hasReport("beta", beta) {
+		t.Fatal("a purge refused removed something")
+	}
+	res = runMain(t, "jobs", "purge", "--before", "0s", "--tenant", "acme", "--force", "--nats", url)
 	want := "removed: 2 jobs (" + strconv.Itoa(dry.JournalMessages) + " journal messages, 2 reports, 2 statuses, 2 records, 0 leases)"
 	if res.code != ExitOK || !strings.HasPrefix(res.stdout, want) {
 		t.Errorf("purge: exit %d, %q, want %q (%s)", res.code, res.stdout, want, res.stderr)

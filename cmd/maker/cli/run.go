@@ -71,6 +71,7 @@ func (s *simFlags) config(seed int64) (simllm.Config, error) {
 type serviceFlags struct {
 	nats, redis, llmBaseURL, model, apiKey, dataDir string
 	concurrency                                     int
+	stream                                          bool
 }
 
 func addServiceFlags(cmd *cobra.Command, s *serviceFlags) {
@@ -82,6 +83,7 @@ func addServiceFlags(cmd *cobra.Command, s *serviceFlags) {
 	fl.StringVar(&s.apiKey, "api-key", "", "model API key (default $MAKER_LLM_API_KEY or $OPENAI_API_KEY)")
 	fl.StringVar(&s.dataDir, "data-dir", "", "embedded nats-server data dir (default: a temporary dir)")
 	fl.IntVar(&s.concurrency, "concurrency", 16, "samples the in-process voter works on at once")
+	fl.BoolVar(&s.stream, "llm-stream", false, "ask the model for streamed replies (stream: true, usage in the last chunk)")
 }
 
 func (s *serviceFlags) options(sim simllm.Config, log *slog.Logger) (fleetOptions, error) {
@@ -97,7 +99,7 @@ func (s *serviceFlags) options(sim simllm.Config, log *slog.Logger) (fleetOption
 	}
 	return fleetOptions{
 		natsURL: s.nats, redisURL: s.redis, llmBaseURL: s.llmBaseURL, apiKey: key, model: s.model,
-		dataDir: s.dataDir, sim: sim, concurrency: s.concurrency, log: log,
+		dataDir: s.dataDir, sim: sim, concurrency: s.concurrency, stream: s.stream, log: log,
 	}, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/api"
 	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/internal/fleet"
+	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -84,6 +85,7 @@ works with every other command (maker submit, jobs, keys ... --nats URL).`,
 			f, err := fleet.Start(ctx, fleet.Options{
 				NATSURL: opts.natsURL, DataDir: opts.dataDir, RedisURL: opts.redisURL, RedisServer: true,
 				LLMBaseURL: opts.llmBaseURL, APIKey: opts.apiKey, Model: opts.model, Sim: opts.sim,
+				LLM:    llm.Config{Stream: opts.stream},
 				Logger: log, Coordinators: 1, Voters: voters,
 				Coordinator: coordinator.Config{ID: "coordinator-up", Metrics: metrics.NewCoordinator(reg)},
 				Voter: voter.Config{Concurrency: opts.concurrency, Metrics: metrics.NewVoter(reg), Policy: voter.Policy{

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/hanoi"
 )
@@ -152,6 +154,58 @@ func TestSimllmModels(t *testing.T) {
 		}
 		if err := (simllm.Config{Model: first, Models: all}).Validate(); err != nil {
 			t.Errorf("%v: %v", tt.values, err)
+		}
+	}
+}
+
+// TestRunStreams: maker run --llm-stream has its voter ask the simulated
+// model for streamed replies (over HTTP here); the report is the same job's
+// as without streaming, tokens included (they come from the usage chunk).
+func TestRunStreams(t *testing.T) {
+	t.Parallel()
+	report := func(extra ...string) map[string]any {
+		o := runMain(t, append([]string{"run", "--disks", "3", "--seed", "5", "--sim-http", "--json"}, extra...)...)
+		if o.code != ExitOK {
+			t.Fatalf("run %v: exit %d: %s", extra, o.code, o.stderr)
+		}
+		var rep map[string]any
+		if err := json.Unmarshal([]byte(o.stdout), &rep); err != nil {
+			t.Fatalf("run %v: %v: %s", extra, err, o.stdout)
+		}
+		return rep
+	}
+	plain, streamed := report(), report("--llm-stream")
+	for _, f := range []string{"state", "steps", "samples", "prompt_tokens", "completion_tokens", "trace_sha256"} {
+		if plain[f] != streamed[f] {
+			t.Errorf("%s: %v without streaming, %v with", f, plain[f], streamed[f])
+		}
+	}
+	if streamed["completion_tokens"] == float64(0) {
+		t.Error("no completion tokens counted from the stream")
+	}
+}
+
+// TestRunStreamFlagReachesModel: --llm-stream's fleet option makes the
+// in-process voter's requests streamed ones (as the model logs them).
+func TestRunStreamFlagReachesModel(t *testing.T) {
+	t.Parallel()
+	for _, stream := range []bool{false, true} {
+		var log lockedLog
+		opts := fleetOptions{sim: simllm.Config{Accuracy: 1, Seed: 1, LogRequests: &log}, stream: stream,
+			concurrency: 4, log: slog.New(slog.DiscardHandler)}
+		spec := fleettest.HanoiSpec(2, 1, 1)
+		rep, err := runJob(t.Context(), opts, &spec, nil, nil)
+		if err != nil || !rep.Solved {
+			t.Fatalf("stream %v: %v %+v", stream, err, rep)
+		}
+		lines := log.lines()
+		if len(lines) == 0 {
+			t.Fatalf("stream %v: no request logged", stream)
+		}
+		for _, l := range lines {
+			if got := strings.Contains(l, `"stream":true`); got != stream {
+				t.Errorf("stream %v: request %s", stream, l)
+			}
 		}
 	}
 }

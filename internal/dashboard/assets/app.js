@@ -6,6 +6,10 @@
 const KEY = 'makerfleet.apiKey';
 const FINAL = new Set(['solved', 'unsolved', 'no_consensus', 'failed', 'cancelled']);
 const $ = (id) => document.getElementById(id);
+// TAIL is how many of a job's most recent journal entries its page reads
+// first; MAX_POINTS the most points a chart keeps.
+const TAIL = 5000;
+const MAX_POINTS = 5000;
 
 // ---- the key and the API ----
 
@@ -180,20 +184,25 @@ function drawChart(canvas, pts, o) {
 // ---- the jobs list ----
 
 let listTimer = null;
+let listed = []; // the jobs on the list, newest first
+let listMore = false; // more jobs than the pages read
 
 async function showJobs() {
   show('jobs');
   await loadJobs();
   clearInterval(listTimer);
-  listTimer = setInterval(() => { if (!$('jobs').hidden) loadJobs(); }, 10000);
+  // The timer re-reads the first page only, and not while the tab is hidden.
+  listTimer = setInterval(() => { if (!$('jobs').hidden && !document.hidden) loadJobs(true); }, 10000);
 }
 
-async function loadJobs() {
+// loadJobs reads the jobs list (up to 5 pages of 500; firstOnly: the first
+// page, merged into the list shown) and shows it newest first.
+async function loadJobs(firstOnly) {
   $('jobs-error').textContent = '';
   const jobs = [];
+  let cursor = '';
   try {
-    let cursor = '';
-    for (let page = 0; page < 5; page++) { // up to 2,500 jobs
+    for (let page = 0; page < (firstOnly === true ? 1 : 5); page++) { // up to 2,500 jobs
       const l = await api('GET', '/v1/jobs?limit=500' + (cursor ? '&cursor=' + encodeURIComponent(cursor) : ''));
       jobs.push(...(l.jobs || []));
       cursor = l.next_cursor || '';
@@ -202,10 +211,23 @@ async function loadJobs() {
   } catch (e) {
     return failed(e, 'jobs-error');
   }
-  jobs.reverse(); // newest first
-  if (jobs.length) $('who').textContent = 'tenant ' + jobs[0].tenant;
+  if (firstOnly === true) {
+    const fresh = new Map(jobs.map((j) => [j.id, j]));
+    const kept = listed.filter((j) => !fresh.has(j.id));
+    if (!cursor) { // the first page is the whole list: a job not on it is gone
+      listed = jobs;
+    } else {
+      listed = kept.concat(jobs);
+    }
+  } else {
+    listed = jobs;
+    listMore = cursor !== '';
+  }
+  // The API pages by id: newest first is by submission time.
+  listed.sort((a, b) => (Date.parse(b.submitted_at) || 0) - (Date.parse(a.submitted_at) || 0));
+  if (listed.length) $('who').textContent = 'tenant ' + listed[0].tenant;
   const body = $('jobs-table').tBodies[0];
-  body.replaceChildren(...jobs.map((j) => {
+  body.replaceChildren(...listed.map((j) => {
     const a = el('a', j.id);
     a.href = '#/jobs/' + encodeURIComponent(j.id);
     const tr = row([a, j.task, j.k, j.state + (j.control ? ' (' + j.control + ' asked)' : ''),
@@ -213,7 +235,7 @@ async function loadJobs() {
     tr.children[3].className = 'state-' + j.state;
     return tr;
   }));
-  $('jobs-count').textContent = jobs.length ? fmtInt(jobs.length) + ' jobs' : 'no jobs yet';
+  $('jobs-count').textContent = listed.length ? fmtInt(listed.length) + ' jobs' + (listMore ? ' (the first by id; more not shown)' : '') : 'no jobs yet';
 }
 
 // failed shows e in element id; a refused key asks for a key again.
@@ -235,7 +257,7 @@ let view = null; // the job page on screen: its state and its stream
 function newView(id) {
   return {
     id, abort: new AbortController(), status: null, lastSeq: 0, decided: 0,
-    votes: 0, valid: 0, counted: 0, redFlagged: 0, redFlags: {},
+    votes: 0, valid: 0, voteSteps: 0, counted: 0, redFlagged: 0, redFlags: new Map(),
     samples: [], margins: [], cost: [], escalations: [], renderPending: false,
   };
 }
@@ -268,7 +290,9 @@ async function follow(v) {
   while (!v.abort.signal.aborted) {
     $('stream-state').textContent = 'live';
     try {
-      await readSSE('/v1/jobs/' + encodeURIComponent(v.id) + '/steps' + (v.lastSeq ? '?after=' + v.lastSeq : ''),
+      // The stream starts with the journal's last TAIL entries (the status
+      // has the whole job's totals), and a reconnect resumes after the last.
+      await readSSE('/v1/jobs/' + encodeURIComponent(v.id) + '/steps' + (v.lastSeq ? '?after=' + v.lastSeq : '?tail=' + TAIL),
         (name, data, id) => onEvent(v, name, data, id), v.abort.signal);
       wait = 500;
     } catch (e) {
@@ -307,21 +331,42 @@ function onEvent(v, name, data, id) {
 function addStep(v, s) {
   if (s.type === 'decision' || s.type === 'arbiter') {
     v.decided++;
-    v.samples.push([s.step, s.samples]);
+    pushPoint(v.samples, [s.step, s.samples], Math.max);
     v.counted += s.counted;
     v.redFlagged += s.red_flagged;
-    for (const [k, n] of Object.entries(s.red_flags || {})) v.redFlags[k] = (v.redFlags[k] || 0) + n;
+    for (const [k, n] of Object.entries(s.red_flags || {})) v.redFlags.set(k, (v.redFlags.get(k) || 0) + n);
     if (s.type === 'decision') {
       v.votes += s.votes;
       v.valid += s.valid;
-      v.margins.push([s.step, s.lead]);
+      v.voteSteps++;
+      pushPoint(v.margins, [s.step, s.lead], Math.min);
     }
   }
   if (s.type === 'escalation' || s.type === 'arbiter' || (s.type === 'decision' && s.rung && s.rung !== 'own_model')) {
     const what = s.type === 'escalation' ? 'escalated' : 'decided by ' + s.rung;
     v.escalations.push(s);
+    if (v.escalations.length > MAX_POINTS) {
+      v.escalations.shift();
+      $('esc-table').tBodies[0].firstElementChild.remove();
+    }
     $('esc-table').tBodies[0].appendChild(row([s.seq, fmtInt(s.step), what, s.rung || '', fmtTime(s.at)]));
   }
+}
+
+// pushPoint appends pt to a chart's points; past MAX_POINTS, neighbours
+// are merged in pairs keeping the y pick chooses (the most telling one:
+// the largest sample count, the smallest margin), so a long job's chart
+// keeps at most MAX_POINTS points and its outliers.
+function pushPoint(pts, pt, pick) {
+  pts.push(pt);
+  if (pts.length <= MAX_POINTS) return;
+  let n = 0;
+  for (let i = 0; i + 1 < pts.length; i += 2) {
+    const a = pts[i], b = pts[i + 1];
+    pts[n++] = pick(a[1], b[1]) === a[1] ? a : b;
+  }
+  if (pts.length % 2) pts[n++] = pts[pts.length - 1];
+  pts.length = n;
 }
 
 // scheduleRender coalesces the redraws of a burst of events.
@@ -349,14 +394,14 @@ function render(v) {
       (st.finish_cost_usd ? ', to finish ' + fmtUSD(st.finish_cost_usd) : '') + (st.spent_usd ? '' : ' (no pricing given: no cost)');
   }
   const ph = $('phat');
-  ph.dataset.steps = String(v.margins.length);
+  ph.dataset.steps = String(v.voteSteps);
   ph.textContent = v.valid ? (v.votes / v.valid).toFixed(4) : '–';
   $('phat-detail').textContent = fmtInt(v.votes) + ' winner votes of ' + fmtInt(v.valid) + ' valid votes over ' +
-    fmtInt(v.margins.length) + ' steps decided by vote';
+    fmtInt(v.voteSteps) + ' steps decided by vote (of the entries streamed)';
   $('redflag-rate').textContent = v.counted ? fmtPct(v.redFlagged / v.counted) : '–';
   $('redflag-detail').textContent = fmtInt(v.redFlagged) + ' red-flagged of ' + fmtInt(v.counted) + ' counted samples over ' +
-    fmtInt(v.decided) + ' decided steps';
-  $('redflag-table').tBodies[0].replaceChildren(...Object.entries(v.redFlags).sort((a, b) => b[1] - a[1])
+    fmtInt(v.decided) + ' decided steps streamed' + (st ? '; the whole job: ' + fmtInt(st.red_flagged) + ' of ' + fmtInt(st.samples) + ' samples' : '');
+  $('redflag-table').tBodies[0].replaceChildren(...[...v.redFlags].sort((a, b) => b[1] - a[1])
     .map(([k, n]) => row([k, fmtInt(n), fmtPct(n / Math.max(1, v.redFlagged))])));
   $('esc-none').hidden = v.escalations.length > 0;
   drawChart($('chart-samples'), v.samples, { kind: 'dots', zero: true, fx: fmtInt, fy: fmtInt });
@@ -423,6 +468,9 @@ document.addEventListener('DOMContentLoaded', () => {
   $('btn-resume').addEventListener('click', () => control('resume'));
   $('btn-cancel').addEventListener('click', () => control('cancel'));
   window.addEventListener('hashchange', route);
+  document.addEventListener('visibilitychange', () => {
+    if (!document.hidden && !$('jobs').hidden && apiKey()) loadJobs(true);
+  });
   window.addEventListener('resize', () => { if (view) render(view); });
   route();
 });
