@@ -94,12 +94,13 @@ func TestFleetMetrics(t *testing.T) {
 	if rep.RedFlagged == 0 {
 		t.Fatalf("no red flag in %d samples: the test checks none", rep.Samples)
 	}
-	// The report is out before the coordinator counts the job finished.
+	// The report is out before the coordinator counts the job finished
+	// and lets go of its slot (maker_jobs_running).
 	var c map[string]*dto.MetricFamily
 	fleettest.Eventually(t, 10*time.Second, func() bool {
 		c = scrape(t, csrv.URL())
-		return sum(c, "maker_jobs_finished_total", nil, false) == 1
-	}, "maker_jobs_finished_total never 1")
+		return sum(c, "maker_jobs_finished_total", nil, false) == 1 && sum(c, "maker_jobs_running", nil, false) == 0
+	}, "maker_jobs_finished_total never 1 with maker_jobs_running 0")
 	v := scrape(t, vsrv.URL())
 	tenant := map[string]string{"tenant": spec.Tenant}
 	steps := float64(rep.Steps)
