@@ -45,6 +45,9 @@ func (e *env) natsFlags(root *cobra.Command) {
 		"identity this client connects as; its replies come under _INBOX.<identity> (default: the --nats-nkey or --nats-creds file name without extension) [$MAKER_NATS_IDENTITY]")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		routeRedisLog(e)
+		if err := checkMetricsAddr(cmd); err != nil {
+			return err
+		}
 		a, err := e.natsAuth()
 		if err != nil {
 			return err

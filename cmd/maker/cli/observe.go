@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -67,6 +69,26 @@ func checkLogFormatEnv() error {
 func metricsFlag(cmd *cobra.Command, dst *string) {
 	cmd.Flags().StringVar(dst, "metrics-addr", envOr("MAKER_METRICS_ADDR", ""),
 		"serve /metrics (Prometheus), /healthz and /readyz on HOST:PORT (port 0: any free port; default off) [$MAKER_METRICS_ADDR]")
+}
+
+// checkMetricsAddr refuses a command's --metrics-addr (or
+// $MAKER_METRICS_ADDR) that is not HOST:PORT, before anything connects.
+func checkMetricsAddr(cmd *cobra.Command) error {
+	f := cmd.Flags().Lookup("metrics-addr")
+	if f == nil || f.Value.String() == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(f.Value.String())
+	if err == nil {
+		var n uint64
+		if n, err = strconv.ParseUint(port, 10, 16); err == nil && port != strconv.FormatUint(n, 10) {
+			err = fmt.Errorf("port %q", port)
+		}
+	}
+	if err != nil {
+		return usagef("--metrics-addr %q is not HOST:PORT (port 0..65535): %v", f.Value.String(), err)
+	}
+	return nil
 }
 
 // startMetrics serves reg on addr until ctx ends and says where on stderr;

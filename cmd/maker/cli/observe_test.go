@@ -261,3 +261,27 @@ func TestServeMetrics(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 }
+
+// TestMetricsAddrRefused: a --metrics-addr (or $MAKER_METRICS_ADDR) that is
+// not HOST:PORT is a usage error on every command that takes it, before
+// anything connects (the NATS URL here answers nothing).
+func TestMetricsAddrRefused(t *testing.T) {
+	for _, cmd := range [][]string{
+		{"coordinator", "--nats", "nats://127.0.0.1:1"},
+		{"voter", "--nats", "nats://127.0.0.1:1", "--llm-base-url", "http://127.0.0.1:1/v1", "--model", "m"},
+		{"judge", "--nats", "nats://127.0.0.1:1", "--llm-base-url", "http://127.0.0.1:1/v1"},
+		{"serve", "--nats", "nats://127.0.0.1:1", "--redis", "redis://127.0.0.1:1/0"},
+		{"up"},
+	} {
+		for _, addr := range []string{"nonsense", "127.0.0.1:99999", ":abc", "127.0.0.1:-1"} {
+			o := runMain(t, append(cmd, "--metrics-addr", addr)...)
+			if o.code != ExitUsage || !strings.Contains(o.stderr, "--metrics-addr") {
+				t.Errorf("%s --metrics-addr %s: exit %d: %s", cmd[0], addr, o.code, o.stderr)
+			}
+		}
+	}
+	t.Setenv("MAKER_METRICS_ADDR", "bogus")
+	if o := runMain(t, "coordinator", "--nats", "nats://127.0.0.1:1"); o.code != ExitUsage {
+		t.Errorf("$MAKER_METRICS_ADDR=bogus: exit %d: %s", o.code, o.stderr)
+	}
+}
