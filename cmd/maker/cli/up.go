@@ -63,7 +63,9 @@ works with every other command (maker submit, jobs, keys ... --nats URL).`,
 			if !cmd.Flags().Changed("sim-latency") {
 				sf.latency = upDefaultLatency
 			}
-			ctx := cmd.Context()
+			// A role that fails stops the whole fleet: ctx ends the server.
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
 			log := e.logger(slog.LevelInfo)
 			sim, err := sf.config(1)
 			if err != nil {
@@ -128,14 +130,26 @@ works with every other command (maker submit, jobs, keys ... --nats URL).`,
 			fmt.Fprintf(e.stderr, "  Redis:   %s\n", f.RedisURL)
 			fmt.Fprintf(e.stderr, "  API key (tenant %s, admin): %s\n", tenant, key)
 			fmt.Fprintf(e.stderr, "  try:     curl -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"task\":\"hanoi\",\"params\":{\"disks\":8},\"k\":3}' %s/v1/jobs\n", key, url)
-			go func() { // owned: ends with the fleet (ctx) or a role's failure
+			failed, watched := make(chan error, 1), make(chan struct{})
+			go func() { // owned: ends with ctx (Ctrl-C, or the cancel below), waited for
+				defer close(watched)
 				select {
 				case err := <-f.Failed():
 					log.Error("a fleet role stopped", "err", err)
+					failed <- err
+					cancel()
 				case <-ctx.Done():
 				}
 			}()
-			return serveHTTP(ctx, e, log, srv, ln, "", "", "http")
+			err = serveHTTP(ctx, e, log, srv, ln, "", "", "http")
+			cancel()
+			<-watched
+			select {
+			case ferr := <-failed:
+				return fmt.Errorf("%w: %w", errFleet, ferr)
+			default:
+				return err
+			}
 		},
 	}
 	addSimFlags(cmd, &sf)
