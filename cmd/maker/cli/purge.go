@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -163,7 +164,15 @@ func retentionCmd(e *env) *cobra.Command {
 			}
 			defer done()
 			recs, lerr := retention.List(cmd.Context(), kv)
-			pol, _ := retention.Load(cmd.Context(), kv)
+			pol, perr := retention.Load(cmd.Context(), kv)
+			if perr != nil {
+				// An unreadable policy stops every sweep: the ages the
+				// defaults would give are not what is in effect.
+				fmt.Fprintf(e.stderr, "maker: the retention in effect is unknown, and sweeps remove nothing, until this is fixed or unset: %v\n", perr)
+				if asJSON {
+					return perr
+				}
+			}
 			eff := pol.For(tenant, job)
 			if asJSON {
 				if recs == nil {
@@ -183,19 +192,21 @@ func retentionCmd(e *env) *cobra.Command {
 			if job != "" {
 				scope += " job " + job
 			}
-			fmt.Fprintf(e.stdout, "in effect for the %s (0 = kept forever):\n", scope)
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			for _, k := range ageKinds {
-				fmt.Fprintf(tw, "  %s\t%s\n", k, agesMap(eff)[k])
-			}
-			if err := tw.Flush(); err != nil {
-				return err
+			if perr == nil {
+				fmt.Fprintf(e.stdout, "in effect for the %s (0 = kept forever):\n", scope)
+				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+				for _, k := range ageKinds {
+					fmt.Fprintf(tw, "  %s\t%s\n", k, agesMap(eff)[k])
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
 			}
 			fmt.Fprintf(e.stdout, "%d polic(ies) stored\n", len(recs))
 			for _, r := range recs {
 				fmt.Fprintf(e.stdout, "  %s: %s\n", retention.Key(r.Tenant, r.JobID), setAges(r.RetentionAges))
 			}
-			return lerr
+			return errors.Join(lerr, perr)
 		},
 	}
 	natsFlag(show, &natsURL)
