@@ -258,7 +258,7 @@ func (r *jobRun) admitTick(ctx context.Context, now time.Time) error {
 	if len(a.held) > 0 && !now.Before(a.nextRefresh) {
 		var gone, live []string
 		for mb, h := range a.held {
-			if _, ok := m.pending[h.index]; !ok || h.step != m.step || h.epoch != m.epoch {
+			if !m.awaits(h.step, h.epoch, h.index) {
 				gone = append(gone, mb)
 				delete(a.held, mb)
 			} else {
@@ -287,6 +287,7 @@ func (r *jobRun) admitWake() time.Time {
 // checkpointed (nothing of the new step was published), its lease
 // released by the scheduler.
 func (r *jobRun) handBack(ctx context.Context) error {
+	r.m.dropAhead(0) // the next owner asks again
 	if err := r.checkpoint(ctx); err != nil {
 		return err
 	}

@@ -536,7 +536,7 @@ func (r *jobRun) finishCost() float64 {
 	if !(v > 0 && v <= 1) {
 		v = 1
 	}
-	perStep := plan.ExpectedVotes(p, r.spec.K) / v
+	perStep := plan.ExpectedVotes(p, m.k()) / v
 	var perSample float64
 	if n := m.acct.Samples + m.acct.LateSamples + m.acct.SkippedSamples + m.acct.CancelledSamples; n > 0 {
 		perSample = r.cost().USD() / float64(n)

@@ -139,10 +139,9 @@ func (m *machine) countDecision(e *schemas.JournalEntry, vote task.Vote) error {
 	case e.Rung == schemas.RungStrongerModel:
 		f.Escalations++
 	}
-	if e.Counted > 3*m.spec.K+10 {
-		m.log.Warn("heavy-tailed step: many samples before consensus (correlated errors?)",
-			"step", m.step, "samples", e.Counted, "candidates", len(e.Tally))
-	}
+	// The step's k, its votes as evidence about p, the correlation test
+	// (which logs a heavy-tailed step) and the receipt (reliability.go).
+	m.noteDecision(e, true)
 	return nil
 }
 
@@ -170,6 +169,7 @@ func (m *machine) moveOn(now time.Time) ([]action, error) {
 func (m *machine) obeyControl() []action {
 	switch m.control {
 	case schemas.ControlPause:
+		m.dropAhead(0)
 		m.paused = true
 		return []action{{kind: actCheckpoint}, {kind: actPause}}
 	case schemas.ControlCancel:
@@ -216,6 +216,7 @@ func (m *machine) failEval(err error) []action {
 
 // finish ends the job.
 func (m *machine) finish(state, reason string, nc *schemas.NoConsensus) []action {
+	m.dropAhead(0)
 	m.end = &ending{state: state, reason: reason, noConsensus: nc}
 	return []action{{kind: actEnd}}
 }

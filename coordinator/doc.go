@@ -88,4 +88,33 @@
 // that fails otherwise is retried with backoff and gets a failed report
 // after Config.MaxJobAttempts failures. Guarantees under failures:
 // docs/durability.md.
+//
+// # Speculation
+//
+// With JobSpec.SpeculationDepth D the machine samples up to D steps ahead
+// of the open one (speculate.go), each from a guess of the step before's
+// winner: its leader once it leads by a vote, else the task's reference
+// answer. Those answers are held, not counted; a step whose guessed state
+// is the state its real winner gave adopts them (recorded in index order
+// as any others), so decisions, trace and figures other than waste are
+// those of a run without speculation. A lost guess throws its steps away,
+// counted as Figures.SpeculativeWasted; samples carry a branch number so
+// a lost guess's answers never count for the real step.
+//
+// # Reliability
+//
+// k above is the open step's margin (reliability.go, machine.k): the job's
+// K, or with a reliability target the smallest margin that keeps
+// Π p_vote(p_low, k_i) over the job's steps at or above the target, p_low
+// the 99 % Wilson lower bound of p estimated from the job's own decided
+// votes (each winner taken as right), within [k_floor, a ceiling the
+// sample cap holds]. Each step also gets a correlation threshold: the
+// samples after which a race of independent votes at p_low is undecided
+// with chance at most 0.001. A step that runs past it is correlated:
+// counted, left out of the estimate, and (decorrelate on) its remaining
+// samples are drawn with a paraphrased prompt, the job's decorrelation
+// temperature and models, before the escalation ladder. Decisions journal
+// their k and checkpoints carry the running receipt, so a new owner picks
+// the same margins; every report carries the receipt (receipt.go).
+// Rules and measurements: docs/statistics.md.
 package coordinator

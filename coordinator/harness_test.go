@@ -225,7 +225,7 @@ func (h *harness) do(err error, acts []action) {
 		case actRecord:
 			outs := make([]store.RecordResult, len(a.samples))
 			for i, s := range a.samples {
-				outs[i] = h.tally.record(s, h.m.spec.K)
+				outs[i] = h.tally.record(s, h.m.k())
 			}
 			more, err := h.m.recorded(h.now, outs)
 			h.do(err, more)
@@ -268,13 +268,18 @@ func (h *harness) deliver(n int) {
 		in[i] = incoming{data: h.result(req, h.answer(req))}
 	}
 	h.do(nil, h.m.onResults(h.now, in))
+	// As the shell's loop does: a step adopted from speculation records
+	// the answers it held.
+	for len(h.m.sp.feed) > 0 && !h.m.halted() {
+		h.do(nil, h.m.onFeed(h.now))
+	}
 }
 
 // result encodes the answer a of req as a voter would.
 func (h *harness) result(req *schemas.SampleRequest, a string) []byte {
 	res := schemas.SampleResult{
 		Header: schemas.NewHeader(schemas.KindSampleResult), Tenant: req.Tenant, JobID: req.JobID, SampleID: req.SampleID,
-		Step: req.Step, Epoch: req.Epoch, Index: req.Index, Attempt: req.Attempt, VoterID: "v1", Model: "m",
+		Step: req.Step, Epoch: req.Epoch, Index: req.Index, Attempt: req.Attempt, Branch: req.Branch, VoterID: "v1", Model: "m",
 		PromptTokens: 100, CompletionTokens: 10,
 	}
 	switch {

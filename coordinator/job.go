@@ -117,6 +117,7 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int6
 			// Stopped (SIGTERM): leave a resume point with the open
 			// step's figures, so a new owner loses nothing of ours.
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			r.m.dropAhead(0)
 			if cerr := r.checkpoint(sctx); cerr != nil {
 				r.log.Warn("checkpoint at shutdown", "err", cerr)
 			}
@@ -240,6 +241,14 @@ func (r *jobRun) loop(ctx context.Context, iter jetstream.MessagesContext) error
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if len(m.sp.feed) > 0 {
+			// A step adopted from speculation: record its answers held.
+			r.sync()
+			if err := r.do(ctx, m.onFeed(time.Now())); err != nil {
+				return err
+			}
+			continue
+		}
 		now := time.Now()
 		if err := r.admitTick(ctx, now); err != nil {
 			return err
@@ -357,13 +366,16 @@ func (r *jobRun) exec(ctx context.Context, a action) error {
 			_ = r.c.nc.Publish(r.topo.NS.DecidedSubject(r.spec.Tenant, r.spec.JobID), data)
 		}
 	case actRecord:
-		outs, err := r.c.store.RecordMany(ctx, r.ref, a.samples, r.spec.K)
+		outs, err := r.c.store.RecordMany(ctx, r.ref, a.samples, m.k())
 		if err != nil {
 			return r.event(ctx, func(now time.Time) ([]action, error) { return m.recordFailed(now, err) })
 		}
 		r.counted(ctx, m.batch)
 		return r.event(ctx, func(now time.Time) ([]action, error) { return m.recorded(now, outs) })
 	case actSettle:
+		if a.msg < 0 {
+			return nil // held while its step was ahead: settled when it came
+		}
 		msg := r.batch[a.msg]
 		r.settled[a.msg] = true
 		switch a.fate {
@@ -467,6 +479,7 @@ func (r *jobRun) pause(ctx context.Context) error {
 // first (fenced: an owner that lost the job must not pause it), then
 // paused in the registry. A job being cancelled is cancelled instead.
 func (r *jobRun) needsHuman(ctx context.Context) error {
+	r.m.dropAhead(0)
 	if err := r.checkpoint(ctx); err != nil {
 		return err
 	}

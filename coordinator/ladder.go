@@ -102,7 +102,7 @@ func (m *machine) rungTally(tally []schemas.TallyEntry) schemas.RungTally {
 func (m *machine) noConsensus(rt schemas.RungTally, tally []schemas.TallyEntry) []action {
 	m.countStep(m.step, rt.Counted, rt.Valid, rt.RedFlagged, rt.RedFlags, m.prior)
 	nc := &schemas.NoConsensus{Step: m.step, Samples: m.counters.Next, Tally: tally, Rung: schemas.RungOwnModel, Prior: m.prior}
-	reason := fmt.Sprintf("step %d drew %d samples (the cap) without a candidate leading by k=%d", m.step, m.counters.Next, m.spec.K)
+	reason := fmt.Sprintf("step %d drew %d samples (the cap) without a candidate leading by k=%d", m.step, m.counters.Next, m.k())
 	if m.rung != "" {
 		nc.Rung = m.rung
 		n := m.counters.Next
@@ -110,7 +110,7 @@ func (m *machine) noConsensus(rt schemas.RungTally, tally []schemas.TallyEntry) 
 			n += p.Counted
 		}
 		reason = fmt.Sprintf("step %d drew %d samples on %d rungs (the stronger model's cap last) without a candidate leading by k=%d",
-			m.step, n, len(m.prior)+1, m.spec.K)
+			m.step, n, len(m.prior)+1, m.k())
 	}
 	m.log.Warn("no consensus within the sample cap", "step", m.step, "rung", nc.Rung, "samples", m.counters.Next, "tally", tallyText(tally))
 	return m.finish(schemas.StateNoConsensus, reason, nc)
@@ -128,7 +128,7 @@ func (m *machine) arbitrate() []action {
 	m.log.Warn("no consensus: asking the judge's panel to arbitrate", "step", m.step, "candidates", len(cands))
 	return []action{{kind: actArbitrate, arb: &schemas.ArbitrationRequest{
 		Tenant: m.spec.Tenant, JobID: m.spec.JobID, Step: m.step, Task: m.spec.Task, State: string(m.state),
-		K: m.spec.K, Samples: samples, Candidates: cands, Rungs: m.prior, MinConfidence: m.policy().MinConfidence,
+		K: m.k(), Samples: samples, Candidates: cands, Rungs: m.prior, MinConfidence: m.policy().MinConfidence,
 	}}}
 }
 

@@ -75,6 +75,13 @@ type machine struct {
 		seen        map[int]bool
 	}
 
+	// sp: the steps sampled ahead of the open one (speculate.go)
+	sp speculation
+
+	// rel: each step's margin k, the correlation test and the
+	// reliability receipt (reliability.go)
+	rel reliability
+
 	// tok tallies the answers' tokens by model for the metrics (off
 	// without them; metrics.go).
 	tok tokenTally
@@ -137,7 +144,9 @@ func newMachine(spec schemas.JobSpec, inst task.Instance, cfg machineConfig) *ma
 		seen:       map[int]string{},
 	}
 	m.verifier, _ = inst.(task.Verifier)
+	m.initReliability()
 	m.prev.step, m.prev.seen = -1, map[int]bool{}
+	m.sp.adopted = [2]int64{-1, -1}
 	m.epoch = m.token * schemas.EpochsPerLease
 	m.counters = store.Counters{Step: m.step, Epoch: m.epoch}
 	if m.log == nil {
@@ -172,6 +181,8 @@ func (m *machine) resetStep() {
 	m.counters = store.Counters{Step: m.step, Epoch: m.epoch}
 	clear(m.pending)
 	clear(m.seen)
+	clear(m.sp.votes)
+	m.sp.open = 0
 }
 
 // entry returns a journal entry of type typ for the open step, with the

@@ -55,15 +55,19 @@ func checkCounters(t *testing.T, rep schemas.JobReport) {
 	if byReason != rep.RedFlagged {
 		t.Errorf("red_flags %v sum to %d, red_flagged is %d", rep.RedFlags, byReason, rep.RedFlagged)
 	}
-	if w := rep.SkippedSamples + rep.CancelledSamples + rep.LateSamples + rep.DuplicateResults; rep.WastedSamples != w {
-		t.Errorf("wasted %d != skipped+cancelled+late+duplicate %d", rep.WastedSamples, w)
+	if w := rep.SkippedSamples + rep.CancelledSamples + rep.LateSamples + rep.DuplicateResults + rep.SpeculativeWasted; rep.WastedSamples != w {
+		t.Errorf("wasted %d != skipped+cancelled+late+duplicate+lost speculation %d", rep.WastedSamples, w)
 	}
 	if rep.Steps > 0 {
 		if got, want := rep.SamplesPerStep, float64(rep.Samples)/float64(rep.Steps); math.Abs(got-want) > 1e-9 {
 			t.Errorf("samples_per_step %v, want %v", got, want)
 		}
-		if rep.VotesPerStep < float64(rep.K) {
-			t.Errorf("votes_per_step %v below k=%d: some step decided below the margin", rep.VotesPerStep, rep.K)
+		k := rep.K
+		if rc := rep.Receipt; rc != nil && len(rc.KSteps) > 0 {
+			k = rc.KSteps[0].K // adaptive k: the smallest margin used
+		}
+		if rep.VotesPerStep < float64(k) {
+			t.Errorf("votes_per_step %v below k=%d: some step decided below the margin", rep.VotesPerStep, k)
 		}
 	}
 	if err := rep.Validate(); err != nil {

@@ -38,10 +38,18 @@ func (r *jobRun) noteSent(reqs []*schemas.SampleRequest) {
 		return
 	}
 	mt.t.SamplesRequested(len(reqs))
-	if s := reqs[0].Step; s != mt.waveStep {
-		mt.waveStep, mt.waves = s, 0
+	// A wave is the open step's; samples drawn ahead (speculation) are
+	// the first wave of their step, counted when it is adopted.
+	for _, req := range reqs {
+		if req.Branch != 0 {
+			continue
+		}
+		if req.Step != mt.waveStep {
+			mt.waveStep, mt.waves = req.Step, 0
+		}
+		mt.waves++
+		return
 	}
-	mt.waves++
 }
 
 // observe takes the figures of a journal entry about to be appended: its
@@ -71,6 +79,9 @@ func (r *jobRun) observe(e *schemas.JournalEntry) func() {
 		rounds := 0
 		if mt.waveStep == e.Step {
 			rounds = mt.waves
+		}
+		if r.m != nil && r.m.sp.wasAdopted(e.Step) {
+			rounds++ // its first wave went out ahead of it
 		}
 		mt.waveStep, mt.waves = -1, 0
 		lead, byVotes := e.Lead, e.Type == schemas.EntryDecision

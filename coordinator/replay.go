@@ -31,6 +31,7 @@ func (m *machine) restore(c *schemas.Checkpoint) error {
 	m.step = c.Step
 	m.climb(c.Rung, c.Prior)
 	m.resetStep()
+	m.restoreReliability(c.Receipt)
 	return nil
 }
 
@@ -42,6 +43,9 @@ func (m *machine) replay(entries []journal.Entry) (*schemas.JournalEntry, error)
 	for _, e := range entries {
 		switch e.Type {
 		case schemas.EntryDecision, schemas.EntryArbiter:
+			if e.Step == m.step {
+				m.noteDecision(&e.JournalEntry, false)
+			}
 			if err := m.apply(&e.JournalEntry, true); err != nil {
 				return nil, fmt.Errorf("%w: entry at %d: %w", journal.ErrCorrupt, e.Seq, err)
 			}
@@ -91,6 +95,6 @@ func (m *machine) snapshot(seq uint64, started time.Time) (*schemas.Checkpoint, 
 		Header: schemas.NewHeader(schemas.KindCheckpoint), Tenant: m.spec.Tenant, JobID: m.spec.JobID,
 		Token: m.token, JournalSeq: seq, Step: m.step, State: []byte(m.state),
 		Trace: tr, Progress: schemas.Progress{Figures: m.acct.Figures.Clone(), StartedAt: started.UTC()},
-		Rung: m.rung, Prior: m.prior, At: time.Now().UTC(),
+		Rung: m.rung, Prior: m.prior, Receipt: m.receipt(), At: time.Now().UTC(),
 	}, nil
 }

@@ -27,7 +27,7 @@ func summarize(rep *schemas.JobReport, spec schemas.JobSpec, trace string, now t
 	if rep.RedFlags == nil {
 		rep.RedFlags = map[string]int64{} // {} rather than null: readers index it by reason
 	}
-	rep.WastedSamples = rep.SkippedSamples + rep.CancelledSamples + rep.LateSamples + rep.DuplicateResults
+	rep.WastedSamples = rep.SkippedSamples + rep.CancelledSamples + rep.LateSamples + rep.DuplicateResults + rep.SpeculativeWasted
 	rep.TraceSHA256 = trace
 	if p := spec.PEstimate; p > 0.5 && p < 1 {
 		v := spec.ValidFraction

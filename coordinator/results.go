@@ -42,6 +42,16 @@ func (m *machine) onResults(now time.Time, batch []incoming) []action {
 			acts = append(acts, settle(i, fateTerm, "malformed result"))
 			continue
 		}
+		if m.takeAhead(res) {
+			acts = append(acts, settle(i, fateAck, ""))
+			continue
+		}
+		if m.sp.lost[res.Branch] || res.Step == m.step && res.Epoch == m.epoch && m.lostBranch(res) {
+			// A guess that lost: its samples are counted as wasted already.
+			m.addTokens(&res, 1)
+			acts = append(acts, settle(i, fateAck, ""))
+			continue
+		}
 		if res.Step != m.step || res.Epoch != m.epoch {
 			m.countLate(res, false)
 			acts = append(acts, settle(i, fateAck, ""))
@@ -84,9 +94,7 @@ func (m *machine) onResults(now time.Time, batch []incoming) []action {
 			continue
 		}
 		m.batch = append(m.batch, received{msg: i, res: res})
-		samples = append(samples, store.Sample{
-			Step: res.Step, Epoch: res.Epoch, Index: res.Index, VoteKey: res.VoteKey, RedFlag: res.RedFlag,
-		})
+		samples = append(samples, sampleOf(res))
 	}
 	if len(samples) > 0 {
 		acts = append(acts, action{kind: actRecord, samples: samples})
@@ -104,7 +112,9 @@ func (m *machine) recordFailed(now time.Time, err error) ([]action, error) {
 	var acts []action
 	if errors.Is(err, store.ErrNoStep) {
 		for _, it := range batch {
-			m.addTokens(&it.res, 1)
+			if it.msg >= 0 {
+				m.addTokens(&it.res, 1)
+			}
 			m.answered++
 			acts = append(acts, settle(it.msg, fateAck, ""))
 		}
@@ -113,6 +123,10 @@ func (m *machine) recordFailed(now time.Time, err error) ([]action, error) {
 	}
 	m.log.Warn("record samples", "err", err)
 	for _, it := range batch {
+		if it.msg < 0 { // held, not redelivered: recorded again from the feed
+			m.sp.feed = append(m.sp.feed, it.res)
+			continue
+		}
 		acts = append(acts, action{kind: actSettle, msg: it.msg, fate: fateNak, delay: nakDelay})
 	}
 	return acts, nil
@@ -134,11 +148,13 @@ func (m *machine) recorded(now time.Time, outs []store.RecordResult) ([]action, 
 		if m.halted() || it.res.Step != m.step || it.res.Epoch != m.epoch {
 			// An earlier sample of this batch decided the step (or ended
 			// the job): this one came too late to count.
-			m.countLate(it.res, false)
+			m.countLate(it.res, it.msg < 0)
 			acts = append(acts, settle(it.msg, fateAck, ""))
 			continue
 		}
-		m.addTokens(&it.res, 1)
+		if it.msg >= 0 { // a held answer's tokens were counted when it came
+			m.addTokens(&it.res, 1)
+		}
 		m.answered++
 		switch out.Outcome {
 		case store.Duplicate:
@@ -191,10 +207,18 @@ func (m *machine) recorded(now time.Time, outs []store.RecordResult) ([]action, 
 
 // recordedAnswer notes an answer the tally now holds for the open step.
 func (m *machine) recordedAnswer(res schemas.SampleResult) {
+	m.noteVote(res)
 	m.seen[res.Index] = res.RedFlag
 	delete(m.pending, res.Index)
 }
 
+// sampleOf is what Redis records of res.
+func sampleOf(res schemas.SampleResult) store.Sample {
+	return store.Sample{Step: res.Step, Epoch: res.Epoch, Index: res.Index, VoteKey: res.VoteKey, RedFlag: res.RedFlag}
+}
+
+// settle is the action settling message msg of the batch (none for -1: a
+// result held while its step was ahead, settled then).
 func settle(msg, fate int, reason string) action {
 	return action{kind: actSettle, msg: msg, fate: fate, reason: reason}
 }

@@ -227,5 +227,6 @@ func (r *jobRun) report() schemas.JobReport {
 		rep.State, rep.Solved, rep.Reason, rep.NoConsensus = e.state, e.state == schemas.StateSolved, e.reason, e.noConsensus
 	}
 	summarize(&rep, r.spec, fmt.Sprintf("%x", m.trace.Sum(nil)), time.Now())
+	m.fillReceipt(&rep)
 	return rep
 }

@@ -18,6 +18,7 @@ import (
 // nobody) is replaced by the next top-up. When the cap is spent and every
 // sample is counted, the step climbs its escalation ladder.
 func (m *machine) topUp(now time.Time) ([]action, error) {
+	var acts []action
 	if m.dispatched == 0 {
 		// The step's prompt is the voters' to build; one that the task
 		// cannot build (a spec's template failing for this state) would
@@ -25,13 +26,13 @@ func (m *machine) topUp(now time.Time) ([]action, error) {
 		if _, err := m.inst.Prompt(m.state); errors.Is(err, task.ErrEval) {
 			return m.failEval(err), nil
 		}
+		acts = m.adopt(now)
 	}
 	uncounted := m.dispatched - m.counters.Next
-	need := m.spec.K - m.counters.Lead - uncounted
+	need := m.k() - m.counters.Lead - uncounted
 	if room := m.capN - m.dispatched; need > room {
 		need = room
 	}
-	var acts []action
 	for i := 0; i < need; i++ {
 		if i == need/2 && need >= 2 {
 			acts = m.crash(acts, CrashMidWave, m.step)
@@ -43,14 +44,28 @@ func (m *machine) topUp(now time.Time) ([]action, error) {
 		more, err := m.escalate()
 		return append(acts, more...), err
 	}
-	return acts, nil
+	return append(acts, m.speculate(now)...), nil
 }
 
-// publish is the request for index at attempt: index 0 at the job's first
-// temperature, every other index at the rest temperature; the model seed
-// is a function of the job seed, the step and the index, so a re-sample
-// asks the same question.
+// publish is the request for index at attempt of the open step, noted
+// as pending.
 func (m *machine) publish(now time.Time, index, attempt int) action {
+	req := m.request(now, m.step, m.state, index, attempt)
+	m.published++
+	if attempt > 0 {
+		m.acct.Resampled++
+	}
+	m.pending[index] = &pending{attempt: attempt, sentAt: now}
+	m.decorrelate(req)
+	return action{kind: actPublish, req: req}
+}
+
+// request asks for sample index at attempt of step from state: index 0
+// at the job's first temperature, every other index at the rest
+// temperature; the model seed is a function of the job seed, the step and
+// the index, so a re-sample (or a speculative sample, speculate.go) asks
+// the same question.
+func (m *machine) request(now time.Time, step int64, state task.State, index, attempt int) *schemas.SampleRequest {
 	temp := m.spec.Rest()
 	if index == 0 {
 		temp = m.spec.TemperatureFirst
@@ -59,8 +74,8 @@ func (m *machine) publish(now time.Time, index, attempt int) action {
 		Header:          schemas.NewHeader(schemas.KindSampleRequest),
 		Tenant:          m.spec.Tenant,
 		JobID:           m.spec.JobID,
-		SampleID:        schemas.SampleID(m.spec.Tenant, m.spec.JobID, m.step, m.epoch, index, attempt),
-		Step:            m.step,
+		SampleID:        schemas.SampleID(m.spec.Tenant, m.spec.JobID, step, m.epoch, index, attempt),
+		Step:            step,
 		Epoch:           m.epoch,
 		Index:           index,
 		Attempt:         attempt,
@@ -68,21 +83,16 @@ func (m *machine) publish(now time.Time, index, attempt int) action {
 		TaskVersion:     m.spec.TaskVersion,
 		TaskHash:        m.spec.TaskHash,
 		Params:          m.params,
-		State:           m.state,
+		State:           state,
 		Temperature:     temp,
-		Seed:            SampleSeed(m.spec.Seed, m.step, index),
+		Seed:            SampleSeed(m.spec.Seed, step, index),
 		MaxOutputTokens: m.spec.MaxOutputTokens,
 		IssuedAt:        now.UTC(),
 	}
-	if m.rung == schemas.RungStrongerModel {
+	if m.rung == schemas.RungStrongerModel && step == m.step {
 		req.Model = m.spec.Escalation.StrongerModel
 	}
-	m.published++
-	if attempt > 0 {
-		m.acct.Resampled++
-	}
-	m.pending[index] = &pending{attempt: attempt, sentAt: now}
-	return action{kind: actPublish, req: req}
+	return req
 }
 
 // timeout is how long a sample may go unanswered before it is published

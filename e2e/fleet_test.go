@@ -27,9 +27,9 @@ func checkAccounting(t *testing.T, rep schemas.JobReport) {
 	if rep.Votes+rep.RedFlagged != rep.Samples {
 		t.Errorf("votes %d + red_flagged %d != samples %d: a sample counted twice or not at all", rep.Votes, rep.RedFlagged, rep.Samples)
 	}
-	if w := rep.SkippedSamples + rep.CancelledSamples + rep.LateSamples + rep.DuplicateResults; w != rep.WastedSamples {
-		t.Errorf("wasted_samples %d != skipped %d + cancelled %d + late %d + duplicates %d",
-			rep.WastedSamples, rep.SkippedSamples, rep.CancelledSamples, rep.LateSamples, rep.DuplicateResults)
+	if w := rep.SkippedSamples + rep.CancelledSamples + rep.LateSamples + rep.DuplicateResults + rep.SpeculativeWasted; w != rep.WastedSamples {
+		t.Errorf("wasted_samples %d != skipped %d + cancelled %d + late %d + duplicates %d + lost speculation %d",
+			rep.WastedSamples, rep.SkippedSamples, rep.CancelledSamples, rep.LateSamples, rep.DuplicateResults, rep.SpeculativeWasted)
 	}
 	if rep.Steps > 0 {
 		if want := float64(rep.Samples) / float64(rep.Steps); math.Abs(rep.SamplesPerStep-want) > 1e-9 {

@@ -69,6 +69,16 @@ type JobRequest struct {
 	// Priority orders the tenant's own jobs, 0 (default) to 9, higher
 	// first.
 	Priority int `json:"priority,omitempty"`
+	// ReliabilityTarget asks for adaptive k: the wanted chance that every
+	// step is right, in (0, 1); KFloor the smallest margin it may choose
+	// (default 2). Decorrelate (auto, on, off), DecorrelateTemperature and
+	// Models say what a correlated step's remaining samples are drawn
+	// with. As in a job spec (docs/statistics.md).
+	ReliabilityTarget      float64  `json:"reliability_target,omitempty"`
+	KFloor                 int      `json:"k_floor,omitempty"`
+	Decorrelate            string   `json:"decorrelate,omitempty" jsonschema:"enum=,enum=auto,enum=on,enum=off"`
+	DecorrelateTemperature float64  `json:"decorrelate_temperature,omitempty"`
+	Models                 []string `json:"models,omitempty"`
 }
 
 // Spec is the job spec r asks for, run as tenant (defaults not applied:
@@ -81,6 +91,8 @@ func (r JobRequest) Spec(tenant string) JobSpec {
 		TemperatureFirst: r.TemperatureFirst, TemperatureRest: r.TemperatureRest, SampleTimeoutMS: r.SampleTimeoutMS,
 		PEstimate: r.PEstimate, ValidFraction: r.ValidFraction, Pricing: r.Pricing, Escalation: r.Escalation,
 		BudgetUSD: r.BudgetUSD, Priority: r.Priority,
+		ReliabilityTarget: r.ReliabilityTarget, KFloor: r.KFloor, Decorrelate: r.Decorrelate,
+		DecorrelateTemperature: r.DecorrelateTemperature, Models: r.Models,
 	}
 }
 

@@ -303,6 +303,13 @@ type BatchLine struct {
 	Escalation        *EscalationPolicy `json:"escalation,omitempty"`
 	BudgetUSD         float64           `json:"budget_usd,omitempty"`
 	Priority          *int              `json:"priority,omitempty"`
+	// ReliabilityTarget, KFloor, Decorrelate, DecorrelateTemperature and
+	// Models: adaptive k and decorrelation, as in a job spec.
+	ReliabilityTarget      float64  `json:"reliability_target,omitempty"`
+	KFloor                 int      `json:"k_floor,omitempty"`
+	Decorrelate            string   `json:"decorrelate,omitempty" jsonschema:"enum=,enum=auto,enum=on,enum=off"`
+	DecorrelateTemperature float64  `json:"decorrelate_temperature,omitempty"`
+	Models                 []string `json:"models,omitempty"`
 }
 
 // DecodeBatchLine reads one batch line as strictly as Decode reads a
@@ -358,6 +365,8 @@ func (l BatchLine) Spec(tenant string, batchPriority int) JobSpec {
 		MaxOutputTokens: l.MaxOutputTokens, TemperatureFirst: l.TemperatureFirst, TemperatureRest: l.TemperatureRest,
 		SampleTimeoutMS: l.SampleTimeoutMS, PEstimate: l.PEstimate, ValidFraction: l.ValidFraction,
 		Pricing: l.Pricing, Escalation: l.Escalation, BudgetUSD: l.BudgetUSD, Priority: batchPriority,
+		ReliabilityTarget: l.ReliabilityTarget, KFloor: l.KFloor, Decorrelate: l.Decorrelate,
+		DecorrelateTemperature: l.DecorrelateTemperature, Models: l.Models,
 	}
 	if l.Priority != nil {
 		s.Priority = *l.Priority

@@ -233,6 +233,10 @@ type JournalEntry struct {
 	Prior []RungTally `json:"prior,omitempty"`
 	// Arbiter is the judge's decision (arbiter entries).
 	Arbiter *ArbiterDecision `json:"arbiter,omitempty"`
+	// K is the margin the step was sampled at (decision and arbiter
+	// entries), so a new owner rebuilds the k schedule of an adaptive-k
+	// job exactly; absent from entries of older releases.
+	K int `json:"k,omitempty"`
 	// State, Reason and NoConsensus are the job's end (end entries).
 	State       string       `json:"state,omitempty" jsonschema:"enum=,enum=solved,enum=unsolved,enum=no_consensus,enum=failed,enum=cancelled"`
 	Reason      string       `json:"reason,omitempty"`
@@ -259,6 +263,9 @@ func (e *JournalEntry) Validate() error {
 	}
 	if err := nonNegative(k, count{"step", e.Step}, count{"epoch", e.Epoch}); err != nil {
 		return err
+	}
+	if e.K < 0 || e.K > MaxK {
+		return invalid(k, "k must be between 1 and %d (0: not recorded), got %d", MaxK, e.K)
 	}
 	if err := e.Work.check(k, "work."); err != nil {
 		return err
@@ -344,6 +351,10 @@ type Checkpoint struct {
 	// entry: empty while the job's own model samples it.
 	Rung  string      `json:"rung,omitempty" jsonschema:"enum=,enum=stronger_model,enum=panel"`
 	Prior []RungTally `json:"prior,omitempty"`
+	// Receipt is the job's running reliability receipt (the estimate of p,
+	// the k schedule, the histograms), which the entries after JournalSeq
+	// go on from; absent from checkpoints of older releases.
+	Receipt *Receipt `json:"receipt,omitempty"`
 	// At is when the checkpoint was written.
 	At time.Time `json:"at"`
 }
@@ -382,6 +393,11 @@ func (c *Checkpoint) Validate() error {
 		return invalid(k, "the open step's rung is %s or %s, got %q", RungStrongerModel, RungPanel, c.Rung)
 	case c.Rung != "" && len(c.Prior) == 0:
 		return invalid(k, "the open step on rung %s needs the tallies of the rungs below (prior)", c.Rung)
+	}
+	if c.Receipt != nil {
+		if err := c.Receipt.check(k, "receipt."); err != nil {
+			return err
+		}
 	}
 	return validPrior(k, c.Prior)
 }

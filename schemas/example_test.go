@@ -84,4 +84,5 @@ func ExampleAll() {
 	// batch_item https://makerfleet.dev/schemas/v1/batch_item.schema.json
 	// api_key https://makerfleet.dev/schemas/v1/api_key.schema.json
 	// retention_policy https://makerfleet.dev/schemas/v1/retention_policy.schema.json
+	// calibration https://makerfleet.dev/schemas/v1/calibration.schema.json
 }

@@ -67,6 +67,18 @@ type Figures struct {
 	Escalations      int64   `json:"escalations"`
 	ArbiterDecisions int64   `json:"arbiter_decisions"`
 	ArbiterSteps     []int64 `json:"arbiter_steps,omitempty"`
+	// SpeculativeSamples counts samples drawn for a step before the step
+	// before it was decided (JobSpec.SpeculationDepth); SpeculativeWasted
+	// those of them drawn from a guess that lost, thrown away uncounted
+	// (part of the report's WastedSamples).
+	SpeculativeSamples int64 `json:"speculative_samples"`
+	SpeculativeWasted  int64 `json:"speculative_wasted"`
+	// CorrelatedSteps counts decided steps whose samples ran past what the
+	// job's estimate of p makes likely (a false alarm at most once in
+	// Receipt.FalseAlarmRate steps); DecorrelatedSamples the samples of
+	// theirs drawn decorrelated (JobSpec.Decorrelate).
+	CorrelatedSteps     int64 `json:"correlated_steps,omitempty"`
+	DecorrelatedSamples int64 `json:"decorrelated_samples,omitempty"`
 }
 
 // Add adds d (a Delta's figures) to f: counts add up, step lists are
@@ -102,6 +114,10 @@ func (f *Figures) Add(d Figures) {
 	f.Escalations += d.Escalations
 	f.ArbiterDecisions += d.ArbiterDecisions
 	f.ArbiterSteps = appendSteps(f.ArbiterSteps, d.ArbiterSteps)
+	f.SpeculativeSamples += d.SpeculativeSamples
+	f.SpeculativeWasted += d.SpeculativeWasted
+	f.CorrelatedSteps += d.CorrelatedSteps
+	f.DecorrelatedSamples += d.DecorrelatedSamples
 }
 
 // Sub returns what f holds beyond base (an earlier value of the same
@@ -122,7 +138,11 @@ func (f Figures) Sub(base Figures) Figures {
 		StrongerCompletionTokens: pos(f.StrongerCompletionTokens - base.StrongerCompletionTokens),
 		ArbiterCostUSD:           max(f.ArbiterCostUSD-base.ArbiterCostUSD, 0),
 		Escalations:              pos(f.Escalations - base.Escalations), ArbiterDecisions: pos(f.ArbiterDecisions - base.ArbiterDecisions),
-		ArbiterSteps: tail(f.ArbiterSteps, base.ArbiterSteps),
+		ArbiterSteps:        tail(f.ArbiterSteps, base.ArbiterSteps),
+		SpeculativeSamples:  pos(f.SpeculativeSamples - base.SpeculativeSamples),
+		SpeculativeWasted:   pos(f.SpeculativeWasted - base.SpeculativeWasted),
+		CorrelatedSteps:     pos(f.CorrelatedSteps - base.CorrelatedSteps),
+		DecorrelatedSamples: pos(f.DecorrelatedSamples - base.DecorrelatedSamples),
 	}
 	for why, n := range f.RedFlags {
 		if n > base.RedFlags[why] {
@@ -167,6 +187,7 @@ func (f *Figures) check(k, prefix string) error {
 		count{p("stronger_prompt_tokens"), f.StrongerPromptTokens},
 		count{p("stronger_completion_tokens"), f.StrongerCompletionTokens},
 		count{p("escalations"), f.Escalations}, count{p("arbiter_decisions"), f.ArbiterDecisions},
+		count{p("correlated_steps"), f.CorrelatedSteps}, count{p("decorrelated_samples"), f.DecorrelatedSamples},
 	); err != nil {
 		return err
 	}

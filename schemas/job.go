@@ -15,9 +15,11 @@ const (
 	DefaultSampleTimeoutMS   = 60_000
 	DefaultTarget            = 0.95
 	MaxK                     = 1000
+	MaxSpeculationDepth      = 64
 	MaxSamplesLimit          = 100_000
 
 	maxOutputTokensLimit = 1_000_000
+	maxTokensEstimate    = 10_000_000 // a call's usage, as the model client bounds it
 	maxTemperature       = 2
 	minSampleTimeoutMS   = 10
 	maxPriceUSDPerMTok   = 1e6
@@ -66,6 +68,18 @@ type JobSpec struct {
 	// TemperatureRest for every other (default 0.1 when omitted).
 	TemperatureFirst float64  `json:"temperature_first"`
 	TemperatureRest  *float64 `json:"temperature_rest,omitempty"`
+	// SpeculationDepth lets the job sample up to this many steps beyond the
+	// open one before they are reached, each from a guess of the step
+	// before's winner (its leader once it leads, else the task's reference
+	// answer); a guess that loses throws its samples away. Decisions are
+	// unchanged: a speculative step's samples count only when its guess
+	// became the real chain's state. 0 (the default) turns it off; at most
+	// MaxSpeculationDepth.
+	SpeculationDepth int `json:"speculation_depth,omitempty"`
+	// SpeculationMaxWaste bounds the samples lost speculation may throw
+	// away, as a share of the job's samples: above it the job stops
+	// speculating until the share falls again. Default 0.1; in (0, 1].
+	SpeculationMaxWaste float64 `json:"speculation_max_waste,omitempty"`
 	// SampleTimeoutMS: a sample with no result after this long is re-sampled
 	// under a new sample id. Default 60000.
 	SampleTimeoutMS int64 `json:"sample_timeout_ms"`
@@ -75,6 +89,39 @@ type JobSpec struct {
 	// ValidFraction is the expected share of samples that survive
 	// red-flagging (optional, in (0, 1]; 1 when omitted).
 	ValidFraction float64 `json:"valid_fraction,omitempty"`
+	// PromptTokensEstimate and CompletionTokensEstimate are a call's
+	// expected usage (optional, >= 0; a model's calibration, maker
+	// calibrate): the forecast prices a sample with them rather than with
+	// the first prompt's bytes and a share of MaxOutputTokens.
+	PromptTokensEstimate     float64 `json:"prompt_tokens_estimate,omitempty"`
+	CompletionTokensEstimate float64 `json:"completion_tokens_estimate,omitempty"`
+	// ReliabilityTarget asks for adaptive k (optional, in (0, 1)): the
+	// wanted chance that every step is right. Each step's margin is then
+	// the smallest that keeps P(all steps right) >= the target at the
+	// lower confidence bound of p estimated from the job's own votes so
+	// far (PEstimate as a weak prior), the steps left and the margins
+	// already used (docs/statistics.md); K is the margin while the votes
+	// cannot yet bound p above 0.5. Without it every step uses K.
+	ReliabilityTarget float64 `json:"reliability_target,omitempty"`
+	// KFloor is the smallest margin adaptive k may choose (needs
+	// ReliabilityTarget; default DefaultKFloor, 2).
+	KFloor int `json:"k_floor,omitempty"`
+	// Decorrelate says what the job does with the rest of a step whose
+	// samples run far past what p predicts (a correlated step): on draws
+	// them with a paraphrased prompt (SampleRequest.PromptVariant), at
+	// DecorrelateTemperature and cycling through Models; off only counts
+	// such steps. auto (the default) is on with a ReliabilityTarget, off
+	// without.
+	Decorrelate string `json:"decorrelate,omitempty" jsonschema:"enum=,enum=auto,enum=on,enum=off"`
+	// DecorrelateTemperature is the temperature of a correlated step's
+	// decorrelated samples (optional, in (0, 2]; 0 keeps the rest
+	// temperature).
+	DecorrelateTemperature float64 `json:"decorrelate_temperature,omitempty"`
+	// Models is the job's model mix for decorrelation (optional, at most
+	// MaxJobModels): a correlated step's decorrelated samples ask them in
+	// turn instead of the voters' own model. Voters must allow them
+	// (their model policy).
+	Models []string `json:"models,omitempty"`
 	// Pricing turns token usage into a cost in the report (optional).
 	Pricing *Pricing `json:"pricing,omitempty"`
 	// Escalation is what a step that spends MaxSamplesPerStep without a
@@ -135,6 +182,17 @@ func (s *JobSpec) Rest() float64 {
 	return *s.TemperatureRest
 }
 
+// DefaultSpeculationMaxWaste is SpeculationMaxWaste when omitted.
+const DefaultSpeculationMaxWaste = 0.1
+
+// MaxWaste is SpeculationMaxWaste, or its default when omitted.
+func (s *JobSpec) MaxWaste() float64 {
+	if s.SpeculationMaxWaste == 0 {
+		return DefaultSpeculationMaxWaste
+	}
+	return s.SpeculationMaxWaste
+}
+
 // Validate implements Message. It checks everything but the task params,
 // which only the task can judge.
 func (s *JobSpec) Validate() error {
@@ -172,12 +230,27 @@ func (s *JobSpec) Validate() error {
 	if s.SampleTimeoutMS < minSampleTimeoutMS {
 		return invalid(k, "sample_timeout_ms must be >= %d, got %d", minSampleTimeoutMS, s.SampleTimeoutMS)
 	}
+	if s.SpeculationDepth < 0 || s.SpeculationDepth > MaxSpeculationDepth {
+		return invalid(k, "speculation_depth must be between 0 (off) and %d, got %d", MaxSpeculationDepth, s.SpeculationDepth)
+	}
+	// 0 is "omitted": the default share.
+	if s.SpeculationMaxWaste != 0 && !(s.SpeculationMaxWaste > 0 && s.SpeculationMaxWaste <= 1) {
+		return invalid(k, "speculation_max_waste must be in (0, 1], got %v", s.SpeculationMaxWaste)
+	}
 	if s.PEstimate != 0 && !(s.PEstimate > 0.5 && s.PEstimate < 1) {
 		return invalid(k, "p_estimate must be in (0.5, 1), got %v", s.PEstimate)
 	}
 	// 0 is "omitted", as the omitempty tag writes it; ApplyDefaults makes it 1.
 	if s.ValidFraction != 0 && !(s.ValidFraction > 0 && s.ValidFraction <= 1) {
 		return invalid(k, "valid_fraction must be in (0, 1], got %v", s.ValidFraction)
+	}
+	for _, t := range []struct {
+		name string
+		v    float64
+	}{{"prompt_tokens_estimate", s.PromptTokensEstimate}, {"completion_tokens_estimate", s.CompletionTokensEstimate}} {
+		if !(t.v >= 0 && t.v <= maxTokensEstimate) { // NaN too
+			return invalid(k, "%s must be between 0 and %d, got %v", t.name, maxTokensEstimate, t.v)
+		}
 	}
 	if e := s.Escalation; e != nil {
 		if len(e.StrongerModel) > maxModelName {
@@ -219,6 +292,9 @@ func (s *JobSpec) Validate() error {
 	}
 	if s.BatchLine < 0 {
 		return invalid(k, "batch_line must be >= 1, got %d", s.BatchLine)
+	}
+	if err := s.checkReliability(k); err != nil {
+		return err
 	}
 	return s.Pricing.check(k, "pricing")
 }
@@ -400,7 +476,8 @@ type JobReport struct {
 	Solved bool   `json:"solved"`
 	// Reason explains a state other than solved.
 	Reason string `json:"reason,omitempty"`
-	// K is the job's voting margin.
+	// K is the job's voting margin (with a reliability target, the one it
+	// started from; Receipt.KSchedule has every step's).
 	K int `json:"k"`
 	// TotalSteps bounds the steps the task can take.
 	TotalSteps int64 `json:"total_steps"`
@@ -408,7 +485,8 @@ type JobReport struct {
 	// flags, wasted samples, tokens, escalations.
 	Figures
 	// WastedSamples counts published samples that took no part in a step:
-	// SkippedSamples + CancelledSamples + LateSamples + DuplicateResults.
+	// SkippedSamples + CancelledSamples + LateSamples + DuplicateResults +
+	// SpeculativeWasted.
 	WastedSamples int64 `json:"wasted_samples"`
 	// Timing: WallSeconds from the job's first start to its finish (across
 	// owners), StepsPerSecond decided steps per second of it.
@@ -433,6 +511,10 @@ type JobReport struct {
 	CostUSD float64 `json:"cost_usd"`
 	// NoConsensus is set when State is no_consensus.
 	NoConsensus *NoConsensus `json:"no_consensus,omitempty"`
+	// Receipt is the job's reliability receipt: p estimated from its votes
+	// with its interval, the k schedule and the bound on P(all steps
+	// right) it achieved (absent from a job that never ran).
+	Receipt *Receipt `json:"receipt,omitempty"`
 	// StartedAt and FinishedAt bound the run.
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
@@ -504,6 +586,9 @@ func (r *JobReport) Validate() error {
 		if err := validPrior(k, nc.Prior); err != nil {
 			return err
 		}
+	}
+	if r.Receipt != nil {
+		return r.Receipt.check(k, "receipt.")
 	}
 	return nil
 }

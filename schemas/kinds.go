@@ -41,6 +41,7 @@ func All() []MessageType {
 		{KindBatchItem, func() Message { return new(BatchItem) }},
 		{KindAPIKey, func() Message { return new(APIKey) }},
 		{KindRetentionPolicy, func() Message { return new(RetentionPolicy) }},
+		{KindCalibration, func() Message { return new(Calibration) }},
 	}
 }
 
@@ -68,6 +69,7 @@ var (
 	_ Message = (*BatchItem)(nil)
 	_ Message = (*APIKey)(nil)
 	_ Message = (*RetentionPolicy)(nil)
+	_ Message = (*Calibration)(nil)
 	_ Message = (*ArbitrationResponse)(nil)
 	_ Message = (*ArbiterDecision)(nil)
 	_ Message = (*TaskRecord)(nil)

@@ -13,8 +13,9 @@ type SampleRequest struct {
 	// Tenant and JobID name the job.
 	Tenant string `json:"tenant"`
 	JobID  string `json:"job_id"`
-	// SampleID is unique per publish: tenant/job/step/epoch/index/attempt.
-	// It is the message's Nats-Msg-Id.
+	// SampleID is unique per publish: tenant/job/step/epoch/index/attempt,
+	// and /b<branch> for a speculative sample. It is the message's
+	// Nats-Msg-Id.
 	SampleID string `json:"sample_id"`
 	// Step is the step number, from 0.
 	Step int64 `json:"step"`
@@ -27,6 +28,10 @@ type SampleRequest struct {
 	// Attempt counts re-publishes of the same index after a timeout; the
 	// tally keeps the first answer that arrives for an index.
 	Attempt int `json:"attempt"`
+	// Branch, when not 0, marks a speculative sample: one drawn for a step
+	// not reached yet, from a guess of the state it starts from. The
+	// coordinator counts it only if the guess becomes the real state.
+	Branch int64 `json:"branch,omitempty"`
 	// Task and Params select and configure the task; TaskVersion and
 	// TaskHash pin a registered task spec (empty for a built-in task).
 	Task        string          `json:"task"`
@@ -44,8 +49,13 @@ type SampleRequest struct {
 	// MaxOutputTokens is the red-flag limit on the reply's length.
 	MaxOutputTokens int `json:"max_output_tokens"`
 	// Model, when set, is the model to ask instead of the voter's own: an
-	// escalated step's stronger model.
+	// escalated step's stronger model, or one of the job's models for a
+	// decorrelated sample.
 	Model string `json:"model,omitempty"`
+	// PromptVariant, from 1 to MaxPromptVariant, asks the voter to
+	// paraphrase the task's prompt (task.Paraphrase): a correlated step's
+	// decorrelated samples. 0 (the default) is the task's own prompt.
+	PromptVariant int `json:"prompt_variant,omitempty"`
 	// IssuedAt is when the coordinator published the request.
 	IssuedAt time.Time `json:"issued_at"`
 }
@@ -59,7 +69,7 @@ func (r *SampleRequest) Validate() error {
 	if err := r.Header.checkJob(k, r.Tenant, r.JobID); err != nil {
 		return err
 	}
-	if err := checkPosition(k, r.Tenant, r.JobID, r.SampleID, r.Step, r.Epoch, r.Index, r.Attempt); err != nil {
+	if err := checkPosition(k, r.Tenant, r.JobID, r.SampleID, r.Step, r.Epoch, r.Index, r.Attempt, r.Branch); err != nil {
 		return err
 	}
 	if !taskRE.MatchString(r.Task) {
@@ -80,6 +90,9 @@ func (r *SampleRequest) Validate() error {
 	if len(r.Model) > maxModelName {
 		return invalid(k, "model name longer than %d bytes", maxModelName)
 	}
+	if r.PromptVariant < 0 || r.PromptVariant > MaxPromptVariant {
+		return invalid(k, "prompt_variant must be between 0 (the task's prompt) and %d, got %d", MaxPromptVariant, r.PromptVariant)
+	}
 	return nil
 }
 
@@ -88,11 +101,11 @@ const maxModelName = 200
 
 // checkPosition checks the counts before the id they build, so a negative
 // index is reported as such rather than as an id mismatch.
-func checkPosition(k, tenant, job, sampleID string, step, epoch int64, index, attempt int) error {
-	if err := nonNegative(k, count{"step", step}, count{"epoch", epoch}, count{"index", int64(index)}, count{"attempt", int64(attempt)}); err != nil {
+func checkPosition(k, tenant, job, sampleID string, step, epoch int64, index, attempt int, branch int64) error {
+	if err := nonNegative(k, count{"step", step}, count{"epoch", epoch}, count{"index", int64(index)}, count{"attempt", int64(attempt)}, count{"branch", branch}); err != nil {
 		return err
 	}
-	if want := SampleID(tenant, job, step, epoch, index, attempt); sampleID != want {
+	if want := BranchSampleID(tenant, job, step, epoch, index, attempt, branch); sampleID != want {
 		return invalid(k, "sample_id %q does not match its fields (want %q)", sampleID, want)
 	}
 	return nil
@@ -113,6 +126,15 @@ func SampleID(tenant, job string, step, epoch int64, index, attempt int) string 
 	b = append(b, '/')
 	b = strconv.AppendInt(b, int64(attempt), 10)
 	return string(b)
+}
+
+// BranchSampleID builds the id of a sample of branch (SampleID for 0).
+func BranchSampleID(tenant, job string, step, epoch int64, index, attempt int, branch int64) string {
+	id := SampleID(tenant, job, step, epoch, index, attempt)
+	if branch == 0 {
+		return id
+	}
+	return id + "/b" + strconv.FormatInt(branch, 10)
 }
 
 // Sample outcomes.
@@ -154,8 +176,8 @@ const (
 // SampleResult is a voter's answer to a SampleRequest.
 type SampleResult struct {
 	Header
-	// Tenant, JobID, SampleID, Step, Epoch, Index and Attempt echo the
-	// request.
+	// Tenant, JobID, SampleID, Step, Epoch, Index, Attempt and Branch
+	// echo the request.
 	Tenant   string `json:"tenant"`
 	JobID    string `json:"job_id"`
 	SampleID string `json:"sample_id"`
@@ -163,6 +185,7 @@ type SampleResult struct {
 	Epoch    int64  `json:"epoch"`
 	Index    int    `json:"index"`
 	Attempt  int    `json:"attempt"`
+	Branch   int64  `json:"branch,omitempty"`
 	// Outcome is vote, red_flag, skipped or cancelled.
 	Outcome string `json:"outcome" jsonschema:"enum=vote,enum=red_flag,enum=skipped,enum=cancelled"`
 	// VoteKey is the canonical parsed answer (outcome vote only).
@@ -195,7 +218,7 @@ func (r *SampleResult) Validate() error {
 	if err := r.Header.checkJob(k, r.Tenant, r.JobID); err != nil {
 		return err
 	}
-	if err := checkPosition(k, r.Tenant, r.JobID, r.SampleID, r.Step, r.Epoch, r.Index, r.Attempt); err != nil {
+	if err := checkPosition(k, r.Tenant, r.JobID, r.SampleID, r.Step, r.Epoch, r.Index, r.Attempt, r.Branch); err != nil {
 		return err
 	}
 	switch r.Outcome {

@@ -10,8 +10,10 @@
 // State is canonical JSON: equal states have equal bytes.
 //
 // A task may also implement Verifier to report wrong steps after the fact
-// (the fleet counts them, it never uses them to correct a decision) and
-// Progresser to say how far a state is along the task.
+// (the fleet counts them, it never uses them to correct a decision),
+// Progresser to say how far a state is along the task, Referencer to say the
+// right vote from a state and Drawer to draw a random state on the right path
+// (calibration and speculation use these two).
 package task
 
 import (
@@ -19,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 )
 
@@ -87,6 +90,25 @@ type DoneChecker interface {
 	DoneErr(s State) (bool, error)
 }
 
+// Referencer is implemented by instances that know the right vote from a state
+// (a solver, a spec's reference). Calibration judges samples with it; speculation
+// uses it to guess the next state before a step is decided.
+type Referencer interface {
+	// ReferenceVote returns the right vote from s; an error wrapping
+	// ErrNoReference when the instance has none for s.
+	ReferenceVote(s State) (Vote, error)
+}
+
+// Drawer is implemented by instances that can draw a random state reachable on the
+// right path, and say which step it is (calibration's random steps).
+type Drawer interface {
+	// DrawState returns a state on the right path and its step index (the
+	// number of right steps from Initial to it), drawn with rng. An
+	// instance that cannot draw (a spec without a reference) returns an
+	// error wrapping ErrNoReference.
+	DrawState(rng *rand.Rand) (s State, step int64, err error)
+}
+
 // Progresser is implemented by instances that can tell how far a state is
 // along the task; job status shows it. Without it, progress is decided
 // steps over TotalSteps.
@@ -106,6 +128,9 @@ var (
 	// expression or template): not the model's fault, and not one that
 	// trying again fixes.
 	ErrEval = errors.New("task: evaluation failed")
+	// ErrNoReference: the instance cannot say the right answer (a spec
+	// without a reference), so nothing can be judged or drawn with it.
+	ErrNoReference = errors.New("task: no reference answer")
 )
 
 // RedFlag is a Parse error that names its own reason (a spec's red flag,

@@ -59,6 +59,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/lru"
 	"github.com/makerfleet/makerfleet/internal/metrics"
+	"github.com/makerfleet/makerfleet/internal/sampling"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
@@ -307,20 +308,19 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 		v.log.Warn("dropping sample request with a bad state", "err", err, "sample", req.SampleID)
 		return bus.Drop(err, "bad state")
 	}
+	// A correlated step's decorrelated sample asks a paraphrase (the
+	// variant is bounded by the request's Validate).
+	if prompt, err = task.Paraphrase(prompt, req.PromptVariant); err != nil {
+		v.malformed.Add(1)
+		return bus.Drop(err, "bad prompt variant")
+	}
 
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	unregister := v.decided.register(req.Tenant, req.JobID, req.Step, req.Epoch, cancel)
 	defer unregister()
 
-	messages := make([]llm.Message, len(prompt))
-	for i, m := range prompt {
-		messages[i] = llm.Message{Role: m.Role, Content: m.Content}
-	}
-	seed := req.Seed
-	call := llm.Request{
-		Messages: messages, Temperature: req.Temperature, MaxTokens: req.MaxOutputTokens, Seed: &seed, N: 1, Model: req.Model,
-	}
+	call := sampling.Request(prompt, req.Temperature, req.MaxOutputTokens, req.Seed, req.Model)
 	if v.cfg.SimHints && req.TaskVersion != "" {
 		call.Headers = llm.SimHint{Task: req.Task, Version: req.TaskVersion, Hash: req.TaskHash, Params: req.Params, State: req.State}.Headers()
 	}
@@ -396,49 +396,10 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 }
 
 // Judge turns a model response into a sample result: the vote, or the red
-// flag that throws it away. Exported for tests and tools.
+// flag that throws it away (sampling.Judge, which calibration shares).
+// Exported for tests and tools.
 func Judge(inst task.Instance, req *schemas.SampleRequest, resp llm.Response) schemas.SampleResult {
-	res := schemas.SampleResult{
-		PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens,
-		LatencyMS: ms(resp.Latency), Model: resp.Model,
-	}
-	if len(resp.Choices) > 0 {
-		// Kept for empty replies too: "content_filter" says why there is none.
-		res.FinishReason = resp.Choices[0].FinishReason
-	}
-	if resp.PromptTokens < 0 || resp.CompletionTokens < 0 || resp.PromptTokens > llm.MaxUsageTokens || resp.CompletionTokens > llm.MaxUsageTokens {
-		// A model that does not check its usage (the llm client does):
-		// no figure of it reaches a job's cost.
-		res.PromptTokens, res.CompletionTokens = 0, 0
-		res.Outcome, res.RedFlag = schemas.OutcomeRedFlag, schemas.RedFlagEmpty
-		res.Detail = fmt.Sprintf("usage out of range: %d prompt, %d completion tokens", resp.PromptTokens, resp.CompletionTokens)
-		return res
-	}
-	if len(resp.Choices) == 0 || resp.Choices[0].Content == "" {
-		res.Outcome, res.RedFlag, res.Detail = schemas.OutcomeRedFlag, schemas.RedFlagEmpty, "no content"
-		return res
-	}
-	ch := resp.Choices[0]
-	switch {
-	case ch.FinishReason == "length":
-		res.Outcome, res.RedFlag, res.Detail = schemas.OutcomeRedFlag, schemas.RedFlagLength, "reply cut at the token limit"
-	case resp.CompletionTokens > req.MaxOutputTokens:
-		res.Outcome, res.RedFlag = schemas.OutcomeRedFlag, schemas.RedFlagTooLong
-		res.Detail = fmt.Sprintf("%d output tokens, limit %d", resp.CompletionTokens, req.MaxOutputTokens)
-	default:
-		vote, err := inst.Parse(req.State, ch.Content)
-		var rf *task.RedFlag
-		switch {
-		case errors.As(err, &rf) && schemas.ValidRedFlagName(rf.Reason):
-			// A task spec's own red flag, by its name.
-			res.Outcome, res.RedFlag, res.Detail = schemas.OutcomeRedFlag, rf.Reason, truncate(rf.Detail, 200)
-		case err != nil:
-			res.Outcome, res.RedFlag, res.Detail = schemas.OutcomeRedFlag, schemas.RedFlagParse, truncate(err.Error(), 200)
-		default:
-			res.Outcome, res.VoteKey = schemas.OutcomeVote, vote.Key
-		}
-	}
-	return res
+	return sampling.Judge(inst, req.State, req.MaxOutputTokens, resp)
 }
 
 // reply publishes the result for req. Only then is the request acked (by
@@ -447,7 +408,7 @@ func Judge(inst task.Instance, req *schemas.SampleRequest, resp llm.Response) sc
 func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, res schemas.SampleResult) error {
 	res.Header = schemas.NewHeader(schemas.KindSampleResult)
 	res.Tenant, res.JobID, res.SampleID = req.Tenant, req.JobID, req.SampleID
-	res.Step, res.Epoch, res.Index, res.Attempt = req.Step, req.Epoch, req.Index, req.Attempt
+	res.Step, res.Epoch, res.Index, res.Attempt, res.Branch = req.Step, req.Epoch, req.Index, req.Attempt, req.Branch
 	res.VoterID = v.cfg.ID
 	if res.Model == "" {
 		res.Model = v.cfg.Model

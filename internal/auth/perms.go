@@ -20,7 +20,8 @@
 //	              decisions, reads jobs, tasks, quotas and API keys, keeps
 //	              batches; writes quotas and task specs (admin keys'
 //	              routes). Never a status, report, lease or API key.
-//	admin         the operator: everything.
+//	admin         the operator: everything (the only one to write the
+//	              retention policies and the models' calibrations).
 //	tenant-<T>    a tenant's clients: submits, controls, reads its own
 //	              jobs, dead letters and judge answers, asks for break
 //	              glass, submits and reads its own batches; nothing of any
@@ -118,6 +119,14 @@ func (n names) fleetBuckets() []string {
 // task registry what a job runs.
 func (n names) guarded() []string {
 	return []string{n.ns.TasksBucket(), n.ns.QuotasBucket(), n.ns.APIKeysBucket()}
+}
+
+// readCalibrations lets a client read the models' calibrations
+// (internal/calibrate: plan and forecasts take p from them); only the
+// admin writes them.
+func (n names) readCalibrations() []string {
+	b := n.ns.CalibrationsBucket()
+	return append(info(nil, []string{b}), kvRead(b, ">")...)
 }
 
 func (n names) judgeStreams() []string {
@@ -300,6 +309,7 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 			n.ns.JudgeApprovalsBucket(), n.ns.JudgeAnswersBucket()} {
 			p.Publish.Allow = append(p.Publish.Allow, kvRead(b, ">")...)
 		}
+		p.Publish.Allow = append(p.Publish.Allow, n.readCalibrations()...)
 		p.Subscribe.Allow = []string{inbox}
 
 	case API:
@@ -325,6 +335,7 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 		for _, b := range []string{n.ns.JobsBucket(), n.ns.QuotasBucket(), n.ns.TasksBucket(), n.ns.BatchesBucket()} {
 			p.Publish.Allow = append(p.Publish.Allow, "$KV."+b+".>")
 		}
+		p.Publish.Allow = append(p.Publish.Allow, n.readCalibrations()...)
 		// A batch's lines: read in order, or one by one; a batch refused
 		// after its lines were stored is purged.
 		bs := n.ns.BatchesStream()
@@ -349,6 +360,7 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 			p.Publish.Allow = append(p.Publish.Allow, kvRead(b, t+".>")...)
 		}
 		p.Publish.Allow = append(p.Publish.Allow, kvRead(n.ns.TasksBucket(), ">")...)
+		p.Publish.Allow = append(p.Publish.Allow, n.readCalibrations()...)
 		p.Publish.Allow = append(p.Publish.Allow, streamRead(n.ns.DLQStream(), n.subj("dlq")+t+".>")...)
 		// Its own batches: their lines (published, read in order) and
 		// records (the only KV keys a tenant writes: a batch record under

@@ -71,6 +71,28 @@ type Config struct {
 	// Storage of every stream: jetstream.FileStorage (default) or
 	// jetstream.MemoryStorage.
 	Storage jetstream.StorageType
+	// WorkStorage is the storage of the two work queues, sample requests
+	// and results, when Storage is file: jetstream.FileStorage (default)
+	// or jetstream.MemoryStorage. They hold only work in flight, which a
+	// job draws again when it is lost (a sample that times out is
+	// re-sampled), so memory loses no decision: the journal, registry and
+	// leases stay in Storage. A file-stored work queue that empties
+	// removes its last block file and creates another (nats-server's
+	// filestore), about once per step of a lone job; in memory nothing of
+	// that happens. Memory suits a fleet whose nats-server lives and dies
+	// with it (maker run, maker bench); a standalone server restarted
+	// loses memory streams altogether, so fleets keep the default.
+	WorkStorage jetstream.StorageType
+	// WorkDuplicates is the duplicate window (Nats-Msg-Id) of the sample
+	// and result work queues, and JournalDuplicates the journal's. Default
+	// 2 minutes and 10 minutes. The server remembers every id of the
+	// window: its memory grows with the message rate times the window
+	// (about 100 bytes an id), up to a plateau. A window needs only to
+	// outlast its publishers' retries: a voter retries a result for 10s,
+	// the journal an append for under a minute (and its appends are fenced
+	// besides), a coordinator never publishes a sample request twice.
+	WorkDuplicates    time.Duration
+	JournalDuplicates time.Duration
 	// Replicas of every stream in a clustered server. Default 1.
 	Replicas int
 	// SampleAckWait is how long a voter may hold a sample request without
@@ -99,12 +121,26 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// workStorage is the storage of the sample and result work queues.
+func (c *Config) workStorage() jetstream.StorageType {
+	if c.Storage == jetstream.MemoryStorage {
+		return jetstream.MemoryStorage
+	}
+	return c.WorkStorage
+}
+
 func (c *Config) defaults() {
 	if c.Replicas == 0 {
 		c.Replicas = 1
 	}
 	if c.SampleAckWait == 0 {
 		c.SampleAckWait = 30 * time.Second
+	}
+	if c.WorkDuplicates == 0 {
+		c.WorkDuplicates = 2 * time.Minute
+	}
+	if c.JournalDuplicates == 0 {
+		c.JournalDuplicates = 10 * time.Minute
 	}
 	if c.SampleMaxDeliver == 0 {
 		c.SampleMaxDeliver = 10
@@ -223,22 +259,22 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topol
 			Description: "makerfleet sample requests",
 			Subjects:    []string{ns.subject("sample") + "*.*"},
 			Retention:   jetstream.WorkQueuePolicy,
-			Storage:     cfg.Storage,
+			Storage:     cfg.workStorage(),
 			Replicas:    cfg.Replicas,
 			MaxMsgSize:  cfg.MaxMsgSize,
 			MaxAge:      24 * time.Hour,
-			Duplicates:  2 * time.Minute,
+			Duplicates:  cfg.WorkDuplicates,
 		},
 		{
 			Name:        ns.ResultsStream(),
 			Description: "makerfleet sample results",
 			Subjects:    []string{ns.subject("result") + "*.*.*"},
 			Retention:   jetstream.WorkQueuePolicy,
-			Storage:     cfg.Storage,
+			Storage:     cfg.workStorage(),
 			Replicas:    cfg.Replicas,
 			MaxMsgSize:  cfg.MaxMsgSize,
 			MaxAge:      24 * time.Hour,
-			Duplicates:  2 * time.Minute,
+			Duplicates:  cfg.WorkDuplicates,
 		},
 	}
 	streams = append(streams,
@@ -250,7 +286,7 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topol
 			Storage:     cfg.Storage,
 			Replicas:    cfg.Replicas,
 			MaxMsgSize:  cfg.MaxMsgSize,
-			Duplicates:  10 * time.Minute,
+			Duplicates:  cfg.JournalDuplicates,
 			// Entries are never deleted one by one; a finished job's
 			// subjects may be purged as a whole.
 			DenyDelete: true,
@@ -479,7 +515,7 @@ func Teardown(ctx context.Context, js jetstream.JetStream, ns Namespace) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, name := range []string{ns.StatusBucket(), ns.ReportsBucket(), ns.JobsBucket(), ns.LeasesBucket(), ns.TasksBucket(), ns.QuotasBucket(), ns.APIKeysBucket(), ns.BatchesBucket(), ns.RetentionBucket()} {
+	for _, name := range []string{ns.StatusBucket(), ns.ReportsBucket(), ns.JobsBucket(), ns.LeasesBucket(), ns.TasksBucket(), ns.QuotasBucket(), ns.APIKeysBucket(), ns.BatchesBucket(), ns.RetentionBucket(), ns.CalibrationsBucket()} {
 		if err := js.DeleteKeyValue(ctx, name); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			errs = append(errs, err)
 		}

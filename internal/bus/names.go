@@ -71,6 +71,11 @@ func (ns Namespace) BatchesBucket() string { return ns.bucket("batches") }
 // the fleet's, tenants' and jobs' (internal/retention).
 func (ns Namespace) RetentionBucket() string { return ns.bucket("retention") }
 
+// CalibrationsBucket holds models' calibrations (schemas.Calibration):
+// fleet-wide facts about a model on a task, by task, model and prompt
+// version (internal/calibrate).
+func (ns Namespace) CalibrationsBucket() string { return ns.bucket("calibrations") }
+
 // BatchesStream holds batches' input lines, one message per line.
 func (ns Namespace) BatchesStream() string { return ns.stream("BATCHES") }
 

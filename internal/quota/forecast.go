@@ -54,7 +54,8 @@ var ErrOverBudget = errors.New("quota: budget below the forecast")
 //     BytesPerToken bytes a token (low and expected) or its upper bound
 //     (PromptTokensBound: high), and LowOutputShare, ExpectedOutputShare
 //     or all of max_output_tokens, at the job's pricing (no pricing: no
-//     cost).
+//     cost). The spec's token estimates (a calibration's) replace the
+//     expected figure's, the band widened to hold them.
 //   - Time: samples over the tenant's samples per second, when it has a
 //     rate limit (else none is given).
 func Forecast(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota) schemas.Forecast {
@@ -100,6 +101,19 @@ func Forecast(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota) s
 	cost := func(prompt, out float64) float64 { return usd(spec.Pricing, prompt, out) }
 	lowC, expC, highC := cost(promptTokens, LowOutputShare*maxOut), cost(promptTokens, ExpectedOutputShare*maxOut),
 		cost(float64(promptBound), maxOut)
+	if in, out := spec.PromptTokensEstimate, spec.CompletionTokensEstimate; in > 0 || out > 0 {
+		// A calibration measured what a call uses: the expected figure is
+		// that, and the band is widened to hold it.
+		if in == 0 {
+			in = promptTokens
+		}
+		if out == 0 {
+			out = ExpectedOutputShare * maxOut
+		}
+		expC = cost(in, out)
+		lowC, highC = math.Min(lowC, expC), math.Max(highC, expC)
+		basis = append(basis, fmt.Sprintf("tokens per call from the job: %.0f in, %.0f out", in, out))
+	}
 	if spec.Pricing == nil {
 		basis = append(basis, "no pricing: no cost")
 	} else {

@@ -1,9 +1,12 @@
 package hanoi
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -29,6 +32,28 @@ func (in *Instance) Prompt(s task.State) ([]task.Message, error) {
 		{Role: "user", Content: user},
 	}, nil
 }
+
+// PromptVersion is a short hash of the prompt template, the same for every
+// disk count: the prompts of the first two steps of 3 disks (one without a
+// previous move, one with). Calibrations (internal/calibrate) are kept
+// under it, so one measured at 10 disks serves 20, and a changed prompt
+// starts afresh.
+func (in *Instance) PromptVersion() string { return promptVersion() }
+
+var promptVersion = sync.OnceValue(func() string {
+	in, _ := New(3)
+	h := sha256.New()
+	for step := range int64(2) {
+		msgs, err := in.Prompt(encodeState(OptimalState(3, step)))
+		if err != nil {
+			panic("hanoi: the prompt of a fixed state: " + err.Error())
+		}
+		for _, m := range msgs {
+			fmt.Fprintf(h, "%s\x00%s\x00", m.Role, m.Content)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+})
 
 // DirectionCycle is the text the prompt uses for a direction; the
 // simulated model reads it back.

@@ -13,8 +13,10 @@
 // A compiled Task binds a job's params (checked against the spec's params
 // schema) to an Instance, which implements task.Instance (prompt, strict
 // parse, next state from the winning answer, done), task.Verifier (when the
-// spec has a reference answer) and task.Progresser (when it has a progress
-// expression). States and vote keys are canonical JSON: equal values have
+// spec has a reference answer), task.Referencer and task.Drawer (the
+// reference answer, and states drawn along the reference chain; without a
+// reference both say task.ErrNoReference) and task.Progresser (when it has
+// a progress expression). States and vote keys are canonical JSON: equal values have
 // equal bytes. An expression or template that fails for one state is an
 // error wrapping task.ErrEval, never a panic or a hang.
 package spec

@@ -40,6 +40,9 @@ type Instance struct {
 	sysOnce sync.Once
 	sys     string
 	sysErr  error
+
+	// DrawState's walk of the reference chain (reference.go).
+	chain chain
 }
 
 // reference is the reference answer from one state.
@@ -363,8 +366,9 @@ func (in *Instance) DoneErr(s task.State) (bool, error) {
 	return v.(bool), nil
 }
 
-// ErrNoReference: the spec says no right answer for this state.
-var ErrNoReference = errors.New("spec: no reference answer for this state")
+// ErrNoReference: the spec says no right answer for this state. It wraps
+// task.ErrNoReference.
+var ErrNoReference = fmt.Errorf("spec: %w for this state", task.ErrNoReference)
 
 // Reference returns the right answer from s (its vote key and the whole
 // answer): ErrNoReference when the spec has no reference expression, or it

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 
@@ -56,6 +57,7 @@ func Run(t *testing.T, cfg Config) {
 			checkParams(t, cfg.Task, inst)
 			checkBadReplies(t, inst, cfg.BadReplies)
 			solve(t, cfg, inst)
+			checkDraws(t, inst)
 			checkConcurrent(t, cfg, inst)
 		})
 	}
@@ -106,6 +108,7 @@ func solve(t *testing.T, cfg Config, inst task.Instance) {
 	}
 	verifier, _ := inst.(task.Verifier)
 	progresser, _ := inst.(task.Progresser)
+	referencer, _ := inst.(task.Referencer)
 	s := inst.Initial()
 	if !json.Valid(s) {
 		t.Fatalf("Initial() is not JSON: %s", s)
@@ -144,6 +147,15 @@ func solve(t *testing.T, cfg Config, inst task.Instance) {
 				t.Fatalf("step %d: Verify rejects the oracle's answer: %v", step, err)
 			}
 		}
+		if referencer != nil {
+			rv, err := referencer.ReferenceVote(s)
+			if err == nil && rv != v {
+				t.Fatalf("step %d: ReferenceVote %q, the oracle's answer reads as %q", step, rv.Key, v.Key)
+			}
+			if err != nil && !errors.Is(err, task.ErrNoReference) {
+				t.Fatalf("step %d: ReferenceVote: %v", step, err)
+			}
+		}
 		next, err := inst.Next(s, v)
 		if err != nil {
 			t.Fatalf("step %d: Next: %v", step, err)
@@ -170,6 +182,47 @@ func solve(t *testing.T, cfg Config, inst task.Instance) {
 	}
 	if step == 0 {
 		t.Error("Initial() is already Done")
+	}
+}
+
+// checkDraws: a Drawer's states are on the right path: each has a
+// reference vote that Verify and Next accept; one that cannot draw says
+// so with task.ErrNoReference.
+func checkDraws(t *testing.T, inst task.Instance) {
+	t.Helper()
+	drawer, ok := inst.(task.Drawer)
+	if !ok {
+		return
+	}
+	referencer, ok := inst.(task.Referencer)
+	if !ok {
+		t.Fatal("a Drawer must also be a Referencer: its draws are judged by reference")
+	}
+	verifier, _ := inst.(task.Verifier)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 20 {
+		s, step, err := drawer.DrawState(rng)
+		if errors.Is(err, task.ErrNoReference) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("draw %d: DrawState: %v", i, err)
+		}
+		if step < 0 || step >= inst.TotalSteps() {
+			t.Fatalf("draw %d: step %d outside [0, %d)", i, step, inst.TotalSteps())
+		}
+		v, err := referencer.ReferenceVote(s)
+		if err != nil {
+			t.Fatalf("draw %d (step %d): ReferenceVote of a drawn state: %v", i, step, err)
+		}
+		if verifier != nil {
+			if err := verifier.Verify(s, v); err != nil {
+				t.Fatalf("draw %d (step %d): Verify rejects the reference: %v", i, step, err)
+			}
+		}
+		if _, err := inst.Next(s, v); err != nil {
+			t.Fatalf("draw %d (step %d): Next refuses the reference: %v", i, step, err)
+		}
 	}
 }
 

@@ -67,6 +67,11 @@ type benchResult struct {
 	SpecVsBuiltin float64      `json:"spec_vs_builtin,omitempty"`
 	PairRatios    []float64    `json:"pair_ratios,omitempty"`
 
+	// Floor is the floor loop's comparison (--floor, benchfloor.go).
+	Floor *floorResult `json:"floor,omitempty"`
+	// Many is the concurrent jobs' comparison (--jobs, benchmany.go).
+	Many *manyResult `json:"many,omitempty"`
+
 	TargetStepsPerSecond  float64 `json:"target_steps_per_second"`
 	TargetSamplesVsTheory float64 `json:"target_samples_vs_theory"`
 	MeetsTargets          bool    `json:"meets_targets"`
@@ -83,6 +88,9 @@ func benchCmd(e *env) *cobra.Command {
 		procs    int
 		taskFile string
 		fair     bool
+		floor    bool
+		floorN   int
+		many     manyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -154,6 +162,17 @@ each pair and their median (target for examples/tasks/hanoi.yaml: >= 0.8).`,
 			}
 			opts.redisServer = svc.redis == ""
 			opts.simHTTP = sf.http
+			// As maker run: the embedded server's work queues in memory.
+			opts.ownServer = svc.nats == ""
+			if err := many.check(); err != nil {
+				return err
+			}
+			if floorN < 1 {
+				return usagef("--floor-steps must be >= 1")
+			}
+			if many.jobs > 0 {
+				opts.maxJobs = many.perCoordinator()
+			}
 			ctx := cmd.Context()
 			f, err := startFleet(ctx, opts)
 			if err != nil {
@@ -162,6 +181,10 @@ each pair and their median (target for examples/tasks/hanoi.yaml: >= 0.8).`,
 			defer f.Close()
 			if fair {
 				return benchFair(ctx, e, f, spec, opts.concurrency, runs, simCfg.Latency, asJSON)
+			}
+			if many.jobs > 0 {
+				many.cpuProfile = profile
+				return benchMany(ctx, e, f, spec, many, opts.concurrency, asJSON)
 			}
 			if src != nil {
 				if _, _, err := f.Registry.Register(ctx, src, "maker bench"); err != nil {
@@ -187,6 +210,25 @@ each pair and their median (target for examples/tasks/hanoi.yaml: >= 0.8).`,
 					return err
 				}
 			}
+			var fl *floorLoop
+			if floor {
+				if fl, err = startFloor(ctx, f.RedisURL); err != nil {
+					return fmt.Errorf("floor: %w", err)
+				}
+				defer fl.Close()
+				if _, err := fl.run(ctx, floorWarmup); err != nil {
+					return err
+				}
+			}
+			var floorRuns []float64
+			runFloor := func() error {
+				if fl == nil {
+					return nil
+				}
+				r, err := fl.run(ctx, floorN)
+				floorRuns = append(floorRuns, math.Round(r))
+				return err
+			}
 			if profile != "" {
 				pf, err := os.Create(profile)
 				if err != nil {
@@ -208,6 +250,13 @@ each pair and their median (target for examples/tasks/hanoi.yaml: >= 0.8).`,
 					order[0], order[1] = order[1], order[0]
 				}
 				var pair [2]schemas.JobReport
+				// The floor alternates with the jobs: before them in even
+				// runs, after them in odd ones.
+				if i%2 == 0 {
+					if err := runFloor(); err != nil {
+						return err
+					}
+				}
 				for _, s := range order {
 					if s == nil {
 						continue
@@ -222,6 +271,11 @@ each pair and their median (target for examples/tasks/hanoi.yaml: >= 0.8).`,
 					} else {
 						pair[0] = rep
 						reps = append(reps, rep)
+					}
+				}
+				if i%2 == 1 {
+					if err := runFloor(); err != nil {
+						return err
 					}
 				}
 				if specJob != nil && pair[0].StepsPerSecond > 0 {
@@ -240,6 +294,9 @@ each pair and their median (target for examples/tasks/hanoi.yaml: >= 0.8).`,
 						res.PairRatios = append(res.PairRatios, math.Round(r*100)/100)
 					}
 				}
+			}
+			if fl != nil {
+				res.Floor = floorOf(floorRuns, reps)
 			}
 			if asJSON {
 				enc := json.NewEncoder(e.stdout)
@@ -261,6 +318,9 @@ each pair and their median (target for examples/tasks/hanoi.yaml: >= 0.8).`,
 	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the measured jobs to FILE")
 	cmd.Flags().IntVar(&runs, "runs", 5, "measured jobs; the median one is reported")
 	cmd.Flags().StringVar(&taskFile, "task-file", "", "also bench the task spec in FILE, in pairs with the built-in hanoi")
+	cmd.Flags().BoolVar(&floor, "floor", false, "also run the floor loop (3 JetStream requests -> 3 voters -> Redis EVAL -> reply, nothing else; see benchfloor.go), alternating with the measured jobs, and compare medians (target >= 0.8x)")
+	cmd.Flags().IntVar(&floorN, "floor-steps", floorSteps, "with --floor: steps of one floor run")
+	addManyFlags(cmd, &many)
 	cmd.Flags().BoolVar(&fair, "fair", false, "measure fair sharing instead: tenant small's job alone vs while tenant big's 16-disk job runs (use --disks 6 --sim-latency 5ms --concurrency 4)")
 	// One job on an in-process fleet is a chain of hand-offs (coordinator,
 	// NATS, voter, model, NATS, coordinator, Redis). On one P they never
@@ -325,6 +385,12 @@ func printBench(e *env, r benchResult) {
 	fmt.Fprintf(w, "  samples/step       %8.3f   theory %.3f   ratio %.3f (target <= %.2f: %s)\n",
 		r.SamplesPerStep, r.ExpectedSamplesPerStep, r.SamplesVsTheory, targetSamplesVsTheory, mark(r.SamplesVsTheory <= targetSamplesVsTheory))
 	fmt.Fprintf(w, "  solved %v, wrong steps %d, wasted samples %d, wall %.2fs\n", r.Solved, r.Errors, r.WastedSamples, r.WallSeconds)
+	if fr := r.Floor; fr != nil {
+		fmt.Fprintf(w, "floor loop (3 samples a step, no model, task or journal), alternating with the jobs:\n")
+		fmt.Fprintf(w, "  floor steps/s per run %v, median %.0f; jobs' %v, median %.0f\n", fr.FloorStepsPerSecond, fr.FloorMedian, fr.BenchStepsPerSecond, fr.BenchMedian)
+		fmt.Fprintf(w, "  bench / floor        %8.2f in steps/s (target >= %.1f: %s), %.2f in samples/s (%.3f samples a step vs 3)\n",
+			fr.Ratio, fr.Target, mark(fr.Ratio >= fr.Target), fr.SampleRatio, fr.SamplesPerStep)
+	}
 	if sp := r.Spec; sp != nil {
 		fmt.Fprintf(w, "task spec %s, the same job, in pairs with the built-in's in the same fleet:\n", sp.Task)
 		fmt.Fprintf(w, "  median of %d runs  (steps/s per run: %v)\n", sp.Runs, sp.RunStepsPerSecond)

@@ -33,6 +33,8 @@ const (
 	// done (128 + SIGINT, the shell's code for Ctrl-C). Services stop on
 	// either signal as their normal end and exit 0.
 	ExitInterrupted = 130
+	// ExitTimeout (runlong.go): maker run's --timeout cancelled the job;
+	// its partial report was printed.
 )
 
 // usageError marks errors caused by the user's input.
@@ -76,6 +78,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitInterrupted
 	}
 	fmt.Fprintln(stderr, "maker:", explainNATS(e, err))
+	if errors.As(err, new(errTimedOut)) {
+		return ExitTimeout
+	}
 	var ue usageError
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
 		return ExitUsage
@@ -112,6 +117,7 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 		keysCmd(e),
 		upCmd(e),
 		retentionCmd(e), // purge.go
+		calibrateCmd(e),
 	)
 	return root
 }

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/coordinator"
+	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/fleet"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/simllm"
@@ -31,7 +35,14 @@ type fleetOptions struct {
 	concurrency int
 	// stream asks the model for streamed replies.
 	stream bool
-	log    *slog.Logger
+	// ownServer: the fleet's embedded nats-server lives and dies with
+	// the command, so its work queues are kept in memory and its
+	// duplicate windows are short (busConfig). The journal stays on file.
+	ownServer bool
+	// maxJobs is how many jobs the coordinator runs at once (default
+	// coordinator.Config's).
+	maxJobs int
+	log     *slog.Logger
 }
 
 // startFleet starts a private fleet (a namespace of its own, removed at
@@ -40,8 +51,8 @@ func startFleet(ctx context.Context, o fleetOptions) (*fleet.Fleet, error) {
 	f, err := fleet.Start(ctx, fleet.Options{
 		NATSURL: o.natsURL, DataDir: o.dataDir, RedisURL: o.redisURL, RedisServer: o.redisServer,
 		LLMBaseURL: o.llmBaseURL, APIKey: o.apiKey, Model: o.model, Sim: o.sim, SimHTTP: o.simHTTP,
-		LLM: llm.Config{Stream: o.stream}, Private: true, Logger: o.log,
-		Coordinators: 1, Coordinator: coordinator.Config{ID: "coordinator-inproc"},
+		LLM: llm.Config{Stream: o.stream}, Private: true, Logger: o.log, Bus: o.busConfig(),
+		Coordinators: 1, Coordinator: coordinator.Config{ID: "coordinator-inproc", MaxJobs: o.maxJobs},
 		// The private fleet answers only this command's own job, whose
 		// flags are the user's own: its voter takes whatever the job asks.
 		Voters: 1, Voter: voter.Config{ID: "voter-inproc", Concurrency: o.concurrency, Policy: voter.Policy{
@@ -51,6 +62,20 @@ func startFleet(ctx context.Context, o fleetOptions) (*fleet.Fleet, error) {
 		return nil, usageError{err}
 	}
 	return f, err
+}
+
+// busConfig is the topology's configuration for the fleet.
+func (o fleetOptions) busConfig() bus.Config {
+	var c bus.Config
+	if o.ownServer {
+		// Work in flight only: a lost sample is drawn again (docs/durability.md).
+		c.WorkStorage = jetstream.MemoryStorage
+		// The windows outlast the publishers' retries (a voter's 10s, a
+		// journal append's under a minute) and no more: the server keeps
+		// every id of a window in memory.
+		c.WorkDuplicates, c.JournalDuplicates = 30*time.Second, time.Minute
+	}
+	return c
 }
 
 // errFleet wraps a role failure.

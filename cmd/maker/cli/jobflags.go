@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -40,6 +41,19 @@ type jobFlags struct {
 	outputPrice     float64
 	budget          float64
 	priority        int
+	specDepth       int
+	specMaxWaste    float64
+	// adaptive k and decorrelation (docs/statistics.md)
+	relTarget   float64
+	kFloor      int
+	decorrelate string
+	decorTemp   float64
+	models      []string
+	// calibrated, when set, finds the stored calibration of the job's
+	// task (maker calibrate): without --p, spec takes p and the valid
+	// fraction from it (calibrate.go). pFrom says where spec's p came from.
+	calibrated func(ctx context.Context, ref task.Ref, inst task.Instance) (schemas.Calibration, bool)
+	pFrom      string
 }
 
 func addJobFlags(cmd *cobra.Command, f *jobFlags, defaultP string) {
@@ -63,7 +77,20 @@ func addJobFlags(cmd *cobra.Command, f *jobFlags, defaultP string) {
 	fl.Float64Var(&f.outputPrice, "output-price", 0, "model price, USD per million output tokens (for the report's cost)")
 	fl.Float64Var(&f.budget, "budget-usd", 0, "most the job may spend, in USD (needs --input-price/--output-price); refused below the forecast's lowest cost, paused as budget_exhausted before it would go over")
 	fl.IntVar(&f.priority, "priority", 0, "priority among the tenant's own jobs, 0 to 9 (higher first)")
+	fl.IntVar(&f.specDepth, "speculation-depth", defaultSpeculationDepth, fmt.Sprintf("sample up to this many steps ahead of the open one, from a guess of each winner (0 turns it off, at most %d); decisions are unchanged, samples of guesses that lose are wasted", schemas.MaxSpeculationDepth))
+	fl.Float64Var(&f.specMaxWaste, "speculation-max-waste", schemas.DefaultSpeculationMaxWaste, "stop speculating while the samples lost guesses threw away exceed this share of the job's samples, in (0, 1]")
+	fl.Float64Var(&f.relTarget, "reliability-target", 0, "adaptive k: the wanted chance that every step is right, in (0, 1); each step's k is then chosen from the job's own votes so far (--k is the start, --p a weak prior); the report's receipt shows the schedule and the bound achieved")
+	fl.IntVar(&f.kFloor, "k-floor", 0, fmt.Sprintf("with --reliability-target: the smallest k adaptive k may choose (default %d)", schemas.DefaultKFloor))
+	fl.StringVar(&f.decorrelate, "decorrelate", schemas.DecorrelateAuto, "a step whose samples run far past what p predicts (correlated errors): on draws its remaining samples with a paraphrased prompt (and --decorrelate-temperature, --models), off only counts it; auto is on with --reliability-target")
+	fl.Float64Var(&f.decorTemp, "decorrelate-temperature", 0, "temperature of a correlated step's decorrelated samples, in (0, 2] (default: --temperature-rest)")
+	fl.StringSliceVar(&f.models, "models", nil, fmt.Sprintf("the job's model mix for decorrelation, comma-separated (at most %d): a correlated step's decorrelated samples ask them in turn; voters must allow them", schemas.MaxJobModels))
 }
+
+// defaultSpeculationDepth is --speculation-depth when not given: with a
+// model of 200 ms a step takes about a fifth of a call instead of a whole
+// one (docs/benchmarks.md). A job spec that leaves speculation_depth out
+// (the API, batches) does not speculate.
+const defaultSpeculationDepth = 4
 
 // checkTemperatures refuses temperatures outside [0, 2].
 func (f *jobFlags) checkTemperatures() error {
@@ -114,9 +141,19 @@ func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFrac
 	if err != nil {
 		return schemas.JobSpec{}, nil, usageError{err}
 	}
+	var cal *schemas.Calibration
+	if !cmd.Flags().Changed("p") && f.calibrated != nil {
+		if c, ok := f.calibrated(ctx, ref, inst); ok {
+			cal = &c
+			p, pSource = calibratedP(c)
+			validFraction = c.ValidFraction
+		}
+	}
+	f.pFrom = pSource
 	kGiven := cmd.Flags().Changed("k")
 	switch {
 	case cmd.Flags().Changed("p"):
+		f.pFrom = "--p"
 		// An explicit --p 0 is refused too: 0 stands for "no estimate"
 		// only when the flag is left out.
 		p = f.p
@@ -141,8 +178,17 @@ func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFrac
 	if f.maxOutputTokens < 1 {
 		return schemas.JobSpec{}, nil, usagef("--max-output-tokens must be >= 1, got %d", f.maxOutputTokens)
 	}
+	if f.specDepth < 0 || f.specDepth > schemas.MaxSpeculationDepth {
+		return schemas.JobSpec{}, nil, usagef("--speculation-depth %d must be between 0 (off) and %d", f.specDepth, schemas.MaxSpeculationDepth)
+	}
+	if !(f.specMaxWaste > 0 && f.specMaxWaste <= 1) {
+		return schemas.JobSpec{}, nil, usagef("--speculation-max-waste %v must be in (0, 1]", f.specMaxWaste)
+	}
 	if f.sampleTimeout <= 0 {
 		return schemas.JobSpec{}, nil, usagef("--sample-timeout must be > 0")
+	}
+	if err := f.checkReliability(cmd); err != nil {
+		return schemas.JobSpec{}, nil, err
 	}
 	k := f.k
 	if kGiven {
@@ -153,7 +199,11 @@ func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFrac
 		if p == 0 {
 			return schemas.JobSpec{}, nil, usagef("give --k, or --p so k can be chosen")
 		}
-		k, err = plan.KMin(p, inst.TotalSteps(), f.target)
+		target := f.target
+		if f.relTarget > 0 && !cmd.Flags().Changed("target") {
+			target = f.relTarget // the start k for the reliability target
+		}
+		k, err = plan.KMin(p, inst.TotalSteps(), target)
 		if err != nil {
 			return schemas.JobSpec{}, nil, usageError{err}
 		}
@@ -178,6 +228,20 @@ func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFrac
 		ValidFraction:     validFraction,
 		BudgetUSD:         f.budget,
 		Priority:          f.priority,
+		SpeculationDepth:  f.specDepth,
+	}
+	if f.specDepth > 0 && f.specMaxWaste != schemas.DefaultSpeculationMaxWaste {
+		spec.SpeculationMaxWaste = f.specMaxWaste
+	}
+	spec.ReliabilityTarget, spec.KFloor, spec.DecorrelateTemperature = f.relTarget, f.kFloor, f.decorTemp
+	if f.decorrelate != schemas.DecorrelateAuto {
+		spec.Decorrelate = f.decorrelate
+	}
+	if len(f.models) > 0 {
+		spec.Models = f.models
+	}
+	if cal != nil {
+		spec.PromptTokensEstimate, spec.CompletionTokensEstimate = cal.PromptTokensMean, cal.CompletionTokensMean
 	}
 	if f.inputPrice > 0 || f.outputPrice > 0 {
 		spec.Pricing = &schemas.Pricing{InputUSDPerMTok: f.inputPrice, OutputUSDPerMTok: f.outputPrice}
@@ -186,6 +250,41 @@ func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFrac
 		return schemas.JobSpec{}, nil, usageError{err}
 	}
 	return spec, inst, nil
+}
+
+// checkReliability refuses adaptive-k and decorrelation flags out of
+// range, naming the flag.
+func (f *jobFlags) checkReliability(cmd *cobra.Command) error {
+	if t := f.relTarget; t != 0 || cmd.Flags().Changed("reliability-target") {
+		if !(t > 0 && t < 1) { // NaN and ±Inf too
+			return usagef("--reliability-target %v must be in (0, 1): the wanted chance that every step is right", t)
+		}
+	}
+	if cmd.Flags().Changed("k-floor") {
+		switch {
+		case f.relTarget == 0:
+			return usagef("--k-floor needs --reliability-target: a fixed k has no floor")
+		case f.kFloor < 1 || f.kFloor > f.maxSamples:
+			return usagef("--k-floor %d must be between 1 and --max-samples (%d)", f.kFloor, f.maxSamples)
+		}
+	}
+	switch f.decorrelate {
+	case schemas.DecorrelateAuto, schemas.DecorrelateOn, schemas.DecorrelateOff:
+	default:
+		return usagef("--decorrelate %q: want %s, %s or %s", f.decorrelate, schemas.DecorrelateAuto, schemas.DecorrelateOn, schemas.DecorrelateOff)
+	}
+	if cmd.Flags().Changed("decorrelate-temperature") && !(f.decorTemp > 0 && f.decorTemp <= 2) {
+		return usagef("--decorrelate-temperature %v must be in (0, 2]", f.decorTemp)
+	}
+	if len(f.models) > schemas.MaxJobModels {
+		return usagef("--models lists %d models, at most %d", len(f.models), schemas.MaxJobModels)
+	}
+	for _, m := range f.models {
+		if strings.TrimSpace(m) == "" || strings.TrimSpace(m) != m {
+			return usagef("--models %q: a model name is empty or has spaces around it", strings.Join(f.models, ","))
+		}
+	}
+	return nil
 }
 
 // paramsFor reads --params (JSON, or @FILE) and --params-jsonl, or makes

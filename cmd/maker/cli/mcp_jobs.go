@@ -31,6 +31,8 @@ type submitJobArgs struct {
 	BudgetUSD         float64        `json:"budget_usd,omitempty" jsonschema:"The most the job may spend, in USD (needs the fleet's pricing); the job pauses as budget_exhausted rather than go over"`
 	Priority          int            `json:"priority,omitempty" jsonschema:"Priority among this tenant's jobs, 0 to 9 (higher first)"`
 	MaxSamplesPerStep int            `json:"max_samples_per_step,omitempty" jsonschema:"Most samples one step may draw before the job ends as no_consensus (default 100)"`
+	SpeculationDepth  int            `json:"speculation_depth,omitempty" jsonschema:"Sample up to this many steps ahead of the open one from a guess of each winner, for speed (0: off, the default; at most 64); decisions are unchanged"`
+	ReliabilityTarget float64        `json:"reliability_target,omitempty" jsonschema:"Adaptive k: the wanted chance that every step is right, in (0, 1); each step's k is chosen from the job's own votes (k is the start); the report's receipt shows the k schedule and the bound achieved"`
 }
 
 type jobArgs struct {
@@ -85,6 +87,7 @@ func (t *mcpJobs) submit(ctx context.Context, _ *mcp.CallToolRequest, args submi
 	spec := schemas.JobSpec{
 		Task: args.Task, TaskVersion: args.TaskVersion, Params: params, K: args.K, Seed: args.Seed, JobID: args.JobID,
 		BudgetUSD: args.BudgetUSD, Priority: args.Priority, MaxSamplesPerStep: args.MaxSamplesPerStep,
+		SpeculationDepth: args.SpeculationDepth, ReliabilityTarget: args.ReliabilityTarget,
 	}
 	sub, err := t.c.Submit(ctx, spec)
 	if err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/spf13/cobra"
 
@@ -21,9 +22,11 @@ func planCmd(e *env) *cobra.Command {
 		in     plan.Input
 		disks  int
 		asJSON bool
+		// cal: where --p comes from when not given (calibrate.go)
+		cal calibrationFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "plan (--steps S | --disks N) --p P [--target T]",
+		Use:   "plan (--steps S | --disks N) (--p P | --model M) [--target T]",
 		Short: "Before a run: what k, how many samples, what cost, what chance of success",
 		Long: `plan applies MAKER's formulas. With p the chance one valid sample is right,
 r = (1-p)/p and s steps:
@@ -32,9 +35,13 @@ r = (1-p)/p and s steps:
   votes per step     E[N] = k/(2p-1) * (1-r^k)/(1+r^k)
   cost               c * s * E[N] / v   (c = price of one call, input and output tokens;
                                           v = share of samples surviving red flags)
-Voting only converges for p > 0.5.`,
+Voting only converges for p > 0.5.
+
+Without --p, --model M takes p, the valid fraction and the tokens per call from M's
+calibration stored in the fleet (maker calibrate) for --task and its current prompt.`,
 		Example: `  maker plan --disks 20 --p 0.998 --target 0.95
-  maker plan --steps 1000000 --p 0.99 --json`,
+  maker plan --steps 1000000 --p 0.99 --json
+  maker plan --disks 20 --model gpt-4.1-mini --nats nats://127.0.0.1:4222`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl := cmd.Flags()
@@ -50,8 +57,25 @@ Voting only converges for p > 0.5.`,
 			case !fl.Changed("steps"):
 				return usagef("give --steps S or --disks N")
 			}
+			pSource := ""
 			if !fl.Changed("p") {
-				return usagef("--p is required: the chance one valid sample is right, in (0.5, 1)")
+				if cal.model == "" {
+					return usagef("--p is required: the chance one valid sample is right, in (0.5, 1) (or --model M to take it from M's stored calibration: maker calibrate)")
+				}
+				c, err := cal.lookup(cmd.Context(), disks)
+				if err != nil {
+					return err
+				}
+				in.P, pSource = calibratedP(c)
+				if !fl.Changed("valid-fraction") && c.ValidFraction > 0 {
+					in.ValidFraction = c.ValidFraction
+				}
+				if !fl.Changed("input-tokens") {
+					in.InputTokens = max(1, int(math.Round(c.PromptTokensMean)))
+				}
+				if !fl.Changed("output-tokens") {
+					in.OutputTokens = max(1, int(math.Round(c.CompletionTokensMean)))
+				}
 			}
 			if fl.Changed("target") && !(in.Target > 0 && in.Target < 1) {
 				return usagef("--target %v must be in (0, 1)", in.Target)
@@ -77,10 +101,17 @@ Voting only converges for p > 0.5.`,
 			if asJSON {
 				enc := json.NewEncoder(e.stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(pl)
+				return enc.Encode(struct {
+					plan.Plan
+					// PSource: where p came from, when not from --p.
+					PSource string `json:"p_source,omitempty"`
+				}{pl, pSource})
 			}
 			w := e.stdout
 			fmt.Fprintf(w, "steps %d   p %g   target %g   valid fraction %g\n", pl.Steps, pl.P, pl.Target, pl.ValidFraction)
+			if pSource != "" {
+				fmt.Fprintf(w, "p, valid fraction, tokens  from %s\n", pSource)
+			}
 			fmt.Fprintf(w, "k_min                      %d   (p_full at k_min %.6f)\n", pl.KMin, pl.PFullKMin)
 			if pl.K != pl.KMin {
 				note := ""
@@ -112,5 +143,6 @@ Voting only converges for p > 0.5.`,
 	fl.Float64Var(&in.InputUSDPerMTok, "input-price", defaultInputPrice, "USD per million input tokens (default: gpt-4.1-mini)")
 	fl.Float64Var(&in.OutputUSDPerMTok, "output-price", defaultOutputPrice, "USD per million output tokens (default: gpt-4.1-mini)")
 	fl.BoolVar(&asJSON, "json", false, "print the plan as JSON")
+	cal.add(cmd)
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,6 +113,9 @@ func runCmd(e *env) *cobra.Command {
 		quiet    bool
 		timeout  time.Duration
 		taskFile string
+		procs    int
+		keep     bool
+		x        runExtras
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -119,6 +123,12 @@ func runCmd(e *env) *cobra.Command {
 		Long: `run starts a complete fleet in this process — coordinator, voter, and, unless their
 URLs are given, an embedded nats-server, an embedded Redis-compatible store and the
 simulated model — submits one job, shows its progress and prints its report.
+The embedded nats-server keeps its store (the job's journal, which grows about
+0.7 KB a step) in a new directory under the system temp dir, removed at the end
+unless --keep (or in --data-dir); its sample and result queues are in memory.
+Redis is a redis-server started on a free port when one is installed, else miniredis.
+With --timeout the job is cancelled when the time is up: its partial report
+(state cancelled) is printed and maker exits 124.
 
 With the simulated model, --seed seeds both the job and the model, and k defaults to
 the smallest margin that reaches --target at p = --sim-accuracy.`,
@@ -153,30 +163,54 @@ the smallest margin that reaches --target at p = --sim-accuracy.`,
 			if err != nil {
 				return err
 			}
+			if svc.llmBaseURL != "" && svc.nats != "" {
+				// A real model and a fleet's NATS: the model's stored
+				// calibration (maker calibrate) gives p, if there is one.
+				jf.calibrated = storedCalibration(svc.nats, svc.model)
+			}
 			spec, _, err := jf.spec(cmd, p, fmt.Sprintf("the simulated model's accuracy at temperature %g (--sim-accuracy)", jf.tempRest), valid, tasks)
 			if err != nil {
 				return err
 			}
+			notePFrom(e.stderr, &jf, spec)
 			log := e.logger(slog.LevelWarn)
 			opts, err := svc.options(simCfg, log)
 			if err != nil {
 				return err
 			}
 			opts.simHTTP = sf.http
-			ctx := cmd.Context()
-			if timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, timeout)
-				defer cancel()
+			if procs < 0 {
+				return usagef("--gomaxprocs must be >= 0")
 			}
-			rep, err := runJob(ctx, opts, &spec, src, progressFor(e.stderr, quiet))
-			if err != nil {
-				if errors.Is(err, context.DeadlineExceeded) && timeout > 0 {
-					return fmt.Errorf("job %s did not finish within --timeout %s", spec.JobID, timeout)
+			if procs > 0 {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			}
+			if timeout < 0 {
+				return usagef("--timeout must be >= 0")
+			}
+			x.timeout, x.mem = timeout, e.stderr
+			// The fleet's own servers: Redis a redis-server when one is
+			// installed (miniredis is about half as fast), the work queues
+			// in memory, the journal on a disk.
+			opts.redisServer = svc.redis == ""
+			if svc.nats == "" {
+				opts.ownServer = true
+				dir, cleanup, err := runStoreDir(svc.dataDir, keep, e.stderr)
+				if err != nil {
+					return err
 				}
+				defer cleanup()
+				opts.dataDir = dir
+			}
+			rep, err := runJobX(cmd.Context(), opts, &spec, src, progressFor(e.stderr, quiet), x)
+			var timedOut errTimedOut
+			if err != nil && !errors.As(err, &timedOut) {
 				return err
 			}
-			return printReport(e.stdout, rep, asJSON)
+			if perr := printReport(e.stdout, rep, asJSON); perr != nil {
+				return perr
+			}
+			return err
 		},
 	}
 	addJobFlags(cmd, &jf, "the simulated model's accuracy, or 0.99 with --llm-base-url")
@@ -184,7 +218,17 @@ the smallest margin that reaches --target at p = --sim-accuracy.`,
 	addServiceFlags(cmd, &svc)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (default: no limit)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "cancel the job after this long, print its partial report and exit 124 (default: no limit)")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the embedded nats-server's store (the job's journal) instead of removing it at the end")
+	cmd.Flags().StringVar(&x.traceFile, "trace-file", "", "write the decided trace to FILE: each step's winning vote key on a line, in step order (what trace_sha256 hashes)")
+	cmd.Flags().StringVar(&x.cpuProfile, "cpuprofile", "", "write a CPU profile of the job to FILE")
+	cmd.Flags().StringVar(&x.memProfile, "memprofile", "", "write a heap profile at the job's end to FILE (and with --mem-every, one at each sample to FILE.<step>)")
+	cmd.Flags().Int64Var(&x.memEvery, "mem-every", 0, "every N decided steps, print this process's RSS, Go heap and store size to stderr, and their growth per 1,000 steps at the end")
+	// As for bench: one job in one process is a chain of hand-offs, which
+	// on a small VM cost more across CPUs than the work between them.
+	cmd.Flags().IntVar(&procs, "gomaxprocs", 1, "GOMAXPROCS for the in-process fleet (0: the runtime's default)")
+	cmd.Flags().Lookup("redis").Usage = "Redis URL, any form maker coordinator takes (default: a redis-server started on a free port; miniredis when none is installed) [$MAKER_REDIS_URL]"
+	cmd.Flags().Lookup("data-dir").Usage = "embedded nats-server data dir, kept (default: a new dir under the system temp dir, removed at the end unless --keep)"
 	cmd.Flags().StringVar(&taskFile, "task-file", "", "run the task spec in FILE (YAML or JSON; see docs/tasks.md) instead of --task")
 	tracingFlags(e, cmd, "run")
 	return cmd
@@ -239,6 +283,13 @@ func builtinName(t *spec.Task) string {
 // runJob starts an in-process fleet, registers the task spec src (if any)
 // with it, submits spec and waits for its report.
 func runJob(ctx context.Context, opts fleetOptions, spec *schemas.JobSpec, src []byte, onStatus func(schemas.JobStatus)) (schemas.JobReport, error) {
+	return runJobX(ctx, opts, spec, src, onStatus, runExtras{})
+}
+
+// runJobX is runJob with maker run's options for long jobs (runlong.go).
+func runJobX(ctx context.Context, opts fleetOptions, spec *schemas.JobSpec, src []byte, onStatus func(schemas.JobStatus), x runExtras) (schemas.JobReport, error) {
+	deadline := time.Now().Add(x.timeout)
+	mw := newMemWatch(x.memEvery, x.mem, opts.dataDir, x.memProfile)
 	f, err := startFleet(ctx, opts)
 	if err != nil {
 		return schemas.JobReport{}, err
@@ -252,21 +303,22 @@ func runJob(ctx context.Context, opts fleetOptions, spec *schemas.JobSpec, src [
 	if _, err := jobs.Submit(ctx, f.JS, f.Bus, spec, builtin.Registry()); err != nil {
 		return schemas.JobReport{}, err
 	}
-	type result struct {
-		rep schemas.JobReport
-		err error
+	stopProfile, err := x.profile()
+	if err != nil {
+		return schemas.JobReport{}, err
 	}
-	done := make(chan result, 1)
-	go func() {
-		rep, err := jobs.Wait(ctx, f.Topo, spec.Tenant, spec.JobID, onStatus)
-		done <- result{rep, err}
-	}()
-	select {
-	case r := <-done:
-		return r.rep, r.err
-	case err := <-f.Failed():
-		return schemas.JobReport{}, fmt.Errorf("%w: %w", errFleet, err)
+	rep, err := waitOrCancel(ctx, f, spec, deadline, x, mw.onStatus(onStatus))
+	mw.summary(rep.Steps)
+	if perr := stopProfile(); perr != nil {
+		return rep, perr
 	}
+	var timedOut errTimedOut
+	if x.traceFile != "" && (err == nil || errors.As(err, &timedOut)) {
+		if terr := writeTrace(ctx, f, rep, x.traceFile); terr != nil {
+			return rep, terr
+		}
+	}
+	return rep, err
 }
 
 // progressFor returns a status callback drawing progress on w: a live bar
@@ -347,9 +399,13 @@ func printReport(w io.Writer, rep schemas.JobReport, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "  samples          %d (%.2f per step%s)   votes %d   red-flagged %d%s\n",
 		rep.Samples, rep.SamplesPerStep, theory, rep.Votes, rep.RedFlagged, redFlagBreakdown(rep.RedFlags))
-	fmt.Fprintf(w, "  wasted samples   %d (skipped %d, cancelled %d, late %d, duplicates %d)   re-sampled %d\n",
-		rep.WastedSamples, rep.SkippedSamples, rep.CancelledSamples, rep.LateSamples, rep.DuplicateResults, rep.Resampled)
+	fmt.Fprintf(w, "  wasted samples   %d (skipped %d, cancelled %d, late %d, duplicates %d, lost speculation %d)   re-sampled %d\n",
+		rep.WastedSamples, rep.SkippedSamples, rep.CancelledSamples, rep.LateSamples, rep.DuplicateResults, rep.SpeculativeWasted, rep.Resampled)
+	if rep.SpeculativeSamples > 0 {
+		fmt.Fprintf(w, "  speculation      %d samples drawn ahead, %d of them lost with their guess\n", rep.SpeculativeSamples, rep.SpeculativeWasted)
+	}
 	fmt.Fprintf(w, "  hardest step     %d samples (step %d)\n", rep.MaxSamplesInStep, rep.MaxSamplesStep)
+	printReceipt(w, rep.Receipt)
 	fmt.Fprintf(w, "  tokens           %d in, %d out", rep.PromptTokens, rep.CompletionTokens)
 	if rep.StrongerPromptTokens+rep.StrongerCompletionTokens > 0 {
 		fmt.Fprintf(w, " (stronger model %d in, %d out)", rep.StrongerPromptTokens, rep.StrongerCompletionTokens)
@@ -387,6 +443,24 @@ func printReport(w io.Writer, rep schemas.JobReport, asJSON bool) error {
 		fmt.Fprintf(w, "  final state      %s\n", clipText(string(rep.FinalState), 400))
 	}
 	return nil
+}
+
+// printReceipt writes the reliability receipt's summary line (the JSON
+// report has all of it).
+func printReceipt(w io.Writer, rc *schemas.Receipt) {
+	if rc == nil || len(rc.KSchedule) == 0 {
+		return
+	}
+	ks := strconv.Itoa(rc.KSchedule[0].K)
+	if n := len(rc.KSchedule) + int(rc.KRunsUnlisted); n > 1 {
+		ks = fmt.Sprintf("%d→%d (%d runs)", rc.KSchedule[0].K, rc.KSchedule[len(rc.KSchedule)-1].K, n)
+	}
+	target := ""
+	if rc.Target > 0 {
+		target = fmt.Sprintf(" (target %g)", rc.Target)
+	}
+	fmt.Fprintf(w, "  reliability      p̂ %.4f [%.4f, %.4f] at %g%%   k %s   P(all right) >= %.4f%s   correlated steps %d\n",
+		rc.PHat, rc.PLow, rc.PHigh, 100*rc.Confidence, ks, rc.BoundAchieved, target, rc.CorrelatedSteps)
 }
 
 // maxListedSteps bounds the steps a text report lists by number.

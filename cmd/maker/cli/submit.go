@@ -29,6 +29,8 @@ func submitCmd(e *env) *cobra.Command {
 		// a status update before submit says so
 		queuedAfter time.Duration
 		esc         schemas.EscalationPolicy
+		// calModel: the voters' model, whose stored calibration gives p
+		calModel string
 		// strongerPrice: a price not given is the job's
 		strongerPrice schemas.Pricing
 	)
@@ -68,10 +70,12 @@ func submitCmd(e *env) *cobra.Command {
 					return err
 				}
 			}
+			jf.calibrated = storedCalibration(natsURL, calModel)
 			spec, _, err := jf.spec(cmd, 0.95, "--p", 1, tasks)
 			if err != nil {
 				return err
 			}
+			notePFrom(e.stderr, &jf, spec)
 			if esc.StrongerModel != "" || esc.Panel {
 				e := esc
 				in, out := cmd.Flags().Changed("stronger-input-price"), cmd.Flags().Changed("stronger-output-price")
@@ -151,8 +155,9 @@ func submitCmd(e *env) *cobra.Command {
 		},
 	}
 	natsFlag(cmd, &natsURL)
-	addJobFlags(cmd, &jf, "0.95")
+	addJobFlags(cmd, &jf, "the --calibration-model's stored calibration, else 0.95")
 	fl := cmd.Flags()
+	fl.StringVar(&calModel, "calibration-model", envOr("MAKER_MODEL", ""), "the model the fleet's voters call: without --p, p and the valid fraction come from its stored calibration of the task (maker calibrate) [$MAKER_MODEL]")
 	fl.BoolVar(&wait, "wait", false, "wait for the job to finish and print its report")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress")

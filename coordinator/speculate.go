@@ -1,0 +1,360 @@
+package coordinator
+
+import (
+	"bytes"
+	"errors"
+	"time"
+
+	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
+)
+
+// Speculative step pipelining. A step cannot be sampled before the state
+// it starts from is known, and that state is the winner of the step
+// before: without speculation every step waits a whole model call after
+// the one before is decided. With JobSpec.SpeculationDepth D the machine
+// guesses the open step's winner (its leader once it leads by one vote,
+// else the task's reference answer when the task has one) and samples the
+// next step's first wave from the guess's next state, and so on up to D
+// steps ahead. Those samples are held here, not counted. When the real
+// chain reaches a step whose guessed state is the state its winner gave,
+// the step adopts them: its first wave is already out, or in, and its
+// answers are recorded in Redis in index order like any others. The
+// questions are the same (same state, index, temperature and seed), so the
+// trace, the votes of every decided step and the errors are those of a run
+// without speculation; only time and the samples of guesses that lost
+// differ. A guess that loses (another winner, another epoch, the job
+// stopping) throws its step and every step after it away, counted in
+// Figures.SpeculativeWasted.
+
+// ahead is a step sampled before it is reached.
+type ahead struct {
+	step   int64
+	epoch  int64
+	parent string     // the guessed winner of the step before
+	state  task.State // the state the guess leads to: this step's
+	branch int64      // in the sample ids, unique within the run
+	sent   int        // first-wave indices published (0 … sent-1)
+	sentAt time.Time
+	got    map[int]schemas.SampleResult // first answer per index
+	redo   map[int]bool                 // indices a voter skipped
+}
+
+// speculation is the machine's steps ahead: slots[i] is step m.step+1+i.
+type speculation struct {
+	slots  []*ahead
+	branch int64 // the last branch id given out
+	// open is the branch the open step adopted (0: none); answers of other
+	// branches for it are from a guess that lost.
+	open int64
+	// feed holds the adopted step's answers, to be recorded (onFeed).
+	feed []schemas.SampleResult
+	// votes holds the open step's recorded votes by index, for its leader.
+	votes map[int]string
+	// lost holds the branches thrown away, whose late answers are
+	// accounted as that waste already.
+	lost map[int64]bool
+	// adopted are the last two steps adopted (-1: none), for the metrics
+	// of their decisions (their first wave went out ahead).
+	adopted [2]int64
+}
+
+// wasAdopted reports whether step, decided last or open now, was adopted.
+func (sp *speculation) wasAdopted(step int64) bool {
+	return step >= 0 && (sp.adopted[0] == step || sp.adopted[1] == step)
+}
+
+// maxLost bounds the lost branches remembered.
+const maxLost = 1024
+
+// speculating reports whether the job may sample ahead now: it asks for
+// it, the open step is voted on by the job's own model, and the samples
+// lost so far are within the job's bound (a grace of one depth's first
+// waves, so a job starting with a lost guess is not stopped by it).
+func (m *machine) speculating() bool {
+	d := m.spec.SpeculationDepth
+	if d <= 0 || m.halted() || m.rung != "" {
+		return false
+	}
+	f := &m.acct.Figures
+	allowed := m.spec.MaxWaste()*float64(f.Samples) + float64(d*m.k())
+	return float64(f.SpeculativeWasted) <= allowed
+}
+
+// speculate brings the steps ahead in line with the current guesses: a
+// step whose guess changed is thrown away with every step after it, and
+// missing steps up to the depth get their first wave. It stops at a step
+// with no guess, at the chain's end, and at a goal state.
+func (m *machine) speculate(now time.Time) []action {
+	if !m.speculating() {
+		return nil
+	}
+	sp := &m.sp
+	var acts []action
+	from, guess := m.state, m.guessOpen()
+	for i := 0; i < m.spec.SpeculationDepth; i++ {
+		step := m.step + 1 + int64(i)
+		if guess == "" || step >= m.lastStep() {
+			break
+		}
+		if i < len(sp.slots) {
+			s := sp.slots[i]
+			if s.step == step && s.parent == guess && s.epoch == m.epoch {
+				from, guess = s.state, m.guessAhead(s)
+				continue
+			}
+			m.dropAhead(i)
+		}
+		next, err := m.inst.Next(from, task.Vote{Key: guess})
+		if err != nil || m.inst.Done(next) {
+			break
+		}
+		s := &ahead{step: step, epoch: m.epoch, parent: guess, state: next, sentAt: now,
+			got: map[int]schemas.SampleResult{}}
+		sp.branch++
+		s.branch = sp.branch
+		for idx := 0; idx < m.k(); idx++ {
+			req := m.request(now, step, next, idx, 0)
+			req.Branch = s.branch
+			req.SampleID = schemas.BranchSampleID(req.Tenant, req.JobID, step, m.epoch, idx, 0, s.branch)
+			acts = append(acts, action{kind: actPublish, req: req})
+		}
+		s.sent = m.k()
+		m.acct.SpeculativeSamples += int64(s.sent)
+		sp.slots = append(sp.slots, s)
+		from, guess = next, m.guessAhead(s)
+	}
+	return acts
+}
+
+// lastStep is the step the chain cannot go past: the task's most steps or
+// the job's step limit.
+func (m *machine) lastStep() int64 {
+	last := m.inst.TotalSteps()
+	if m.spec.StepLimit > 0 && m.spec.StepLimit < last {
+		last = m.spec.StepLimit
+	}
+	return last
+}
+
+// guessOpen is the open step's likely winner: its leader once it leads by
+// a vote among the counted samples, else the task's reference answer
+// ("" when there is neither).
+func (m *machine) guessOpen() string {
+	if key := leader(m.sp.votes); key != "" {
+		return key
+	}
+	return m.reference(m.state)
+}
+
+// guessAhead is a step ahead's likely winner, from its answers so far.
+func (m *machine) guessAhead(s *ahead) string {
+	var votes map[int]string
+	for idx, res := range s.got {
+		if res.Outcome == schemas.OutcomeVote {
+			if votes == nil {
+				votes = map[int]string{}
+			}
+			votes[idx] = res.VoteKey
+		}
+	}
+	if key := leader(votes); key != "" {
+		return key
+	}
+	return m.reference(s.state)
+}
+
+// reference is the task's right vote from s, "" when it has none.
+func (m *machine) reference(s task.State) string {
+	ref, ok := m.inst.(task.Referencer)
+	if !ok {
+		return ""
+	}
+	v, err := ref.ReferenceVote(s)
+	if err != nil {
+		return ""
+	}
+	return v.Key
+}
+
+// leader is the vote key ahead of every other by at least one vote (""
+// for none, or a tie).
+func leader(votes map[int]string) string {
+	if len(votes) == 0 {
+		return ""
+	}
+	n := make(map[string]int, len(votes))
+	for _, k := range votes {
+		n[k]++
+	}
+	best, top, second := "", 0, 0
+	for k, c := range n {
+		switch {
+		case c > top:
+			best, second, top = k, top, c
+		case c > second:
+			second = c
+		}
+	}
+	if top-second < 1 {
+		return ""
+	}
+	return best
+}
+
+// dropAhead throws away the steps ahead from slot i on: their guesses
+// lost (or the job stops), and every sample they published is wasted.
+func (m *machine) dropAhead(i int) {
+	sp := &m.sp
+	for _, s := range sp.slots[i:] {
+		m.acct.SpeculativeWasted += int64(s.sent)
+		if len(sp.lost) >= maxLost {
+			clear(sp.lost) // a late answer of a long-lost guess may count as late instead
+		}
+		if sp.lost == nil {
+			sp.lost = map[int64]bool{}
+		}
+		sp.lost[s.branch] = true
+	}
+	clear(sp.slots[i:])
+	sp.slots = sp.slots[:i]
+}
+
+// takeAhead holds res if it answers a step ahead, and says so. Its tokens
+// are counted now: the call was made whether or not the guess wins. An
+// answer of a branch thrown away is counted too (the waste was counted
+// when the branch was) and taken.
+func (m *machine) takeAhead(res schemas.SampleResult) bool {
+	if res.Branch == 0 || res.Step <= m.step {
+		return false
+	}
+	m.addTokens(&res, 1)
+	for _, s := range m.sp.slots {
+		if s.step != res.Step {
+			continue
+		}
+		if s.branch != res.Branch || s.epoch != res.Epoch || res.Index >= s.sent {
+			return true // a guess that lost, or not ours to count
+		}
+		switch {
+		case res.Outcome == schemas.OutcomeSkipped || res.Outcome == schemas.OutcomeCancelled:
+			if s.redo == nil {
+				s.redo = map[int]bool{}
+			}
+			s.redo[res.Index] = true
+		case hasKey(s.got, res.Index):
+			m.acct.DuplicateResults++
+		default:
+			s.got[res.Index] = res
+		}
+		return true
+	}
+	return true
+}
+
+func hasKey(m map[int]schemas.SampleResult, k int) bool { _, ok := m[k]; return ok }
+
+// lostBranch reports whether res, an answer for the open step, is from a
+// guess that lost: a branch the step did not adopt.
+func (m *machine) lostBranch(res schemas.SampleResult) bool {
+	return res.Branch != 0 && (res.Branch != m.sp.open || m.sp.lost[res.Branch])
+}
+
+// adopt takes the first step ahead as the open step when its guess is the
+// open step's state: its published indices count as dispatched, answers
+// not in yet are pending, answers in are queued for recording (onFeed),
+// indices a voter skipped are asked again. Any other step ahead lost.
+func (m *machine) adopt(now time.Time) []action {
+	sp := &m.sp
+	sp.open = 0
+	if len(sp.slots) == 0 {
+		return nil
+	}
+	s := sp.slots[0]
+	if s.step != m.step || s.epoch != m.epoch || m.rung != "" || !bytes.Equal(s.state, m.state) {
+		m.dropAhead(0)
+		return nil
+	}
+	copy(sp.slots, sp.slots[1:])
+	sp.slots[len(sp.slots)-1] = nil
+	sp.slots = sp.slots[:len(sp.slots)-1]
+	sp.open = s.branch
+	sp.adopted = [2]int64{sp.adopted[1], s.step}
+	m.dispatched = s.sent
+	m.published += s.sent
+	var acts []action
+	for idx := 0; idx < s.sent; idx++ {
+		switch res, ok := s.got[idx]; {
+		case ok:
+			sp.feed = append(sp.feed, res)
+		case s.redo[idx]:
+			acts = append(acts, m.publish(now, idx, 1))
+		default:
+			m.pending[idx] = &pending{sentAt: s.sentAt}
+		}
+	}
+	return acts
+}
+
+// onFeed records the adopted step's answers that came in while it was
+// ahead, as a batch of results whose messages are settled already.
+func (m *machine) onFeed(now time.Time) []action {
+	feed := m.sp.feed
+	m.sp.feed = nil
+	m.batch = m.batch[:0]
+	var acts []action
+	var samples []store.Sample
+	for _, res := range feed {
+		if m.halted() || res.Step != m.step || res.Epoch != m.epoch || res.Branch != m.sp.open {
+			m.countLate(res, true)
+			continue
+		}
+		if res.Outcome == schemas.OutcomeVote {
+			if _, err := m.inst.Next(m.state, task.Vote{Key: res.VoteKey}); errors.Is(err, task.ErrEval) {
+				return append(acts, m.failEval(err)...)
+			} else if err != nil {
+				m.acct.MalformedMessages++
+				m.log.Warn("dropping a vote the task cannot read", "voter", res.VoterID, "step", res.Step, "index", res.Index, "err", err)
+				continue
+			}
+		}
+		m.batch = append(m.batch, received{msg: -1, res: res})
+		samples = append(samples, sampleOf(res))
+	}
+	if len(samples) > 0 {
+		acts = append(acts, action{kind: actRecord, samples: samples})
+	}
+	return acts
+}
+
+// awaits reports whether the job still waits for an answer to index of
+// (step, epoch): a pending sample of the open step, or a first-wave sample
+// of a step ahead not answered yet.
+func (m *machine) awaits(step, epoch int64, index int) bool {
+	if epoch != m.epoch {
+		return false
+	}
+	if step == m.step {
+		_, ok := m.pending[index]
+		return ok
+	}
+	for _, s := range m.sp.slots {
+		if s.step == step {
+			_, got := s.got[index]
+			return index < s.sent && !got
+		}
+	}
+	return false
+}
+
+// noteVote remembers a counted vote of the open step, for its leader.
+func (m *machine) noteVote(res schemas.SampleResult) {
+	if m.spec.SpeculationDepth <= 0 || res.Outcome != schemas.OutcomeVote {
+		return
+	}
+	if m.sp.votes == nil {
+		m.sp.votes = map[int]string{}
+	}
+	m.sp.votes[res.Index] = res.VoteKey
+}

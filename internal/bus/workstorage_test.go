@@ -1,0 +1,55 @@
+package bus_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/makerfleet/makerfleet/internal/bus"
+)
+
+// The work queues' storage and the duplicate windows are the config's;
+// by default every stream is on file with the windows of old, and the
+// journal stays on file whatever the work queues' storage.
+func TestEnsureWorkStorageAndWindows(t *testing.T) {
+	t.Parallel()
+	type want struct {
+		storage    jetstream.StorageType
+		duplicates time.Duration
+	}
+	for _, tc := range []struct {
+		name                      string
+		cfg                       bus.Config
+		samples, results, journal want
+	}{
+		{"defaults", bus.Config{},
+			want{jetstream.FileStorage, 2 * time.Minute}, want{jetstream.FileStorage, 2 * time.Minute}, want{jetstream.FileStorage, 10 * time.Minute}},
+		{"work queues in memory, short windows",
+			bus.Config{WorkStorage: jetstream.MemoryStorage, WorkDuplicates: 30 * time.Second, JournalDuplicates: time.Minute},
+			want{jetstream.MemoryStorage, 30 * time.Second}, want{jetstream.MemoryStorage, 30 * time.Second}, want{jetstream.FileStorage, time.Minute}},
+		{"everything in memory", bus.Config{Storage: jetstream.MemoryStorage},
+			want{jetstream.MemoryStorage, 2 * time.Minute}, want{jetstream.MemoryStorage, 2 * time.Minute}, want{jetstream.MemoryStorage, 10 * time.Minute}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			js := jetStream(t)
+			ctx := opCtx(t)
+			topo, err := bus.Ensure(ctx, js, tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ns := topo.NS
+			for stream, w := range map[string]want{ns.SamplesStream(): tc.samples, ns.ResultsStream(): tc.results, ns.JournalStream(): tc.journal} {
+				s, err := js.Stream(ctx, stream)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := s.CachedInfo().Config
+				if c.Storage != w.storage || c.Duplicates != w.duplicates {
+					t.Errorf("%s: storage %v, duplicate window %v; want %v, %v", stream, c.Storage, c.Duplicates, w.storage, w.duplicates)
+				}
+			}
+		})
+	}
+}
