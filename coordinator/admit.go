@@ -104,6 +104,27 @@ func (r *jobRun) admit(ctx context.Context, reqs []*schemas.SampleRequest) error
 	return r.flushDeferred(ctx, time.Now())
 }
 
+// admitAhead publishes requests of steps ahead (speculation) only when
+// nothing would hold them back: no quota or fleet capacity applies, no
+// request waits, no hand-back is due and no budget holds the job's cost.
+// Otherwise none is sent and the machine forgets their steps: a step
+// ahead is a bet on spare room, never a claim on it, and never the reason
+// a job waits or pauses.
+func (r *jobRun) admitAhead(ctx context.Context, reqs []*schemas.SampleRequest) error {
+	a := &r.adm
+	_, _, limited := r.limits()
+	if limited || len(a.deferred) > 0 || a.yieldStep >= 0 || r.priced() && (r.bud == nil || r.bud.live) {
+		r.m.unsent(reqs)
+		return nil
+	}
+	err := r.send(ctx, reqs, false)
+	if errors.Is(err, errBudgetBusy) {
+		r.m.unsent(reqs)
+		return nil
+	}
+	return err
+}
+
 // flushDeferred publishes what the limits admit of the deferred queue, in
 // order; the rest stays queued until the next try.
 func (r *jobRun) flushDeferred(ctx context.Context, now time.Time) error {

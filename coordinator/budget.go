@@ -493,6 +493,7 @@ func (r *jobRun) releaseBudget(ctx context.Context) {
 // what finishing is expected to cost, paused in the registry (so no
 // coordinator takes it until it is resumed).
 func (r *jobRun) exhausted(ctx context.Context, refusal *quota.Refusal) error {
+	r.m.dropAhead(0) // nothing ahead is kept across a pause
 	if err := r.settleIDs(ctx, nil); err != nil {
 		return err
 	}

@@ -241,7 +241,7 @@ func (r *jobRun) loop(ctx context.Context, iter jetstream.MessagesContext) error
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if len(m.sp.feed) > 0 {
+		if len(m.sp.feed) > 0 && !time.Now().Before(m.sp.feedAt) {
 			// A step adopted from speculation: record its answers held.
 			r.sync()
 			if err := r.do(ctx, m.onFeed(time.Now())); err != nil {
@@ -270,6 +270,9 @@ func (r *jobRun) loop(ctx context.Context, iter jetstream.MessagesContext) error
 		}
 		if at := r.admitWake(); !at.IsZero() && at.Before(wake) {
 			wake = at
+		}
+		if len(m.sp.feed) > 0 && m.sp.feedAt.Before(wake) {
+			wake = m.sp.feedAt // held answers Redis did not take: again then
 		}
 		msg, err := iter.Next(jetstream.NextMaxWait(max(time.Until(wake), time.Millisecond)))
 		if err != nil {
@@ -338,13 +341,20 @@ func (r *jobRun) sync() { r.m.control = r.control.Load().(string) }
 func (r *jobRun) do(ctx context.Context, acts []action) error {
 	for i := 0; i < len(acts); i++ {
 		if acts[i].kind == actPublish {
+			// The open step's requests and the steps ahead's are
+			// admitted apart (admitAhead).
+			ahead := acts[i].req.Branch != 0
 			reqs := r.adm.reqs[:0]
-			for ; i < len(acts) && acts[i].kind == actPublish; i++ {
+			for ; i < len(acts) && acts[i].kind == actPublish && (acts[i].req.Branch != 0) == ahead; i++ {
 				reqs = append(reqs, acts[i].req)
 			}
 			i--
 			r.adm.reqs = reqs
-			if err := r.admit(ctx, reqs); err != nil {
+			admit := r.admit
+			if ahead {
+				admit = r.admitAhead
+			}
+			if err := admit(ctx, reqs); err != nil {
 				return err
 			}
 			continue

@@ -46,7 +46,7 @@ func (m *machine) onResults(now time.Time, batch []incoming) []action {
 			acts = append(acts, settle(i, fateAck, ""))
 			continue
 		}
-		if m.sp.lost[res.Branch] || res.Step == m.step && res.Epoch == m.epoch && m.lostBranch(res) {
+		if m.isLost(res.Branch) || res.Step == m.step && res.Epoch == m.epoch && m.lostBranch(res) {
 			// A guess that lost: its samples are counted as wasted already.
 			m.addTokens(&res, 1)
 			acts = append(acts, settle(i, fateAck, ""))
@@ -125,6 +125,7 @@ func (m *machine) recordFailed(now time.Time, err error) ([]action, error) {
 	for _, it := range batch {
 		if it.msg < 0 { // held, not redelivered: recorded again from the feed
 			m.sp.feed = append(m.sp.feed, it.res)
+			m.sp.feedAt = now.Add(nakDelay)
 			continue
 		}
 		acts = append(acts, action{kind: actSettle, msg: it.msg, fate: fateNak, delay: nakDelay})

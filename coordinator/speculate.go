@@ -48,13 +48,15 @@ type speculation struct {
 	// open is the branch the open step adopted (0: none); answers of other
 	// branches for it are from a guess that lost.
 	open int64
-	// feed holds the adopted step's answers, to be recorded (onFeed).
-	feed []schemas.SampleResult
+	// feed holds the adopted step's answers, to be recorded (onFeed), not
+	// before feedAt (Redis refused them: they wait as a nak'ed message).
+	feed   []schemas.SampleResult
+	feedAt time.Time
 	// votes holds the open step's recorded votes by index, for its leader.
 	votes map[int]string
-	// lost holds the branches thrown away, whose late answers are
-	// accounted as that waste already.
-	lost map[int64]bool
+	// lost holds the branches thrown away, by step, whose late answers
+	// are accounted as that waste already.
+	lost map[int64]int64
 	// adopted are the last two steps adopted (-1: none), for the metrics
 	// of their decisions (their first wave went out ahead).
 	adopted [2]int64
@@ -65,8 +67,12 @@ func (sp *speculation) wasAdopted(step int64) bool {
 	return step >= 0 && (sp.adopted[0] == step || sp.adopted[1] == step)
 }
 
-// maxLost bounds the lost branches remembered.
-const maxLost = 1024
+// maxLost is how many lost branches are remembered before those of steps
+// more than lostSteps back are forgotten.
+const (
+	maxLost   = 1024
+	lostSteps = 64
+)
 
 // speculating reports whether the job may sample ahead now: it asks for
 // it, the open step is voted on by the job's own model, and the samples
@@ -208,14 +214,21 @@ func leader(votes map[int]string) string {
 func (m *machine) dropAhead(i int) {
 	sp := &m.sp
 	for _, s := range sp.slots[i:] {
-		m.acct.SpeculativeWasted += int64(s.sent)
+		// (a sample a voter skipped is counted as skipped already)
+		m.acct.SpeculativeWasted += int64(s.sent - len(s.redo))
 		if len(sp.lost) >= maxLost {
-			clear(sp.lost) // a late answer of a long-lost guess may count as late instead
+			// Forget guesses lost long ago (a late answer of one then
+			// counts as late besides): at most D per step are kept.
+			for b, step := range sp.lost {
+				if step < m.step-lostSteps {
+					delete(sp.lost, b)
+				}
+			}
 		}
 		if sp.lost == nil {
-			sp.lost = map[int64]bool{}
+			sp.lost = map[int64]int64{}
 		}
-		sp.lost[s.branch] = true
+		sp.lost[s.branch] = s.step
 	}
 	clear(sp.slots[i:])
 	sp.slots = sp.slots[:i]
@@ -239,6 +252,11 @@ func (m *machine) takeAhead(res schemas.SampleResult) bool {
 		}
 		switch {
 		case res.Outcome == schemas.OutcomeSkipped || res.Outcome == schemas.OutcomeCancelled:
+			if res.Outcome == schemas.OutcomeSkipped {
+				m.acct.SkippedSamples++
+			} else {
+				m.acct.CancelledSamples++
+			}
 			if s.redo == nil {
 				s.redo = map[int]bool{}
 			}
@@ -258,7 +276,37 @@ func hasKey(m map[int]schemas.SampleResult, k int) bool { _, ok := m[k]; return 
 // lostBranch reports whether res, an answer for the open step, is from a
 // guess that lost: a branch the step did not adopt.
 func (m *machine) lostBranch(res schemas.SampleResult) bool {
-	return res.Branch != 0 && (res.Branch != m.sp.open || m.sp.lost[res.Branch])
+	return res.Branch != 0 && (res.Branch != m.sp.open || m.isLost(res.Branch))
+}
+
+// isLost reports whether branch was thrown away.
+func (m *machine) isLost(branch int64) bool {
+	_, ok := m.sp.lost[branch]
+	return branch != 0 && ok
+}
+
+// unsent forgets the steps ahead whose requests (reqs) were not published
+// (admitAhead): they and every step after them are taken back, not
+// counted as drawn.
+func (m *machine) unsent(reqs []*schemas.SampleRequest) {
+	sp := &m.sp
+	branches := make(map[int64]bool, len(reqs))
+	for _, req := range reqs {
+		branches[req.Branch] = true
+	}
+	for i, s := range sp.slots {
+		if !branches[s.branch] {
+			continue
+		}
+		for _, t := range sp.slots[i:] {
+			if branches[t.branch] {
+				m.acct.SpeculativeSamples -= int64(t.sent)
+				t.sent = 0
+			}
+		}
+		m.dropAhead(i) // what is left of them was published: wasted
+		return
+	}
 }
 
 // adopt takes the first step ahead as the open step when its guess is the

@@ -252,3 +252,63 @@ func TestSpeculationPauseWastes(t *testing.T) {
 		t.Errorf("%d steps still ahead after the pause", len(h.m.sp.slots))
 	}
 }
+
+// TestSpeculationAccountsEverySample: every request published is
+// accounted exactly once (counted, late, duplicate, skipped or lost with
+// its guess), also when voters skip samples of steps ahead (asked again
+// when the step is adopted) and guesses lose.
+func TestSpeculationAccountsEverySample(t *testing.T) {
+	skips := map[string]bool{}
+	ans := func(req *schemas.SampleRequest) string {
+		if req.Branch != 0 && req.Index == 0 && !skips[req.SampleID] {
+			skips[req.SampleID] = true
+			return "skipped"
+		}
+		return noisy(5)(req)
+	}
+	h := runSpec(t, refWalk{walk{80}}, 2, 3, ans, false)
+	f := h.m.acct.Figures
+	got := f.Samples + f.LateSamples + f.DuplicateResults + f.SkippedSamples + f.CancelledSamples + f.SpeculativeWasted
+	if got != int64(len(h.sent)) || f.SkippedSamples == 0 {
+		t.Errorf("%d requests sent, %d accounted (samples %d late %d dup %d skipped %d lost %d)",
+			len(h.sent), got, f.Samples, f.LateSamples, f.DuplicateResults, f.SkippedSamples, f.SpeculativeWasted)
+	}
+	base := runSpec(t, refWalk{walk{80}}, 2, 0, noisy(5), false)
+	if fmt.Sprint(decisionsOf(h)) != fmt.Sprint(decisionsOf(base)) {
+		t.Error("decisions differ from a job without speculation")
+	}
+}
+
+// TestSpeculationUnsent: steps ahead whose requests were not published
+// (admission held them back) are taken back, not counted as drawn, and
+// the step is sampled when reached as without speculation.
+func TestSpeculationUnsent(t *testing.T) {
+	sp := spec(2, 100)
+	sp.SpeculationDepth = 3
+	h := harnessFor(t, sp, refWalk{walk{10}}, byIndex(rightAns))
+	acts, err := h.m.topUp(h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open, ahead []*schemas.SampleRequest
+	for _, a := range acts {
+		if a.kind == actPublish && a.req.Branch != 0 {
+			ahead = append(ahead, a.req)
+		} else if a.kind == actPublish {
+			open = append(open, a.req)
+		}
+	}
+	if len(ahead) != 6 {
+		t.Fatalf("%d requests ahead, want 3 steps of 2", len(ahead))
+	}
+	h.m.unsent(ahead)
+	if n := h.m.acct.SpeculativeSamples; n != 0 || len(h.m.sp.slots) != 0 || h.m.acct.SpeculativeWasted != 0 {
+		t.Fatalf("after unsent: speculative %d, %d steps ahead, wasted %d", n, len(h.m.sp.slots), h.m.acct.SpeculativeWasted)
+	}
+	h.queue = append(h.queue, open...)
+	h.sent = append(h.sent, open...)
+	h.run()
+	if h.m.end == nil || h.m.end.state != schemas.StateSolved || h.m.acct.Resampled != 0 {
+		t.Fatalf("end %+v resampled %d", h.m.end, h.m.acct.Resampled)
+	}
+}

@@ -151,3 +151,46 @@ func TestSpeculationTakeover(t *testing.T) {
 		t.Error("the taken-over job did not speculate")
 	}
 }
+
+// TestSpeculationHeldBack: a step ahead is a bet on spare room, never a
+// claim on it: under a tenant's quota, or with a budget holding the job's
+// cost, the job does not sample ahead (nothing is published for a step
+// ahead, nothing waits for a timeout, nothing is paid twice) and decides
+// what it decides without speculation.
+func TestSpeculationHeldBack(t *testing.T) {
+	t.Parallel()
+	env := fleettest.New(t)
+	sim := fleettest.StartSim(t, simllm.Config{Accuracy: 0.95, Seed: 6, Latency: 5 * time.Millisecond})
+	env.StartCoordinator(coordinator.Config{})
+	env.StartVoter(fleettest.SimClient(t, sim, llm.Config{}), voter.Config{Concurrency: 16})
+	job := func(tenant string, depth int, budget float64) schemas.JobReport {
+		s := fleettest.HanoiSpec(5, 2, 12)
+		s.Tenant, s.SpeculationDepth, s.SampleTimeoutMS = tenant, depth, 3000
+		if budget > 0 {
+			s.Pricing = &schemas.Pricing{InputUSDPerMTok: 1, OutputUSDPerMTok: 1}
+			s.BudgetUSD = budget
+		}
+		return env.Run(&s)
+	}
+	base := job("free", 0, 0)
+	setQuota(t, env, schemas.TenantQuota{Tenant: "acme", MaxInflightSamples: 64})
+	for _, tc := range []struct {
+		name   string
+		tenant string
+		budget float64
+	}{{"quota", "acme", 0}, {"budget", "free", 100}} {
+		rep := job(tc.tenant, 4, tc.budget)
+		if rep.State != base.State || rep.TraceSHA256 != base.TraceSHA256 || rep.Samples != base.Samples {
+			t.Errorf("%s: %s trace %s samples %d; without speculation %s %s %d", tc.name,
+				rep.State, rep.TraceSHA256, rep.Samples, base.State, base.TraceSHA256, base.Samples)
+		}
+		if rep.SpeculativeSamples != 0 || rep.SpeculativeWasted != 0 || rep.Resampled != 0 {
+			t.Errorf("%s: speculative %d wasted %d resampled %d, want none", tc.name,
+				rep.SpeculativeSamples, rep.SpeculativeWasted, rep.Resampled)
+		}
+	}
+	// The same job without quota or budget does speculate.
+	if rep := job("free", 4, 0); rep.SpeculativeSamples == 0 {
+		t.Error("no quota, no budget: the job did not speculate")
+	}
+}

@@ -79,6 +79,10 @@ type JobRequest struct {
 	Decorrelate            string   `json:"decorrelate,omitempty" jsonschema:"enum=,enum=auto,enum=on,enum=off"`
 	DecorrelateTemperature float64  `json:"decorrelate_temperature,omitempty"`
 	Models                 []string `json:"models,omitempty"`
+	// SpeculationDepth and SpeculationMaxWaste: sampling steps ahead, as in
+	// a job spec (0 or omitted: off).
+	SpeculationDepth    int     `json:"speculation_depth,omitempty"`
+	SpeculationMaxWaste float64 `json:"speculation_max_waste,omitempty"`
 }
 
 // Spec is the job spec r asks for, run as tenant (defaults not applied:
@@ -93,6 +97,7 @@ func (r JobRequest) Spec(tenant string) JobSpec {
 		BudgetUSD: r.BudgetUSD, Priority: r.Priority,
 		ReliabilityTarget: r.ReliabilityTarget, KFloor: r.KFloor, Decorrelate: r.Decorrelate,
 		DecorrelateTemperature: r.DecorrelateTemperature, Models: r.Models,
+		SpeculationDepth: r.SpeculationDepth, SpeculationMaxWaste: r.SpeculationMaxWaste,
 	}
 }
 

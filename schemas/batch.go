@@ -310,6 +310,10 @@ type BatchLine struct {
 	Decorrelate            string   `json:"decorrelate,omitempty" jsonschema:"enum=,enum=auto,enum=on,enum=off"`
 	DecorrelateTemperature float64  `json:"decorrelate_temperature,omitempty"`
 	Models                 []string `json:"models,omitempty"`
+	// SpeculationDepth and SpeculationMaxWaste: sampling steps ahead, as
+	// in a job spec (0 or omitted: off).
+	SpeculationDepth    int     `json:"speculation_depth,omitempty"`
+	SpeculationMaxWaste float64 `json:"speculation_max_waste,omitempty"`
 }
 
 // DecodeBatchLine reads one batch line as strictly as Decode reads a
@@ -367,6 +371,7 @@ func (l BatchLine) Spec(tenant string, batchPriority int) JobSpec {
 		Pricing: l.Pricing, Escalation: l.Escalation, BudgetUSD: l.BudgetUSD, Priority: batchPriority,
 		ReliabilityTarget: l.ReliabilityTarget, KFloor: l.KFloor, Decorrelate: l.Decorrelate,
 		DecorrelateTemperature: l.DecorrelateTemperature, Models: l.Models,
+		SpeculationDepth: l.SpeculationDepth, SpeculationMaxWaste: l.SpeculationMaxWaste,
 	}
 	if l.Priority != nil {
 		s.Priority = *l.Priority
