@@ -182,17 +182,6 @@ func (s *JobSpec) Rest() float64 {
 	return *s.TemperatureRest
 }
 
-// DefaultSpeculationMaxWaste is SpeculationMaxWaste when omitted.
-const DefaultSpeculationMaxWaste = 0.1
-
-// MaxWaste is SpeculationMaxWaste, or its default when omitted.
-func (s *JobSpec) MaxWaste() float64 {
-	if s.SpeculationMaxWaste == 0 {
-		return DefaultSpeculationMaxWaste
-	}
-	return s.SpeculationMaxWaste
-}
-
 // Validate implements Message. It checks everything but the task params,
 // which only the task can judge.
 func (s *JobSpec) Validate() error {
@@ -230,12 +219,8 @@ func (s *JobSpec) Validate() error {
 	if s.SampleTimeoutMS < minSampleTimeoutMS {
 		return invalid(k, "sample_timeout_ms must be >= %d, got %d", minSampleTimeoutMS, s.SampleTimeoutMS)
 	}
-	if s.SpeculationDepth < 0 || s.SpeculationDepth > MaxSpeculationDepth {
-		return invalid(k, "speculation_depth must be between 0 (off) and %d, got %d", MaxSpeculationDepth, s.SpeculationDepth)
-	}
-	// 0 is "omitted": the default share.
-	if s.SpeculationMaxWaste != 0 && !(s.SpeculationMaxWaste > 0 && s.SpeculationMaxWaste <= 1) {
-		return invalid(k, "speculation_max_waste must be in (0, 1], got %v", s.SpeculationMaxWaste)
+	if err := s.checkSpeculation(k); err != nil {
+		return err
 	}
 	if s.PEstimate != 0 && !(s.PEstimate > 0.5 && s.PEstimate < 1) {
 		return invalid(k, "p_estimate must be in (0.5, 1), got %v", s.PEstimate)
