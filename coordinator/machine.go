@@ -147,6 +147,7 @@ func newMachine(spec schemas.JobSpec, inst task.Instance, cfg machineConfig) *ma
 	m.initReliability()
 	m.prev.step, m.prev.seen = -1, map[int]bool{}
 	m.sp.adopted = [2]int64{-1, -1}
+	m.sp.refAt = [2]int64{-1, -1}
 	m.epoch = m.token * schemas.EpochsPerLease
 	m.counters = store.Counters{Step: m.step, Epoch: m.epoch}
 	if m.log == nil {

@@ -39,6 +39,10 @@ type ahead struct {
 	sentAt time.Time
 	got    map[int]schemas.SampleResult // first answer per index
 	redo   map[int]bool                 // indices a voter skipped
+	// guess is the step's likely winner as last worked out, until an
+	// answer comes in (guessed false)
+	guess   string
+	guessed bool
 }
 
 // speculation is the machine's steps ahead: slots[i] is step m.step+1+i.
@@ -57,6 +61,10 @@ type speculation struct {
 	// lost holds the branches thrown away, by step, whose late answers
 	// are accounted as that waste already.
 	lost map[int64]int64
+	// ref is the task's reference answer from the open step's state,
+	// worked out once per step and epoch (refAt)
+	ref   string
+	refAt [2]int64
 	// adopted are the last two steps adopted (-1: none), for the metrics
 	// of their decisions (their first wave went out ahead).
 	adopted [2]int64
@@ -151,11 +159,25 @@ func (m *machine) guessOpen() string {
 	if key := leader(m.sp.votes); key != "" {
 		return key
 	}
-	return m.reference(m.state)
+	// The reference is worked out once per step, not on every batch.
+	if at := [2]int64{m.step, m.epoch}; m.sp.refAt != at {
+		m.sp.ref, m.sp.refAt = m.reference(m.state), at
+	}
+	return m.sp.ref
 }
 
 // guessAhead is a step ahead's likely winner, from its answers so far.
 func (m *machine) guessAhead(s *ahead) string {
+	if s.guessed {
+		return s.guess
+	}
+	s.guess, s.guessed = m.guessFrom(s), true
+	return s.guess
+}
+
+// guessFrom works out a step ahead's likely winner: the leader of its
+// answers by a vote, else the task's reference answer.
+func (m *machine) guessFrom(s *ahead) string {
 	var votes map[int]string
 	for idx, res := range s.got {
 		if res.Outcome == schemas.OutcomeVote {
@@ -265,6 +287,7 @@ func (m *machine) takeAhead(res schemas.SampleResult) bool {
 			m.acct.DuplicateResults++
 		default:
 			s.got[res.Index] = res
+			s.guessed = false
 		}
 		return true
 	}

@@ -298,23 +298,18 @@ func simClient(ctx context.Context, cfg simllm.Config, model string, overHTTP bo
 // calibrationStore opens the calibrations bucket on the NATS server at
 // natsURL (made when missing, with create); done closes the connection.
 func calibrationStore(ctx context.Context, natsURL string, create bool) (kv jetstream.KeyValue, done func(), err error) {
-	nc, err := bus.Connect(natsURL, "maker-calibrate", natsAuth(ctx))
+	js, closeNC, err := connectJS(natsURL, "maker-calibrate", natsAuth(ctx))
 	if err != nil {
-		return nil, nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
 		return nil, nil, err
 	}
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	kv, err = calibrate.OpenBucket(octx, js, bus.DefaultNamespace, create)
 	if err != nil {
-		nc.Close()
+		closeNC()
 		return nil, nil, err
 	}
-	return kv, nc.Close, nil
+	return kv, closeNC, nil
 }
 
 // progressEvery returns a Progress callback writing "n/total samples" to
