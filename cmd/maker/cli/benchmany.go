@@ -104,7 +104,7 @@ func benchMany(ctx context.Context, e *env, f *fleet.Fleet, spec schemas.JobSpec
 	}
 	// Warm-up, then one job alone.
 	var single schemas.JobReport
-	for i := range 2 {
+	for range 2 {
 		s, err := submit(spec)
 		if err != nil {
 			return err
@@ -112,7 +112,6 @@ func benchMany(ctx context.Context, e *env, f *fleet.Fleet, spec schemas.JobSpec
 		if single, err = jobs.Wait(ctx, f.Topo, s.Tenant, s.JobID, nil); err != nil {
 			return err
 		}
-		_ = i
 	}
 	res := manyResult{
 		Jobs: m.jobs, Coordinators: m.coordinators, Voters: m.voters, Concurrency: conc, GoMaxProcs: runtime.GOMAXPROCS(0),

@@ -237,9 +237,16 @@ func (mw *memWatch) take(step int64) {
 	s := memSample{step: step, at: time.Since(mw.start), rss: processRSS(), heap: int64(ms.HeapAlloc), storeSz: dirSize(mw.storeDir)}
 	mw.samples = append(mw.samples, s)
 	if mw.profile != "" {
-		if f, err := os.Create(mw.profile + "." + strconv.FormatInt(step, 10)); err == nil {
-			_ = pprof.WriteHeapProfile(f)
-			_ = f.Close()
+		name := mw.profile + "." + strconv.FormatInt(step, 10)
+		f, err := os.Create(name)
+		if err == nil {
+			err = pprof.WriteHeapProfile(f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(mw.w, "mem: heap profile %s not written: %v\n", name, err)
 		}
 	}
 	fmt.Fprintf(mw.w, "mem: step %d  %s  rss %.1f MiB  go heap live %.1f MiB  store on disk %.1f MiB\n",
