@@ -72,7 +72,7 @@ func TestMaxDeliveriesToDLQ(t *testing.T) {
 		}
 	}
 
-	var dls []bus.StoredDeadLetter
+	var dls []schemas.StoredDeadLetter
 	fleettest.Eventually(t, 20*time.Second, func() bool {
 		dls, err = bus.ListDeadLetters(ctx, env.JS, ns, "", "", 10)
 		return err == nil && len(dls) == 1

@@ -296,6 +296,24 @@ type TaskList struct {
 	Tasks []TaskInfo `json:"tasks"`
 }
 
+// DeadLetterList is the answer to GET /v1/dlq: the tenant's dead
+// letters (requests the fleet gave up on, with why), oldest first.
+type DeadLetterList struct {
+	DeadLetters []StoredDeadLetter `json:"dead_letters"`
+}
+
+// BreakGlassAccepted is the answer to POST /v1/breakglass (202): the
+// request is queued for the judges; GET /v1/breakglass/{id} reads its
+// answer.
+type BreakGlassAccepted struct {
+	// RequestID names the request within the tenant.
+	RequestID string `json:"request_id"`
+	// Tenant is the API key's; Requester the key's name (its prefix
+	// mk_<key id> when it has none): the audit trail's requester.
+	Tenant    string `json:"tenant"`
+	Requester string `json:"requester"`
+}
+
 // Problem is an error answer (RFC 9457 problem details,
 // application/problem+json).
 type Problem struct {

@@ -442,6 +442,13 @@ type DeadLetter struct {
 // MessageKind implements Message.
 func (*DeadLetter) MessageKind() string { return KindDeadLetter }
 
+// StoredDeadLetter is a dead letter as the dead-letter stream holds it:
+// its sequence there (what maker dlq replay names) and the dead letter.
+type StoredDeadLetter struct {
+	DLQSeq uint64 `json:"dlq_seq"`
+	DeadLetter
+}
+
 // Validate implements Message.
 func (d *DeadLetter) Validate() error {
 	const k = KindDeadLetter

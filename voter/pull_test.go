@@ -272,7 +272,7 @@ func TestLastDeliveryDeadLettered(t *testing.T) {
 	publishRequests(t, env, tenant, job, 1)
 	env.StartVoter(model, voter.Config{Concurrency: 1, ModelErrorDelay: 50 * time.Millisecond})
 
-	var dls []bus.StoredDeadLetter
+	var dls []schemas.StoredDeadLetter
 	fleettest.Eventually(t, 20*time.Second, func() bool {
 		dls, err = bus.ListDeadLetters(ctx, env.JS, bus.DefaultNamespace, tenant, job, 10)
 		return err == nil && len(dls) == 1

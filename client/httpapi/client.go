@@ -35,6 +35,19 @@ type Client struct {
 	key  string
 	hc   *http.Client
 	ua   string
+	// tenant, when set (ForTenant), is sent as ?tenant= on the job and
+	// dead-letter routes.
+	tenant string
+}
+
+// ForTenant returns a client acting on tenant's jobs and dead letters
+// (?tenant=): for an admin key. Any other key naming another tenant than
+// its own finds nothing there (ErrNotFound, or ErrForbidden for a
+// listing).
+func (c *Client) ForTenant(tenant string) *Client {
+	cc := *c
+	cc.tenant = tenant
+	return &cc
 }
 
 // New returns a client of the API at baseURL (e.g. "http://127.0.0.1:8080")
@@ -148,6 +161,47 @@ func (c *Client) Usage(ctx context.Context) (schemas.Usage, error) {
 	return out, c.doJSON(ctx, http.MethodGet, "/v1/usage", nil, nil, &out)
 }
 
+// Budget returns the job's budget: its limit, what it spent and what it
+// has reserved.
+func (c *Client) Budget(ctx context.Context, id string) (schemas.JobBudget, error) {
+	var out schemas.JobBudget
+	return out, c.doJSON(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/budget", nil, nil, &out)
+}
+
+// SetBudget sets the job's budget in US dollars (0: none of its own);
+// raise it, then Resume a budget_exhausted job.
+func (c *Client) SetBudget(ctx context.Context, id string, usd float64) (schemas.JobBudget, error) {
+	var out schemas.JobBudget
+	return out, c.doJSON(ctx, http.MethodPut, "/v1/jobs/"+url.PathEscape(id)+"/budget", nil, schemas.BudgetBody{BudgetUSD: usd}, &out)
+}
+
+// DeadLetters returns the tenant's dead letters (of job, when not ""),
+// oldest first, at most limit (0: the server's default, 100).
+func (c *Client) DeadLetters(ctx context.Context, job string, limit int) ([]schemas.StoredDeadLetter, error) {
+	q := url.Values{}
+	set(q, "job", job)
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out schemas.DeadLetterList
+	return out.DeadLetters, c.doJSON(ctx, http.MethodGet, "/v1/dlq", q, nil, &out)
+}
+
+// Tasks lists the tasks jobs may name: built-ins and registered specs.
+func (c *Client) Tasks(ctx context.Context) ([]schemas.TaskInfo, error) {
+	var out schemas.TaskList
+	return out.Tasks, c.doJSON(ctx, http.MethodGet, "/v1/tasks", nil, nil, &out)
+}
+
+// Task returns a task: a built-in, or a registered spec's versions and
+// source (version "": the latest).
+func (c *Client) Task(ctx context.Context, name, version string) (schemas.TaskInfo, error) {
+	q := url.Values{}
+	set(q, "version", version)
+	var out schemas.TaskInfo
+	return out, c.doJSON(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(name), q, nil, &out)
+}
+
 // BatchOptions configure a batch. Zero fields take the server's defaults.
 type BatchOptions struct {
 	// Priority of the lines that set none, 0 to 9 (default 0).
@@ -248,6 +302,12 @@ func (c *Client) doJSON(ctx context.Context, method, path string, q url.Values, 
 // a *ProblemError.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader, ctype string) (*http.Response, error) {
 	// path's variable segments are escaped (url.PathEscape) by the caller.
+	if c.tenant != "" && (strings.HasPrefix(path, "/v1/jobs") || path == "/v1/dlq") {
+		if q == nil {
+			q = url.Values{}
+		}
+		q.Set("tenant", c.tenant)
+	}
 	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()

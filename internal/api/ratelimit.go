@@ -68,27 +68,35 @@ func rateLimited(d time.Duration) *problemError {
 }
 
 // streamSlots bound the event streams open at once: perKey for one API
-// key (by key id), total for the server.
+// key (by key id), perTenant for all of one tenant's keys (each stream
+// holds NATS consumers, which every tenant shares: no tenant takes them
+// all), total for the server.
 type streamSlots struct {
-	perKey, total int
+	perKey, perTenant, total int
 
-	mu    sync.Mutex
-	open  int
-	byKey map[string]int
+	mu       sync.Mutex
+	open     int
+	byKey    map[string]int
+	byTenant map[string]int
 }
 
-func newStreamSlots(perKey, total int) *streamSlots {
-	return &streamSlots{perKey: perKey, total: total, byKey: map[string]int{}}
+func newStreamSlots(perKey, perTenant, total int) *streamSlots {
+	return &streamSlots{perKey: perKey, perTenant: perTenant, total: total, byKey: map[string]int{}, byTenant: map[string]int{}}
 }
 
 // take reserves one stream of p's key and returns the func that frees it,
 // or the problem that refuses the stream: 429 when the key holds perKey
-// streams, 503 when the server holds total.
+// streams or its tenant perTenant, 503 when the server holds total.
 func (s *streamSlots) take(p apikey.Principal) (release func(), _ *problemError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byKey[p.KeyID] >= s.perKey {
 		pe := problem(TypeRateLimited, "this API key has %d event streams open, the most it may; close one", s.perKey)
+		pe.retryAfter = 1
+		return nil, pe
+	}
+	if s.byTenant[p.Tenant] >= s.perTenant {
+		pe := problem(TypeRateLimited, "tenant %s has %d event streams open, the most a tenant may; close one", p.Tenant, s.perTenant)
 		pe.retryAfter = 1
 		return nil, pe
 	}
@@ -99,6 +107,7 @@ func (s *streamSlots) take(p apikey.Principal) (release func(), _ *problemError)
 	}
 	s.open++
 	s.byKey[p.KeyID]++
+	s.byTenant[p.Tenant]++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -107,6 +116,9 @@ func (s *streamSlots) take(p apikey.Principal) (release func(), _ *problemError)
 			s.open--
 			if s.byKey[p.KeyID]--; s.byKey[p.KeyID] == 0 {
 				delete(s.byKey, p.KeyID)
+			}
+			if s.byTenant[p.Tenant]--; s.byTenant[p.Tenant] == 0 {
+				delete(s.byTenant, p.Tenant)
 			}
 		})
 	}, nil

@@ -182,6 +182,32 @@ func (s *Server) routes() []route {
 			body:    &content{types: []string{"application/yaml", "application/json", "text/yaml", "text/plain"}, desc: "the task spec file"},
 			ok:      http.StatusCreated, also: http.StatusOK, okBody: jsonOf[schemas.TaskInfo](), errs: []int{403, 409, 413, 415, 422}},
 
+		{method: http.MethodGet, path: "/v1/dlq", access: tenant, h: s.listDeadLetters, id: "listDeadLetters",
+			summary: "The key's tenant's dead letters: requests the fleet gave up on, with why, oldest first",
+			desc: "A dead letter too large to keep whole holds a reference (truncated, size, sha256 and its first 4 KiB). " +
+				"Replaying is the operator's (maker dlq replay).",
+			query: []param{
+				{"job", "only this job's dead letters", "string"},
+				{"limit", "most dead letters (default 100, at most 1000)", "integer"},
+				{"tenant", "admin keys only: this tenant's, or every tenant's with \"*\"", "string"},
+			},
+			ok: http.StatusOK, okBody: jsonOf[schemas.DeadLetterList](), errs: []int{400, 403}},
+
+		{method: http.MethodPost, path: "/v1/breakglass", access: tenant, h: s.postBreakGlass, id: "breakGlass",
+			summary: "Ask the judges' panel about a problem that resisted everything else (break glass)",
+			desc: "The body is a break_glass_request (docs/judge.md: problem starting \"break glass:\", the three prior " +
+				"attempts, files, build log...); its kind and version may be left out. The tenant and the requester come " +
+				"from the API key (its name, else its prefix): a body naming others is refused (422). The judge's gates, " +
+				"secret guard, limits and approvals apply as to any request. 202: queued; read the answer at the Location.",
+			body: jsonOf[schemas.BreakGlassRequest](), ok: http.StatusAccepted, okBody: jsonOf[schemas.BreakGlassAccepted](),
+			errs: []int{400, 413, 415, 422}},
+		{method: http.MethodGet, path: "/v1/breakglass/{id}", access: tenant, h: s.getBreakGlass, id: "getBreakGlass",
+			summary: "The answer to one of the key's tenant's break-glass requests: held for approval, or final",
+			desc: "404 until the judges have stored an answer (and for an id the tenant never asked). With ?wait=S the " +
+				"request waits up to S seconds for a final answer, then returns what is stored (a held answer) or 404.",
+			query: []param{{"wait", "seconds to wait for a final answer, 0 to 60 (default 0)", "integer"}},
+			ok:    http.StatusOK, okBody: jsonOf[schemas.BreakGlassResponse](), errs: []int{400, 404}},
+
 		{method: http.MethodGet, path: "/v1/usage", access: tenant, h: s.usage, id: "getUsage",
 			summary: "The key's tenant's spend today, jobs by state, and quota",
 			ok:      http.StatusOK, okBody: jsonOf[schemas.Usage]()},

@@ -113,9 +113,10 @@ type Config struct {
 	// within a Heartbeat. Default 15s.
 	Heartbeat time.Duration
 	// MaxStreamsPerKey bounds one API key's event streams open at once
-	// (429 above); MaxStreams all of this server's (503 above). Default 8
+	// (429 above), MaxStreamsPerTenant all of one tenant's keys' (429
+	// above); MaxStreams all of this server's (503 above). Default 8, 32
 	// and 1000.
-	MaxStreamsPerKey, MaxStreams int
+	MaxStreamsPerKey, MaxStreamsPerTenant, MaxStreams int
 	// StreamWriteTimeout bounds each write of an event stream or a batch
 	// file: a client that stops reading for that long is cut off. Default
 	// 60s.
@@ -160,6 +161,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxStreamsPerKey == 0 {
 		c.MaxStreamsPerKey = 8
+	}
+	if c.MaxStreamsPerTenant == 0 {
+		c.MaxStreamsPerTenant = 32
 	}
 	if c.MaxStreams == 0 {
 		c.MaxStreams = 1000
@@ -216,13 +220,13 @@ func New(deps Deps, cfg Config) (*Server, error) {
 		return nil, errors.New("api: no authenticator")
 	case cfg.MaxBodyBytes < 0 || cfg.MaxBatchBytes < 0 || cfg.MaxTaskBytes < 0 || cfg.RatePerSec < 0 || cfg.Burst < 0 ||
 		cfg.ListLimit < 1 || cfg.MaxListLimit < cfg.ListLimit || cfg.Heartbeat < 0 ||
-		cfg.MaxStreamsPerKey < 0 || cfg.MaxStreams < 0 || cfg.StreamWriteTimeout < 0:
+		cfg.MaxStreamsPerKey < 0 || cfg.MaxStreamsPerTenant < 0 || cfg.MaxStreams < 0 || cfg.StreamWriteTimeout < 0:
 		return nil, fmt.Errorf("api: invalid config %+v", cfg)
 	}
 	s := &Server{
 		deps: deps, cfg: cfg, tasks: taskreg.New(deps.Topo.Tasks, deps.Tasks),
 		mux: http.NewServeMux(), rate: newLimiters(cfg.RatePerSec, cfg.Burst), log: cfg.Logger,
-		streams: newStreamSlots(cfg.MaxStreamsPerKey, cfg.MaxStreams),
+		streams: newStreamSlots(cfg.MaxStreamsPerKey, cfg.MaxStreamsPerTenant, cfg.MaxStreams),
 		closing: make(chan struct{}),
 	}
 	paths := map[string][]string{}

@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/api"
+	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -71,6 +73,37 @@ func TestEventStreamCaps(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatalf("a closed stream's slot was not freed: %d", got)
 		}
+	}
+}
+
+// TestEventStreamTenantCap: a tenant's keys together hold at most
+// MaxStreamsPerTenant event streams: a tenant given many keys cannot take
+// the NATS consumers every tenant shares (each stream watches with one),
+// and another tenant still gets its streams.
+func TestEventStreamTenantCap(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{cfg: api.Config{MaxStreamsPerKey: 2, MaxStreamsPerTenant: 3, MaxStreams: 100, RatePerSec: 1000, Burst: 1000}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	second, _, err := e.keys.Create(ctx, apikey.CreateOptions{Tenant: alpha})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := e.submit(alpha, hanoi(3))
+	b := e.submit(beta, hanoi(3))
+	pathA, pathB := "/v1/jobs/"+a.ID+"/events", "/v1/jobs/"+b.ID+"/events"
+	for i, key := range []string{e.key[alpha], e.key[alpha], second} {
+		if got := e.openStream(ctx, pathA, key); got != http.StatusOK {
+			t.Fatalf("alpha's stream %d: %d", i+1, got)
+		}
+	}
+	// The second key holds one stream of its own two, but alpha holds 3.
+	pr := e.json(http.MethodGet, pathA, second, nil).problem(t, http.StatusTooManyRequests, api.TypeRateLimited)
+	if !strings.Contains(pr.Detail, "tenant") {
+		t.Errorf("refusal %q does not name the tenant's limit", pr.Detail)
+	}
+	if got := e.openStream(ctx, pathB, e.key[beta]); got != http.StatusOK {
+		t.Fatalf("beta's stream beside alpha's full share: %d", got)
 	}
 }
 

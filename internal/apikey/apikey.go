@@ -56,6 +56,10 @@ type Principal struct {
 	Tenant string
 	// Admin keys may use the fleet-wide views.
 	Admin bool
+	// Name is the key's name (empty when it has none); Prefix its
+	// mk_<key id>. Who a request comes from, for audit trails, is
+	// Principal.Who.
+	Name, Prefix string
 	// RatePerSec and Burst are the key's own rate limit (0: the server's
 	// defaults).
 	RatePerSec float64
@@ -192,7 +196,18 @@ func (s *Store) Authenticate(ctx context.Context, key string) (Principal, error)
 	if !ok || e.rec.Revoked() || e.rec.Prefix != key[:prefixLen] {
 		return Principal{}, ErrUnauthorized
 	}
-	return Principal{KeyID: e.rec.KeyID, Tenant: e.rec.Tenant, Admin: e.rec.Admin, RatePerSec: e.rec.RatePerSec, Burst: e.rec.Burst}, nil
+	return Principal{KeyID: e.rec.KeyID, Tenant: e.rec.Tenant, Admin: e.rec.Admin, Name: e.rec.Name, Prefix: e.rec.Prefix,
+		RatePerSec: e.rec.RatePerSec, Burst: e.rec.Burst}, nil
+}
+
+// Who names the key's holder in records made for it (an audit trail's
+// requester): its name, else its prefix. Never anything a request body
+// says.
+func (p Principal) Who() string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return p.Prefix
 }
 
 // Create makes a key and returns it (the only time it is ever shown) with

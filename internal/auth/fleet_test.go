@@ -75,20 +75,21 @@ func runRole(t *testing.T, name string, fn func(context.Context) error) {
 
 // TestAuthFleetGolden runs a job on a fleet whose every role is on its own
 // identity, with the least privilege auth.conf grants: the job ends with
-// the golden trace, no role is refused anything, and a tenant forging
-// results under the genuine replies' message ids (finding 1) is refused by
-// the server, so its forgeries never reach the results stream.
+// the golden trace, no role is refused anything, and the api identity
+// (maker serve, which submits for tenants) forging results under the
+// genuine replies' message ids (finding 1) is refused by the server, so
+// its forgeries never reach the results stream.
 func TestAuthFleetGolden(t *testing.T) {
 	t.Parallel()
 	want := readGolden(t, "odd disks")
-	srv := authtest.Start(t, "alpha", "beta")
+	srv := authtest.Start(t)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	busCfg := bus.Config{Storage: jetstream.MemoryStorage}
 	tasks := builtin.Registry()
 
 	coordConn := srv.Connect(t, auth.Coordinator)
 	voterConn := srv.Connect(t, auth.Voter)
-	alpha := srv.Connect(t, auth.Tenant("alpha"))
+	alpha := srv.Connect(t, auth.API) // submits alpha's job, as maker serve does
 	admin := srv.Connect(t, auth.Admin) // only watches what is delivered
 
 	rdb := testkit.StartRedis(t).Client(t)
@@ -113,7 +114,7 @@ func TestAuthFleetGolden(t *testing.T) {
 	testkit.Eventually(t, 30*time.Second, func() bool {
 		topo, err = bus.Open(ctx, alphaJS, busCfg)
 		return err == nil
-	}, "the tenant never saw the coordinator's topology: %v", err)
+	}, "the api never saw the coordinator's topology: %v", err)
 
 	sim := fleettest.StartSim(t, simllm.Config{Accuracy: 0.9, Seed: 7})
 	vo, err := voter.New(voterConn.Conn, fleettest.SimClient(t, sim, llm.Config{}), voter.Config{
@@ -126,8 +127,8 @@ func TestAuthFleetGolden(t *testing.T) {
 	runRole(t, "voter", vo.Run)
 
 	// The forger: for each sample request (seen here through the admin,
-	// as an attacker reading the bus would), tenant alpha publishes a
-	// wrong vote under the id the genuine reply will carry.
+	// as an attacker reading the bus would), the api publishes a wrong
+	// vote under the id the genuine reply will carry.
 	var (
 		forgedMu sync.Mutex
 		forged   []string
@@ -182,11 +183,11 @@ func TestAuthFleetGolden(t *testing.T) {
 	msg := &nats.Msg{Subject: busCfg.Namespace.JobSubject("alpha"), Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, spec.Tenant+"/"+spec.JobID)
 	if _, err := alphaJS.PublishMsg(ctx, msg); err != nil {
-		t.Fatalf("tenant alpha submits its job: %v", err)
+		t.Fatalf("the api submits alpha's job: %v", err)
 	}
 	rep, err := jobs.Wait(ctx, topo, "alpha", spec.JobID, nil)
 	if err != nil {
-		t.Fatalf("tenant alpha waits for its report: %v", err)
+		t.Fatalf("the api waits for alpha's report: %v", err)
 	}
 	got := golden{State: rep.State, Steps: rep.Steps, Errors: rep.Errors, TraceSHA256: rep.TraceSHA256, Samples: rep.Samples, Votes: rep.Votes}
 	if got != want {
@@ -204,7 +205,7 @@ func TestAuthFleetGolden(t *testing.T) {
 		t.Fatal("the forger saw no sample request")
 	}
 	if v := alpha.WaitViolation(first, 10*time.Second); !errors.Is(v, bus.ErrPermission) {
-		t.Errorf("the server did not refuse tenant alpha's forged result on %s (violation %v)", first, v)
+		t.Errorf("the server did not refuse the api's forged result on %s (violation %v)", first, v)
 	}
 	counted.Range(func(k, _ any) bool {
 		t.Errorf("forged result %v reached the results subject", k)
@@ -218,7 +219,7 @@ func TestAuthFleetGolden(t *testing.T) {
 	}
 	for _, v := range alpha.Violations() {
 		if !errors.Is(v, bus.ErrPermission) || !containsAny(v.Error(), forged) {
-			t.Errorf("tenant alpha was refused something other than its forgeries: %v", v)
+			t.Errorf("the api was refused something other than its forgeries: %v", v)
 		}
 	}
 }

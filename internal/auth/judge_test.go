@@ -18,10 +18,11 @@ import (
 )
 
 // TestAuthJudge: a judge on its identity answers a tenant's break-glass
-// request on the tenant's identity, and neither is refused anything.
+// request asked by the api identity (maker serve asks for its keys'
+// tenants), and neither is refused anything.
 func TestAuthJudge(t *testing.T) {
 	t.Parallel()
-	srv := authtest.Start(t, "acme")
+	srv := authtest.Start(t)
 	sim := fleettest.StartSim(t, simllm.Config{Accuracy: 1, Seed: 1})
 	jc := srv.Connect(t, auth.Judge)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -40,14 +41,14 @@ func TestAuthJudge(t *testing.T) {
 	}
 	t.Cleanup(sv.Stop)
 
-	tc := srv.Connect(t, auth.Tenant("acme"))
+	tc := srv.Connect(t, auth.API)
 	tjs, err := jetstream.New(tc.Conn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp, err := judgeclient.Ask(ctx, tjs, bus.DefaultNamespace, judgetest.Request("r1", "s1", "the build fails with a linker error"))
 	if err != nil {
-		t.Fatalf("ask: %v (tenant violations %v, judge violations %v)", err, tc.Violations(), jc.Violations())
+		t.Fatalf("ask: %v (api violations %v, judge violations %v)", err, tc.Violations(), jc.Violations())
 	}
 	if resp.RequestID != "r1" {
 		t.Errorf("answer of %q", resp.RequestID)

@@ -22,10 +22,13 @@
 //	              routes). Never a status, report, lease or API key.
 //	admin         the operator: everything (the only one to write the
 //	              retention policies and the models' calibrations).
-//	tenant-<T>    a tenant's clients: submits, controls, reads its own
-//	              jobs, dead letters and judge answers, asks for break
-//	              glass, submits and reads its own batches; nothing of any
-//	              other tenant, no quota and no API key.
+//
+// Tenants have no NATS identity: they reach the fleet only through
+// `maker serve` and its clients (HTTP, API keys), which acts for the
+// key's tenant as the api identity. The bus is the fleet's private
+// network, so nothing a tenant does can take a shared NATS resource
+// (consumers, stream bytes) that the api does not bound per tenant
+// (docs/security.md, "Tenants come in through maker serve").
 //
 // Every identity reads replies only under its own inbox prefix,
 // _INBOX.<identity> (bus.Auth sets it), so nobody reads another's replies.
@@ -34,28 +37,28 @@ package auth
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/schemas"
 )
 
-// The identities every fleet has; tenants add TenantPrefix+<tenant>.
+// The identities of a fleet.
 const (
-	Coordinator  = "coordinator"
-	Voter        = "voter"
-	Judge        = "judge"
-	Admin        = "admin"
-	Approver     = "approver"
-	API          = "api"
-	TenantPrefix = "tenant-"
+	Coordinator = "coordinator"
+	Voter       = "voter"
+	Judge       = "judge"
+	Admin       = "admin"
+	Approver    = "approver"
+	API         = "api"
 )
 
-// Roles are the identities other than tenants, in the order auth.conf
-// lists them.
+// Roles are every identity, in the order auth.conf lists them.
 var Roles = []string{Coordinator, Voter, Judge, Approver, API, Admin}
+
+// formerTenantPrefix started the seed files of the tenant identities
+// earlier releases made (tenant-<T>.nk); Init reports any it finds.
+const formerTenantPrefix = "tenant-"
 
 // ErrIdentity: a name that is none of the identities.
 var ErrIdentity = errors.New("auth: unknown identity")
@@ -76,26 +79,15 @@ type Permissions struct {
 	AllowResponses bool  `json:"allow_responses,omitempty"`
 }
 
-// Tenant returns the identity of tenant's clients.
-func Tenant(tenant string) string { return TenantPrefix + tenant }
-
-// TenantOf returns the tenant of a tenant identity.
-func TenantOf(identity string) (string, bool) {
-	t, ok := strings.CutPrefix(identity, TenantPrefix)
-	return t, ok && schemas.ValidTenant(t) == nil
-}
-
-var identityRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
-
-// ValidIdentity checks that id is a role or a valid tenant identity.
+// ValidIdentity checks that id is one of the Roles.
 func ValidIdentity(id string) error {
 	if slices.Contains(Roles, id) {
 		return nil
 	}
-	if _, ok := TenantOf(id); ok && identityRE.MatchString(id) {
-		return nil
+	if strings.HasPrefix(id, formerTenantPrefix) {
+		return fmt.Errorf("%w %q: tenants have no NATS identity; they use maker serve with an API key (maker keys create --tenant T)", ErrIdentity, id)
 	}
-	return fmt.Errorf("%w %q: one of %s, or %s<tenant>", ErrIdentity, id, strings.Join(Roles, ", "), TenantPrefix)
+	return fmt.Errorf("%w %q: one of %s", ErrIdentity, id, strings.Join(Roles, ", "))
 }
 
 // names are the subjects and JetStream API subjects of one namespace.
@@ -314,28 +306,32 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 
 	case API:
 		// maker serve checks each request's API key and acts for its
-		// tenant: it registers and queues jobs (so a job is readable as
-		// soon as its submit is answered), asks controls and a person's
-		// decisions (the registry is its fallback when no coordinator
-		// answers, as for the CLI), reads every tenant's jobs, tasks,
-		// quotas and keys, and keeps the batches. Admin keys' routes write
-		// quotas and task specs. No status, report, lease or API key
-		// write; no topology.
-		p.Publish.Allow = append(info(n.fleetStreams(), n.fleetBuckets()),
+		// tenant, the only way tenants reach the fleet: it registers and
+		// queues jobs (so a job is readable as soon as its submit is
+		// answered), asks controls and a person's decisions (the registry
+		// is its fallback when no coordinator answers, as for the CLI),
+		// asks the judge for break glass, reads every tenant's jobs, dead
+		// letters, judge answers, tasks, quotas and keys, and keeps the
+		// batches. Admin keys' routes write quotas and task specs. No
+		// status, report, lease or API key write; no topology.
+		p.Publish.Allow = append(info(append(n.fleetStreams(), n.judgeStreams()...), append(n.fleetBuckets(), n.judgeBuckets()...)),
 			n.subj("job")+"*",
 			n.subj("control")+"*.*",
 			n.subj("decide")+"*.*",
 			n.subj("batch")+"*.*",
+			n.subj("judge")+"*",
 		)
 		for _, b := range n.fleetBuckets() {
 			if b != n.ns.LeasesBucket() {
 				p.Publish.Allow = append(p.Publish.Allow, kvRead(b, ">")...)
 			}
 		}
+		p.Publish.Allow = append(p.Publish.Allow, kvRead(n.ns.JudgeAnswersBucket(), ">")...)
 		for _, b := range []string{n.ns.JobsBucket(), n.ns.QuotasBucket(), n.ns.TasksBucket(), n.ns.BatchesBucket()} {
 			p.Publish.Allow = append(p.Publish.Allow, "$KV."+b+".>")
 		}
 		p.Publish.Allow = append(p.Publish.Allow, n.readCalibrations()...)
+		p.Publish.Allow = append(p.Publish.Allow, streamRead(n.ns.DLQStream(), n.subj("dlq")+">")...)
 		// A batch's lines: read in order, or one by one; a batch refused
 		// after its lines were stored is purged.
 		bs := n.ns.BatchesStream()
@@ -347,28 +343,6 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 			"$JS.API.STREAM.PURGE."+bs,
 			"$JS.FC."+bs+".>",
 		)
-		p.Subscribe.Allow = []string{inbox}
-
-	default: // a tenant
-		t, _ := TenantOf(identity)
-		p.Publish.Allow = append(info(append(n.fleetStreams(), n.judgeStreams()...), append(n.fleetBuckets(), n.judgeBuckets()...)),
-			n.subj("job")+t,
-			n.subj("control")+t+".*",
-			n.subj("judge")+t,
-		)
-		for _, b := range []string{n.ns.JobsBucket(), n.ns.StatusBucket(), n.ns.ReportsBucket(), n.ns.JudgeAnswersBucket()} {
-			p.Publish.Allow = append(p.Publish.Allow, kvRead(b, t+".>")...)
-		}
-		p.Publish.Allow = append(p.Publish.Allow, kvRead(n.ns.TasksBucket(), ">")...)
-		p.Publish.Allow = append(p.Publish.Allow, n.readCalibrations()...)
-		p.Publish.Allow = append(p.Publish.Allow, streamRead(n.ns.DLQStream(), n.subj("dlq")+t+".>")...)
-		// Its own batches: their lines (published, read in order) and
-		// records (the only KV keys a tenant writes: a batch record under
-		// its own tenant, which the coordinators' runner checks).
-		p.Publish.Allow = append(p.Publish.Allow, n.subj("batch")+t+".*")
-		p.Publish.Allow = append(p.Publish.Allow, streamRead(n.ns.BatchesStream(), n.subj("batch")+t+".>")...)
-		p.Publish.Allow = append(p.Publish.Allow, kvRead(n.ns.BatchesBucket(), t+".>")...)
-		p.Publish.Allow = append(p.Publish.Allow, "$KV."+n.ns.BatchesBucket()+"."+t+".>")
 		p.Subscribe.Allow = []string{inbox}
 	}
 	return p, nil

@@ -121,9 +121,6 @@ func deadLetters(tenant string) action {
 	}
 }
 
-// TestAuthRefused: each forbidden action of each identity is refused by
-// the nats-server running with the auth.conf `maker auth init` wrote, and
-// the allowed ones (the controls) pass.
 // jobList lists tenant's jobs as `maker jobs list --tenant T` does: a KV
 // key listing filtered on the tenant's keys.
 func jobList(tenant string) action {
@@ -141,9 +138,12 @@ func jobList(tenant string) action {
 	}
 }
 
+// TestAuthRefused: each forbidden action of each identity is refused by
+// the nats-server running with the auth.conf `maker auth init` wrote, and
+// the allowed ones (the controls) pass.
 func TestAuthRefused(t *testing.T) {
 	t.Parallel()
-	srv := authtest.Start(t, "alpha", "beta")
+	srv := authtest.Start(t)
 	ns := bus.DefaultNamespace
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -167,76 +167,68 @@ func TestAuthRefused(t *testing.T) {
 			t.Errorf("%s was refused: %v", id, v)
 		}
 	}
-	const (
-		alpha, beta = "tenant-alpha", "tenant-beta"
-	)
+	// The api (maker serve) is the only door tenants have: what it may do
+	// for them, and nothing more.
+	api := auth.API
 	result := ns.ResultSubject("alpha", "j1", 0)
 	cases := []refusal{
 		// Finding 1: only voters publish results.
-		{"tenant publishes a result", alpha, publish(result), result},
+		{"api publishes a result", api, publish(result), result},
 		{"coordinator publishes a result", auth.Coordinator, publish(result), result},
 		{"approver publishes a result", auth.Approver, publish(result), result},
 		{"judge publishes a result", auth.Judge, publish(result), result},
 		{"voter publishes a result", auth.Voter, jsPublish(result), ""},
 		// Finding 2: only coordinators announce decided steps.
-		{"tenant publishes step decided", alpha, publish(ns.DecidedSubject("alpha", "j1")), ns.DecidedSubject("alpha", "j1")},
+		{"api publishes step decided", api, publish(ns.DecidedSubject("alpha", "j1")), ns.DecidedSubject("alpha", "j1")},
 		{"voter publishes step decided", auth.Voter, publish(ns.DecidedSubject("alpha", "j1")), ns.DecidedSubject("alpha", "j1")},
 		{"judge publishes step decided", auth.Judge, publish(ns.DecidedSubject("alpha", "j1")), ns.DecidedSubject("alpha", "j1")},
 		{"voter hears step decided", auth.Voter, subscribe(ns.DecidedWildcard()), ""},
 		// Finding 3: only coordinators issue sample requests.
-		{"tenant issues a sample request", alpha, publish(ns.SampleSubject("alpha", "j1")), ns.SampleSubject("alpha", "j1")},
+		{"api issues a sample request", api, publish(ns.SampleSubject("alpha", "j1")), ns.SampleSubject("alpha", "j1")},
 		{"voter issues a sample request", auth.Voter, publish(ns.SampleSubject("alpha", "j1")), ns.SampleSubject("alpha", "j1")},
 		{"voter listens to sample requests", auth.Voter, subscribe(ns.SampleSubject("*", "*")), ns.SampleSubject("*", "*")},
-		{"tenant pulls the voters' requests", alpha, request("$JS.API.CONSUMER.MSG.NEXT.MAKER_SAMPLES.voters"), "$JS.API.CONSUMER.MSG.NEXT.MAKER_SAMPLES.voters"},
+		{"api pulls the voters' requests", api, request("$JS.API.CONSUMER.MSG.NEXT.MAKER_SAMPLES.voters"), "$JS.API.CONSUMER.MSG.NEXT.MAKER_SAMPLES.voters"},
 		{"voter creates a consumer", auth.Voter, request("$JS.API.CONSUMER.CREATE.MAKER_SAMPLES.x"), "$JS.API.CONSUMER.CREATE.MAKER_SAMPLES.x"},
-		// Finding 4 and tenant isolation.
+		// Finding 4: jobs, controls and decisions.
 		{"voter submits a job", auth.Voter, publish(ns.JobSubject("alpha")), ns.JobSubject("alpha")},
-		{"tenant submits its job", alpha, jsPublish(ns.JobSubject("alpha")), ""},
-		{"tenant submits a job as another", alpha, publish(ns.JobSubject("beta")), ns.JobSubject("beta")},
-		{"tenant controls its job", alpha, request("maker.v1.control.alpha.j1"), ""},
-		{"tenant controls another's job", alpha, publish("maker.v1.control.beta.j1"), "maker.v1.control.beta.j1"},
-		{"tenant decides a step", alpha, publish("maker.v1.decide.alpha.j1"), "maker.v1.decide.alpha.j1"},
+		{"api submits a tenant's job", api, jsPublish(ns.JobSubject("alpha")), ""},
+		{"api controls a tenant's job", api, request("maker.v1.control.alpha.j1"), ""},
+		{"voter controls a job", auth.Voter, publish("maker.v1.control.alpha.j1"), "maker.v1.control.alpha.j1"},
 		{"voter decides a step", auth.Voter, publish("maker.v1.decide.alpha.j1"), "maker.v1.decide.alpha.j1"},
 		{"approver decides a step", auth.Approver, request("maker.v1.decide.alpha.j1"), ""},
-		{"tenant approves a held judge call", alpha, publish("maker.v1.judge_approve.approver"), "maker.v1.judge_approve.approver"},
-		{"approver approves as another", auth.Approver, publish("maker.v1.judge_approve." + alpha), "maker.v1.judge_approve." + alpha},
+		{"api asks an approver's decision", api, request("maker.v1.decide.alpha.j1"), ""},
+		{"api approves a held judge call", api, publish("maker.v1.judge_approve.approver"), "maker.v1.judge_approve.approver"},
+		{"approver approves as another", auth.Approver, publish("maker.v1.judge_approve.admin"), "maker.v1.judge_approve.admin"},
 		{"approver approves", auth.Approver, publish("maker.v1.judge_approve.approver"), ""},
-		{"tenant asks break glass", alpha, jsPublish(ns.JudgeSubject("alpha")), ""},
-		{"tenant asks break glass as another", alpha, publish(ns.JudgeSubject("beta")), ns.JudgeSubject("beta")},
+		{"api asks break glass for a tenant", api, jsPublish(ns.JudgeSubject("alpha")), ""},
 		{"coordinator asks break glass", auth.Coordinator, publish(ns.JudgeSubject("alpha")), ns.JudgeSubject("alpha")},
-		{"tenant reads its status", alpha, kvGet(ns.StatusBucket(), "alpha.j1"), ""},
-		{"tenant reads another's status", beta, kvGet(ns.StatusBucket(), "alpha.j1"), "$JS.API.DIRECT.GET.KV_maker_status.$KV.maker_status.alpha.j1"},
-		{"tenant reads another's report", beta, kvGet(ns.ReportsBucket(), "alpha.j1"), "$JS.API.DIRECT.GET.KV_maker_reports.$KV.maker_reports.alpha.j1"},
-		{"tenant reads another's registry entry", beta, kvGet(ns.JobsBucket(), "alpha.j1"), "$JS.API.DIRECT.GET.KV_maker_jobs.$KV.maker_jobs.alpha.j1"},
-		{"tenant reads another's judge answer", beta, kvGet(ns.JudgeAnswersBucket(), "alpha.r1"), "$JS.API.DIRECT.GET.KV_maker_judge_answers.$KV.maker_judge_answers.alpha.r1"},
-		{"tenant reads its judge answer", alpha, kvGet(ns.JudgeAnswersBucket(), "alpha.r1"), ""},
-		{"tenant reads the leases", alpha, kvGet(ns.LeasesBucket(), "alpha.j1"), "$JS.API.DIRECT.GET.KV_maker_leases"},
-		{"tenant reads a judge session", alpha, kvGet(ns.JudgeSessionsBucket(), "alpha.s1"), "$JS.API.DIRECT.GET.KV_maker_judge_sessions"},
-		{"tenant watches its jobs", alpha, kvWatch(ns.StatusBucket(), "alpha.>"), ""},
-		{"tenant watches another's jobs", beta, kvWatch(ns.StatusBucket(), "alpha.>"), "$JS.API.CONSUMER.CREATE.KV_maker_status."},
-		{"tenant watches every job", alpha, kvWatch(ns.JobsBucket(), ">"), "$JS.API.CONSUMER.CREATE.KV_maker_jobs."},
-		{"tenant lists its dead letters", alpha, deadLetters("alpha"), ""},
-		{"tenant lists another's dead letters", beta, deadLetters("alpha"), "$JS.API.CONSUMER.CREATE.MAKER_DLQ."},
-		{"tenant lists every dead letter", alpha, deadLetters(""), "$JS.API.CONSUMER.CREATE.MAKER_DLQ."},
-		{"tenant reads the judge audit", alpha, request("$JS.API.CONSUMER.CREATE.MAKER_JUDGE_AUDIT.x"), "$JS.API.CONSUMER.CREATE.MAKER_JUDGE_AUDIT.x"},
-		{"tenant listens to everything", alpha, subscribe(">"), ">"},
-		{"tenant listens to every inbox", alpha, subscribe("_INBOX.>"), "_INBOX.>"},
-		{"tenant listens to the coordinator's inbox", alpha, subscribe("_INBOX.coordinator.>"), "_INBOX.coordinator.>"},
-		{"tenant listens to another tenant's inbox", alpha, subscribe("_INBOX." + beta + ".>"), "_INBOX." + beta + ".>"},
-		{"tenant listens to its inbox", alpha, subscribe("_INBOX." + alpha + ".>"), ""},
-		{"tenant listens to controls", alpha, subscribe("maker.v1.control.>"), "maker.v1.control.>"},
+		{"voter asks break glass", auth.Voter, publish(ns.JudgeSubject("alpha")), ns.JudgeSubject("alpha")},
+		{"api reads a status", api, kvGet(ns.StatusBucket(), "alpha.j1"), ""},
+		{"api reads a judge answer", api, kvGet(ns.JudgeAnswersBucket(), "alpha.r1"), ""},
+		{"api reads the leases", api, kvGet(ns.LeasesBucket(), "alpha.j1"), "$JS.API.DIRECT.GET.KV_maker_leases"},
+		{"api reads a judge session", api, kvGet(ns.JudgeSessionsBucket(), "alpha.s1"), "$JS.API.DIRECT.GET.KV_maker_judge_sessions"},
+		{"api watches the jobs", api, kvWatch(ns.StatusBucket(), "alpha.>"), ""},
+		{"api lists a tenant's dead letters", api, deadLetters("alpha"), ""},
+		{"voter lists dead letters", auth.Voter, deadLetters("alpha"), "$JS.API.CONSUMER.CREATE.MAKER_DLQ."},
+		{"api reads the judge audit", api, request("$JS.API.CONSUMER.CREATE.MAKER_JUDGE_AUDIT.x"), "$JS.API.CONSUMER.CREATE.MAKER_JUDGE_AUDIT.x"},
+		{"api listens to everything", api, subscribe(">"), ">"},
+		{"api listens to every inbox", api, subscribe("_INBOX.>"), "_INBOX.>"},
+		{"api listens to the coordinator's inbox", api, subscribe("_INBOX.coordinator.>"), "_INBOX.coordinator.>"},
+		{"api listens to its inbox", api, subscribe("_INBOX.api.>"), ""},
+		{"api listens to controls", api, subscribe("maker.v1.control.>"), "maker.v1.control.>"},
 		// KV writes and stream administration.
-		{"tenant writes its status", alpha, kvPut(ns.StatusBucket(), "alpha.j1"), "$KV.maker_status.alpha.j1"},
+		{"api writes a status", api, kvPut(ns.StatusBucket(), "alpha.j1"), "$KV.maker_status.alpha.j1"},
 		{"voter writes the registry", auth.Voter, kvPut(ns.JobsBucket(), "alpha.j1"), "$KV.maker_jobs.alpha.j1"},
 		{"voter writes a task spec", auth.Voter, kvPut(ns.TasksBucket(), "t.1"), "$KV.maker_tasks.t.1"},
+		{"voter writes an API key", auth.Voter, kvPut(ns.APIKeysBucket(), "k"), "$KV.maker_apikeys.k"},
 		{"voter reads a task spec", auth.Voter, kvGet(ns.TasksBucket(), "t.1"), ""},
 		{"coordinator writes a task spec", auth.Coordinator, kvPut(ns.TasksBucket(), "t.1"), "$KV.maker_tasks.t.1"},
 		{"admin writes a task spec", auth.Admin, kvPut(ns.TasksBucket(), "t.1"), ""},
-		{"tenant resets its judge session", alpha, kvPut(ns.JudgeSessionsBucket(), "alpha.s1"), "$KV.maker_judge_sessions.alpha.s1"},
+		{"api resets a judge session", api, kvPut(ns.JudgeSessionsBucket(), "alpha.s1"), "$KV.maker_judge_sessions.alpha.s1"},
 		{"coordinator writes a judge session", auth.Coordinator, kvPut(ns.JudgeSessionsBucket(), "alpha.s1"), "$KV.maker_judge_sessions.alpha.s1"},
 		{"coordinator purges the judge sessions", auth.Coordinator, request("$JS.API.STREAM.PURGE.KV_maker_judge_sessions"), "$JS.API.STREAM.PURGE.KV_maker_judge_sessions"},
 		{"judge writes a judge session", auth.Judge, kvPut(ns.JudgeSessionsBucket(), "alpha.s1"), ""},
-		{"tenant deletes a stream", alpha, request("$JS.API.STREAM.DELETE.MAKER_JOBS"), "$JS.API.STREAM.DELETE.MAKER_JOBS"},
+		{"api deletes a stream", api, request("$JS.API.STREAM.DELETE.MAKER_JOBS"), "$JS.API.STREAM.DELETE.MAKER_JOBS"},
 		{"voter purges the results", auth.Voter, request("$JS.API.STREAM.PURGE.MAKER_RESULTS"), "$JS.API.STREAM.PURGE.MAKER_RESULTS"},
 		{"judge deletes a fleet stream", auth.Judge, request("$JS.API.STREAM.DELETE.MAKER_JOBS"), "$JS.API.STREAM.DELETE.MAKER_JOBS"},
 		{"judge changes its stream's config", auth.Judge, request("$JS.API.STREAM.UPDATE.MAKER_JUDGE"), "$JS.API.STREAM.UPDATE.MAKER_JUDGE"},
@@ -244,20 +236,16 @@ func TestAuthRefused(t *testing.T) {
 		{"judge reads its requests", auth.Judge, request("$JS.API.CONSUMER.INFO.MAKER_JUDGE.judges"), ""},
 		{"judge re-publishes an approved break-glass call", auth.Judge, jsPublish(ns.JudgeSubject("alpha")), ""},
 		{"judge re-publishes an approved arbitration", auth.Judge, jsPublish(ns.ArbitrateSubject("alpha")), ""},
-		{"tenant lists its jobs", alpha, jobList("alpha"), ""},
-		{"tenant lists another's jobs", beta, jobList("alpha"), "$JS.API.CONSUMER.CREATE.KV_maker_jobs"},
+		{"api lists a tenant's jobs", api, jobList("alpha"), ""},
 		{"admin does anything", auth.Admin, request("$JS.API.STREAM.INFO.MAKER_JOBS"), ""},
 		// Retention (internal/retention, maker jobs purge): the admin and
-		// the coordinators' sweep purge; a tenant purges nothing, its own
-		// or another's, and no one but the admin sets the policies.
-		{"tenant purges the journal", alpha, request("$JS.API.STREAM.PURGE.MAKER_JOURNAL"), "$JS.API.STREAM.PURGE.MAKER_JOURNAL"},
-		{"tenant purges the dead letters", alpha, request("$JS.API.STREAM.PURGE.MAKER_DLQ"), "$JS.API.STREAM.PURGE.MAKER_DLQ"},
-		{"tenant purges another's report", alpha, kvPut(ns.ReportsBucket(), "beta.j1"), "$KV.maker_reports.beta.j1"},
-		{"tenant purges another's registry entry", alpha, kvPut(ns.JobsBucket(), "beta.j1"), "$KV.maker_jobs.beta.j1"},
-		{"tenant purges its own report", alpha, kvPut(ns.ReportsBucket(), "alpha.j1"), "$KV.maker_reports.alpha.j1"},
-		{"tenant purges the reports bucket", alpha, request("$JS.API.STREAM.PURGE.KV_maker_reports"), "$JS.API.STREAM.PURGE.KV_maker_reports"},
-		{"tenant sets its retention", alpha, publish("$KV." + ns.RetentionBucket() + ".alpha"), "$KV." + ns.RetentionBucket() + ".alpha"},
-		{"api purges the journal", auth.API, request("$JS.API.STREAM.PURGE.MAKER_JOURNAL"), "$JS.API.STREAM.PURGE.MAKER_JOURNAL"},
+		// the coordinators' sweep purge; the api purges nothing, and no one
+		// but the admin sets the policies.
+		{"api purges the journal", api, request("$JS.API.STREAM.PURGE.MAKER_JOURNAL"), "$JS.API.STREAM.PURGE.MAKER_JOURNAL"},
+		{"api purges the dead letters", api, request("$JS.API.STREAM.PURGE.MAKER_DLQ"), "$JS.API.STREAM.PURGE.MAKER_DLQ"},
+		{"api writes a report", api, kvPut(ns.ReportsBucket(), "beta.j1"), "$KV.maker_reports.beta.j1"},
+		{"api purges the reports bucket", api, request("$JS.API.STREAM.PURGE.KV_maker_reports"), "$JS.API.STREAM.PURGE.KV_maker_reports"},
+		{"api sets a tenant's retention", api, publish("$KV." + ns.RetentionBucket() + ".alpha"), "$KV." + ns.RetentionBucket() + ".alpha"},
 		{"coordinator sets the fleet's retention", auth.Coordinator, publish("$KV." + ns.RetentionBucket() + "._fleet"), "$KV." + ns.RetentionBucket() + "._fleet"},
 		{"coordinator takes the sweep's lease", auth.Coordinator, publish("$KV." + ns.RetentionBucket() + ".sweep.lease"), ""},
 		{"coordinator purges a job's journal", auth.Coordinator, request("$JS.API.STREAM.PURGE.MAKER_JOURNAL"), ""},

@@ -98,15 +98,9 @@ func deadLetterLimit(ctx context.Context, js jetstream.JetStream, ns Namespace) 
 	return int(limit) - 1<<10
 }
 
-// StoredDeadLetter is a dead letter with its sequence in the DLQ stream.
-type StoredDeadLetter struct {
-	DLQSeq uint64 `json:"dlq_seq"`
-	schemas.DeadLetter
-}
-
 // ListDeadLetters returns the dead letters of tenant/job ("" for every
 // tenant or job), oldest first, at most max of them.
-func ListDeadLetters(ctx context.Context, js jetstream.JetStream, ns Namespace, tenant, job string, max int) ([]StoredDeadLetter, error) {
+func ListDeadLetters(ctx context.Context, js jetstream.JetStream, ns Namespace, tenant, job string, max int) ([]schemas.StoredDeadLetter, error) {
 	filter := ns.DLQWildcard()
 	switch {
 	case tenant != "" && job != "":
@@ -119,13 +113,13 @@ func ListDeadLetters(ctx context.Context, js jetstream.JetStream, ns Namespace, 
 	if max <= 0 {
 		return nil, nil
 	}
-	var out []StoredDeadLetter
+	var out []schemas.StoredDeadLetter
 	err := ReadOrdered(ctx, js, ReadRange{Stream: ns.DLQStream(), Subjects: []string{filter}}, func(seq uint64, data []byte) error {
 		var dl schemas.DeadLetter
 		if err := schemas.Decode(data, &dl); err != nil {
 			dl = schemas.DeadLetter{Reason: "unreadable dead letter: " + err.Error(), Data: data}
 		}
-		out = append(out, StoredDeadLetter{DLQSeq: seq, DeadLetter: dl})
+		out = append(out, schemas.StoredDeadLetter{DLQSeq: seq, DeadLetter: dl})
 		if len(out) == max {
 			return ErrStopRead
 		}
@@ -152,37 +146,37 @@ var ErrOriginalGone = errors.New("bus: the dead letter's original is gone")
 // letter that keeps only a reference has its original read from its
 // stream, checked against the size and SHA-256 kept, and replayed;
 // ErrOriginalGone when it is not there any more (the dead letter stays).
-func ReplayDeadLetter(ctx context.Context, js jetstream.JetStream, ns Namespace, dlqSeq uint64) (StoredDeadLetter, error) {
+func ReplayDeadLetter(ctx context.Context, js jetstream.JetStream, ns Namespace, dlqSeq uint64) (schemas.StoredDeadLetter, error) {
 	s, err := js.Stream(ctx, ns.DLQStream())
 	if err != nil {
-		return StoredDeadLetter{}, fmt.Errorf("bus: dlq: %w", err)
+		return schemas.StoredDeadLetter{}, fmt.Errorf("bus: dlq: %w", err)
 	}
 	raw, err := s.GetMsg(ctx, dlqSeq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return StoredDeadLetter{}, fmt.Errorf("%w: %d", ErrNoDeadLetter, dlqSeq)
+		return schemas.StoredDeadLetter{}, fmt.Errorf("%w: %d", ErrNoDeadLetter, dlqSeq)
 	}
 	if err != nil {
-		return StoredDeadLetter{}, fmt.Errorf("bus: dlq: %w", err)
+		return schemas.StoredDeadLetter{}, fmt.Errorf("bus: dlq: %w", err)
 	}
 	var dl schemas.DeadLetter
 	if err := schemas.Decode(raw.Data, &dl); err != nil {
-		return StoredDeadLetter{}, fmt.Errorf("bus: dead letter %d is unreadable: %w", dlqSeq, err)
+		return schemas.StoredDeadLetter{}, fmt.Errorf("bus: dead letter %d is unreadable: %w", dlqSeq, err)
 	}
 	payload := dl.Data
 	if dl.Truncated {
 		if payload, err = original(ctx, js, dl); err != nil {
-			return StoredDeadLetter{}, fmt.Errorf("bus: replay dead letter %d: %w", dlqSeq, err)
+			return schemas.StoredDeadLetter{}, fmt.Errorf("bus: replay dead letter %d: %w", dlqSeq, err)
 		}
 	}
 	msg := &nats.Msg{Subject: dl.Subject, Data: payload, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, "replay/"+ns.DLQStream()+"/"+strconv.FormatUint(dlqSeq, 10))
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
-		return StoredDeadLetter{}, fmt.Errorf("bus: replay dead letter %d to %s: %w", dlqSeq, dl.Subject, err)
+		return schemas.StoredDeadLetter{}, fmt.Errorf("bus: replay dead letter %d to %s: %w", dlqSeq, dl.Subject, err)
 	}
 	if err := s.DeleteMsg(ctx, dlqSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return StoredDeadLetter{}, fmt.Errorf("bus: remove replayed dead letter %d: %w", dlqSeq, err)
+		return schemas.StoredDeadLetter{}, fmt.Errorf("bus: remove replayed dead letter %d: %w", dlqSeq, err)
 	}
-	return StoredDeadLetter{DLQSeq: dlqSeq, DeadLetter: dl}, nil
+	return schemas.StoredDeadLetter{DLQSeq: dlqSeq, DeadLetter: dl}, nil
 }
 
 // original reads the whole payload a reference-only dead letter points

@@ -37,7 +37,7 @@ func deadLetter(stream string, seq uint64, subject, reason string) *schemas.Dead
 	}
 }
 
-func listDL(t *testing.T, js jetstream.JetStream, ns bus.Namespace, tenant, job string, max int) []bus.StoredDeadLetter {
+func listDL(t *testing.T, js jetstream.JetStream, ns bus.Namespace, tenant, job string, max int) []schemas.StoredDeadLetter {
 	t.Helper()
 	dls, err := bus.ListDeadLetters(dlqCtx(t), js, ns, tenant, job, max)
 	if err != nil {
@@ -96,7 +96,7 @@ func TestDeadLetters(t *testing.T) {
 		}
 	}
 
-	seqs := func(ds []bus.StoredDeadLetter) string {
+	seqs := func(ds []schemas.StoredDeadLetter) string {
 		var s []string
 		for _, d := range ds {
 			s = append(s, fmt.Sprint(d.Seq))

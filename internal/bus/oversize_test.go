@@ -144,7 +144,7 @@ func TestDeadLetterReference(t *testing.T) {
 			if err := bus.PublishDeadLetter(ctx, js, ns, dl); err != nil {
 				t.Fatal(err)
 			}
-			var got *bus.StoredDeadLetter
+			var got *schemas.StoredDeadLetter
 			for _, d := range listDL(t, js, ns, "acme", "j2", 100) {
 				if d.Seq == ack.Sequence {
 					got = &d

@@ -179,13 +179,13 @@ func TestStoreRoundTrip(t *testing.T) {
 
 // TestStoreAuthorization on a nats-server with `maker auth init`'s
 // permissions: only the admin writes calibrations (as the retention
-// policies); tenants, the api and the approver read them; the coordinator
+// policies); the api and the approver read them; the coordinator
 // (which reads every bucket) does not write them either.
 func TestStoreAuthorization(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	srv := authtest.Start(t, "alpha")
+	srv := authtest.Start(t)
 	open := func(ctx context.Context, t *testing.T, id string, create bool) (jetstream.KeyValue, *authtest.Conn, error) {
 		c := srv.Connect(t, id)
 		js, err := jetstream.New(c.Conn)
@@ -204,7 +204,7 @@ func TestStoreAuthorization(t *testing.T) {
 	}
 	// In a group, so ctx outlives the parallel cases.
 	t.Run("readers", func(t *testing.T) {
-		for _, id := range []string{auth.Tenant("alpha"), auth.API, auth.Approver, auth.Coordinator} {
+		for _, id := range []string{auth.API, auth.Approver, auth.Coordinator} {
 			t.Run(id, func(t *testing.T) {
 				t.Parallel()
 				kv, c, err := open(ctx, t, id, false)

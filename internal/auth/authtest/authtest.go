@@ -29,12 +29,12 @@ type Server struct {
 	Dir string
 }
 
-// Start runs auth.Init in a temporary directory (for the given tenants)
-// and a nats-server whose configuration file includes its auth.conf.
-func Start(tb testing.TB, tenants ...string) *Server {
+// Start runs auth.Init in a temporary directory and a nats-server whose
+// configuration file includes its auth.conf.
+func Start(tb testing.TB) *Server {
 	tb.Helper()
 	dir := tb.TempDir()
-	if _, err := auth.Init(auth.InitConfig{Dir: dir, Tenants: tenants}); err != nil {
+	if _, err := auth.Init(auth.InitConfig{Dir: dir}); err != nil {
 		tb.Fatal(err)
 	}
 	return StartConf(tb, dir, "include ./"+auth.ConfigFile+"\n")
