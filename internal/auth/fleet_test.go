@@ -89,7 +89,7 @@ func TestAuthFleetGolden(t *testing.T) {
 
 	coordConn := srv.Connect(t, auth.Coordinator)
 	voterConn := srv.Connect(t, auth.Voter)
-	alpha := srv.Connect(t, auth.API) // submits alpha's job, as maker serve does
+	alpha := srv.Connect(t, auth.API)   // submits alpha's job, as maker serve does
 	admin := srv.Connect(t, auth.Admin) // only watches what is delivered
 
 	rdb := testkit.StartRedis(t).Client(t)
