@@ -136,6 +136,10 @@ type BatchRecord struct {
 	// Pending are the lines whose jobs were fed and have not been counted
 	// yet, at most Window of them.
 	Pending []int64 `json:"pending,omitempty"`
+	// StoredBytes is what the batch's lines take in the batch stream: a
+	// tenant's open batches together hold at most its limit (512 MiB by
+	// default).
+	StoredBytes int64 `json:"stored_bytes,omitempty"`
 	// CreatedAt, UpdatedAt and CompletedAt (set once ended) are when the
 	// batch was created, last changed and ended.
 	CreatedAt   time.Time  `json:"created_at"`
@@ -162,6 +166,9 @@ func (b *BatchRecord) Validate() error {
 	case BatchQueued, BatchRunning, BatchCancelling, BatchCompleted, BatchCancelled:
 	default:
 		return invalid(k, "state must be queued, running, cancelling, completed or cancelled, got %q", b.State)
+	}
+	if b.StoredBytes < 0 {
+		return invalid(k, "stored_bytes must not be negative, got %d", b.StoredBytes)
 	}
 	if b.Priority < MinPriority || b.Priority > MaxPriority {
 		return invalid(k, "priority must be between %d and %d, got %d", MinPriority, MaxPriority, b.Priority)

@@ -112,6 +112,7 @@ var docComments = map[string]string{
 	"BatchRecord.Pending":               "Pending are the lines whose jobs were fed and have not been counted yet, at most Window of them.",
 	"BatchRecord.Priority":              "Priority is the priority of the batch's jobs whose line sets none (0 to 9, higher first).",
 	"BatchRecord.State":                 "State is queued, running, cancelling, completed or cancelled.",
+	"BatchRecord.StoredBytes":           "StoredBytes is what the batch's lines take in the batch stream: a tenant's open batches together hold at most its limit (512 MiB by default).",
 	"BatchRecord.Tenant":                "ID names the batch (ValidBatchID); Tenant owns it and every job of it.",
 	"BatchRecord.UpdatedAt":             "CreatedAt, UpdatedAt and CompletedAt (set once ended) are when the batch was created, last changed and ended.",
 	"BatchRecord.Window":                "Window is the most jobs of the batch unfinished at once (1 to 1000; lowered to the tenant's max_running_jobs when that is set).",

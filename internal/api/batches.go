@@ -50,6 +50,10 @@ func batchErr(err error) error {
 		pe := problem(TypeRateLimited, "%s", err)
 		pe.retryAfter = 30
 		return pe
+	case errors.Is(err, batch.ErrFull):
+		pe := problem(TypeUnavailable, "the fleet's batch store is full: nothing of this batch was kept; try again once batches have ended")
+		pe.retryAfter = 60
+		return pe
 	case errors.Is(err, batch.ErrInvalid):
 		return invalidField("", "%s", err)
 	case errors.Is(err, batch.ErrUnavailable):
@@ -67,7 +71,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, p apikey.Pr
 	if _, err := mediaType(r, append(jsonlTypes, "text/plain")...); err != nil {
 		return err
 	}
-	var o batch.CreateOptions
+	o := batch.CreateOptions{MaxOpenBytes: s.cfg.MaxTenantBatchBytes}
 	q := r.URL.Query()
 	if v := q.Get("priority"); v != "" {
 		n, err := strconv.Atoi(v)

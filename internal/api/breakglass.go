@@ -26,6 +26,10 @@ func judgeErr(err error) error {
 		return problem(TypeNotFound, "no answer yet: the judges have not answered this request of your tenant (it may still be queued), or there is no such request")
 	case errors.Is(err, schemas.ErrInvalid):
 		return invalidField("", "%s", detailOf(err))
+	case bus.LimitReached(err):
+		pe := problem(TypeRateLimited, "your tenant has as many break-glass requests waiting for a judge as it may; try again once they are answered")
+		pe.retryAfter = 30
+		return pe
 	}
 	return err
 }

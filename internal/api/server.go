@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/makerfleet/makerfleet/internal/apikey"
+	"github.com/makerfleet/makerfleet/internal/batch"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
@@ -101,6 +102,10 @@ type Config struct {
 	MaxTaskBytes int64
 	// MaxBatchBytes bounds a batch's JSONL body. Default 256 MiB.
 	MaxBatchBytes int64
+	// MaxTenantBatchBytes bounds the bytes of lines one tenant's open
+	// batches hold together in the batch stream every tenant shares (429
+	// above; batch.CreateOptions.MaxOpenBytes). Default 512 MiB.
+	MaxTenantBatchBytes int64
 	// RatePerSec and Burst are a key's request rate limit when the key
 	// sets none. Default 20 per second, burst 40.
 	RatePerSec float64
@@ -144,6 +149,7 @@ func (c *Config) defaults() {
 	def(&c.MaxBodyBytes, 1<<20)
 	def(&c.MaxTaskBytes, 1<<20)
 	def(&c.MaxBatchBytes, 256<<20)
+	def(&c.MaxTenantBatchBytes, batch.DefaultMaxOpenBytes)
 	if c.RatePerSec == 0 {
 		c.RatePerSec = 20
 	}
@@ -218,7 +224,7 @@ func New(deps Deps, cfg Config) (*Server, error) {
 		return nil, errors.New("api: no built-in tasks")
 	case deps.Auth == nil:
 		return nil, errors.New("api: no authenticator")
-	case cfg.MaxBodyBytes < 0 || cfg.MaxBatchBytes < 0 || cfg.MaxTaskBytes < 0 || cfg.RatePerSec < 0 || cfg.Burst < 0 ||
+	case cfg.MaxBodyBytes < 0 || cfg.MaxBatchBytes < 0 || cfg.MaxTenantBatchBytes < 0 || cfg.MaxTaskBytes < 0 || cfg.RatePerSec < 0 || cfg.Burst < 0 ||
 		cfg.ListLimit < 1 || cfg.MaxListLimit < cfg.ListLimit || cfg.Heartbeat < 0 ||
 		cfg.MaxStreamsPerKey < 0 || cfg.MaxStreamsPerTenant < 0 || cfg.MaxStreams < 0 || cfg.StreamWriteTimeout < 0:
 		return nil, fmt.Errorf("api: invalid config %+v", cfg)

@@ -35,6 +35,10 @@ const (
 	// DefaultMaxOpen is how many batches a tenant may have open (not
 	// completed or cancelled) at once.
 	DefaultMaxOpen = 16
+	// DefaultMaxOpenBytes is how many bytes of lines a tenant's open
+	// batches may hold together in the batch stream, which every tenant
+	// shares (bus.Limits.BatchesBytes, 4 GiB by default).
+	DefaultMaxOpenBytes = 512 << 20
 	// MaxLineBytesLimit keeps a stored line (its prepared job spec, a
 	// little larger than the line) within a bus message.
 	MaxLineBytesLimit = 512 << 10
@@ -65,6 +69,13 @@ type CreateOptions struct {
 	// kept, so only Creates of one tenant racing to their last step may
 	// together pass it. Default DefaultMaxOpen (16).
 	MaxOpen int
+	// MaxOpenBytes refuses the batch, with an error wrapping ErrTooMany,
+	// when its lines as stored and those of the tenant's open batches
+	// would hold more bytes than this: no tenant fills the batch stream
+	// every tenant shares. Checked as the lines are stored (the batch
+	// stops at the first line over) and again before the batch is kept.
+	// Default DefaultMaxOpenBytes (512 MiB).
+	MaxOpenBytes int64
 }
 
 func (o *CreateOptions) defaults() error {
@@ -80,6 +91,9 @@ func (o *CreateOptions) defaults() error {
 	if o.MaxOpen == 0 {
 		o.MaxOpen = DefaultMaxOpen
 	}
+	if o.MaxOpenBytes == 0 {
+		o.MaxOpenBytes = DefaultMaxOpenBytes
+	}
 	switch {
 	case o.Priority < schemas.MinPriority || o.Priority > schemas.MaxPriority:
 		return fmt.Errorf("%w: priority must be between %d and %d, got %d", ErrInvalid, schemas.MinPriority, schemas.MaxPriority, o.Priority)
@@ -91,6 +105,8 @@ func (o *CreateOptions) defaults() error {
 		return fmt.Errorf("%w: max line bytes must be between 1 and %d, got %d", ErrInvalid, MaxLineBytesLimit, o.MaxLineBytes)
 	case o.MaxOpen < 1:
 		return fmt.Errorf("%w: max open batches must be at least 1, got %d", ErrInvalid, o.MaxOpen)
+	case o.MaxOpenBytes < 1:
+		return fmt.Errorf("%w: max open bytes must be at least 1, got %d", ErrInvalid, o.MaxOpenBytes)
 	}
 	return nil
 }
@@ -112,7 +128,9 @@ func NewBatchID() string {
 // twice, or r fails (its error is wrapped too, e.g. an
 // *http.MaxBytesError); nothing of a refused batch is kept or runs. A
 // tenant with MaxOpen batches open already is refused with an error
-// wrapping ErrTooMany, before its input is read.
+// wrapping ErrTooMany, before its input is read; so is a batch whose
+// lines would take the bytes its tenant's open batches hold over
+// MaxOpenBytes, as soon as they would.
 func (s *Store) Create(ctx context.Context, tenant string, r io.Reader, o CreateOptions) (schemas.BatchRecord, error) {
 	if err := schemas.ValidTenant(tenant); err != nil {
 		return schemas.BatchRecord{}, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -123,11 +141,12 @@ func (s *Store) Create(ctx context.Context, tenant string, r io.Reader, o Create
 	if s.tasks == nil {
 		return schemas.BatchRecord{}, fmt.Errorf("%w: a store without tasks cannot create batches", ErrInvalid)
 	}
-	if err := s.checkOpen(ctx, tenant, o.MaxOpen); err != nil {
+	held, err := s.checkOpen(ctx, tenant, o)
+	if err != nil {
 		return schemas.BatchRecord{}, err
 	}
 	c := &creator{
-		s: s, tenant: tenant, id: NewBatchID(), o: o, now: time.Now().UTC(),
+		s: s, tenant: tenant, id: NewBatchID(), o: o, now: time.Now().UTC(), held: held,
 		seen: map[uint64]uint64{}, seed: maphash.MakeSeed(), resolved: map[string]task.Ref{},
 	}
 	c.subject = s.topo.NS.BatchSubject(tenant, c.id)
@@ -141,12 +160,15 @@ func (s *Store) Create(ctx context.Context, tenant string, r io.Reader, o Create
 	}
 	rec := schemas.BatchRecord{
 		Header: schemas.NewHeader(schemas.KindBatchRecord), ID: c.id, Tenant: tenant, State: schemas.BatchQueued,
-		Priority: o.Priority, Window: o.Window, Counts: counts, CreatedAt: c.now, UpdatedAt: c.now,
+		Priority: o.Priority, Window: o.Window, Counts: counts, CreatedAt: c.now, UpdatedAt: c.now, StoredBytes: c.bytes,
 	}
 	rec.Counts.Failed = counts.Invalid
 	if counts.Valid == 0 {
 		rec.State, rec.Cursor, rec.CompletedAt = schemas.BatchCompleted, counts.Total, &c.now
-	} else if err := s.checkOpen(ctx, tenant, o.MaxOpen); err != nil { // others were kept meanwhile
+	} else if held, err := s.checkOpen(ctx, tenant, o); err != nil { // others were kept meanwhile
+		c.purge()
+		return schemas.BatchRecord{}, err
+	} else if err := c.checkBytes(held); err != nil {
 		c.purge()
 		return schemas.BatchRecord{}, err
 	}
@@ -157,20 +179,40 @@ func (s *Store) Create(ctx context.Context, tenant string, r io.Reader, o Create
 	return rec, nil
 }
 
-// checkOpen refuses a new batch of tenant when it has max batches open.
-func (s *Store) checkOpen(ctx context.Context, tenant string, limit int) error {
+// checkOpen refuses a new batch of tenant when it has o.MaxOpen batches
+// open, or their lines hold o.MaxOpenBytes; else it returns the bytes
+// they hold.
+func (s *Store) checkOpen(ctx context.Context, tenant string, o CreateOptions) (held int64, err error) {
 	recs, err := s.List(ctx, tenant)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	n := 0
 	for _, rec := range recs {
 		if !schemas.BatchTerminal(rec.State) {
 			n++
+			held += rec.StoredBytes
 		}
 	}
-	if n >= limit {
-		return fmt.Errorf("%w: tenant %s has %d batches open, at most %d; wait for one to end or cancel one", ErrTooMany, tenant, n, limit)
+	if n >= o.MaxOpen {
+		return 0, fmt.Errorf("%w: tenant %s has %d batches open, at most %d; wait for one to end or cancel one", ErrTooMany, tenant, n, o.MaxOpen)
+	}
+	if held >= o.MaxOpenBytes {
+		return 0, openBytesErr(tenant, held, o.MaxOpenBytes)
+	}
+	return held, nil
+}
+
+func openBytesErr(tenant string, n, limit int64) error {
+	return fmt.Errorf("%w: tenant %s's open batches would hold %d bytes of lines, at most %d; wait for one to end or cancel one",
+		ErrTooMany, tenant, n, limit)
+}
+
+// checkBytes refuses the batch once its lines and those of the tenant's
+// other open batches (held) hold more than MaxOpenBytes.
+func (c *creator) checkBytes(held int64) error {
+	if held+c.bytes > c.o.MaxOpenBytes {
+		return openBytesErr(c.tenant, held+c.bytes, c.o.MaxOpenBytes)
 	}
 	return nil
 }
@@ -189,6 +231,9 @@ type creator struct {
 	seen     map[uint64]uint64 // custom_id hash → stream sequence of its line
 	resolved map[string]task.Ref
 	inflight []pending
+	// held is what the tenant's other open batches held when Create
+	// began; bytes what this batch's stored lines hold.
+	held, bytes int64
 }
 
 type pending struct {
@@ -392,6 +437,10 @@ func (c *creator) encode(it schemas.BatchItem) ([]byte, schemas.BatchItem, error
 // store publishes a line on the batch's subject, keeping at most
 // publishAhead publishes unacknowledged.
 func (c *creator) store(it schemas.BatchItem, data []byte) error {
+	c.bytes += int64(len(data))
+	if err := c.checkBytes(c.held); err != nil {
+		return err
+	}
 	msg := &nats.Msg{Subject: c.subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, c.tenant+"/"+c.id+"/"+strconv.FormatInt(it.Line, 10))
 	ack, err := c.s.topo.JS.PublishMsgAsync(msg)
@@ -419,6 +468,9 @@ func (c *creator) flush(n int) error {
 				c.seen[p.hash] = ack.Sequence
 			}
 		case err := <-p.ack.Err():
+			if bus.LimitReached(err) {
+				return fmt.Errorf("%w: store line %d: %w", ErrFull, p.line, err)
+			}
 			return fmt.Errorf("%w: store line %d: %w", ErrUnavailable, p.line, err)
 		}
 	}

@@ -16,6 +16,10 @@ var (
 	// (queued, running or cancelling) already; one must end (or be
 	// cancelled) before another is taken.
 	ErrTooMany = errors.New("too many open batches")
+	// ErrFull: the batch stream every tenant shares is at its size limit
+	// (bus.Limits.BatchesBytes): nothing of the batch is kept; asking again
+	// once batches have ended may succeed.
+	ErrFull = errors.New("the fleet's batch store is full")
 	// ErrUnavailable: the fleet could not be read or written; asking again
 	// may succeed.
 	ErrUnavailable = errors.New("batch store unavailable")

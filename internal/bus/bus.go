@@ -105,6 +105,9 @@ type Config struct {
 	JobAckWait time.Duration
 	// MaxMsgSize bounds every message. Default 1 MiB.
 	MaxMsgSize int32
+	// Limits bound the streams that take messages from outside the
+	// coordinators. Zero fields take the documented defaults.
+	Limits Limits
 	// StartupWait bounds how long Ensure keeps retrying while the server
 	// does not answer (starting, restarting, overloaded). Default 60s.
 	StartupWait time.Duration
@@ -119,6 +122,57 @@ type Config struct {
 	// Logger receives Ensure's notices: waiting for the topology, replicas
 	// raised. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// Limits bound the streams that take messages from outside the
+// coordinators (tenants' jobs and batch lines, which maker serve stores
+// for them; voters' results and dead letters), so that no one fills the
+// server's store, which every stream shares, or crowds out another
+// tenant's work. The server enforces them. A zero field takes its
+// default; -1 lifts the limit. Ensure sets them on the streams it
+// creates, and on existing streams that have none (an older release's);
+// it never changes a limit an operator set.
+type Limits struct {
+	// QueuedJobsPerTenant bounds one tenant's jobs waiting in the jobs
+	// stream for a coordinator to take them in: the server refuses the
+	// next ("maximum messages per subject exceeded"). Default 10000.
+	QueuedJobsPerTenant int64
+	// DeadLettersPerJob bounds the dead letters kept for one job; the
+	// oldest go. Default 1000.
+	DeadLettersPerJob int64
+	// JobsBytes, ResultsBytes, DLQBytes and BatchesBytes bound the jobs,
+	// results, dead-letter and batch-lines streams. Full, the jobs and
+	// batch-lines streams refuse new messages; the results and dead-letter
+	// streams drop their oldest (a result lost is sampled again). Defaults
+	// 1 GiB, 1 GiB, 512 MiB and 4 GiB; a stream kept in memory takes at
+	// most MemoryStreamBytes.
+	JobsBytes, ResultsBytes, DLQBytes, BatchesBytes int64
+}
+
+// MemoryStreamBytes caps a memory stream's default size limit: a server
+// reserves a stream's limit from its memory when the stream is created.
+const MemoryStreamBytes = 256 << 20
+
+func (l *Limits) defaults() {
+	def := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&l.QueuedJobsPerTenant, 10_000)
+	def(&l.DeadLettersPerJob, 1000)
+	def(&l.JobsBytes, 1<<30)
+	def(&l.ResultsBytes, 1<<30)
+	def(&l.DLQBytes, 512<<20)
+	def(&l.BatchesBytes, 4<<30)
+}
+
+// bytesFor is a byte limit for a stream of storage st.
+func bytesFor(limit int64, st jetstream.StorageType) int64 {
+	if st == jetstream.MemoryStorage && (limit < 0 || limit > MemoryStreamBytes) {
+		return MemoryStreamBytes
+	}
+	return limit
 }
 
 // workStorage is the storage of the sample and result work queues.
@@ -151,6 +205,7 @@ func (c *Config) defaults() {
 	if c.MaxMsgSize == 0 {
 		c.MaxMsgSize = 1 << 20
 	}
+	c.Limits.defaults()
 	if c.StartupWait == 0 {
 		c.StartupWait = 60 * time.Second
 	}
@@ -243,6 +298,7 @@ const (
 
 func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {
 	ns := cfg.Namespace
+	lim := cfg.Limits
 	streams := []jetstream.StreamConfig{
 		{
 			Name:        ns.JobsStream(),
@@ -253,6 +309,11 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topol
 			Replicas:    cfg.Replicas,
 			MaxMsgSize:  cfg.MaxMsgSize,
 			Duplicates:  10 * time.Minute,
+			// One subject per tenant: the server bounds each tenant's queue.
+			MaxMsgsPerSubject:    lim.QueuedJobsPerTenant,
+			Discard:              jetstream.DiscardNew,
+			DiscardNewPerSubject: lim.QueuedJobsPerTenant > 0,
+			MaxBytes:             bytesFor(lim.JobsBytes, cfg.Storage),
 		},
 		{
 			Name:        ns.SamplesStream(),
@@ -275,6 +336,10 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topol
 			MaxMsgSize:  cfg.MaxMsgSize,
 			MaxAge:      24 * time.Hour,
 			Duplicates:  cfg.WorkDuplicates,
+			// Voters publish here: a flood drops the oldest results (which
+			// honest ones are not: their owner reads them at once).
+			MaxBytes: bytesFor(lim.ResultsBytes, cfg.workStorage()),
+			Discard:  jetstream.DiscardOld,
 		},
 	}
 	streams = append(streams,
@@ -300,6 +365,9 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topol
 			Replicas:    cfg.Replicas,
 			MaxMsgSize:  cfg.MaxMsgSize,
 			MaxAge:      30 * 24 * time.Hour,
+			// Full, it refuses a new batch rather than drop stored lines.
+			MaxBytes: bytesFor(lim.BatchesBytes, cfg.Storage),
+			Discard:  jetstream.DiscardNew,
 		},
 		jetstream.StreamConfig{
 			Name:        ns.DLQStream(),
@@ -311,6 +379,11 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topol
 			MaxMsgSize:  cfg.MaxMsgSize + 64<<10,
 			MaxAge:      30 * 24 * time.Hour,
 			Duplicates:  10 * time.Minute,
+			// Voters publish here: a flood keeps the newest, and each job
+			// (one subject) its last DeadLettersPerJob.
+			MaxMsgsPerSubject: lim.DeadLettersPerJob,
+			MaxBytes:          bytesFor(lim.DLQBytes, cfg.Storage),
+			Discard:           jetstream.DiscardOld,
 		},
 	)
 	for _, sc := range streams {
@@ -418,7 +491,10 @@ func ensureStreamLog(ctx context.Context, js jetstream.JetStream, sc jetstream.S
 					ErrTopology, sc.Name, have, want)
 			}
 		}
-		return raiseReplicas(ctx, js, s, sc.Replicas, log)
+		if s, err = raiseReplicas(ctx, js, s, sc.Replicas, log); err != nil {
+			return nil, err
+		}
+		return setLimits(ctx, js, s, sc, log)
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("bus: stream %s: %w", sc.Name, err)
@@ -502,6 +578,37 @@ func raiseReplicas(ctx context.Context, js jetstream.JetStream, s jetstream.Stre
 		return nil, fmt.Errorf("%w: stream %s has %d replicas; raising it to %d: %w", ErrTopology, sc.Name, have, want, err)
 	}
 	log.Info("stream replicas raised", "stream", sc.Name, "from", have, "to", want)
+	return up, nil
+}
+
+// setLimits gives an existing stream the size and per-subject limits of
+// sc that it has none of (one an older release made); a limit it has,
+// an operator's, stays. An identity that may not update streams (the
+// judge) leaves them as they are, with a warning: the stream works
+// without, as it did.
+func setLimits(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, want jetstream.StreamConfig, log *slog.Logger) (jetstream.Stream, error) {
+	sc := s.CachedInfo().Config
+	changed := false
+	if sc.MaxBytes <= 0 && want.MaxBytes > 0 {
+		sc.MaxBytes, changed = want.MaxBytes, true
+	}
+	if sc.MaxMsgsPerSubject <= 0 && want.MaxMsgsPerSubject > 0 {
+		sc.MaxMsgsPerSubject, sc.DiscardNewPerSubject, changed = want.MaxMsgsPerSubject, want.DiscardNewPerSubject, true
+	}
+	if !changed {
+		return s, nil
+	}
+	sc.Discard = want.Discard
+	up, err := js.UpdateStream(ctx, sc)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		log.Warn("stream limits not set: run maker topology create as the admin to set them", "stream", sc.Name,
+			"max_bytes", sc.MaxBytes, "max_msgs_per_subject", sc.MaxMsgsPerSubject, "err", err)
+		return s, nil
+	}
+	log.Info("stream limits set", "stream", sc.Name, "max_bytes", sc.MaxBytes, "max_msgs_per_subject", sc.MaxMsgsPerSubject)
 	return up, nil
 }
 

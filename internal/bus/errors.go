@@ -1,6 +1,11 @@
 package bus
 
-import "errors"
+import (
+	"errors"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
 
 // Sentinel errors of the KV helper, the worker and the ordered reader.
 var (
@@ -28,3 +33,19 @@ var (
 	// arrive in time.
 	ErrReadStalled = errors.New("bus: ordered read stalled")
 )
+
+// jsErrStoreFailed is the server's error code of a message a stream's
+// limits refuse (max bytes, max messages per subject with
+// discard_new_per_subject): JSStreamStoreFailedF.
+const jsErrStoreFailed jetstream.ErrorCode = 10077
+
+// LimitReached reports whether err is a publish the stream's limits
+// refused (Limits: a tenant's queue, or the whole stream, is full), as
+// opposed to a server that did not answer.
+func LimitReached(err error) bool {
+	var api *jetstream.APIError
+	if !errors.As(err, &api) || api.ErrorCode != jsErrStoreFailed {
+		return false
+	}
+	return strings.Contains(api.Description, "maximum")
+}

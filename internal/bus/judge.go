@@ -157,6 +157,14 @@ type JudgeConfig struct {
 	AnswerTTL time.Duration
 	// MaxMsgSize bounds every request. Default 1 MiB.
 	MaxMsgSize int32
+	// QueuedPerTenant bounds one tenant's break-glass requests waiting for
+	// a judge (the stream's subject per tenant): the server refuses the
+	// next. Default 100; -1 lifts it.
+	QueuedPerTenant int64
+	// RequestBytes bounds each request stream (break glass, arbitration):
+	// full, it refuses new requests. Default 256 MiB (memory streams at
+	// most MemoryStreamBytes).
+	RequestBytes int64
 	// StartupWait bounds how long EnsureJudge retries while the server does
 	// not answer. Default 60s.
 	StartupWait time.Duration
@@ -177,6 +185,12 @@ func (c *JudgeConfig) defaults() {
 	}
 	if c.MaxMsgSize == 0 {
 		c.MaxMsgSize = 1 << 20
+	}
+	if c.QueuedPerTenant == 0 {
+		c.QueuedPerTenant = 100
+	}
+	if c.RequestBytes == 0 {
+		c.RequestBytes = 256 << 20
 	}
 	if c.StartupWait == 0 {
 		c.StartupWait = 60 * time.Second
@@ -217,9 +231,13 @@ func ensureJudgeOnce(ctx context.Context, js jetstream.JetStream, cfg JudgeConfi
 	ns := cfg.Namespace
 	// The request streams, one a kind, each pulled by every judge through
 	// its durable ConsumerJudges.
-	requests := []struct{ stream, subject, what string }{
-		{ns.JudgeStream(), ns.subject("judge") + "*", "break-glass requests"},
-		{ns.ArbitrateStream(), ns.subject("arbitrate") + "*", "arbitration requests"},
+	requests := []struct {
+		stream, subject, what string
+		// perTenant bounds a tenant's queued requests (0: none).
+		perTenant int64
+	}{
+		{ns.JudgeStream(), ns.subject("judge") + "*", "break-glass requests", cfg.QueuedPerTenant},
+		{ns.ArbitrateStream(), ns.subject("arbitrate") + "*", "arbitration requests", 0},
 	}
 	var streams []jetstream.StreamConfig
 	for _, r := range requests {
@@ -233,6 +251,12 @@ func ensureJudgeOnce(ctx context.Context, js jetstream.JetStream, cfg JudgeConfi
 			MaxMsgSize:  cfg.MaxMsgSize,
 			MaxAge:      cfg.AnswerTTL,
 			Duplicates:  10 * time.Minute,
+			// One subject per tenant: the server bounds each tenant's
+			// queue, and a full stream refuses rather than drops.
+			MaxMsgsPerSubject:    r.perTenant,
+			DiscardNewPerSubject: r.perTenant > 0,
+			Discard:              jetstream.DiscardNew,
+			MaxBytes:             bytesFor(cfg.RequestBytes, cfg.Storage),
 		})
 	}
 	streams = append(streams, jetstream.StreamConfig{

@@ -117,6 +117,8 @@ create to make it) and reads budgets and samples in flight from the fleet's Redi
 	fl.StringVar(&tlsKey, "tls-key", "", "the certificate's key")
 	fl.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 1<<20, "largest JSON request body (413 above)")
 	fl.Int64Var(&cfg.MaxBatchBytes, "max-batch-bytes", 256<<20, "largest batch body (413 above)")
+	fl.Int64Var(&cfg.MaxTenantBatchBytes, "tenant-batch-bytes", 512<<20, "most bytes of lines one tenant's open batches hold together (429 above)")
+	fl.IntVar(&cfg.MaxStreamsPerTenant, "tenant-streams", 32, "most event streams one tenant's keys hold open together (429 above)")
 	fl.Float64Var(&cfg.RatePerSec, "rate", 20, "requests per second per API key, for keys that set none")
 	fl.IntVar(&cfg.Burst, "burst", 40, "request burst per API key, for keys that set no rate")
 	metricsFlag(cmd, &metricsAddr)
