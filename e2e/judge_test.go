@@ -60,7 +60,7 @@ func TestJudgeCLIApproval(t *testing.T) {
 	}
 	// The requester's identity (tenant-<T>) may not approve its own call;
 	// the approver (the default --as) may.
-	if res := runMaker(t, 30*time.Second, "judge", "approve", "held-e2e", "--nats", natsURL, "--by", "mallory", "--as", "tenant-default"); res.code != cli.ExitUsage || !strings.Contains(res.stderr, "tenant-default asked for held-e2e, and a requester never decides its own call") {
+	if res := runMaker(t, 30*time.Second, "judge", "approve", "held-e2e", "--nats", natsURL, "--by", "mallory", "--as", "api"); res.code != cli.ExitUsage || !strings.Contains(res.stderr, "api asked for held-e2e, and a requester never decides its own call") {
 		t.Fatalf("approve by the requester: exit %d, %q %q", res.code, res.stdout, res.stderr)
 	}
 	if res := runMaker(t, 30*time.Second, "judge", "approve", "held-e2e", "--nats", natsURL, "--by", "alice"); res.code != cli.ExitOK || res.stdout != "approved held-e2e\n" {

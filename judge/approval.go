@@ -27,8 +27,8 @@ import (
 // (<ns>.v1.judge_approve.<identity>); a judge serves it (queue group
 // "judges"). The NATS server lets an identity publish there only under
 // its own name, so the subject proves who decides; the judge refuses a
-// decision by the requester's own identity (tenant-<T> for a break-glass
-// request of tenant T, as its subject proves; coordinator for an
+// decision by the requester's own identity (api for a break-glass
+// request: tenants ask through maker serve; coordinator for an
 // arbitration). Approving moves the record to approved and publishes the
 // request again on its kind's subject; a judge then finds it approved and
 // runs it, naming the approver. Denying moves it to denied and writes the
@@ -46,11 +46,12 @@ var (
 // gateDenied is costGate's decision on a request a person denied.
 const gateDenied = schemas.ApprovalDenied
 
-// Identities a requester has: a tenant's client, and the coordinator for
-// its arbitrations (see docs/security.md).
+// Identities a requester has: maker serve's, which asks for the tenants
+// (they have no NATS identity), and the coordinator for its arbitrations
+// (see docs/security.md).
 const (
-	coordinatorIdentity  = "coordinator"
-	tenantIdentityPrefix = "tenant-"
+	coordinatorIdentity = "coordinator"
+	apiIdentity         = "api"
 )
 
 // requesterIdentity is the identity that asked for the held request a:
@@ -59,7 +60,7 @@ func requesterIdentity(a *schemas.BreakGlassApproval) string {
 	if a.Arbitration != nil {
 		return coordinatorIdentity
 	}
-	return tenantIdentityPrefix + a.Tenant
+	return apiIdentity
 }
 
 // approver is who decided a held request: the person's name, and the

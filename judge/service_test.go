@@ -225,7 +225,7 @@ func TestCostGate(t *testing.T) {
 	// The requester's own identity may neither approve nor deny; the
 	// approver may.
 	for _, d := range []string{schemas.DecisionApprove, schemas.DecisionDeny} {
-		if _, err := decide(ctx, env, "tenant-acme", "held-1", d, "mallory"); !errors.Is(err, judgeclient.ErrOwnRequest) {
+		if _, err := decide(ctx, env, "api", "held-1", d, "mallory"); !errors.Is(err, judgeclient.ErrOwnRequest) {
 			t.Errorf("%s by the requester: %v, want ErrOwnRequest", d, err)
 		}
 	}
