@@ -58,7 +58,7 @@ func TestJudgeCLIApproval(t *testing.T) {
 	if res.code != cli.ExitOK || !strings.Contains(res.stdout, `"request_id":"held-e2e"`) {
 		t.Fatalf("pending: exit %d, %s %s", res.code, res.stdout, res.stderr)
 	}
-	// The requester's identity (tenant-<T>) may not approve its own call;
+	// The requester's identity (the api, for tenants' calls) may not approve its own call;
 	// the approver (the default --as) may.
 	if res := runMaker(t, 30*time.Second, "judge", "approve", "held-e2e", "--nats", natsURL, "--by", "mallory", "--as", "api"); res.code != cli.ExitUsage || !strings.Contains(res.stderr, "api asked for held-e2e, and a requester never decides its own call") {
 		t.Fatalf("approve by the requester: exit %d, %q %q", res.code, res.stdout, res.stderr)
