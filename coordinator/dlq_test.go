@@ -12,6 +12,7 @@ import (
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
+	"github.com/makerfleet/makerfleet/schemas"
 )
 
 // TestMaxDeliveriesToDLQ: a sample request delivered MaxDeliver times
