@@ -47,14 +47,7 @@ func newSecuredEnv(t *testing.T, cfg api.Config) *securedEnv {
 		t.Fatal(err)
 	}
 	apiConn := srv.Connect(t, auth.API)
-	apiJS, err := jetstream.New(apiConn.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	apiTopo, err := bus.Open(ctx, apiJS, bus.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	apiTopo := openAs(ctx, t, apiConn)
 	keys := apikey.New(apiTopo)
 	kctx, kcancel := context.WithCancel(context.Background())
 	t.Cleanup(kcancel)
@@ -84,6 +77,20 @@ func newSecuredEnv(t *testing.T, cfg api.Config) *securedEnv {
 		}
 	})
 	return &securedEnv{apiEnv: e, srv: srv, admin: admin, topo: topo}
+}
+
+// openAs binds the fleet's topology on c's identity, as maker serve does.
+func openAs(ctx context.Context, t *testing.T, c *authtest.Conn) *bus.Topology {
+	t.Helper()
+	js, err := jetstream.New(c.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo, err := bus.Open(ctx, js, bus.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
 }
 
 // register registers tenant/id (queued) as maker serve does.
@@ -156,15 +163,7 @@ func TestJobStepsDenied(t *testing.T) {
 	defer cancel()
 	s.register(ctx, alpha, "j1")
 	conn := s.srv.Connect(t, auth.Approver)
-	js, err := jetstream.New(conn.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	topo, err := bus.Open(ctx, js, bus.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := api.New(api.Deps{NC: conn.Conn, Topo: topo, Tasks: builtin.Registry(), Auth: oneKey(alpha)}, api.Config{})
+	srv, err := api.New(api.Deps{NC: conn.Conn, Topo: openAs(ctx, t, conn), Tasks: builtin.Registry(), Auth: oneKey(alpha)}, api.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

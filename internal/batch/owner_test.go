@@ -1,12 +1,10 @@
 package batch_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,26 +14,9 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/metrics"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 )
-
-// logBuffer keeps what a logger writes, safely across goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
 
 // forge stores body under key of the batches bucket, as a tenant's own
 // identity may (its keys <tenant>.>), and returns its revision.
@@ -86,7 +67,7 @@ func TestRunnerRecordsOwnedByKey(t *testing.T) {
 	for _, f := range forged {
 		forge(t, topo, f.key, f.rec)
 	}
-	logs := &logBuffer{}
+	logs := &testkit.SyncBuffer{}
 	reg := metrics.NewRegistry("coordinator", "test")
 	r, err := batch.NewRunner(topo, batch.RunnerConfig{
 		Owner: "runner-1", MaxBatches: 2, LeaseTTL: 3 * time.Second, ScanInterval: 20 * time.Millisecond,
@@ -134,10 +115,10 @@ func TestRunnerRecordsOwnedByKey(t *testing.T) {
 	if got := r.Refused(); got != int64(len(forged)) {
 		t.Errorf("refused %d records, want each of the %d counted once", got, len(forged))
 	}
-	if n := logs.count("batch record refused"); n < 1 || n > 2 {
-		t.Errorf("%d log lines about refused records, want one (at most one per RefusedLogEvery)\n%s", n, logs.b.String())
+	if n := strings.Count(logs.String(), "batch record refused"); n < 1 || n > 2 {
+		t.Errorf("%d log lines about refused records, want one (at most one per RefusedLogEvery)\n%s", n, logs.String())
 	}
-	if n := logs.count("feeding the batch stopped"); n != 0 {
+	if n := strings.Count(logs.String(), "feeding the batch stopped"); n != 0 {
 		t.Errorf("%d log lines of feeding errors, want none", n)
 	}
 	fams, err := reg.Prometheus().Gather()
