@@ -1,7 +1,6 @@
 package batch_test
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"strings"
@@ -69,24 +68,9 @@ func TestRunnerRecordsOwnedByKey(t *testing.T) {
 	}
 	logs := &testkit.SyncBuffer{}
 	reg := metrics.NewRegistry("coordinator", "test")
-	r, err := batch.NewRunner(topo, batch.RunnerConfig{
+	r := runRunner(t, topo, batch.RunnerConfig{
 		Owner: "runner-1", MaxBatches: 2, LeaseTTL: 3 * time.Second, ScanInterval: 20 * time.Millisecond,
 		Metrics: metrics.NewCoordinator(reg), Logger: slog.New(slog.NewTextHandler(logs, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := r.Run(rctx); err != nil {
-			t.Errorf("runner: %v", err)
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
 	})
 
 	start := time.Now()
