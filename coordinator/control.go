@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -26,9 +27,10 @@ const controlTimeout = 5 * time.Second
 // checked against the job's real state by jobs.Apply and jobs.Decide, the
 // same checks a client writing the registry itself meets.
 type controlService struct {
-	c    *Coordinator
-	topo *bus.Topology
-	subs []*nats.Subscription
+	c       *Coordinator
+	topo    *bus.Topology
+	replies *auth.ReplyGuard
+	subs    []*nats.Subscription
 
 	mu       sync.Mutex
 	stopped  bool
@@ -39,7 +41,7 @@ type controlService struct {
 // to one goroutine each, owned by the NATS connection; stop unsubscribes
 // and waits for the requests in hand.
 func (c *Coordinator) serveControl(ctx context.Context, topo *bus.Topology) (stop func(), err error) {
-	s := &controlService{c: c, topo: topo}
+	s := &controlService{c: c, topo: topo, replies: auth.NewReplyGuard(c.nc, topo.NS, c.log)}
 	for _, subject := range []string{topo.NS.ControlWildcard(), topo.NS.DecideWildcard()} {
 		sub, err := c.nc.QueueSubscribe(subject, bus.QueueCoordinators, func(m *nats.Msg) { s.handle(ctx, m) })
 		if err != nil {
@@ -80,15 +82,16 @@ func (s *controlService) handle(ctx context.Context, m *nats.Msg) {
 	s.inflight.Add(1)
 	s.mu.Unlock()
 	defer s.inflight.Done()
-	kind, tenant, job, ok := s.topo.NS.ParseControlSubject(m.Subject)
-	log := s.c.log.With("subject", m.Subject)
-	if !bus.InboxReply(m.Reply) {
+	if !s.replies.Allow(m) {
 		// Answered anywhere else, the reply would be the coordinator's
 		// own publish where the requester may not publish (see
-		// bus.InboxReply): refused before anything is done.
-		log.Warn("control request refused: its reply subject is not an inbox", "reply", m.Reply)
+		// bus.InboxReply), or go to another identity's inbox than the
+		// sender's (auth.CheckReply): refused before anything is done,
+		// counted and logged at most once a second.
 		return
 	}
+	kind, tenant, job, ok := s.topo.NS.ParseControlSubject(m.Subject)
+	log := s.c.log.With("subject", m.Subject)
 	var (
 		out jobs.Outcome
 		err error

@@ -189,7 +189,8 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return err
 	}
 	// Batches are fed into the fleet by one coordinator's runner each (internal/batch).
-	batches, err := batch.NewRunner(topo, batch.RunnerConfig{Owner: c.cfg.ID, LeaseTTL: c.cfg.LeaseTTL, ScanInterval: c.cfg.ScanInterval, Logger: c.log})
+	batches, err := batch.NewRunner(topo, batch.RunnerConfig{Owner: c.cfg.ID, LeaseTTL: c.cfg.LeaseTTL, ScanInterval: c.cfg.ScanInterval,
+		Metrics: c.cfg.Metrics, Logger: c.log})
 	if err != nil {
 		return err
 	}

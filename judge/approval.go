@@ -391,11 +391,12 @@ const approvalTimeout = 30 * time.Second
 // handleApproval decides one approval message and replies: the updated
 // record, or an error status (judgeclient.Decide reads both).
 func (sv *Service) handleApproval(ctx context.Context, m *nats.Msg) {
-	if m.Reply != "" && !bus.InboxReply(m.Reply) {
+	if m.Reply != "" && !sv.replies.Allow(m) {
 		// The reply would be the judge's own publish where the sender
-		// may not publish (a tenant's counters, answers): refused
-		// before anything is done (see bus.InboxReply).
-		sv.log.Warn("judge: decision refused: its reply subject is not an inbox", "subject", m.Subject, "reply", m.Reply)
+		// may not publish (a tenant's counters, answers; see
+		// bus.InboxReply), or go to another identity's inbox than the
+		// sender's (auth.CheckReply): refused before anything is done,
+		// counted and logged at most once a second.
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, approvalTimeout)

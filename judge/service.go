@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -60,6 +61,8 @@ type Service struct {
 	topo   *bus.JudgeTopology
 	models *models
 	log    *slog.Logger
+	// replies checks the reply subjects of approval decisions.
+	replies *auth.ReplyGuard
 
 	mu        sync.Mutex
 	workers   []*bus.Worker   // set by Start: one a request stream
@@ -109,7 +112,8 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 	if err != nil {
 		return nil, err
 	}
-	return &Service{js: js, cfg: cfg, s: &s, topo: topo, log: cfg.Logger, models: ms}, nil
+	return &Service{js: js, cfg: cfg, s: &s, topo: topo, log: cfg.Logger, models: ms,
+		replies: auth.NewReplyGuard(js.Conn(), topo.NS, cfg.Logger)}, nil
 }
 
 // Start begins pulling requests, break-glass and arbitration ones; it

@@ -195,14 +195,13 @@ type JobList struct {
 }
 
 // DecideBody is the body of POST /v1/jobs/{id}/decide: a person's answer
-// for a step waiting for one.
+// for a step waiting for one. Who decides is the API key's (an approver
+// or admin key): its name, else its prefix; the body cannot say.
 type DecideBody struct {
 	// Step is the waiting step; Answer its answer, as the task's canonical
 	// key.
 	Step   int64  `json:"step" jsonschema:"minimum=0"`
 	Answer string `json:"answer"`
-	// By names the person (default: the API key's id).
-	By string `json:"by,omitempty"`
 }
 
 // ControlResult is the answer to POST /v1/jobs/{id}/pause, resume,

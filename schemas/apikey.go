@@ -26,8 +26,13 @@ type APIKey struct {
 	// Tenant is the tenant every request made with the key acts for.
 	Tenant string `json:"tenant"`
 	// Admin keys may also use the fleet-wide views (every tenant's jobs,
-	// quotas, task registration).
+	// quotas, task registration) and decide any tenant's steps.
 	Admin bool `json:"admin,omitempty"`
+	// Approver keys belong to a person who may answer the steps of the
+	// key's tenant's jobs that wait for one (POST /v1/jobs/{id}/decide);
+	// the decision is recorded as by the key's Name (its Prefix when it
+	// has none). Other tenant keys may not decide.
+	Approver bool `json:"approver,omitempty"`
 	// Name is a note for people, e.g. who holds the key (optional, at most
 	// 64 printable characters).
 	Name string `json:"name,omitempty"`

@@ -6,7 +6,8 @@ package schemas
 // descriptions.
 var docComments = map[string]string{
 	"APIKey":                            "APIKey is one API key of `maker serve`, stored in the API key bucket under the SHA-256 (lower-case hex) of the whole key. The key itself is never stored: it is shown once, when it is created. A revoked key stays in the bucket, with RevokedAt, so it is still listed.",
-	"APIKey.Admin":                      "Admin keys may also use the fleet-wide views (every tenant's jobs, quotas, task registration).",
+	"APIKey.Admin":                      "Admin keys may also use the fleet-wide views (every tenant's jobs, quotas, task registration) and decide any tenant's steps.",
+	"APIKey.Approver":                   "Approver keys belong to a person who may answer the steps of the key's tenant's jobs that wait for one (POST /v1/jobs/{id}/decide); the decision is recorded as by the key's Name (its Prefix when it has none). Other tenant keys may not decide.",
 	"APIKey.Burst":                      "RatePerSec caps the key's requests per second and Burst the bucket of its rate limit (0: the server's defaults).",
 	"APIKey.CreatedAt":                  "CreatedAt is when the key was made; RevokedAt when it was revoked (absent while it is valid).",
 	"APIKey.KeyID":                      "KeyID names the key: 12 lower-case hex digits from a random source, the part of the key after mk_ and before the secret.",
@@ -274,9 +275,8 @@ var docComments = map[string]string{
 	"DeadLetter.Subject":                "Stream and Seq locate the original; Subject is where it was published, Consumer who gave up on it.",
 	"DeadLetter.Truncated":              "Truncated says the original was too large to keep whole (the dead letter would exceed the server's or the stream's size limit): Data holds its head, and Size and SHA256 identify the whole, which a replay reads from Stream at Seq while it is still there.",
 	"DeadLetterList":                    "DeadLetterList is the answer to GET /v1/dlq: the tenant's dead letters (requests the fleet gave up on, with why), oldest first.",
-	"DecideBody":                        "DecideBody is the body of POST /v1/jobs/{id}/decide: a person's answer for a step waiting for one.",
+	"DecideBody":                        "DecideBody is the body of POST /v1/jobs/{id}/decide: a person's answer for a step waiting for one. Who decides is the API key's (an approver or admin key): its name, else its prefix; the body cannot say.",
 	"DecideBody.Answer":                 "Step is the waiting step; Answer its answer, as the task's canonical key.",
-	"DecideBody.By":                     "By names the person (default: the API key's id).",
 	"DecideBody.Step":                   "Step is the waiting step; Answer its answer, as the task's canonical key.",
 	"DecideRequest":                     "DecideRequest is a person's answer for a step of the job its subject names: a step the fleet could not settle, which waits for a person. The coordinators refuse it for any other step (a healthy step, one decided already, one not reached yet).",
 	"DecideRequest.By":                  "By names the person, for the journal.",

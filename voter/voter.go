@@ -61,6 +61,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/internal/sampling"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/internal/throttle"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -169,8 +170,8 @@ type Voter struct {
 	requests, modelCalls, votes, redFlags, skipped, cancelled atomic.Int64
 	modelErrors, malformed, handedBack                        atomic.Int64
 	policyRefused, badReplies, noticesIgnored                 atomic.Int64
-	maxDeliver                                                atomic.Int64 // the consumer's MaxDeliver
-	lastNoticeLog                                             atomic.Int64 // unix nanos of the last ignored-notice log line
+	maxDeliver                                                atomic.Int64   // the consumer's MaxDeliver
+	noticeLog                                                 throttle.Every // spaces the ignored-notice log lines
 }
 
 // New returns a Voter that calls model.
@@ -189,7 +190,7 @@ func New(nc *nats.Conn, model Model, cfg Config) (*Voter, error) {
 		model = timedModel{Model: model, met: cfg.Metrics, model: cfg.Model}
 	}
 	return &Voter{cfg: cfg, nc: nc, js: js, model: model, log: cfg.Logger.With("voter", cfg.ID), decided: newTracker(),
-		insts: lru.New[string, task.Instance](maxInstances)}, nil
+		insts: lru.New[string, task.Instance](maxInstances), noticeLog: throttle.Every{Interval: noticeLogEvery}}, nil
 }
 
 // Stats returns the counters.
@@ -490,9 +491,7 @@ const noticeLogEvery = time.Second
 
 func (v *Voter) ignoreNotice(ev *schemas.StepDecided, why string, args ...any) {
 	v.noticesIgnored.Add(1)
-	now := time.Now().UnixNano()
-	last := v.lastNoticeLog.Load()
-	if now-last < int64(noticeLogEvery) || !v.lastNoticeLog.CompareAndSwap(last, now) {
+	if !v.noticeLog.Allow() {
 		return
 	}
 	v.log.Warn("ignoring a step-decided notice: "+why,

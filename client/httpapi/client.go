@@ -142,7 +142,9 @@ func (c *Client) Cancel(ctx context.Context, id string) (schemas.ControlResult, 
 }
 
 // Decide answers the step the job waits at for a person; any other step
-// is ErrNotWaiting.
+// is ErrNotWaiting. Only a person's key decides: an approver key (its own
+// tenant's jobs) or an admin key; another key is ErrForbidden. The fleet
+// records the decision as by the key's name (its prefix when it has none).
 func (c *Client) Decide(ctx context.Context, id string, d schemas.DecideBody) (schemas.ControlResult, error) {
 	return c.control(ctx, id, "decide", d)
 }

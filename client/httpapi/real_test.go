@@ -107,6 +107,10 @@ func TestRealServer(t *testing.T) {
 		{"another tenant's result", func() error { _, err := beta.Result(ctx, "h1"); return err }, httpapi.ErrNotFound},
 		{"another tenant's events", func() error { _, err := beta.Wait(ctx, "h1", nil); return err }, httpapi.ErrNotFound},
 		{"pause a finished job", func() error { _, err := alpha.Pause(ctx, "h1"); return err }, httpapi.ErrConflict},
+		{"decide with a tenant key", func() error {
+			_, err := alpha.Decide(ctx, "h1", schemas.DecideBody{Step: 0, Answer: "x"})
+			return err
+		}, httpapi.ErrForbidden},
 		{"conflicting job", func() error {
 			_, err := alpha.Submit(ctx, schemas.JobRequest{JobID: "h1", Task: "hanoi", Params: json.RawMessage(`{"disks":4}`), K: 1})
 			return err

@@ -46,10 +46,10 @@ func (s *Server) postBreakGlass(w http.ResponseWriter, r *http.Request, p apikey
 	if req.Tenant != "" && req.Tenant != p.Tenant {
 		return invalidField("/tenant", "tenant %q is not the API key's tenant; leave it out", req.Tenant)
 	}
-	if req.Requester != "" && req.Requester != p.Who() {
-		return invalidField("/requester", "the requester is the API key's name (%q); leave it out", p.Who())
+	if req.Requester != "" && req.Requester != p.Person() {
+		return invalidField("/requester", "the requester is the API key's name (%q); leave it out", p.Person())
 	}
-	req.Tenant, req.Requester = p.Tenant, p.Who()
+	req.Tenant, req.Requester = p.Tenant, p.Person()
 	if req.RequestID == "" {
 		req.RequestID = judgeclient.NewRequestID("bg")
 	}

@@ -219,7 +219,7 @@ func TestControlWithoutCoordinator(t *testing.T) {
 		}
 	}
 	// A decision for a step that waits for no person.
-	if r := e.json(http.MethodPost, "/v1/jobs/"+c.ID+"/decide", e.key[alpha], `{"step":0,"answer":"x"}`); r.status != http.StatusConflict {
+	if r := e.json(http.MethodPost, "/v1/jobs/"+c.ID+"/decide", e.key[alice], `{"step":0,"answer":"x"}`); r.status != http.StatusConflict {
 		t.Errorf("decide a step that waits for no one: %d %s", r.status, r.body)
 	}
 }

@@ -360,21 +360,28 @@ func controlResult(out jobs.Outcome) schemas.ControlResult {
 	return schemas.ControlResult{ID: rec.JobID, Tenant: rec.Tenant, State: rec.State, Control: rec.Control, Changed: out.Changed}
 }
 
-// decide is POST /v1/jobs/{id}/decide.
+// decide is POST /v1/jobs/{id}/decide: only a person decides, so only an
+// approver key (its own tenant's jobs) or an admin key (any tenant's, with
+// ?tenant=) may; another key is 403. Who decided is the key's
+// (Principal.Person), never the body's: a body naming someone is 422.
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, p apikey.Principal) error {
+	if !p.Approver && !p.Admin {
+		return problem(TypeForbidden, "only a person decides a step: an approver key (maker keys create --approver) "+
+			"or an admin key; this key is neither")
+	}
 	tenant, id, err := jobRef(r, p)
 	if err != nil {
 		return err
 	}
 	var body schemas.DecideBody
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &body); err != nil {
+		if pe := (*problemError)(nil); errors.As(err, &pe) && len(pe.p.Errors) == 1 && pe.p.Errors[0].Path == "/by" {
+			return invalidField("/by", "by is not taken: the decision is recorded as by this API key's name (%s); leave by out",
+				p.Person())
+		}
 		return err
 	}
-	by := body.By
-	if by == "" {
-		by = "api-key:" + p.KeyID
-	}
-	req := schemas.DecideRequest{Header: schemas.NewHeader(schemas.KindDecideRequest), Step: body.Step, VoteKey: body.Answer, By: by}
+	req := schemas.DecideRequest{Header: schemas.NewHeader(schemas.KindDecideRequest), Step: body.Step, VoteKey: body.Answer, By: p.Person()}
 	if err := req.Validate(); err != nil {
 		path := fieldPath(err)
 		if path == "/vote_key" {

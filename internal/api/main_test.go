@@ -32,11 +32,13 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// Tenants of every test's fleet; ops holds the admin key.
+// Tenants of every test's fleet; ops holds the admin key; alice is a
+// person, alpha's approver (e.key[alice] is her approver key).
 const (
 	alpha = "alpha"
 	beta  = "beta"
 	ops   = "ops"
+	alice = "alice"
 )
 
 // apiEnv is one test's API server on a fleet (fleettest: real
@@ -83,8 +85,12 @@ func newEnv(t *testing.T, o options) *apiEnv {
 		}
 		e.key[tn] = k
 	}
-	k, _, err := keys.Create(ctx, apikey.CreateOptions{Tenant: ops, Admin: true})
+	k, _, err := keys.Create(ctx, apikey.CreateOptions{Tenant: alpha, Approver: true, Name: alice})
 	if err != nil {
+		t.Fatal(err)
+	}
+	e.key[alice] = k
+	if k, _, err = keys.Create(ctx, apikey.CreateOptions{Tenant: ops, Admin: true}); err != nil {
 		t.Fatal(err)
 	}
 	e.admin = k

@@ -129,6 +129,9 @@ func asProblem(err error) *problemError {
 		return problem(TypeNotWaiting, "%s", detailOf(err))
 	case errors.Is(err, jobs.ErrConflict):
 		return problem(TypeConflict, "%s", detailOf(err))
+	case errors.Is(err, errJournalDenied):
+		return problem(TypeUnavailable, "this server may not read the jobs' journal on NATS: an operator must grant "+
+			"its identity the journal reads (maker auth init writes them); the server's log names what was refused")
 	case errors.Is(err, jobs.ErrUnavailable):
 		return problem(TypeUnavailable, "the fleet did not answer; try again")
 	case errors.Is(err, jobs.ErrInvalid):

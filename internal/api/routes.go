@@ -131,9 +131,13 @@ func (s *Server) routes() []route {
 		control("resume", "Resume a paused or budget-exhausted job"),
 		control("cancel", "Cancel a job for good at its next step boundary"),
 		{method: http.MethodPost, path: "/v1/jobs/{id}/decide", access: tenant, h: s.decide, id: "decideJob",
-			summary: "Answer a step the fleet could not settle (the job waits for a person)",
-			query:   []param{tenantQ}, body: jsonOf[schemas.DecideBody](),
-			ok: http.StatusOK, okBody: jsonOf[schemas.ControlResult](), errs: []int{400, 404, 409, 413, 415, 422}},
+			summary: "Answer a step the fleet could not settle (the job waits for a person): approver and admin keys only",
+			desc: "Only a person decides: an approver key (maker keys create --approver), for its own tenant's jobs, or an " +
+				"admin key (any tenant's, with ?tenant=); any other key is 403 forbidden. The decision is recorded as by " +
+				"the key's name (its prefix mk_<key id> when it has none); the body cannot name anyone (a by field is 422). " +
+				"A step that does not wait for a person is 409 not-waiting. " + jobID + ".",
+			query: []param{tenantQ}, body: jsonOf[schemas.DecideBody](),
+			ok: http.StatusOK, okBody: jsonOf[schemas.ControlResult](), errs: []int{400, 403, 404, 409, 413, 415, 422}},
 
 		{method: http.MethodGet, path: "/v1/jobs/{id}/budget", access: tenant, h: s.getBudget, id: "getJobBudget",
 			summary: "A job's budget: its limit, what it spent and what it has reserved", query: []param{tenantQ},

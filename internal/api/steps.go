@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"math/bits"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -45,18 +47,20 @@ func (s *Server) jobSteps(w http.ResponseWriter, r *http.Request, p apikey.Princ
 		return err
 	}
 	defer js.close()
-	ctx, topo, tenant, id := js.ctx, s.deps.Topo, js.tenant, js.id
+	ctx, stopGuard := s.guardJournal(js.ctx)
+	defer stopGuard()
+	topo, tenant, id := s.deps.Topo, js.tenant, js.id
 	if after == 0 && tail > 0 {
 		lctx, lcancel := s.timeout(ctx)
 		after, err = tailStart(lctx, topo, tenant, id, tail)
 		lcancel()
 		if err != nil {
-			return err
+			return journalErr(ctx, err)
 		}
 	}
 	entries, err := s.followJournal(ctx, tenant, id, after)
 	if err != nil {
-		return err
+		return journalErr(ctx, err)
 	}
 	defer entries.stop()
 
@@ -128,6 +132,40 @@ func (s *Server) jobSteps(w http.ResponseWriter, r *http.Request, p apikey.Princ
 	}
 }
 
+// errJournalDenied: the NATS server refused this server's identity a read
+// of the journal (an auth.conf that does not grant the api identity its
+// filtered reads of the journal): the step stream is answered 503 at once
+// instead of waiting for its timeout.
+var errJournalDenied = errors.New("the NATS server refused this server's identity a read of the journal")
+
+// guardJournal returns ctx, ended (with errJournalDenied, wrapping the
+// violation, as its cause) as soon as the NATS server reports a refused
+// request of this server's connection on the journal stream; stop ends
+// the watch. nats.go reports a refused publish apart from the request
+// that sent it, which would otherwise wait for its timeout.
+func (s *Server) guardJournal(ctx context.Context) (context.Context, func()) {
+	gctx, cancel := context.WithCancelCause(ctx)
+	stream := s.deps.Topo.NS.JournalStream()
+	stop := bus.WatchViolations(s.deps.NC, func(subject string, err error) {
+		if slices.Contains(strings.Split(subject, "."), stream) {
+			cancel(fmt.Errorf("%w: %w", errJournalDenied, err))
+		}
+	})
+	return gctx, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// journalErr is err, a failed read of the journal under guardJournal's
+// ctx, or the server's refusal when that is why it failed.
+func journalErr(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); errors.Is(cause, errJournalDenied) {
+		return cause
+	}
+	return err
+}
+
 // DefaultStepTail is how many of a job's most recent journal entries a
 // step stream sends first when the client gives neither ?tail= nor a
 // sequence to resume after; MaxStepTail is the most ?tail= may ask.
@@ -191,17 +229,17 @@ func tailStart(ctx context.Context, topo *bus.Topology, tenant, job string, n ui
 	if count <= n {
 		return 0, nil
 	}
-	first, err := st.GetMsg(ctx, info.State.FirstSeq, jetstream.WithGetMsgSubject(subj))
-	if err != nil {
-		return 0, fmt.Errorf("%w: journal: %w", jobs.ErrUnavailable, err)
+	first, err := bus.SubjectSeq(ctx, topo.JS, topo.NS.JournalStream(), subj, false)
+	if err != nil || first == 0 {
+		return 0, fmt.Errorf("%w: journal: first entry of %s/%s: %w", jobs.ErrUnavailable, tenant, job, err)
 	}
-	span := last - first.Sequence + 1 // >= count > n
+	span := last - first + 1 // >= count > n
 	// back is the span of n entries at the job's density: span*n/count,
 	// below span as n < count.
 	hi, lo := bits.Mul64(span, n)
 	back, _ := bits.Div64(hi, lo, count)
 	if back >= span {
-		return first.Sequence - 1, nil
+		return first - 1, nil
 	}
 	return last - back, nil
 }
@@ -225,19 +263,16 @@ func stepEvent(out *deadlineWriter, seq uint64, data []byte) error {
 
 // lastJournalSeq is the stream sequence of tenant/job's last journal
 // entry, 0 if it has none.
+// The journal is read only through consumers filtered on the job's
+// decisions (bus.SubjectSeq, followJournal): what the api identity may
+// read of it on a secured fleet (internal/auth), where a message get
+// would read any job's entries and checkpoints.
 func lastJournalSeq(ctx context.Context, topo *bus.Topology, tenant, job string) (uint64, error) {
-	st, err := topo.JS.Stream(ctx, topo.NS.JournalStream())
-	if err != nil {
-		return 0, fmt.Errorf("%w: journal stream: %w", jobs.ErrUnavailable, err)
-	}
-	m, err := st.GetLastMsgForSubject(ctx, topo.NS.JournalSubject(tenant, job))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
+	seq, err := bus.SubjectSeq(ctx, topo.JS, topo.NS.JournalStream(), topo.NS.JournalSubject(tenant, job), true)
 	if err != nil {
 		return 0, fmt.Errorf("%w: journal: %w", jobs.ErrUnavailable, err)
 	}
-	return m.Sequence, nil
+	return seq, nil
 }
 
 // journalEntry is one raw journal entry and its stream sequence.

@@ -56,14 +56,24 @@ type Principal struct {
 	Tenant string
 	// Admin keys may use the fleet-wide views.
 	Admin bool
-	// Name is the key's name (empty when it has none); Prefix its
-	// mk_<key id>. Who a request comes from, for audit trails, is
-	// Principal.Who.
-	Name, Prefix string
+	// Approver keys may answer the key's tenant's steps that wait for a
+	// person.
+	Approver bool
+	// Name is the key's name ("" when it has none).
+	Name string
 	// RatePerSec and Burst are the key's own rate limit (0: the server's
 	// defaults).
 	RatePerSec float64
 	Burst      int
+}
+
+// Person is who a decision made with the key is recorded as by: its name,
+// or its prefix mk_<key id> when it has none.
+func (p Principal) Person() string {
+	if strings.TrimSpace(p.Name) != "" {
+		return p.Name
+	}
+	return schemas.APIKeyPrefix + p.KeyID
 }
 
 // Key shape: mk_ + 12 hex + _ + 43 base64url characters (32 bytes).
@@ -85,7 +95,11 @@ type CreateOptions struct {
 	Tenant string
 	// Admin gives the key the fleet-wide views.
 	Admin bool
-	// Name is a note for people (optional).
+	// Approver lets the key answer its tenant's steps that wait for a
+	// person, as Name (the key's prefix when it has none).
+	Approver bool
+	// Name is a note for people (optional); for an approver key, the
+	// person its decisions are recorded as by.
 	Name string
 	// RatePerSec and Burst are the key's rate limit (0: the server's
 	// defaults).
@@ -196,18 +210,8 @@ func (s *Store) Authenticate(ctx context.Context, key string) (Principal, error)
 	if !ok || e.rec.Revoked() || e.rec.Prefix != key[:prefixLen] {
 		return Principal{}, ErrUnauthorized
 	}
-	return Principal{KeyID: e.rec.KeyID, Tenant: e.rec.Tenant, Admin: e.rec.Admin, Name: e.rec.Name, Prefix: e.rec.Prefix,
+	return Principal{KeyID: e.rec.KeyID, Tenant: e.rec.Tenant, Admin: e.rec.Admin, Approver: e.rec.Approver, Name: e.rec.Name,
 		RatePerSec: e.rec.RatePerSec, Burst: e.rec.Burst}, nil
-}
-
-// Who names the key's holder in records made for it (an audit trail's
-// requester): its name, else its prefix. Never anything a request body
-// says.
-func (p Principal) Who() string {
-	if p.Name != "" {
-		return p.Name
-	}
-	return p.Prefix
 }
 
 // Create makes a key and returns it (the only time it is ever shown) with
@@ -219,7 +223,7 @@ func (s *Store) Create(ctx context.Context, o CreateOptions) (string, schemas.AP
 	rec := schemas.APIKey{
 		Header: schemas.NewHeader(schemas.KindAPIKey),
 		KeyID:  strings.Repeat("0", keyIDLen), Prefix: schemas.APIKeyPrefix + strings.Repeat("0", keyIDLen),
-		Tenant: o.Tenant, Admin: o.Admin, Name: o.Name, RatePerSec: o.RatePerSec, Burst: o.Burst,
+		Tenant: o.Tenant, Admin: o.Admin, Approver: o.Approver, Name: o.Name, RatePerSec: o.RatePerSec, Burst: o.Burst,
 		CreatedAt: s.now().UTC().Truncate(time.Millisecond),
 	}
 	if err := rec.Validate(); err != nil {

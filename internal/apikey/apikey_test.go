@@ -156,6 +156,7 @@ func TestCreate(t *testing.T) {
 		{Tenant: "acme", Name: "acme's batch runner", RatePerSec: 20, Burst: 40},
 		{Tenant: "acme"},
 		{Tenant: "globex", Admin: true, Name: "ops"},
+		{Tenant: "acme", Approver: true, Name: "alice"},
 	}
 	seen := map[string]bool{}
 	var made []string
@@ -172,7 +173,7 @@ func TestCreate(t *testing.T) {
 			t.Errorf("key id %s twice", rec.KeyID)
 		}
 		seen[rec.KeyID] = true
-		if rec.Tenant != o.Tenant || rec.Admin != o.Admin || rec.Name != o.Name || rec.RatePerSec != o.RatePerSec ||
+		if rec.Tenant != o.Tenant || rec.Admin != o.Admin || rec.Approver != o.Approver || rec.Name != o.Name || rec.RatePerSec != o.RatePerSec ||
 			rec.Burst != o.Burst || rec.CreatedAt.IsZero() || rec.Revoked() {
 			t.Errorf("record %+v, options %+v", rec, o)
 		}
@@ -184,7 +185,8 @@ func TestCreate(t *testing.T) {
 		if err := schemas.Decode(entry.Value(), &stored); err != nil || stored.KeyID != rec.KeyID {
 			t.Errorf("stored %s: %v", entry.Value(), err)
 		}
-		want := apikey.Principal{KeyID: rec.KeyID, Tenant: o.Tenant, Admin: o.Admin, RatePerSec: o.RatePerSec, Burst: o.Burst}
+		want := apikey.Principal{KeyID: rec.KeyID, Tenant: o.Tenant, Admin: o.Admin, Approver: o.Approver, Name: o.Name,
+			RatePerSec: o.RatePerSec, Burst: o.Burst}
 		for name, st := range map[string]*apikey.Store{"cached": s, "uncached": uncached} {
 			if p, err := st.Authenticate(ctx, key); err != nil || p != want {
 				t.Errorf("%s: Authenticate = %+v, %v; want %+v", name, p, err, want)

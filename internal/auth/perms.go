@@ -332,6 +332,10 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 		}
 		p.Publish.Allow = append(p.Publish.Allow, n.readCalibrations()...)
 		p.Publish.Allow = append(p.Publish.Allow, streamRead(n.ns.DLQStream(), n.subj("dlq")+">")...)
+		// The dashboard's step feed (GET /v1/jobs/{id}/steps): a job's
+		// decisions, through ordered consumers filtered on its subject
+		// (never its checkpoints, no message get of the whole journal).
+		p.Publish.Allow = append(p.Publish.Allow, streamRead(n.ns.JournalStream(), n.subj("journal")+"*.*.d")...)
 		// A batch's lines: read in order, or one by one; a batch refused
 		// after its lines were stored is purged.
 		bs := n.ns.BatchesStream()

@@ -181,6 +181,15 @@ func TestAuthRefusedService(t *testing.T) {
 		{"api listens to controls", auth.API, subscribe("maker.v1.control.>"), "maker.v1.control.>"},
 		{"api listens to another's inbox", auth.API, subscribe("_INBOX.coordinator.>"), "_INBOX.coordinator.>"},
 		{"api creates a stream", auth.API, request("$JS.API.STREAM.CREATE.X"), "$JS.API.STREAM.CREATE.X"},
+		// The step feed: a job's decisions through filtered ordered reads
+		// of the journal, nothing else of it.
+		{"api reads a job's decisions", auth.API, readLines(ns.JournalStream(), ns.JournalSubject("alpha", "j1")), ""},
+		{"api reads a job's checkpoints", auth.API, readLines(ns.JournalStream(), ns.CheckpointSubject("alpha", "j1")),
+			"$JS.API.CONSUMER.CREATE." + ns.JournalStream()},
+		{"api reads the whole journal", auth.API, readLines(ns.JournalStream(), "maker.v1.journal.>"),
+			"$JS.API.CONSUMER.CREATE." + ns.JournalStream()},
+		{"api gets a journal message", auth.API, request("$JS.API.STREAM.MSG.GET." + ns.JournalStream()),
+			"$JS.API.STREAM.MSG.GET." + ns.JournalStream()},
 	}
 	runRefusals(ctx, t, srv, cases)
 }

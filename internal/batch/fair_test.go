@@ -21,9 +21,15 @@ const oneLine = `{"custom_id":"a","task":"hanoi","params":{"disks":3},"k":1}` + 
 // startRunner runs a batch runner (no coordinator) until the test ends.
 func startRunner(t *testing.T, topo *bus.Topology, maxBatches int) {
 	t.Helper()
-	r, err := batch.NewRunner(topo, batch.RunnerConfig{
+	runRunner(t, topo, batch.RunnerConfig{
 		Owner: "runner-1", MaxBatches: maxBatches, LeaseTTL: 3 * time.Second, ScanInterval: 50 * time.Millisecond,
 	})
+}
+
+// runRunner runs a batch runner of cfg until the test ends.
+func runRunner(t *testing.T, topo *bus.Topology, cfg batch.RunnerConfig) *batch.Runner {
+	t.Helper()
+	r, err := batch.NewRunner(topo, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,6 +45,7 @@ func startRunner(t *testing.T, topo *bus.Topology, maxBatches int) {
 		cancel()
 		<-done
 	})
+	return r
 }
 
 // fedBatch waits until tenant's batch id has its job fed.

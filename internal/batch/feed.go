@@ -37,8 +37,9 @@ type feeder struct {
 	recs   *bus.KV[schemas.BatchRecord]
 
 	rec    schemas.BatchRecord
+	rev    uint64 // the revision rec was read at (load), for a refusal
 	window int
-	stream jetstream.Stream // the batch stream, once read
+	st     jetstream.Stream // the batch stream, once read (stream)
 	asked  map[int64]bool   // pending lines whose jobs were asked to cancel
 }
 
@@ -49,6 +50,9 @@ func (f *feeder) run(ctx context.Context) error {
 	}
 	if schemas.BatchTerminal(f.rec.State) {
 		return nil
+	}
+	if err := f.checkLines(ctx); err != nil {
+		return err
 	}
 	// Watch first, then look: no report and no cancel slips between.
 	reports, err := f.r.topo.Reports.Watch(ctx, bus.JobKey(f.tenant, "*"), jetstream.UpdatesOnly())
@@ -199,7 +203,7 @@ func (f *feeder) feed(ctx context.Context) error {
 			nextSeq = int64(seq) + 1
 			switch {
 			case err != nil:
-				f.log.Error("a stored line is unreadable; counted failed", "seq", seq, "err", err)
+				f.badLine(seq, err)
 				bad++
 			case it.Line <= last:
 				return fmt.Errorf("%w: batch %s/%s: stored line %d is out of order", ErrUnavailable, f.tenant, f.id, it.Line)
@@ -238,14 +242,11 @@ func (f *feeder) feed(ctx context.Context) error {
 // next reads the batch's first stored line at or after stream sequence
 // seq.
 func (f *feeder) next(ctx context.Context, seq int64) (schemas.BatchItem, uint64, error) {
-	if f.stream == nil {
-		st, err := f.r.topo.JS.Stream(ctx, f.r.topo.NS.BatchesStream())
-		if err != nil {
-			return schemas.BatchItem{}, 0, fmt.Errorf("batch stream: %w", err)
-		}
-		f.stream = st
+	st, err := f.stream(ctx)
+	if err != nil {
+		return schemas.BatchItem{}, 0, err
 	}
-	msg, err := f.stream.GetMsg(ctx, uint64(seq), jetstream.WithGetMsgSubject(f.r.topo.NS.BatchSubject(f.tenant, f.id)))
+	msg, err := st.GetMsg(ctx, uint64(seq), jetstream.WithGetMsgSubject(f.r.topo.NS.BatchSubject(f.tenant, f.id)))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return schemas.BatchItem{}, 0, fmt.Errorf("%w: batch %s/%s: its lines after sequence %d are missing", ErrUnavailable, f.tenant, f.id, seq)
 	}
@@ -260,6 +261,18 @@ func (f *feeder) next(ctx context.Context, seq int64) (schemas.BatchItem, uint64
 		return it, msg.Sequence, fmt.Errorf("%w: the line names batch %s/%s", errUnreadable, it.Tenant, it.BatchID)
 	}
 	return it, msg.Sequence, nil
+}
+
+// stream is the batch stream.
+func (f *feeder) stream(ctx context.Context) (jetstream.Stream, error) {
+	if f.st == nil {
+		st, err := f.r.topo.JS.Stream(ctx, f.r.topo.NS.BatchesStream())
+		if err != nil {
+			return nil, fmt.Errorf("batch stream: %w", err)
+		}
+		f.st = st
+	}
+	return f.st, nil
 }
 
 // submit registers spec's job (a no-op if it is registered, or has a
@@ -379,14 +392,47 @@ func (f *feeder) count(ctx context.Context, outcomes map[int64]outcome) error {
 	})
 }
 
-// load reads the record.
+// load reads the record; one whose body names another tenant or batch
+// than its key is refused (owner.go).
 func (f *feeder) load(ctx context.Context) error {
-	rec, _, err := f.recs.Get(ctx, recordKey(f.tenant, f.id))
+	rec, rev, err := f.recs.Get(ctx, recordKey(f.tenant, f.id))
 	if err != nil {
 		return fmt.Errorf("read batch: %w", err)
 	}
-	f.rec = *rec
+	if ref := foreign(f.tenant, f.id, rec, rev); ref != nil {
+		return ref
+	}
+	f.rec, f.rev = *rec, rev
 	return nil
+}
+
+// checkLines refuses a record that counts other lines than its subject
+// holds (owner.go): its runner would otherwise look for lines that are
+// not there, fail, and be taken up again at every scan.
+func (f *feeder) checkLines(ctx context.Context) error {
+	st, err := f.stream(ctx)
+	if err != nil {
+		return err
+	}
+	subj := f.r.topo.NS.BatchSubject(f.tenant, f.id)
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return fmt.Errorf("count the batch's lines: %w", err)
+	}
+	if n := int64(info.State.Subjects[subj]); n != f.rec.Counts.Total {
+		return &refusal{reason: refusedLines, rev: f.rev,
+			detail: fmt.Sprintf("the record of %s counts %d lines and %s holds %d", recordKey(f.tenant, f.id), f.rec.Counts.Total, subj, n)}
+	}
+	return nil
+}
+
+// badLine counts a stored line that cannot be fed (counted failed in its
+// batch); the log is the runner's refused log, spaced out.
+func (f *feeder) badLine(seq uint64, err error) {
+	f.r.countRefused(f.tenant, &refusal{reason: refusedLine})
+	if f.r.refusedLog.Allow() {
+		f.log.Warn("a stored line cannot be fed; counted failed", "seq", seq, "err", err, "refused_so_far", f.r.Refused())
+	}
 }
 
 // update applies decide to the record with compare-and-set and keeps what
@@ -399,6 +445,10 @@ func (f *feeder) update(ctx context.Context, decide func(*schemas.BatchRecord) (
 		if cur == nil {
 			return nil, fmt.Errorf("%w: %s/%s", ErrNotFound, f.tenant, f.id)
 		}
+		if ref := foreign(f.tenant, f.id, cur, 0); ref != nil {
+			derr = ref
+			return nil, bus.ErrAbort
+		}
 		seen = *cur
 		seen.Pending = slices.Clone(cur.Pending)
 		changed, err := decide(cur)
@@ -410,6 +460,13 @@ func (f *feeder) update(ctx context.Context, decide func(*schemas.BatchRecord) (
 	switch {
 	case err != nil:
 		return err
+	case errors.Is(derr, errRefused):
+		// Rewritten under us to name another batch: refused at the
+		// revision read again (or, changed back meanwhile, fed anew).
+		if err := f.load(ctx); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: the batch record changed while it was written", ErrUnavailable)
 	case rec == nil: // nothing written
 		f.rec = seen
 		return derr

@@ -8,12 +8,15 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/lease"
+	"github.com/makerfleet/makerfleet/internal/metrics"
+	"github.com/makerfleet/makerfleet/internal/throttle"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -36,6 +39,12 @@ type RunnerConfig struct {
 	CheckInterval time.Duration
 	// MaxBatches is how many batches this runner feeds at once. Default 8.
 	MaxBatches int
+	// RefusedLogEvery spaces the log lines of refused records (owner.go):
+	// each is counted, and logged at most this often. Default 10s.
+	RefusedLogEvery time.Duration
+	// Metrics counts refused records (maker_records_refused_total). Nil:
+	// not counted there (Runner.Refused still counts them).
+	Metrics *metrics.Coordinator
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -52,6 +61,9 @@ func (c *RunnerConfig) defaults() error {
 	}
 	if c.MaxBatches == 0 {
 		c.MaxBatches = 8
+	}
+	if c.RefusedLogEvery == 0 {
+		c.RefusedLogEvery = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -73,6 +85,22 @@ type Runner struct {
 
 	mu      sync.Mutex
 	running map[string]*fedBatch // the batches this runner feeds, by record key
+	refused map[string]uint64    // record keys refused (owner.go), with the revision refused
+
+	refusedN   atomic.Int64
+	refusedLog throttle.Every
+}
+
+// openBatch is a batch not ended, as the runner's watch last saw it.
+type openBatch struct {
+	rec    schemas.BatchRecord
+	tenant string // the key's, which rec agrees with
+	id     string
+	rev    uint64
+	// created is when the server stored the first revision of the record
+	// this runner saw: the batch's age for the fair choice (fair.go), which
+	// the record's own created_at, written by whoever wrote it, is not.
+	created time.Time
 }
 
 // NewRunner returns a Runner feeding topo's batches.
@@ -87,16 +115,56 @@ func NewRunner(topo *bus.Topology, cfg RunnerConfig) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{topo: topo, cfg: cfg, log: cfg.Logger.With("runner", cfg.Owner), leases: m, running: map[string]*fedBatch{}}, nil
+	return &Runner{topo: topo, cfg: cfg, log: cfg.Logger.With("runner", cfg.Owner), leases: m, running: map[string]*fedBatch{},
+		refused: map[string]uint64{}, refusedLog: throttle.Every{Interval: cfg.RefusedLogEvery}}, nil
+}
+
+// Refused is how many batch records (and stored lines) this runner
+// refused because they disagree with where they are stored (owner.go);
+// each record revision is counted once.
+func (r *Runner) Refused() int64 { return r.refusedN.Load() }
+
+// refuse counts and logs (at most every RefusedLogEvery) a refused
+// record, once per revision of its key; tenant is the key's.
+func (r *Runner) refuse(key, tenant string, ref *refusal) {
+	r.mu.Lock()
+	if rev, seen := r.refused[key]; seen && rev == ref.rev {
+		r.mu.Unlock()
+		return
+	}
+	r.refused[key] = ref.rev
+	r.mu.Unlock()
+	r.countRefused(tenant, ref)
+	if r.refusedLog.Allow() {
+		r.log.Warn("batch record refused: it disagrees with where it is stored; it is not fed",
+			"key", key, "reason", ref.reason, "why", ref.detail, "refused_so_far", r.refusedN.Load())
+	}
+}
+
+// countRefused counts a refusal without remembering its key (a stored
+// line's, counted failed in its own batch).
+func (r *Runner) countRefused(tenant string, ref *refusal) {
+	if tenant == "" {
+		tenant = "unknown"
+	}
+	r.refusedN.Add(1)
+	r.cfg.Metrics.RecordRefused(tenant, ref.reason)
+}
+
+// forget drops what the runner remembers of a refused key (deleted).
+func (r *Runner) forget(key string) {
+	r.mu.Lock()
+	delete(r.refused, key)
+	r.mu.Unlock()
 }
 
 // Run feeds batches until ctx is done, then stops every batch it feeds
 // (between two jobs) and releases their leases, so another runner resumes
 // them at once. It returns when all have stopped.
 func (r *Runner) Run(ctx context.Context) error {
-	open := map[string]schemas.BatchRecord{} // batches not ended, by record key
-	leases := map[string]schemas.Lease{}     // their leases, by record key
-	waitSince := map[string]time.Time{}      // when each was first seen waiting
+	open := map[string]openBatch{}       // batches not ended, by record key
+	leases := map[string]schemas.Lease{} // their leases, by record key
+	waitSince := map[string]time.Time{}  // when each was first seen waiting
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	var (
@@ -138,7 +206,6 @@ func (r *Runner) Run(ctx context.Context) error {
 				break // every current record seen: look now
 			}
 			key := e.Key()
-			var rec schemas.BatchRecord
 			if rk, ok := strings.CutSuffix(key, leaseSuffix); ok {
 				var l schemas.Lease
 				if e.Operation() == jetstream.KeyValuePut && schemas.Decode(e.Value(), &l) == nil {
@@ -148,12 +215,16 @@ func (r *Runner) Run(ctx context.Context) error {
 				}
 				continue
 			}
-			if e.Operation() != jetstream.KeyValuePut || schemas.Decode(e.Value(), &rec) != nil || schemas.BatchTerminal(rec.State) {
+			b, ok := r.opened(e)
+			if !ok {
 				delete(open, key)
 				continue
 			}
-			_, known := open[key]
-			open[key] = rec
+			prev, known := open[key]
+			if known {
+				b.created = prev.created
+			}
+			open[key] = b
 			if known {
 				continue
 			}
@@ -166,11 +237,39 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 }
 
+// opened reads a record update: the open batch it holds, or false (a
+// deleted, unreadable or ended record, or one refused: owner.go). The
+// batch's tenant and id are the key's; a body naming others is refused.
+func (r *Runner) opened(e jetstream.KeyValueEntry) (openBatch, bool) {
+	key := e.Key()
+	if e.Operation() != jetstream.KeyValuePut {
+		r.forget(key)
+		return openBatch{}, false
+	}
+	var rec schemas.BatchRecord
+	if schemas.Decode(e.Value(), &rec) != nil {
+		return openBatch{}, false
+	}
+	tenant, id, ok := recordRef(key)
+	if !ok {
+		r.refuse(key, tenant, &refusal{reason: refusedKey, rev: e.Revision(), detail: fmt.Sprintf("key %q names no batch (<tenant>.<batch>)", key)})
+		return openBatch{}, false
+	}
+	if ref := foreign(tenant, id, &rec, e.Revision()); ref != nil {
+		r.refuse(key, tenant, ref)
+		return openBatch{}, false
+	}
+	if schemas.BatchTerminal(rec.State) {
+		return openBatch{}, false
+	}
+	return openBatch{rec: rec, tenant: tenant, id: id, rev: e.Revision(), created: e.Created()}, true
+}
+
 // look chooses (fair.go) which waiting batches to take and which fed ones
 // to hand back, hands those back and starts feeding these. A batch waits
 // when it is open and no runner holds its lease (this runner feeds none of
 // its own leftovers either).
-func (r *Runner) look(ctx context.Context, wg *sync.WaitGroup, open map[string]schemas.BatchRecord,
+func (r *Runner) look(ctx context.Context, wg *sync.WaitGroup, open map[string]openBatch,
 	leases map[string]schemas.Lease, waitSince map[string]time.Time) {
 	now := time.Now()
 	// An expired (or released) lease is no lease: forget it, so the map
@@ -179,15 +278,18 @@ func (r *Runner) look(ctx context.Context, wg *sync.WaitGroup, open map[string]s
 	tenants := map[string]bool{}
 	v := slotView{max: r.cfg.MaxBatches, leaving: map[string]bool{}, patient: map[string]bool{}}
 	r.mu.Lock()
-	for key, rec := range open {
-		tenants[rec.Tenant] = true
+	for key, b := range open {
+		if got, ok := r.refused[key]; ok && got == b.rev {
+			continue // its lines disagree with it (checked when first fed)
+		}
+		tenants[b.tenant] = true
 		if r.running[key] != nil {
 			continue
 		}
 		if l, ok := leases[key]; ok && l.Owner != r.cfg.Owner {
 			continue
 		}
-		v.waiting = append(v.waiting, batchRef{key: key, tenant: rec.Tenant, created: rec.CreatedAt})
+		v.waiting = append(v.waiting, batchRef{key: key, tenant: b.tenant, created: b.created})
 	}
 	v.tenants = len(tenants)
 	for key, b := range r.running {
@@ -225,8 +327,8 @@ func (r *Runner) look(ctx context.Context, wg *sync.WaitGroup, open map[string]s
 			"key", b.key, "share", v.share())
 	}
 	for _, b := range p.take {
-		rec := open[b.key]
-		l, err := r.leases.Acquire(ctx, rec.Tenant, rec.ID+leaseSuffix)
+		ob := open[b.key]
+		l, err := r.leases.Acquire(ctx, ob.tenant, ob.id+leaseSuffix)
 		if err != nil {
 			r.done(b.key)
 			if !errors.Is(err, lease.ErrHeld) && ctx.Err() == nil {
@@ -239,7 +341,7 @@ func (r *Runner) look(ctx context.Context, wg *sync.WaitGroup, open map[string]s
 		go func() {
 			defer wg.Done()
 			defer r.done(b.key)
-			r.own(ctx, l, b.key, rec.Tenant, rec.ID)
+			r.own(ctx, l, b.key, ob.tenant, ob.id)
 		}()
 	}
 }
@@ -295,7 +397,12 @@ func (r *Runner) own(ctx context.Context, l *lease.Lease, key, tenant, id string
 	err := f.run(bctx)
 	cancel(nil)
 	hb.Wait()
+	var ref *refusal
 	switch {
+	case errors.As(err, &ref):
+		// Not taken again until its record changes: counted once and
+		// logged at most every RefusedLogEvery, not at every scan.
+		r.refuse(key, tenant, ref)
 	case errors.Is(context.Cause(bctx), errLeaseLost):
 		log.Warn("lost the batch's lease; another runner feeds it now", "err", context.Cause(bctx))
 		return

@@ -67,6 +67,10 @@ func (s *Store) get(ctx context.Context, tenant, id string) (schemas.BatchRecord
 		return schemas.BatchRecord{}, 0, fmt.Errorf("%w: %s/%s", ErrNotFound, tenant, id)
 	case err != nil:
 		return schemas.BatchRecord{}, 0, fmt.Errorf("%w: read batch %s/%s: %w", ErrUnavailable, tenant, id, err)
+	case foreign(tenant, id, rec, rev) != nil:
+		// Not this batch's record, whatever is stored under its key
+		// (owner.go): no batch, as for an id nobody used.
+		return schemas.BatchRecord{}, 0, fmt.Errorf("%w: %s/%s", ErrNotFound, tenant, id)
 	}
 	return *rec, rev, nil
 }
@@ -117,7 +121,7 @@ func (s *Store) Cancel(ctx context.Context, tenant, id string) (schemas.BatchRec
 		return schemas.BatchRecord{}, err
 	}
 	rec, err := s.recs.Update(ctx, recordKey(tenant, id), func(cur *schemas.BatchRecord) (*schemas.BatchRecord, error) {
-		if cur == nil {
+		if cur == nil || foreign(tenant, id, cur, 0) != nil {
 			return nil, fmt.Errorf("%w: %s/%s", ErrNotFound, tenant, id)
 		}
 		switch cur.State {
@@ -188,6 +192,9 @@ func (s *Store) Wait(ctx context.Context, tenant, id string, onUpdate func(schem
 			var rec schemas.BatchRecord
 			if err := schemas.Decode(e.Value(), &rec); err != nil {
 				return schemas.BatchRecord{}, fmt.Errorf("%w: read batch %s/%s: %w", ErrUnavailable, tenant, id, err)
+			}
+			if foreign(tenant, id, &rec, 0) != nil {
+				return schemas.BatchRecord{}, fmt.Errorf("%w: %s/%s holds no record of that batch", ErrNotFound, tenant, id)
 			}
 			if onUpdate != nil {
 				onUpdate(rec)

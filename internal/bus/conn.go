@@ -193,6 +193,8 @@ type violations struct {
 	on   func(error)
 	mu   sync.Mutex
 	last error
+	// watchers are WatchViolations' callbacks, by registration.
+	watchers map[*int]func(subject string, err error)
 }
 
 var violationRE = regexp.MustCompile(`(?i)permissions violation for (publish|subscription) to "?([^"\s]+)"?(?: using queue "?([^"\s]+)"?)?`)
@@ -220,11 +222,50 @@ func (v *violations) handle(_ *nats.Conn, _ *nats.Subscription, err error) {
 		return
 	}
 	perr := PermissionError(err)
+	subject := ""
+	if m := violationRE.FindStringSubmatch(err.Error()); m != nil {
+		subject = m[2]
+	}
 	v.mu.Lock()
 	v.last = perr
+	watchers := make([]func(string, error), 0, len(v.watchers))
+	for _, fn := range v.watchers {
+		watchers = append(watchers, fn)
+	}
 	v.mu.Unlock()
 	if v.on != nil {
 		v.on(perr)
+	}
+	for _, fn := range watchers {
+		fn(subject, perr)
+	}
+}
+
+// WatchViolations calls fn with the subject and error (wrapping
+// ErrPermission) of each permission violation the server reports on nc
+// from now until stop is called: a service sharing one connection among
+// many requests can end the one whose reads the server refuses at once,
+// instead of letting it wait for its timeout (nats.go reports a refused
+// publish apart from the request that made it). fn runs on nats.go's
+// error goroutine and must not block. Nothing is watched when nc was not
+// opened by Connect or is closed.
+func WatchViolations(nc *nats.Conn, fn func(subject string, err error)) (stop func()) {
+	x, ok := connViolations.Load(nc)
+	if !ok {
+		return func() {}
+	}
+	v := x.(*violations)
+	id := new(int)
+	v.mu.Lock()
+	if v.watchers == nil {
+		v.watchers = map[*int]func(string, error){}
+	}
+	v.watchers[id] = fn
+	v.mu.Unlock()
+	return func() {
+		v.mu.Lock()
+		delete(v.watchers, id)
+		v.mu.Unlock()
 	}
 }
 

@@ -139,8 +139,74 @@ var ErrNoDeadLetter = errors.New("bus: no such dead letter")
 // stream, so it cannot be replayed.
 var ErrOriginalGone = errors.New("bus: the dead letter's original is gone")
 
+// ErrReplayRefused: a dead letter names an original a dead letter cannot
+// have (see CheckReplay). Nothing is published; the dead letter stays.
+// The error is a *ReplayRefusal.
+var ErrReplayRefused = errors.New("bus: dead letter refused")
+
+// ReplayRefusal is a dead letter refused by CheckReplay, with why.
+type ReplayRefusal struct{ Reason string }
+
+func (r *ReplayRefusal) Error() string        { return ErrReplayRefused.Error() + ": " + r.Reason }
+func (r *ReplayRefusal) Is(target error) bool { return target == ErrReplayRefused }
+
+// CheckReplay says whether dl, stored in the dead-letter stream on
+// dlqSubject, may be replayed. Dead letters come only from sample
+// requests: a voter drops a request it cannot read (bus.Worker with
+// DeadLetters), and a coordinator moves one the voters gave up on
+// (coordinator's max-deliveries advisory), both from the samples stream.
+// So a dead letter replays only as a sample request of the job its own
+// DLQ subject (<ns>.v1.dlq.<tenant>.<job>, where the server stored it)
+// names, from the samples stream; whatever its body says otherwise
+// (another tenant or job, a $KV., $JS. or _INBOX. subject, another
+// namespace's or another service's subject) is refused with
+// ErrReplayRefused, whoever replays it: a voter may publish dead letters,
+// and a replay publishes with the replaying identity's rights. A payload
+// that reads as a sample request must name that job too, and a dead
+// letter that keeps no payload has nothing to replay.
+func (ns Namespace) CheckReplay(dlqSubject string, dl *schemas.DeadLetter) error {
+	refuse := func(format string, args ...any) error {
+		return &ReplayRefusal{Reason: fmt.Sprintf(format, args...)}
+	}
+	tenant, job, ok := ns.dlqJob(dlqSubject)
+	if !ok {
+		return refuse("it is stored on %q, which is no job's dead-letter subject", dlqSubject)
+	}
+	if want := ns.SampleSubject(tenant, job); dl.Subject != want {
+		return refuse("its original subject %q is not %s, a sample request of %s/%s: dead letters on %s come only from there",
+			dl.Subject, want, tenant, job, dlqSubject)
+	}
+	if dl.Stream != ns.SamplesStream() {
+		return refuse("it names stream %q, not %s, where sample requests are", dl.Stream, ns.SamplesStream())
+	}
+	if len(dl.Data) == 0 {
+		return refuse("it keeps no payload to replay (its original was gone when it was dead-lettered)")
+	}
+	var req schemas.SampleRequest
+	if !dl.Truncated && schemas.Decode(dl.Data, &req) == nil && (req.Tenant != tenant || req.JobID != job) {
+		return refuse("its payload is a sample request of %s/%s, not of %s/%s", req.Tenant, req.JobID, tenant, job)
+	}
+	return nil
+}
+
+// dlqJob returns the tenant and job of a dead-letter subject of ns
+// (<ns>.v1.dlq.<tenant>.<job>).
+func (ns Namespace) dlqJob(subject string) (tenant, job string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, ns.subject("dlq"))
+	if !ok {
+		return "", "", false
+	}
+	tenant, job, ok = strings.Cut(rest, ".")
+	if !ok || schemas.ValidTenant(tenant) != nil || schemas.ValidJobID(job) != nil {
+		return "", "", false
+	}
+	return tenant, job, true
+}
+
 // ReplayDeadLetter publishes dead letter dlqSeq's original message to its
-// original subject again, then removes it from the DLQ. The replay carries
+// original subject again, then removes it from the DLQ. Only what
+// CheckReplay allows is replayed: anything else is ErrReplayRefused, with
+// nothing published and the dead letter kept. The replay carries
 // a message id of its own, so the stream's duplicate window does not drop
 // it, and replaying the same dead letter twice publishes it once. A dead
 // letter that keeps only a reference has its original read from its
@@ -161,6 +227,9 @@ func ReplayDeadLetter(ctx context.Context, js jetstream.JetStream, ns Namespace,
 	var dl schemas.DeadLetter
 	if err := schemas.Decode(raw.Data, &dl); err != nil {
 		return schemas.StoredDeadLetter{}, fmt.Errorf("bus: dead letter %d is unreadable: %w", dlqSeq, err)
+	}
+	if err := ns.CheckReplay(raw.Subject, &dl); err != nil {
+		return schemas.StoredDeadLetter{DLQSeq: dlqSeq, DeadLetter: dl}, fmt.Errorf("replay dead letter %d: %w", dlqSeq, err)
 	}
 	payload := dl.Data
 	if dl.Truncated {

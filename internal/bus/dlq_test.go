@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -204,5 +205,96 @@ func TestReplayDeadLetter(t *testing.T) {
 	}
 	if info.State.Msgs != 2 {
 		t.Errorf("samples stream holds %d messages after refused replays, want 2", info.State.Msgs)
+	}
+}
+
+// TestCheckReplay (issue 19, item 1): a dead letter replays only as what
+// dead letters come from, a sample request of the job its own DLQ subject
+// names, from the samples stream; whatever else its body names is refused.
+func TestCheckReplay(t *testing.T) {
+	t.Parallel()
+	ns := bus.DefaultNamespace
+	other := bus.Namespace("other")
+	request, err := os.ReadFile("../../schemas/testdata/sample_request.json") // a request of acme/hanoi-10-k3
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tenant, job = "acme", "hanoi-10-k3"
+	home := ns.DLQSubject(tenant, job)
+	samples := ns.SamplesStream()
+	sample := ns.SampleSubject(tenant, job)
+	for _, tc := range []struct {
+		name, dlq, stream, subject string
+		data                       []byte
+		truncated                  bool
+		ok                         bool
+	}{
+		{name: "its job's sample request", dlq: home, stream: samples, subject: sample, data: request, ok: true},
+		{name: "an unreadable request of its job", dlq: home, stream: samples, subject: sample, data: []byte("\xff{garbage"), ok: true},
+		{name: "a reference to its job's request", dlq: home, stream: samples, subject: sample, data: request[:10], truncated: true, ok: true},
+		{name: "an API key", dlq: home, stream: samples, subject: "$KV.maker_apikeys." + strings.Repeat("ab", 32), data: request},
+		{name: "an API key, stored where it would be", dlq: ns.DLQSubject("unknown", "unknown"), stream: samples, subject: "$KV.maker_apikeys.x", data: request},
+		{name: "a job record", dlq: home, stream: samples, subject: "$KV.maker_jobs.acme.hanoi-10-k3", data: request},
+		{name: "the JetStream API", dlq: home, stream: samples, subject: "$JS.API.STREAM.DELETE.MAKER_JOBS", data: request},
+		{name: "an inbox", dlq: home, stream: samples, subject: "_INBOX.admin.x", data: request},
+		{name: "another tenant's request", dlq: home, stream: samples, subject: ns.SampleSubject("beta", job), data: request},
+		{name: "another job's request", dlq: home, stream: samples, subject: ns.SampleSubject(tenant, "j2"), data: request},
+		{name: "another namespace's request", dlq: home, stream: samples, subject: other.SampleSubject(tenant, job), data: request},
+		{name: "stored in another namespace", dlq: other.DLQSubject(tenant, job), stream: other.SamplesStream(), subject: other.SampleSubject(tenant, job), data: request},
+		{name: "below a sample subject", dlq: home, stream: samples, subject: sample + ".x", data: request},
+		{name: "a job submission", dlq: home, stream: samples, subject: ns.JobSubject(tenant), data: request},
+		{name: "a result", dlq: home, stream: samples, subject: ns.ResultSubject(tenant, job, 1), data: request},
+		{name: "a journal entry", dlq: home, stream: samples, subject: ns.JournalSubject(tenant, job), data: request},
+		{name: "a step-decided notice", dlq: home, stream: samples, subject: ns.DecidedSubject(tenant, job), data: request},
+		{name: "a batch line", dlq: home, stream: samples, subject: ns.BatchSubject(tenant, "b1"), data: request},
+		{name: "a control", dlq: home, stream: samples, subject: "maker.v1.control.acme.hanoi-10-k3", data: request},
+		{name: "a decision", dlq: home, stream: samples, subject: "maker.v1.decide.acme.hanoi-10-k3", data: request},
+		{name: "a judge request", dlq: home, stream: samples, subject: "maker.v1.judge.acme", data: request},
+		{name: "a judge approval", dlq: home, stream: samples, subject: "maker.v1.judge_approve.approver", data: request},
+		{name: "another stream", dlq: home, stream: ns.JobsStream(), subject: sample, data: request},
+		{name: "a reference into the API keys", dlq: home, stream: "KV_maker_apikeys", subject: sample, data: request[:10], truncated: true},
+		{name: "not a DLQ subject", dlq: "maker.v1.dlq.acme", stream: samples, subject: sample, data: request},
+		{name: "a DLQ subject of no job", dlq: "maker.v1.dlq.acme.a.b", stream: samples, subject: sample, data: request},
+		{name: "no payload", dlq: home, stream: samples, subject: sample},
+		{name: "a request of another job", dlq: ns.DLQSubject(tenant, "j2"), stream: samples, subject: ns.SampleSubject(tenant, "j2"), data: request},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dl := deadLetter(tc.stream, 7, tc.subject, "unreadable sample request")
+			dl.Data, dl.Truncated = tc.data, tc.truncated
+			err := ns.CheckReplay(tc.dlq, dl)
+			if tc.ok && err != nil {
+				t.Errorf("CheckReplay = %v, want it allowed", err)
+			}
+			if !tc.ok && !errors.Is(err, bus.ErrReplayRefused) {
+				t.Errorf("CheckReplay = %v, want ErrReplayRefused", err)
+			}
+		})
+	}
+}
+
+// TestReplayRefusedKept: a dead letter whose original subject is not its
+// job's sample subject is refused by ReplayDeadLetter, whatever the
+// connection may publish: nothing is written there, and it stays listed.
+func TestReplayRefusedKept(t *testing.T) {
+	t.Parallel()
+	js, topo := dlqFleet(t)
+	ns := topo.NS
+	forged := deadLetter(ns.SamplesStream(), 3, "$KV."+ns.JobsBucket()+".acme.j1", "unreadable sample request")
+	if err := bus.PublishDeadLetter(dlqCtx(t), js, ns, forged); err != nil {
+		t.Fatal(err)
+	}
+	stored := listDL(t, js, ns, "", "", 10)
+	if len(stored) != 1 {
+		t.Fatalf("DLQ lists %d dead letters, want 1", len(stored))
+	}
+	_, err := bus.ReplayDeadLetter(dlqCtx(t), js, ns, stored[0].DLQSeq)
+	if !errors.Is(err, bus.ErrReplayRefused) || !strings.Contains(err.Error(), forged.Subject) {
+		t.Fatalf("ReplayDeadLetter = %v, want ErrReplayRefused naming %s", err, forged.Subject)
+	}
+	if _, err := topo.Jobs.Get(dlqCtx(t), "acme.j1"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("the job registry holds acme.j1 after a refused replay (err %v)", err)
+	}
+	if n := len(listDL(t, js, ns, "", "", 10)); n != 1 {
+		t.Errorf("DLQ holds %d dead letters after a refused replay, want it kept", n)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/makerfleet/makerfleet/schemas"
 )
 
 // The names of one fleet's streams, buckets, subjects and consumers.
@@ -140,3 +142,12 @@ func ResultConsumerPrefix(tenant, job string) string { return "res_" + tenant + 
 
 // JobKey is a job's key in the status and report buckets.
 func JobKey(tenant, job string) string { return tenant + "." + job }
+
+// SplitJobKey returns the tenant and the rest of a key <tenant>.<rest>
+// (JobKey, a batch record's key); ok is false when its first part is no
+// tenant. The key, which the server's permissions scope, says whose a
+// record is; what the record's body says is checked against it.
+func SplitJobKey(key string) (tenant, rest string, ok bool) {
+	tenant, rest, ok = strings.Cut(key, ".")
+	return tenant, rest, ok && schemas.ValidTenant(tenant) == nil
+}

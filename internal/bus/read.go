@@ -122,3 +122,42 @@ func ReadOrdered(ctx context.Context, js jetstream.JetStream, r ReadRange, fn fu
 		}
 	}
 }
+
+// SubjectSeq returns the stream sequence of the first message of stream
+// on subject (the last one, with last), 0 when it has none. It reads
+// through a filtered ordered consumer, removed after: the read a client
+// may be allowed for some subjects only (the server checks the filter a
+// consumer create names), where a message get, by sequence or as the
+// last of a subject, may read any message of the stream.
+func SubjectSeq(ctx context.Context, js jetstream.JetStream, stream, subject string, last bool) (uint64, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if last {
+		cfg.DeliverPolicy = jetstream.DeliverLastPolicy
+	}
+	cons, err := js.OrderedConsumer(ctx, stream, cfg)
+	if err != nil {
+		return 0, fmt.Errorf("bus: read %s: %w", stream, err)
+	}
+	name := cons.CachedInfo().Name
+	defer func() { _ = js.DeleteConsumer(context.WithoutCancel(ctx), stream, name) }()
+	if cons.CachedInfo().NumPending == 0 {
+		return 0, nil
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(readStall))
+	if err != nil {
+		return 0, fmt.Errorf("bus: read %s: %w", stream, err)
+	}
+	var seq uint64
+	for m := range batch.Messages() {
+		if md, err := m.Metadata(); err == nil {
+			seq = md.Sequence.Stream
+		}
+	}
+	if err := batch.Error(); err != nil && seq == 0 {
+		return 0, fmt.Errorf("bus: read %s: %w", stream, err)
+	}
+	if seq == 0 {
+		return 0, fmt.Errorf("%w: %s %s: a message pending did not arrive", ErrReadStalled, stream, subject)
+	}
+	return seq, nil
+}

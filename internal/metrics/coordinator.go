@@ -14,6 +14,7 @@ type Coordinator struct {
 	escalations, finished   *prometheus.CounterVec
 	tokens, cost            *prometheus.CounterVec
 	takeovers               prometheus.Counter
+	refused                 *prometheus.CounterVec
 	models                  modelLabels // the model label's values (models.go)
 }
 
@@ -39,6 +40,9 @@ func NewCoordinator(r *Registry) *Coordinator {
 			Help: "Steps that climbed the escalation ladder, by the rung climbed to."}, []string{"tenant", "rung"}),
 		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "maker_lease_takeovers_total",
 			Help: "Jobs this coordinator resumed from an earlier owner's journal."}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_records_refused_total",
+			Help: "Batch records and lines refused because what they say disagrees with where they are stored " +
+				"(the tenant is the key's or subject's), by reason: tenant, batch_id, key, lines, line."}, []string{"tenant", "reason"}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_jobs_finished_total",
 			Help: "Jobs this coordinator finished, by final state."}, []string{"tenant", "state"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_tokens_total",
@@ -47,7 +51,7 @@ func NewCoordinator(r *Registry) *Coordinator {
 			Help: "What the jobs' samples (and arbitrations) cost in US dollars, by the job's pricing. " + modelHelp}, []string{"tenant", "model"}),
 	}
 	r.register(c.requested, c.votes, c.redFlagged, c.decisions, c.rounds, c.samples, c.margin,
-		c.escalations, c.takeovers, c.finished, c.tokens, c.cost)
+		c.escalations, c.takeovers, c.finished, c.tokens, c.cost, c.refused)
 	return c
 }
 
@@ -65,6 +69,14 @@ func (c *Coordinator) JobsRunning(running func() int) {
 func (c *Coordinator) LeaseTakeover() {
 	if c != nil {
 		c.takeovers.Inc()
+	}
+}
+
+// RecordRefused counts a record stored under tenant's key or subject that
+// was refused for reason (it names another tenant, batch or line count).
+func (c *Coordinator) RecordRefused(tenant, reason string) {
+	if c != nil {
+		c.refused.WithLabelValues(tenant, reason).Inc()
 	}
 }
 

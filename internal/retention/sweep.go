@@ -262,26 +262,39 @@ func (w *sweep) batches(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("retention: batch %s: %w", key, err))
 			continue
 		}
+		// The key says whose batch it is (a tenant may write its own
+		// records), never the body: a record naming another tenant or
+		// batch than its key is no batch, removed as its key's tenant's
+		// once the server's time of its last write is past that tenant's
+		// age, with its key's own lines, never the lines it names.
+		tenant, id, ok := bus.SplitJobKey(key)
+		if !ok || schemas.ValidBatchID(id) != nil {
+			continue
+		}
 		var b schemas.BatchRecord
 		if schemas.Decode(e.Value(), &b) != nil {
 			continue
 		}
-		if b.State != schemas.BatchCompleted && b.State != schemas.BatchCancelled {
-			w.open[b.Tenant] = append(w.open[b.Tenant], b.ID)
+		own := b.Tenant == tenant && b.ID == id
+		if own && b.State != schemas.BatchCompleted && b.State != schemas.BatchCancelled {
+			w.open[tenant] = append(w.open[tenant], id)
 			continue
 		}
-		if w.opts.Tenant != "" && b.Tenant != w.opts.Tenant {
+		if w.opts.Tenant != "" && tenant != w.opts.Tenant {
 			continue
 		}
 		ended := b.UpdatedAt
 		if b.CompletedAt != nil {
 			ended = *b.CompletedAt
 		}
-		if !w.due(ended, w.pol.For(b.Tenant, "").Batches) {
+		if !own {
+			ended = e.Created()
+		}
+		if !w.due(ended, w.pol.For(tenant, "").Batches) {
 			continue
 		}
-		it := Item{Kind: "batch", Tenant: b.Tenant, ID: b.ID, Ended: ended}
-		lines := topo.NS.BatchSubject(b.Tenant, b.ID)
+		it := Item{Kind: "batch", Tenant: tenant, ID: id, Ended: ended}
+		lines := topo.NS.BatchSubject(tenant, id)
 		n, err := w.purgeSubject(ctx, topo.NS.BatchesStream(), lines)
 		if err != nil {
 			errs = append(errs, err)

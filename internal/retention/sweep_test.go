@@ -348,3 +348,61 @@ func TestSweepBatches(t *testing.T) {
 		t.Errorf("a running batch's job lost %+v", got)
 	}
 }
+
+// TestSweepForgedBatchRecord (issue 19, item 4): a record beta wrote under
+// its own key whose body names alpha's running batch, completed in 1970,
+// is beta's, not alpha's: the sweep leaves alpha's batch and its lines
+// alone, and removes the forged record (and its key's own lines) only
+// once the server's time of its write is past beta's age.
+func TestSweepForgedBatchRecord(t *testing.T) {
+	t.Parallel()
+	topo := fleettest.New(t).Topo // no role runs
+	ctx := t.Context()
+	put := func(key string, rec schemas.BatchRecord) {
+		t.Helper()
+		data, err := schemas.Encode(&rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := topo.Batches.Put(ctx, key, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now().UTC()
+	put("alpha.batch_a1", schemas.BatchRecord{Header: schemas.NewHeader(schemas.KindBatchRecord), ID: "batch_a1", Tenant: "alpha",
+		State: schemas.BatchRunning, Window: 1, CreatedAt: now, UpdatedAt: now})
+	for range 2 {
+		if _, err := topo.JS.Publish(ctx, topo.NS.BatchSubject("alpha", "batch_a1"), []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Unix(0, 0).UTC()
+	put("beta.batch_f1", schemas.BatchRecord{Header: schemas.NewHeader(schemas.KindBatchRecord), ID: "batch_a1", Tenant: "alpha",
+		State: schemas.BatchCompleted, Window: 1, CreatedAt: old, UpdatedAt: old, CompletedAt: &old})
+	alphaLines := func() uint64 {
+		t.Helper()
+		st, err := topo.JS.Stream(ctx, topo.NS.BatchesStream())
+		if err != nil {
+			t.Fatal(err)
+		}
+		subj := topo.NS.BatchSubject("alpha", "batch_a1")
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Subjects[subj]
+	}
+	for _, at := range []time.Time{now.Add(time.Hour), now.Add(31 * day)} {
+		res, err := newSweeper(t, topo, "s").Sweep(ctx, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := alphaLines(); n != 2 || !has(t, topo.Batches, "alpha.batch_a1") || res.BatchLines != 0 {
+			t.Errorf("sweep at %v: alpha's running batch has %d lines (record kept %v), %d lines removed; want all kept",
+				at, n, has(t, topo.Batches, "alpha.batch_a1"), res.BatchLines)
+		}
+		if gone, due := !has(t, topo.Batches, "beta.batch_f1"), at.After(now.Add(30*day)); gone != due {
+			t.Errorf("sweep at %v: forged record removed %v, want %v (beta's age from the server's time)", at, gone, due)
+		}
+	}
+}

@@ -84,7 +84,13 @@ its step was decided meanwhile, its coordinator counts the answer as a late samp
 A dead letter whose original was too large to keep whole (PAYLOAD "reference" in maker
 dlq list) is replayed from the original's stream while the original is still there (it
 is checked against the size and SHA-256 kept); otherwise the replay fails and the dead
-letter stays.`,
+letter stays.
+
+A dead letter replays only as what dead letters come from: a sample request of the job
+its DLQ subject names (<ns>.v1.dlq.<tenant>.<job>), from the samples stream. One whose
+original subject is anything else (another tenant's or job's, $KV., $JS., _INBOX.,
+another service's or namespace's) is refused, whoever replays it: each refusal is
+printed with why, the others are replayed, and the command exits 1.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFilter(tenant, job); err != nil {
 				return err
@@ -120,8 +126,16 @@ letter stays.`,
 			}
 			var replayed []schemas.StoredDeadLetter
 			var errs []error
+			refused := 0
 			for _, seq := range seqs {
 				d, err := bus.ReplayDeadLetter(cmd.Context(), f.topo.JS, f.topo.NS, seq)
+				if refusal := (*bus.ReplayRefusal)(nil); errors.As(err, &refusal) {
+					// Said at once, and the others go on: a forged dead
+					// letter among them stops none of the real ones.
+					refused++
+					fmt.Fprintf(e.stderr, "refused %d: %s\n", seq, refusal.Reason)
+					continue
+				}
 				if err != nil {
 					errs = append(errs, err)
 					continue
@@ -138,6 +152,9 @@ letter stays.`,
 				if err := writeJSON(e.stdout, replayed); err != nil {
 					return err
 				}
+			}
+			if refused > 0 {
+				errs = append(errs, fmt.Errorf("%d of %d dead letters refused (above, with why); they stay in the DLQ (maker dlq list)", refused, len(seqs)))
 			}
 			if err := errors.Join(errs...); err != nil {
 				if errors.Is(err, bus.ErrNoDeadLetter) && len(replayed) == 0 {

@@ -20,7 +20,9 @@ func keysCmd(e *env) *cobra.Command {
 		Use:   "keys",
 		Short: "Create, list and revoke the API keys of maker serve (an admin's command)",
 		Long: `An API key (mk_<key id>_<secret>) lets HTTP requests to maker serve act for one tenant
-(Authorization: Bearer KEY); an --admin key also reaches the fleet-wide views. The key is
+(Authorization: Bearer KEY); an --admin key also reaches the fleet-wide views, and an
+--approver key belongs to a person who may answer its tenant's steps that wait for one
+(POST /v1/jobs/{id}/decide: only approver and admin keys may). The key is
 printed once, when created: the fleet keeps only its SHA-256 (bucket maker_apikeys), so a
 lost key cannot be shown again: revoke it and make another. A revoke applies to every serve
 process within a second. On a secured fleet run these as the admin identity.`,
@@ -56,6 +58,7 @@ type keyView struct {
 	Prefix     string     `json:"prefix"`
 	Tenant     string     `json:"tenant"`
 	Admin      bool       `json:"admin"`
+	Approver   bool       `json:"approver"`
 	Name       string     `json:"name,omitempty"`
 	RatePerSec float64    `json:"rate_per_sec,omitempty"`
 	Burst      int        `json:"burst,omitempty"`
@@ -64,7 +67,7 @@ type keyView struct {
 }
 
 func viewOf(k schemas.APIKey) keyView {
-	return keyView{KeyID: k.KeyID, Prefix: k.Prefix, Tenant: k.Tenant, Admin: k.Admin, Name: k.Name,
+	return keyView{KeyID: k.KeyID, Prefix: k.Prefix, Tenant: k.Tenant, Admin: k.Admin, Approver: k.Approver, Name: k.Name,
 		RatePerSec: k.RatePerSec, Burst: k.Burst, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 }
 
@@ -83,12 +86,17 @@ func keysCreateCmd(e *env) *cobra.Command {
 		asJSON  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "create --tenant T [--admin] [--name N] [--rate R] [--burst B]",
+		Use:   "create --tenant T [--admin] [--approver] [--name N] [--rate R] [--burst B]",
 		Short: "Make an API key for a tenant and print it, once",
 		Long: `keys create makes an API key for --tenant and prints it on stdout, the only time it is
 ever shown (with --json: {"key": ..., "key_id": ..., "tenant": ..., "admin": ...}). Keep
-it secret: whoever holds it acts as the tenant on maker serve.`,
+it secret: whoever holds it acts as the tenant on maker serve.
+
+An --approver key is a person's: it may answer the steps of --tenant's jobs that wait for
+a person, and each decision is recorded as by its --name (give the person's name; without
+one, the key's prefix mk_<key id>). A plain tenant key may not decide.`,
 		Example: `  maker keys create --tenant alpha --name "alpha's batch runner" --nats nats://127.0.0.1:4222
+  maker keys create --tenant alpha --approver --name alice
   maker keys create --tenant ops --admin --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -111,6 +119,9 @@ it secret: whoever holds it acts as the tenant on maker serve.`,
 				if rec.Admin {
 					role += ", admin"
 				}
+				if rec.Approver {
+					role += ", approver deciding as " + apikey.Principal{KeyID: rec.KeyID, Name: rec.Name}.Person()
+				}
 				fmt.Fprintf(e.stderr, "API key %s (%s). It is shown this once: store it now. Revoke it with: maker keys revoke %s\n",
 					rec.Prefix, role, rec.Prefix)
 				return nil
@@ -121,7 +132,8 @@ it secret: whoever holds it acts as the tenant on maker serve.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Tenant, "tenant", "", "the tenant the key acts for (required)")
 	fl.BoolVar(&opts.Admin, "admin", false, "an admin key: it also reaches the fleet-wide views (every tenant's jobs, quotas, task registration)")
-	fl.StringVar(&opts.Name, "name", "", "a note for people: who holds the key, what for (at most 64 characters)")
+	fl.BoolVar(&opts.Approver, "approver", false, "a person's key: it may answer the tenant's steps that wait for a person, as --name")
+	fl.StringVar(&opts.Name, "name", "", "a note for people: who holds the key, what for (at most 64 characters); an approver key's decisions are recorded as by it")
 	fl.Float64Var(&opts.RatePerSec, "rate", 0, "the key's requests per second (0: the server's default)")
 	fl.IntVar(&opts.Burst, "burst", 0, "the key's burst of requests (0: the server's default)")
 	fl.BoolVar(&asJSON, "json", false, "print the key and its record as JSON")
@@ -160,7 +172,7 @@ func keysListCmd(e *env) *cobra.Command {
 					return nil
 				}
 				tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "PREFIX\tTENANT\tADMIN\tRATE\tBURST\tCREATED\tREVOKED\tNAME")
+				fmt.Fprintln(tw, "PREFIX\tTENANT\tADMIN\tAPPROVER\tRATE\tBURST\tCREATED\tREVOKED\tNAME")
 				for _, v := range views {
 					rate, burst, revoked := "default", "default", "-"
 					if v.RatePerSec > 0 {
@@ -172,7 +184,7 @@ func keysListCmd(e *env) *cobra.Command {
 					if v.RevokedAt != nil {
 						revoked = v.RevokedAt.Format(time.RFC3339)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%s\t%s\n", v.Prefix, v.Tenant, v.Admin, rate, burst,
+					fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%s\t%s\t%s\t%s\t%s\n", v.Prefix, v.Tenant, v.Admin, v.Approver, rate, burst,
 						v.CreatedAt.Format(time.RFC3339), revoked, v.Name)
 				}
 				return tw.Flush()

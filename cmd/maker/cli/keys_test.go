@@ -66,8 +66,24 @@ func TestKeysCommands(t *testing.T) {
 		t.Fatalf("create --json printed %q: %v", res.stdout, err)
 	}
 	p, err := store.Authenticate(ctx, made.Key)
-	if err != nil || p != (apikey.Principal{KeyID: made.KeyID, Tenant: "alpha", Admin: true, RatePerSec: 5, Burst: 10}) {
+	if err != nil || p != (apikey.Principal{KeyID: made.KeyID, Tenant: "alpha", Admin: true, Name: "ops", RatePerSec: 5, Burst: 10}) {
 		t.Fatalf("the printed key authenticates as %+v, %v (printed %+v)", p, err, made)
+	}
+	// An approver key: a person's, deciding as its name.
+	res = runMain(t, "keys", "create", "--tenant", "alpha", "--approver", "--name", "alice", "--nats", url)
+	approverKey := strings.TrimSuffix(res.stdout, "\n")
+	if res.code != ExitOK || !strings.Contains(res.stderr, "approver deciding as alice") {
+		t.Fatalf("create --approver: exit %d, stderr %q", res.code, res.stderr)
+	}
+	if p, err := store.Authenticate(ctx, approverKey); err != nil || !p.Approver || p.Admin || p.Person() != "alice" || p.Tenant != "alpha" {
+		t.Fatalf("the approver key authenticates as %+v, %v", p, err)
+	}
+	if res := runMain(t, "keys", "list", "--tenant", "alpha", "--nats", url); res.code != ExitOK ||
+		!strings.Contains(res.stdout, "APPROVER") || !strings.Contains(res.stdout, "alice") {
+		t.Fatalf("list shows the approver: exit %d, stdout %q", res.code, res.stdout)
+	}
+	if _, err := store.Revoke(ctx, approverKey); err != nil {
+		t.Fatal(err)
 	}
 
 	res = runMain(t, "keys", "create", "--tenant", "beta", "--nats", url)
@@ -97,7 +113,7 @@ func TestKeysCommands(t *testing.T) {
 		}
 		return out
 	}
-	if all := listed(); len(all) != 2 || all[0].KeyID != made.KeyID || all[1].Prefix != prefix {
+	if all := listed(); len(all) != 3 || all[0].KeyID != made.KeyID || !all[1].Approver || all[2].Prefix != prefix {
 		t.Errorf("list: %+v", all)
 	}
 	if beta := listed("--tenant", "beta"); len(beta) != 1 || beta[0].Tenant != "beta" || beta[0].RevokedAt != nil {

@@ -5,11 +5,9 @@
 package judgetest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,23 +39,7 @@ type Env struct {
 }
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writes.
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *SyncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// String returns what was written so far.
-func (s *SyncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type SyncBuffer = testkit.SyncBuffer
 
 // Start starts NATS and the simulated model (cfg, with request logging).
 func Start(tb testing.TB, cfg simllm.Config) *Env {
