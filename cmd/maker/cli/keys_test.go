@@ -66,7 +66,7 @@ func TestKeysCommands(t *testing.T) {
 		t.Fatalf("create --json printed %q: %v", res.stdout, err)
 	}
 	p, err := store.Authenticate(ctx, made.Key)
-	if err != nil || p != (apikey.Principal{KeyID: made.KeyID, Tenant: "alpha", Admin: true, RatePerSec: 5, Burst: 10}) {
+	if err != nil || p != (apikey.Principal{KeyID: made.KeyID, Tenant: "alpha", Admin: true, Name: "ops", Prefix: made.Prefix, RatePerSec: 5, Burst: 10}) {
 		t.Fatalf("the printed key authenticates as %+v, %v (printed %+v)", p, err, made)
 	}
 
@@ -136,11 +136,11 @@ func TestKeysCommands(t *testing.T) {
 	}
 }
 
-// TestKeysSecured: on a secured fleet the admin makes and revokes keys; a
-// tenant's identity and the api's are refused by the server, at once.
+// TestKeysSecured: on a secured fleet the admin makes and revokes keys;
+// the voter's identity and the api's are refused by the server, at once.
 func TestKeysSecured(t *testing.T) {
 	t.Parallel()
-	srv := authtest.Start(t, "alpha")
+	srv := authtest.Start(t)
 	as := func(id string, args ...string) outcome {
 		return runMain(t, append(args, "--nats", srv.URL, "--nats-nkey", srv.Seed(id))...)
 	}
@@ -151,7 +151,7 @@ func TestKeysSecured(t *testing.T) {
 	if res.code != ExitOK {
 		t.Fatalf("admin: exit %d, stderr %q", res.code, res.stderr)
 	}
-	for _, id := range []string{auth.Tenant("alpha"), auth.API} {
+	for _, id := range []string{auth.Voter, auth.API} {
 		res := as(id, "keys", "create", "--tenant", "alpha")
 		if res.code != ExitError || !strings.Contains(res.stderr, "permission denied") || res.stdout != "" {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want permission denied", id, res.code, res.stdout, res.stderr)

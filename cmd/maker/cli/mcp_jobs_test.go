@@ -28,7 +28,7 @@ func TestMCPJobTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := newMCPServer(&mcpServer{jobs: jc, tenant: "acme", timeout: time.Minute})
+	srv, err := newMCPServer(&mcpServer{jobs: &natsClient{c: jc, nc: env.NC}, tenant: "acme", timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
