@@ -22,7 +22,6 @@ import (
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
 	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
-	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/voter"
 )
@@ -110,19 +109,9 @@ func (a *apiFleetEnv) startJudge(t *testing.T, approvalUSD float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), judgetest.Timeout)
-	defer cancel()
 	settings := judgetest.TestSettings()
 	settings.ApprovalUSD = approvalUSD
-	sv, err := judge.New(ctx, js, judge.Config{Settings: settings, BaseURL: sim.URL(), Concurrency: 2,
-		SoftStop: 5 * time.Second, Storage: jetstream.MemoryStorage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sv.Stop)
+	judgetest.Serve(t, js, settings, sim.URL())
 }
 
 // TestAPIJobCommands: a tenant with only an API key submits through maker
@@ -222,28 +211,14 @@ func TestAPIJobCommands(t *testing.T) {
 
 	// Batches: submitted and waited for through the API (polling), read
 	// on both paths.
-	dir := t.TempDir()
-	in := filepath.Join(dir, "jobs.jsonl")
-	writeLines(t, in,
-		`{"custom_id": "first", "task": "hanoi", "params": {"disks": 2}, "k": 1}`,
-		`{"custom_id": "broken", "task": "hanoi", "params": {"disks": 0}, "k": 1}`,
-		`{"custom_id": "third", "task": "hanoi", "params": {"disks": 3}, "k": 1}`)
-	out, errs := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "errors.jsonl")
+	in, out, errs := batchFiles(t, t.TempDir())
 	res = a.api(t, a.acme, "batch", "submit", in, "--wait", "--output", out, "--errors", errs, "--json")
 	var batch schemas.BatchRecord
 	if res.code != ExitOK || json.Unmarshal([]byte(res.stdout), &batch) != nil || batch.State != schemas.BatchCompleted ||
 		batch.Tenant != "acme" || batch.Counts.Completed != 2 || batch.Counts.Failed != 1 {
 		t.Fatalf("batch submit --api --wait: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
 	}
-	if got := customIDs(t, out); got != "first broken third" {
-		t.Errorf("output custom_ids %q, want input order", got)
-	}
-	if got := customIDs(t, errs); got != "broken" {
-		t.Errorf("error file custom_ids %q", got)
-	}
-	if !strings.Contains(res.stderr, batch.ID+" completed") {
-		t.Errorf("no summary on stderr: %q", res.stderr)
-	}
+	checkBatchFiles(t, out, errs, batch, res.stderr)
 	same(t, "batch status", a.api(t, a.acme, "batch", "status", batch.ID), a.nats(t, "batch", "status", "acme/"+batch.ID))
 	same(t, "batch status tenant/id", a.api(t, a.acme, "batch", "status", "acme/"+batch.ID, "--json"), a.nats(t, "batch", "status", "acme/"+batch.ID, "--json"))
 	same(t, "batch output", a.api(t, a.acme, "batch", "output", batch.ID), a.nats(t, "batch", "output", "acme/"+batch.ID))
@@ -322,17 +297,7 @@ func TestAPIJobCommands(t *testing.T) {
 	// API takes both from the key.
 	cs := connectMCP(t, &mcpServer{judges: apiFleet{hc}, jobs: apiFleet{hc}, root: root, session: "mcp-s", tenant: schemas.DefaultTenant,
 		requester: "mcp-agent", timeout: judgetest.Timeout}, nil)
-	call := func(name string, args map[string]any) (bool, string) {
-		t.Helper()
-		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !res.IsError {
-			checkStructured(t, res)
-		}
-		return res.IsError, textOf(res)
-	}
+	call := toolCaller(t, cs)
 	isErr, text := call("submit_job", map[string]any{"task": "hanoi", "params": map[string]any{"disks": 3}, "k": 1, "job_id": "mcp-1"})
 	if isErr || json.Unmarshal([]byte(text), &sub) != nil || sub != (client.Submitted{Tenant: "acme", JobID: "mcp-1"}) {
 		t.Fatalf("submit_job: %v %s", isErr, text)
@@ -345,20 +310,7 @@ func TestAPIJobCommands(t *testing.T) {
 	if isErr, text := call("job_status", map[string]any{"job_id": "mcp-1"}); isErr || json.Unmarshal([]byte(text), &st) != nil || st.State != schemas.StateSolved {
 		t.Errorf("job_status: %v %s", isErr, text)
 	}
-	for _, tc := range []struct {
-		tool string
-		args map[string]any
-		want string
-	}{
-		{"submit_job", map[string]any{"task": "hanoi", "params": map[string]any{"disks": 3}, "k": 0}, "invalid job: "},
-		{"submit_job", map[string]any{"task": "hanoi", "params": map[string]any{"disks": 4}, "k": 1, "job_id": "mcp-1"}, "invalid job: "},
-		{"job_status", map[string]any{"job_id": "nope"}, "unknown job: "},
-		{"job_result", map[string]any{"job_id": "a b"}, "invalid job: "},
-	} {
-		if isErr, text := call(tc.tool, tc.args); !isErr || !strings.HasPrefix(text, tc.want) {
-			t.Errorf("%s %v: %v %q; want a tool error starting %q", tc.tool, tc.args, isErr, text, tc.want)
-		}
-	}
+	checkJobToolRefusals(t, call)
 	res2, resp2 := callBreakGlass(t, cs, &mcp.CallToolParams{Name: "break_glass", Arguments: map[string]any{"problem": "break glass: main panics",
 		"context_files": []string{"main.go"}, "request_id": "bg-mcp-1",
 		"tried": map[string]any{"local_model": "no", "frontier_model": "no", "tools": "no"}}})
@@ -620,26 +572,7 @@ func TestREADMEAPIFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := newRoot(&env{})
-	checked := 0
-	for _, line := range strings.Split(string(raw), "\n") {
-		for _, seg := range strings.FieldsFunc(line, func(r rune) bool { return r == '`' || r == '|' }) {
-			f := strings.Fields(seg)
-			if len(f) < 2 || f[0] != "maker" || !slices.Contains(f, "--api") {
-				continue
-			}
-			cmd, _, err := root.Find(f[1:])
-			if err != nil || cmd == root {
-				t.Errorf("README: %q is no maker command: %v", seg, err)
-				continue
-			}
-			checked++
-			if cmd.Flags().Lookup("api") == nil {
-				t.Errorf("README: %q passes --api, which %s does not take", seg, cmd.CommandPath())
-			}
-		}
-	}
-	if checked < 3 {
+	if checked := checkREADMEFlag(t, string(raw), newRoot(&env{}), "api"); checked < 3 {
 		t.Errorf("checked %d command lines with --api in the README, want at least 3", checked)
 	}
 }
