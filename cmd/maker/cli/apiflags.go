@@ -111,11 +111,22 @@ func (e *apiError) Unwrap() []error {
 	return []error{e.sentinel, e.pe}
 }
 
-// Error is the problem's detail (its title when it has none) and failing
-// fields, with the HTTP status; a refused key says which flag gives it.
+// Error is the problem's title, detail and failing fields, with the
+// HTTP status ("not found: no such job (HTTP 404)"); a refused key says
+// which flag gives it.
 func (e *apiError) Error() string {
 	var b strings.Builder
-	b.WriteString(firstOf(e.pe.Detail, e.pe.Title))
+	title := e.pe.Title
+	if title != "" {
+		title = strings.ToLower(title[:1]) + title[1:]
+	}
+	b.WriteString(title)
+	if e.pe.Detail != "" {
+		if title != "" {
+			b.WriteString(": ")
+		}
+		b.WriteString(e.pe.Detail)
+	}
 	for _, f := range e.pe.Errors {
 		if f.Message != e.pe.Detail {
 			fmt.Fprintf(&b, "; %s: %s", orRootPath(f.Path), f.Message)

@@ -158,7 +158,7 @@ func TestAPIJobCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := a.api(t, plain, "status", "acme/a1"); res.code != ExitError || !strings.Contains(res.stderr, "no such job (HTTP 404)") {
+	if res := a.api(t, plain, "status", "acme/a1"); res.code != ExitError || !strings.Contains(res.stderr, "not found: no such job (HTTP 404)") {
 		t.Errorf("beta's key naming acme/a1: exit %d, stderr %q; want no such job", res.code, res.stderr)
 	}
 
@@ -168,7 +168,7 @@ func TestAPIJobCommands(t *testing.T) {
 	same(t, "jobs list", a.api(t, a.acme, "jobs", "list"), a.nats(t, "jobs", "list", "--tenant", "acme"))
 	same(t, "jobs list --all-tenants", a.api(t, a.admin, "jobs", "list", "--all-tenants"), a.nats(t, "jobs", "list", "--all-tenants"))
 	same(t, "jobs list --tenant beta (admin)", a.api(t, a.admin, "jobs", "list", "--tenant", "beta", "--json"), a.nats(t, "jobs", "list", "--tenant", "beta", "--json"))
-	if res := a.api(t, a.acme, "jobs", "list", "--all-tenants"); res.code != ExitError || !strings.Contains(res.stderr, "only an admin key acts on another tenant (HTTP 403)") {
+	if res := a.api(t, a.acme, "jobs", "list", "--all-tenants"); res.code != ExitError || !strings.Contains(res.stderr, "forbidden: only an admin key acts on another tenant (HTTP 403)") {
 		t.Errorf("jobs list --all-tenants with a tenant's key: exit %d, stderr %q", res.code, res.stderr)
 	}
 
@@ -178,7 +178,7 @@ func TestAPIJobCommands(t *testing.T) {
 		a.nats(t, "budget", "show", "--job", "acme/a1", "--json"))
 	same(t, "budget show", a.api(t, a.acme, "budget", "show"), a.nats(t, "budget", "show", "--tenant", "acme"))
 	res = a.api(t, a.acme, "budget", "set", "--job", "a1", "--usd", "3")
-	if res.code != ExitUsage || !strings.Contains(res.stderr, "has finished (HTTP 409)") {
+	if res.code != ExitUsage || !strings.Contains(res.stderr, "job finished: job a1 has finished (HTTP 409)") {
 		t.Errorf("budget set of a finished job: exit %d, stderr %q; want refused (exit 2)", res.code, res.stderr)
 	}
 	if res := a.api(t, a.acme, "budget", "show", "--day", "2020-01-01"); res.code != ExitUsage || !strings.Contains(res.stderr, "today's spend") {
@@ -421,9 +421,9 @@ func TestAPIControlCommands(t *testing.T) {
 		code      int
 		says      string
 	}{
-		{"healthy", "2", ExitUsage, "(HTTP 409)"},
-		{"person", "1", ExitUsage, "(HTTP 409)"},
-		{"nope", "0", ExitError, "no such job (HTTP 404)"},
+		{"healthy", "2", ExitUsage, "step not waiting for a person: "},
+		{"person", "1", ExitUsage, "step not waiting for a person: "},
+		{"nope", "0", ExitError, "not found: no such job (HTTP 404)"},
 	} {
 		res := a.api(t, a.admin, "decide", "acme/"+tc.job, "--step", tc.step, "--vote", `{"move":[1,0,2]}`)
 		if res.code != tc.code || res.stdout != "" || !strings.Contains(res.stderr, tc.says) {
@@ -458,7 +458,7 @@ func TestAPIControlCommands(t *testing.T) {
 
 	// Keys the server does not take: one line saying so, exit 1.
 	if res := a.api(t, "mk_000000000000_"+strings.Repeat("x", 43), "status", "running"); res.code != ExitError ||
-		res.stderr != "maker: unknown or revoked API key (HTTP 401): check --api-key or $MAKER_API_KEY\n" {
+		res.stderr != "maker: unauthorized: unknown or revoked API key (HTTP 401): check --api-key or $MAKER_API_KEY\n" {
 		t.Errorf("unknown key: exit %d, stderr %q", res.code, res.stderr)
 	}
 	if _, err := a.keys.Revoke(t.Context(), a.acme); err != nil {
