@@ -101,6 +101,28 @@ func (r JobRequest) Spec(tenant string) JobSpec {
 	}
 }
 
+// JobSpecOnly are the JobSpec fields a JobRequest does not carry: the
+// envelope, what the fleet fills in itself (the task's hash, the submit
+// time, a batch's place) and a calibration's token estimates.
+var JobSpecOnly = []string{"Header", "TaskHash", "PromptTokensEstimate", "CompletionTokensEstimate", "BatchID", "BatchLine", "SubmittedAt"}
+
+// Request is the request that submits s over the HTTP API: Spec's
+// inverse, every field but those in JobSpecOnly. Its Tenant is s's; leave
+// it empty to run as the API key's tenant.
+func (s JobSpec) Request() JobRequest {
+	return JobRequest{
+		JobID: s.JobID, Tenant: s.Tenant,
+		Task: s.Task, TaskVersion: s.TaskVersion, Params: s.Params, K: s.K, Seed: s.Seed, StepLimit: s.StepLimit,
+		MaxSamplesPerStep: s.MaxSamplesPerStep, MaxOutputTokens: s.MaxOutputTokens,
+		TemperatureFirst: s.TemperatureFirst, TemperatureRest: s.TemperatureRest, SampleTimeoutMS: s.SampleTimeoutMS,
+		PEstimate: s.PEstimate, ValidFraction: s.ValidFraction, Pricing: s.Pricing, Escalation: s.Escalation,
+		BudgetUSD: s.BudgetUSD, Priority: s.Priority,
+		ReliabilityTarget: s.ReliabilityTarget, KFloor: s.KFloor, Decorrelate: s.Decorrelate,
+		DecorrelateTemperature: s.DecorrelateTemperature, Models: s.Models,
+		SpeculationDepth: s.SpeculationDepth, SpeculationMaxWaste: s.SpeculationMaxWaste,
+	}
+}
+
 // Forecast is the planner's estimate of what a job will take, with a band:
 // the expected figure and a low and a high one.
 type Forecast struct {
@@ -168,8 +190,14 @@ type JobView struct {
 	Votes      int64 `json:"votes"`
 	RedFlagged int64 `json:"red_flagged"`
 	Errors     int64 `json:"errors"`
+	// Asked is what the job was last asked, run, pause or cancel, obeyed
+	// or not (Control shows it only while not yet obeyed).
+	Asked string `json:"asked,omitempty" jsonschema:"enum=,enum=run,enum=pause,enum=cancel"`
 	// Rung is set while the open step is escalated.
 	Rung string `json:"rung,omitempty" jsonschema:"enum=,enum=stronger_model,enum=panel"`
+	// Coordinator names the fleet process running the job (absent while
+	// it is queued or paused).
+	Coordinator string `json:"coordinator,omitempty"`
 	// SpentUSD is what the job has cost so far, ReservedUSD what its
 	// samples in flight may still cost; FinishCostUSD (budget_exhausted
 	// only) what finishing is expected to cost from here.
@@ -184,6 +212,19 @@ type JobView struct {
 	// figures were taken.
 	SubmittedAt time.Time `json:"submitted_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// Status is the job's state and progress as a job_status message (the
+// events route's and the fleet's own): every JobStatus field is one of
+// v's.
+func (v JobView) Status() JobStatus {
+	return JobStatus{
+		Header: NewHeader(KindJobStatus), Tenant: v.Tenant, JobID: v.ID, State: v.State,
+		Steps: v.Steps, TotalSteps: v.TotalSteps, Progress: v.Progress,
+		Samples: v.Samples, Votes: v.Votes, RedFlagged: v.RedFlagged, Errors: v.Errors,
+		Coordinator: v.Coordinator, Rung: v.Rung, Control: v.Control,
+		SpentUSD: v.SpentUSD, ReservedUSD: v.ReservedUSD, FinishCostUSD: v.FinishCostUSD, UpdatedAt: v.UpdatedAt,
+	}
 }
 
 // JobList is a page of GET /v1/jobs, by job id (generated ids are
@@ -215,6 +256,15 @@ type ControlResult struct {
 	Control string `json:"control" jsonschema:"enum=run,enum=pause,enum=cancel"`
 	// Changed is false when the job already was as asked.
 	Changed bool `json:"changed"`
+	// Decision is the person's answer the job holds for a step (decide's),
+	// when it holds one.
+	Decision *PersonDecision `json:"decision,omitempty"`
+}
+
+// ControlResultOf is the answer to a control or a decision that left the
+// job's record rec; changed says whether it changed it.
+func ControlResultOf(rec JobRecord, changed bool) ControlResult {
+	return ControlResult{ID: rec.JobID, Tenant: rec.Tenant, State: rec.State, Control: rec.Control, Changed: changed, Decision: rec.Decision}
 }
 
 // BudgetBody is the body of PUT /v1/jobs/{id}/budget: the job's new
@@ -288,6 +338,21 @@ type TaskInfo struct {
 	// Source is the spec file of Version (GET /v1/tasks/{name} only).
 	Versions []string `json:"versions,omitempty"`
 	Source   string   `json:"source,omitempty"`
+	// By names who registered a spec's Version, RegisteredAt when.
+	By           string    `json:"by,omitempty"`
+	RegisteredAt time.Time `json:"registered_at,omitzero"`
+}
+
+// TaskInfoOf is a registered spec's record as the API shows it (its
+// versions and source left out).
+func TaskInfoOf(rec TaskRecord) TaskInfo {
+	return TaskInfo{Name: rec.Name, Version: rec.TaskVersion, Hash: rec.Hash, By: rec.By, RegisteredAt: rec.At}
+}
+
+// Record is a registered spec's record as the fleet keeps it (the
+// answer of GET /v1/tasks/{name}).
+func (t TaskInfo) Record() TaskRecord {
+	return TaskRecord{Header: NewHeader(KindTaskRecord), Name: t.Name, TaskVersion: t.Version, Hash: t.Hash, Source: t.Source, By: t.By, At: t.RegisteredAt}
 }
 
 // TaskList is the answer to GET /v1/tasks.

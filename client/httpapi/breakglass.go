@@ -32,13 +32,26 @@ func (c *Client) BreakGlassAnswer(ctx context.Context, id string, wait time.Dura
 	return out, c.doJSON(ctx, http.MethodGet, "/v1/breakglass/"+url.PathEscape(id), q, nil, &out)
 }
 
+// Waits of WaitBreakGlass's requests: short until an answer is stored, so
+// that a held one is heard of soon after the judge holds it (a final one
+// comes back at once either way); long once held (a person's approval
+// takes minutes).
+const (
+	unansweredWait = 5 * time.Second
+	heldWait       = 30 * time.Second
+)
+
 // WaitBreakGlass waits until ctx ends for the final answer to the
 // tenant's request id; onHeld (optional) hears of the first held answer
 // (the request waits for a person's approval).
 func (c *Client) WaitBreakGlass(ctx context.Context, id string, onHeld func(schemas.BreakGlassResponse)) (schemas.BreakGlassResponse, error) {
 	held := false
 	for {
-		r, err := c.BreakGlassAnswer(ctx, id, 30*time.Second)
+		wait := unansweredWait
+		if held {
+			wait = heldWait
+		}
+		r, err := c.BreakGlassAnswer(ctx, id, wait)
 		switch {
 		case err == nil && schemas.FinalBreakGlassOutcome(r.Outcome):
 			return r, nil

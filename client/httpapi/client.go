@@ -195,6 +195,14 @@ func (c *Client) Tasks(ctx context.Context) ([]schemas.TaskInfo, error) {
 	return out.Tasks, c.doJSON(ctx, http.MethodGet, "/v1/tasks", nil, nil, &out)
 }
 
+// TaskVersions lists the tasks jobs may name with every registered
+// version of each spec (Tasks lists only the latest), oldest first per
+// name.
+func (c *Client) TaskVersions(ctx context.Context) ([]schemas.TaskInfo, error) {
+	var out schemas.TaskList
+	return out.Tasks, c.doJSON(ctx, http.MethodGet, "/v1/tasks", url.Values{"versions": {"all"}}, nil, &out)
+}
+
 // Task returns a task: a built-in, or a registered spec's versions and
 // source (version "": the latest).
 func (c *Client) Task(ctx context.Context, name, version string) (schemas.TaskInfo, error) {

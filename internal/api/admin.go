@@ -30,12 +30,13 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, _ apikey.Prin
 		return fmt.Errorf("%w: %w", jobs.ErrUnavailable, err)
 	}
 	// List is by name, then registration time: the last of a name is its
-	// latest.
+	// latest. ?versions=all keeps every version.
+	all := r.URL.Query().Get("versions") == "all"
 	for i, rec := range recs {
-		if i+1 < len(recs) && recs[i+1].Name == rec.Name {
+		if !all && i+1 < len(recs) && recs[i+1].Name == rec.Name {
 			continue
 		}
-		out.Tasks = append(out.Tasks, schemas.TaskInfo{Name: rec.Name, Version: rec.TaskVersion, Hash: rec.Hash})
+		out.Tasks = append(out.Tasks, schemas.TaskInfoOf(rec))
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
@@ -63,7 +64,8 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request, _ apikey.Princi
 	if err != nil {
 		return fmt.Errorf("%w: %w", jobs.ErrUnavailable, err)
 	}
-	info := schemas.TaskInfo{Name: rec.Name, Version: rec.TaskVersion, Hash: rec.Hash, Source: rec.Source}
+	info := schemas.TaskInfoOf(rec)
+	info.Source = rec.Source
 	for _, o := range all {
 		if o.Name == name {
 			info.Versions = append(info.Versions, o.TaskVersion)
@@ -104,7 +106,7 @@ func (s *Server) registerTask(w http.ResponseWriter, r *http.Request, p apikey.P
 	if created {
 		status = http.StatusCreated
 	}
-	return writeJSON(w, status, schemas.TaskInfo{Name: rec.Name, Version: rec.TaskVersion, Hash: rec.Hash})
+	return writeJSON(w, status, schemas.TaskInfoOf(rec))
 }
 
 // usage is GET /v1/usage.

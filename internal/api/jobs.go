@@ -193,9 +193,9 @@ func jobView(rec schemas.JobRecord, st schemas.JobStatus) schemas.JobView {
 	return schemas.JobView{
 		ID: rec.JobID, Tenant: rec.Tenant, Task: sp.Task, TaskVersion: sp.TaskVersion, K: sp.K,
 		Priority: sp.Priority, BudgetUSD: sp.BudgetUSD,
-		State: st.State, Finished: rec.Finished, Control: st.Control,
+		State: st.State, Finished: rec.Finished, Control: st.Control, Asked: rec.Control,
 		Progress: st.Progress, Steps: st.Steps, TotalSteps: st.TotalSteps,
-		Samples: st.Samples, Votes: st.Votes, RedFlagged: st.RedFlagged, Errors: st.Errors, Rung: st.Rung,
+		Samples: st.Samples, Votes: st.Votes, RedFlagged: st.RedFlagged, Errors: st.Errors, Rung: st.Rung, Coordinator: st.Coordinator,
 		SpentUSD: st.SpentUSD, ReservedUSD: st.ReservedUSD, FinishCostUSD: st.FinishCostUSD,
 		BatchID: sp.BatchID, BatchLine: sp.BatchLine, SubmittedAt: sp.SubmittedAt, UpdatedAt: st.UpdatedAt,
 	}
@@ -356,8 +356,7 @@ func (s *Server) control(action string) handler {
 }
 
 func controlResult(out jobs.Outcome) schemas.ControlResult {
-	rec := out.Record
-	return schemas.ControlResult{ID: rec.JobID, Tenant: rec.Tenant, State: rec.State, Control: rec.Control, Changed: out.Changed}
+	return schemas.ControlResultOf(out.Record, out.Changed)
 }
 
 // decide is POST /v1/jobs/{id}/decide: only a person decides, so only an

@@ -175,7 +175,9 @@ func (s *Server) routes() []route {
 			errs: []int{404, 501}},
 
 		{method: http.MethodGet, path: "/v1/tasks", access: tenant, h: s.listTasks, id: "listTasks",
-			summary: "The tasks jobs may name: built-in and registered specs", ok: http.StatusOK, okBody: jsonOf[schemas.TaskList]()},
+			summary: "The tasks jobs may name: built-in and registered specs (each spec's latest version)",
+			query:   []param{{"versions", "all: every registered version of each spec, oldest first per name", "string"}},
+			ok:      http.StatusOK, okBody: jsonOf[schemas.TaskList]()},
 		{method: http.MethodGet, path: "/v1/tasks/{name}", access: tenant, h: s.getTask, id: "getTask",
 			summary: "A task: a built-in, or a registered spec's versions and source (?version=, default the latest)",
 			query:   []param{{"version", "a registered spec's version", "string"}},

@@ -16,23 +16,26 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
-	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/auth/authtest"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/testkit"
-	"github.com/makerfleet/makerfleet/schemas"
 )
 
+// TestAuthInit: maker auth init makes a seed (0600) per fleet role and
+// the auth.conf nats-server reads; it keeps seeds on a re-run and rotates
+// them with --force. Tenants have no NATS identity: --tenant is refused
+// with a pointer to API keys, and a tenant seed an earlier release made is
+// named on stderr.
 func TestAuthInit(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "secrets")
-	res := runMain(t, "auth", "init", "--dir", dir, "--tenant", "alpha", "--tenant", "beta")
+	res := runMain(t, "auth", "init", "--dir", dir)
 	if res.code != ExitOK {
 		t.Fatalf("exit %d: %s", res.code, res.stderr)
 	}
-	ids := []string{"coordinator", "voter", "judge", "approver", "admin", "tenant-alpha", "tenant-beta"}
+	ids := []string{"coordinator", "voter", "judge", "approver", "api", "admin"}
 	seeds := map[string][]byte{}
 	for _, id := range ids {
 		path := filepath.Join(dir, id+".nk")
@@ -53,18 +56,36 @@ func TestAuthInit(t *testing.T) {
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("dir: %v %v, want 0700", fi.Mode(), err)
 	}
-	for _, want := range []string{"include", "--nats-nkey " + filepath.Join(dir, "coordinator.nk"), "--nats-nkey " + filepath.Join(dir, "tenant-alpha.nk")} {
+	for _, want := range []string{"include", "--nats-nkey " + filepath.Join(dir, "coordinator.nk"), "--nats-nkey " + filepath.Join(dir, "api.nk"),
+		"maker keys create --tenant T", "maker submit --api http://HOST:8000 --api-key KEY"} {
 		if !strings.Contains(res.stdout, want) {
 			t.Errorf("output does not say %q:\n%s", want, res.stdout)
 		}
 	}
+	if strings.Contains(res.stdout, "tenant-") {
+		t.Errorf("output names a tenant identity:\n%s", res.stdout)
+	}
 	// The config is what nats-server reads.
 	authtest.StartConf(t, dir, "include ./"+auth.ConfigFile+"\n")
 
-	// Again with a new tenant: the seeds are kept, gamma is added.
+	// A tenant: refused, pointing at API keys; nothing changes.
 	res = runMain(t, "auth", "init", "--dir", dir, "--tenant", "gamma")
-	if res.code != ExitOK {
-		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	if res.code != ExitUsage || !strings.Contains(res.stderr, "maker keys create --tenant gamma") || res.stdout != "" {
+		t.Fatalf("--tenant: exit %d, stdout %q, stderr %q; want exit %d pointing at maker keys create --tenant gamma", res.code, res.stdout, res.stderr, ExitUsage)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tenant-gamma.nk")); err == nil {
+		t.Error("--tenant made a tenant seed")
+	}
+
+	// Again, with a seed an earlier release made for a tenant: the seeds are
+	// kept, the old one is named, auth.conf names only the roles.
+	old := filepath.Join(dir, "tenant-alpha.nk")
+	if err := os.WriteFile(old, seeds["voter"], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res = runMain(t, "auth", "init", "--dir", dir)
+	if res.code != ExitOK || !strings.Contains(res.stderr, old) || !strings.Contains(res.stderr, "API key") {
+		t.Fatalf("re-run with an old tenant seed: exit %d, stderr %q; want it named", res.code, res.stderr)
 	}
 	for _, id := range ids {
 		now, err := os.ReadFile(filepath.Join(dir, id+".nk"))
@@ -76,10 +97,13 @@ func TestAuthInit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range append(ids, "tenant-gamma") {
+	for _, id := range ids {
 		if !strings.Contains(string(conf), "# "+id+"\n") {
 			t.Errorf("auth.conf lacks %s", id)
 		}
+	}
+	if strings.Contains(string(conf), "tenant-") {
+		t.Errorf("auth.conf names a tenant identity:\n%s", conf)
 	}
 	// --force rotates every seed.
 	res = runMain(t, "auth", "init", "--dir", dir, "--force")
@@ -89,16 +113,13 @@ func TestAuthInit(t *testing.T) {
 	if now, _ := os.ReadFile(filepath.Join(dir, "voter.nk")); bytes.Equal(now, seeds["voter"]) {
 		t.Error("--force kept the voter's seed")
 	}
-	if _, err := os.Stat(filepath.Join(dir, "tenant-gamma.nk")); err != nil {
-		t.Errorf("--force dropped a tenant: %v", err)
-	}
 
 	for _, tc := range []struct {
 		name string
 		args []string
 	}{
 		{"no dir", []string{"auth", "init"}},
-		{"bad tenant", []string{"auth", "init", "--dir", t.TempDir(), "--tenant", "Not_A_Tenant"}},
+		{"a tenant", []string{"auth", "init", "--dir", t.TempDir(), "--tenant", "alpha"}},
 		{"bad namespace", []string{"auth", "init", "--dir", t.TempDir(), "--namespace", "NS!"}},
 		{"creds and nkey", []string{"auth", "init", "--dir", t.TempDir(), "--nats-nkey", filepath.Join(dir, "voter.nk"), "--nats-creds", filepath.Join(dir, "voter.nk")}},
 		{"missing seed", []string{"task", "list", "--nats-nkey", filepath.Join(dir, "nobody.nk")}},
@@ -114,7 +135,7 @@ func TestAuthInit(t *testing.T) {
 // what was refused, rather than timing out in silence.
 func TestAuthPermissionDenied(t *testing.T) {
 	t.Parallel()
-	srv := authtest.Start(t, "alpha")
+	srv := authtest.Start(t)
 	c := srv.Connect(t, auth.Coordinator)
 	js, err := jetstream.New(c.Conn)
 	if err != nil {
@@ -272,7 +293,7 @@ func TestConnCreds(t *testing.T) {
 	if _, err := bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
-	if res := runMain(t, "task", "list", "--nats", srv.URL, "--nats-creds", creds("tenant-alpha")); res.code != ExitOK {
+	if res := runMain(t, "task", "list", "--nats", srv.URL, "--nats-creds", creds("voter")); res.code != ExitOK {
 		t.Fatalf("with --nats-creds: exit %d: %s", res.code, res.stderr)
 	}
 	if res := runMain(t, "task", "list", "--nats", srv.URL); res.code == ExitOK || !strings.Contains(strings.ToLower(res.stderr), "authorization") {
@@ -325,37 +346,5 @@ func TestAuthRun(t *testing.T) {
 	res := runMain(t, "run", "--task", "hanoi", "--disks", "3", "--nats", srv.URL, "--nats-nkey", srv.Seed(auth.Admin))
 	if res.code != ExitOK || !strings.Contains(res.stdout, "SOLVED") {
 		t.Fatalf("exit %d: %s%s", res.code, res.stdout, res.stderr)
-	}
-}
-
-// TestAuthTenantFromIdentity: a tenant identity's tenant is the default of
-// a command's --tenant (the only tenant it may read or act for); a given
-// --tenant, another identity, or a --tenant whose default is not the
-// default tenant (judge approve's "any") stay as they are.
-func TestAuthTenantFromIdentity(t *testing.T) {
-	for _, tc := range []struct {
-		name, identity, def string
-		args                []string
-		want                string
-	}{
-		{"tenant identity", "tenant-alpha", schemas.DefaultTenant, nil, "alpha"},
-		{"given --tenant", "tenant-alpha", schemas.DefaultTenant, []string{"--tenant", "beta"}, "beta"},
-		{"approver", "approver", schemas.DefaultTenant, nil, schemas.DefaultTenant},
-		{"no identity", "", schemas.DefaultTenant, nil, schemas.DefaultTenant},
-		{"default any", "tenant-alpha", "", nil, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var tenant string
-			cmd := &cobra.Command{Use: "x", RunE: func(*cobra.Command, []string) error { return nil }}
-			cmd.Flags().StringVar(&tenant, "tenant", tc.def, "")
-			if err := cmd.ParseFlags(tc.args); err != nil {
-				t.Fatal(err)
-			}
-			changed := cmd.Flags().Changed("tenant")
-			tenantFromIdentity(cmd, tc.identity)
-			if tenant != tc.want || cmd.Flags().Changed("tenant") != changed {
-				t.Errorf("--tenant %q (given %v), want %q (given %v)", tenant, cmd.Flags().Changed("tenant"), tc.want, changed)
-			}
-		})
 	}
 }

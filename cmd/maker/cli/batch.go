@@ -28,7 +28,8 @@ pricing and the other job fields). Each line is checked as maker submit would; a
 line is kept in the batch's error file with its line number and the rest runs. A custom_id
 given twice refuses the whole batch, and nothing of it runs. The fleet's coordinators run
 the jobs in input order, at most --window at once; the output has one line per input line,
-in input order, with its custom_id and the job's report, or its error.`,
+in input order, with its custom_id and the job's report, or its error.
+` + apiHelp,
 	})
 	cmd.AddCommand(batchSubmitCmd(e), batchStatusCmd(e), batchFileCmd(e, "output"), batchFileCmd(e, "errors"),
 		batchCancelCmd(e), batchListCmd(e))
@@ -39,33 +40,48 @@ in input order, with its custom_id and the job's report, or its error.`,
 type batchFlags struct {
 	natsURL, tenant string
 	asJSON          bool
+	api             *apiFlags
 }
 
 func (f *batchFlags) add(cmd *cobra.Command, json bool) {
 	natsFlag(cmd, &f.natsURL)
-	cmd.Flags().StringVar(&f.tenant, "tenant", schemas.DefaultTenant, "tenant of the batch (an ID of the form tenant/id must name the same)")
+	f.api = addAPIFlags(cmd)
+	cmd.Flags().StringVar(&f.tenant, "tenant", schemas.DefaultTenant, "tenant of the batch (an ID of the form tenant/id must name the same; not with --api: a batch is the API key's tenant's)")
 	if json {
 		cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 	}
 }
 
-// dial connects for a batch command of tenant.
-func (f *batchFlags) dial(cmd *cobra.Command, tenant string) (*jobClient, error) {
+// dial connects for a batch command of tenant: through the API (--api),
+// as the key's tenant, or to the fleet's NATS.
+func (f *batchFlags) dial(cmd *cobra.Command, tenant string) (batchesPort, error) {
+	hc, err := f.api.client(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if hc != nil {
+		if err := refuseWithAPI(cmd, "a batch is the API key's tenant's", "tenant"); err != nil {
+			return nil, err
+		}
+		return apiFleet{hc}, nil
+	}
 	return dialClient(cmd.Context(), f.natsURL, "maker-"+strings.ReplaceAll(cmd.CommandPath(), " ", "-"), tenant)
 }
 
 // dialBatch reads the ID argument arg (see batchRef) and connects for its
-// tenant; ref is the batch as the client names it, tenant/id.
-func (f *batchFlags) dialBatch(cmd *cobra.Command, arg string) (c *jobClient, ref string, err error) {
-	tenant, id, err := f.batchRef(cmd, arg)
+// tenant; with --api the tenant is "" (the key's) unless arg names one.
+func (f *batchFlags) dialBatch(cmd *cobra.Command, arg string) (c batchesPort, tenant, id string, err error) {
+	tenant, id, err = f.batchRef(cmd, arg)
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	c, err = f.dial(cmd, tenant)
-	if err != nil {
-		return nil, "", err
+	if c, err = f.dial(cmd, tenant); err != nil {
+		return nil, "", "", err
 	}
-	return c, tenant + "/" + id, nil
+	if _, api := c.(apiFleet); api && !strings.Contains(arg, "/") {
+		tenant = ""
+	}
+	return c, tenant, id, nil
 }
 
 // batchRef reads an ID argument: "id" (in --tenant) or "tenant/id".
@@ -103,9 +119,12 @@ func batchSubmitCmd(e *env) *cobra.Command {
 --wait it waits until the batch has ended, then writes its output (JSONL, one line per input
 line in input order) to --output FILE, or to stdout without it, and its error file to
 --errors FILE if given; a summary goes to stderr (and, with --output, to stdout: --json the
-batch's record). A cancelled batch exits 1.`,
-		Example: `  maker batch submit jobs.jsonl --nats nats://127.0.0.1:4222 --wait --output results.jsonl --errors errors.jsonl`,
-		Args:    exactArgs(1, "FILE.jsonl (- for stdin)"),
+batch's record). A cancelled batch exits 1.
+` + apiHelp + `
+Over the API, --wait asks for the batch's record every second; --max-lines is the server's.`,
+		Example: `  maker batch submit jobs.jsonl --nats nats://127.0.0.1:4222 --wait --output results.jsonl --errors errors.jsonl
+  maker batch submit jobs.jsonl --api http://127.0.0.1:8000 --api-key "$KEY" --wait --output results.jsonl`,
+		Args: exactArgs(1, "FILE.jsonl (- for stdin)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkTenant(f.tenant); err != nil {
 				return err
@@ -123,6 +142,11 @@ batch's record). A cancelled batch exits 1.`,
 				return err
 			}
 			defer c.Close()
+			if _, api := c.(apiFleet); api {
+				if err := refuseWithAPI(cmd, "the server's own line limits apply", "max-lines"); err != nil {
+					return err
+				}
+			}
 			ctx := cmd.Context()
 			rec, err := c.SubmitBatch(ctx, in, opts)
 			if err != nil {
@@ -141,20 +165,20 @@ batch's record). A cancelled batch exits 1.`,
 			if !quiet {
 				fmt.Fprintf(e.stderr, "submitted %s: %s\n", rec.ID, batchCounts(rec))
 			}
-			done, err := c.WaitBatch(ctx, rec.ID, batchProgress(e.stderr, quiet))
+			done, err := c.WaitBatch(ctx, "", rec.ID, batchProgress(e.stderr, quiet))
 			if err != nil {
 				return fmt.Errorf("waiting for batch %s: %w", rec.ID, err)
 			}
 			if errorFile != "" {
-				if err := writeFileFrom(errorFile, func(w io.Writer) error { return c.BatchErrors(ctx, rec.ID, w) }); err != nil {
+				if err := writeFileFrom(errorFile, func(w io.Writer) error { return c.BatchErrors(ctx, "", rec.ID, w) }); err != nil {
 					return err
 				}
 			}
 			if output == "" {
-				if err := c.BatchOutput(ctx, rec.ID, e.stdout); err != nil {
+				if err := c.BatchOutput(ctx, "", rec.ID, e.stdout); err != nil {
 					return err
 				}
-			} else if err := writeFileFrom(output, func(w io.Writer) error { return c.BatchOutput(ctx, rec.ID, w) }); err != nil {
+			} else if err := writeFileFrom(output, func(w io.Writer) error { return c.BatchOutput(ctx, "", rec.ID, w) }); err != nil {
 				return err
 			}
 			if !quiet {
@@ -243,30 +267,30 @@ func batchProgress(w io.Writer, quiet bool) func(schemas.BatchRecord) {
 }
 
 func batchStatusCmd(e *env) *cobra.Command {
-	return batchRecordCmd(e, "status ID", "Print a batch's state and counts", (*jobClient).Batch)
+	return batchRecordCmd(e, "status ID", "Print a batch's state and counts", batchesPort.Batch)
 }
 
 func batchCancelCmd(e *env) *cobra.Command {
 	return batchRecordCmd(e, "cancel ID",
-		"Cancel a batch: no more of its jobs start, and its unfinished jobs are cancelled", (*jobClient).CancelBatch)
+		"Cancel a batch: no more of its jobs start, and its unfinished jobs are cancelled", batchesPort.CancelBatch)
 }
 
 // batchRecordCmd is a batch command that does one thing to batch ID and
 // prints the batch's record: maker batch status and maker batch cancel.
 func batchRecordCmd(e *env, use, short string,
-	do func(*jobClient, context.Context, string) (schemas.BatchRecord, error)) *cobra.Command {
+	do func(batchesPort, context.Context, string, string) (schemas.BatchRecord, error)) *cobra.Command {
 	var f batchFlags
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  exactArgs(1, "ID (a batch id, or tenant/id)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ref, err := f.dialBatch(cmd, args[0])
+			c, tenant, id, err := f.dialBatch(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			rec, err := do(c, cmd.Context(), ref)
+			rec, err := do(c, cmd.Context(), tenant, id)
 			if err != nil {
 				return clientErr(err)
 			}
@@ -299,16 +323,16 @@ A line whose job has not finished yet says so (error code not_finished); the fil
 so a batch of any size takes little memory.`,
 		Args: exactArgs(1, "ID (a batch id, or tenant/id)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ref, err := f.dialBatch(cmd, args[0])
+			c, tenant, id, err := f.dialBatch(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			defer c.Close()
 			write := func(w io.Writer) error {
 				if which == "errors" {
-					return c.BatchErrors(cmd.Context(), ref, w)
+					return c.BatchErrors(cmd.Context(), tenant, id, w)
 				}
-				return c.BatchOutput(cmd.Context(), ref, w)
+				return c.BatchOutput(cmd.Context(), tenant, id, w)
 			}
 			if output == "" {
 				return clientErr(write(e.stdout))

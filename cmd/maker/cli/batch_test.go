@@ -24,12 +24,7 @@ func TestBatchCommands(t *testing.T) {
 	env.StartVoter(fleettest.NewFakeModel(nil, nil), voter.Config{Concurrency: 4})
 	url := env.NATS.URL
 	dir := t.TempDir()
-	in := filepath.Join(dir, "jobs.jsonl")
-	writeLines(t, in,
-		`{"custom_id": "first", "task": "hanoi", "params": {"disks": 2}, "k": 1}`,
-		`{"custom_id": "broken", "task": "hanoi", "params": {"disks": 0}, "k": 1}`,
-		`{"custom_id": "third", "task": "hanoi", "params": {"disks": 3}, "k": 1}`)
-	out, errs := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "errors.jsonl")
+	in, out, errs := batchFiles(t, dir)
 
 	res := runMain(t, "batch", "submit", in, "--nats", url, "--tenant", "acme", "--wait", "--output", out, "--errors", errs, "--json")
 	if res.code != ExitOK {
@@ -39,15 +34,7 @@ func TestBatchCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.stdout), &rec); err != nil || rec.State != schemas.BatchCompleted || rec.Counts.Completed != 2 || rec.Counts.Failed != 1 {
 		t.Fatalf("batch submit printed %q (%v)", res.stdout, err)
 	}
-	if got := customIDs(t, out); got != "first broken third" {
-		t.Errorf("output custom_ids %q, want input order", got)
-	}
-	if got := customIDs(t, errs); got != "broken" {
-		t.Errorf("error file custom_ids %q", got)
-	}
-	if !strings.Contains(res.stderr, rec.ID+" completed") {
-		t.Errorf("no summary on stderr: %q", res.stderr)
-	}
+	checkBatchFiles(t, out, errs, rec, res.stderr)
 
 	res = runMain(t, "batch", "status", "acme/"+rec.ID, "--nats", url)
 	if want := "acme/" + rec.ID + ": completed, 3 lines (1 invalid), 2 submitted, 2 completed, 1 failed, 0 cancelled\n"; res.code != ExitOK || res.stdout != want {
@@ -96,6 +83,34 @@ func TestBatchCommands(t *testing.T) {
 	res = runMain(t, "batch", "status", "acme/batch_nope", "--nats", url)
 	if res.code != ExitError || !strings.Contains(res.stderr, "unknown batch") {
 		t.Errorf("unknown batch: exit %d, %q", res.code, res.stderr)
+	}
+}
+
+// batchFiles writes the input of a batch of three lines, the second
+// invalid, in dir, and names the files for its output and errors.
+func batchFiles(t *testing.T, dir string) (in, out, errs string) {
+	t.Helper()
+	in = filepath.Join(dir, "jobs.jsonl")
+	writeLines(t, in,
+		`{"custom_id": "first", "task": "hanoi", "params": {"disks": 2}, "k": 1}`,
+		`{"custom_id": "broken", "task": "hanoi", "params": {"disks": 0}, "k": 1}`,
+		`{"custom_id": "third", "task": "hanoi", "params": {"disks": 3}, "k": 1}`)
+	return in, filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "errors.jsonl")
+}
+
+// checkBatchFiles checks what batch submit --wait --output out --errors
+// errs wrote for batchFiles' input: every line in input order, the
+// invalid one in the error file, the summary on stderr.
+func checkBatchFiles(t *testing.T, out, errs string, rec schemas.BatchRecord, stderr string) {
+	t.Helper()
+	if got := customIDs(t, out); got != "first broken third" {
+		t.Errorf("output custom_ids %q, want input order", got)
+	}
+	if got := customIDs(t, errs); got != "broken" {
+		t.Errorf("error file custom_ids %q", got)
+	}
+	if !strings.Contains(stderr, rec.ID+" completed") {
+		t.Errorf("no summary on stderr: %q", stderr)
 	}
 }
 

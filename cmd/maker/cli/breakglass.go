@@ -169,6 +169,7 @@ func breakglassCmd(e *env) *cobra.Command {
 		tried               []string
 		asJSON              bool
 		timeout             time.Duration
+		api                 *apiFlags
 	)
 	cmd := &cobra.Command{
 		Use:   `breakglass "break glass: <problem>"`,
@@ -183,12 +184,24 @@ attempt is audited. AGENTS.md in --root, when present, is sent as the project's 
 
 A request estimated over the approval threshold waits until a person runs
 "maker judge approve ID". A refused, denied or failed request exits 1 with the reason on
-stderr.`,
+stderr.
+` + apiHelp + `
+Over the API (POST /v1/breakglass, then GET /v1/breakglass/{id} until the final answer) the
+tenant and the requester are the API key's: --tenant and --requester are refused.`,
 		Example: `  maker breakglass "break glass: nil pointer panic in the voter after a NATS reconnect" \
     --tried local_model="qwen3: blamed the network" --tried frontier_model="gpt-5.5: suggested a retry, no change" \
     --tried tools="go test -race: no race reported" --file voter/pull.go --log build.log --json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			hc, err := api.client(cmd)
+			if err != nil {
+				return err
+			}
+			if hc != nil {
+				if err := refuseWithAPI(cmd, "the API key says the tenant and who asks", "tenant", "requester"); err != nil {
+					return err
+				}
+			}
 			switch {
 			case len(args) == 1 && fusionPath != "":
 				return usagef("give the problem or --fusion-request, not both")
@@ -203,7 +216,6 @@ stderr.`,
 			default:
 				return usagef(`give the problem as one argument: "break glass: <problem>"`)
 			}
-			var err error
 			if in.Tried, err = parseTried(tried); err != nil {
 				return usageError{err}
 			}
@@ -217,19 +229,22 @@ stderr.`,
 			for _, w := range warnings {
 				fmt.Fprintln(e.stderr, "maker: "+w)
 			}
-			js, closeNC, err := connectJS(natsURL, "maker-breakglass", natsAuth(cmd.Context()))
-			if err != nil {
-				return err
+			var judges judgePort
+			if hc != nil {
+				judges = apiFleet{hc}
+			} else {
+				js, closeNC, err := connectJS(natsURL, "maker-breakglass", natsAuth(cmd.Context()))
+				if err != nil {
+					return err
+				}
+				defer closeNC()
+				judges = natsJudge{js: js, ns: bus.DefaultNamespace, identity: natsAuth(cmd.Context()).IdentityName(), notes: e.stderr}
 			}
-			defer closeNC()
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			if err := awaitJudge(ctx, js, natsAuth(cmd.Context()).IdentityName(), e.stderr); err != nil {
-				return err
-			}
-			resp, err := judgeclient.Ask(ctx, js, bus.DefaultNamespace, req, judgeclient.OnHeld(func(r *schemas.BreakGlassResponse) {
+			resp, err := judges.Ask(ctx, req, func(r *schemas.BreakGlassResponse) {
 				fmt.Fprintf(e.stderr, "maker: %s: %s; waiting (up to --timeout %s)\n", r.RequestID, r.Reason, timeout)
-			}))
+			})
 			if resp == nil {
 				return err
 			}
@@ -252,6 +267,7 @@ stderr.`,
 		},
 	}
 	natsFlag(cmd, &natsURL)
+	api = addAPIFlags(cmd)
 	fl := cmd.Flags()
 	fl.StringArrayVar(&tried, "tried", nil, "what already failed, KIND=NOTE, KIND one of local_model, frontier_model, tools (give all three)")
 	fl.StringVar(&in.ProblemType, "type", "", "problem type: lean_proof, code_bug, architecture, math_novel, infra_debug (default: detected)")

@@ -138,26 +138,7 @@ func TestREADMENATSFlag(t *testing.T) {
 	}
 	readme := string(raw)
 	root := newRoot(&env{})
-	checked := 0
-	for _, line := range strings.Split(readme, "\n") {
-		// A command line is a code line, or a `quoted` span or table
-		// cell of prose.
-		for _, seg := range strings.FieldsFunc(line, func(r rune) bool { return r == '`' || r == '|' }) {
-			f := strings.Fields(seg)
-			if len(f) < 2 || f[0] != "maker" || !slices.Contains(f, "--nats") {
-				continue
-			}
-			cmd, _, err := root.Find(f[1:])
-			if err != nil || cmd == root {
-				t.Errorf("README: %q is no maker command: %v", seg, err)
-				continue
-			}
-			checked++
-			if cmd.Flags().Lookup("nats") == nil {
-				t.Errorf("README: %q passes --nats, which %s does not take", seg, cmd.CommandPath())
-			}
-		}
-	}
+	checked := checkREADMEFlag(t, readme, root, "nats")
 	if checked < 8 {
 		t.Errorf("checked %d command lines with --nats in the README, want every one (at least 8)", checked)
 	}
@@ -179,4 +160,32 @@ func TestREADMENATSFlag(t *testing.T) {
 			t.Errorf("%s takes no --nats; the README's %q does not say so", name, sentence)
 		}
 	}
+}
+
+// checkREADMEFlag checks that every command line of readme passing
+// --flag is one of a command of root that takes it, and returns how many
+// it checked.
+func checkREADMEFlag(t *testing.T, readme string, root *cobra.Command, flag string) int {
+	t.Helper()
+	checked := 0
+	for _, line := range strings.Split(readme, "\n") {
+		// A command line is a code line, or a `quoted` span or table
+		// cell of prose.
+		for _, seg := range strings.FieldsFunc(line, func(r rune) bool { return r == '`' || r == '|' }) {
+			f := strings.Fields(seg)
+			if len(f) < 2 || f[0] != "maker" || !slices.Contains(f, "--"+flag) {
+				continue
+			}
+			cmd, _, err := root.Find(f[1:])
+			if err != nil || cmd == root {
+				t.Errorf("README: %q is no maker command: %v", seg, err)
+				continue
+			}
+			checked++
+			if cmd.Flags().Lookup(flag) == nil {
+				t.Errorf("README: %q passes --%s, which %s does not take", seg, flag, cmd.CommandPath())
+			}
+		}
+	}
+	return checked
 }

@@ -24,12 +24,21 @@ func dlqCmd(e *env) *cobra.Command {
 		asJSON, all, allTenants bool
 		limit                   int
 	)
+	var api *apiFlags
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List a tenant's dead letters, oldest first (--all-tenants: every tenant's)",
-		Args:  cobra.NoArgs,
+		Long: `Lists a tenant's dead letters, oldest first: requests the fleet gave up on, with why.
+` + apiHelp + `
+--all-tenants over the API needs an admin key, and the API lists at most 1000.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if allTenants && cmd.Flags().Changed("tenant") {
+			hc, err := api.client(cmd)
+			if err != nil {
+				return err
+			}
+			tenantSet := cmd.Flags().Changed("tenant")
+			if allTenants && tenantSet {
 				return usagef("give --tenant or --all-tenants, not both")
 			}
 			tenant := listTenant
@@ -44,14 +53,19 @@ func dlqCmd(e *env) *cobra.Command {
 			if limit < 1 {
 				return usagef("--limit must be >= 1")
 			}
-			f, err := dialFleet(cmd.Context(), natsURL, "maker-dlq")
-			if err != nil {
+			var dlq deadLettersPort
+			if hc != nil {
+				dlq = apiFleet{hc}
+				if !tenantSet {
+					tenant = "" // the API key's
+				}
+			} else if dlq, err = dialFleet(cmd.Context(), natsURL, "maker-dlq"); err != nil {
 				return err
 			}
-			defer f.Close()
-			dls, err := bus.ListDeadLetters(cmd.Context(), f.topo.JS, f.topo.NS, tenant, job, limit)
+			defer dlq.Close()
+			dls, err := dlq.DeadLetters(cmd.Context(), tenant, allTenants, job, limit)
 			if err != nil {
-				return err
+				return clientErr(err)
 			}
 			if asJSON {
 				if dls == nil {
@@ -68,7 +82,8 @@ func dlqCmd(e *env) *cobra.Command {
 		},
 	}
 	natsFlag(list, &natsURL)
-	list.Flags().StringVar(&listTenant, "tenant", schemas.DefaultTenant, "list this tenant's dead letters")
+	api = addAPIFlags(list)
+	list.Flags().StringVar(&listTenant, "tenant", schemas.DefaultTenant, "list this tenant's dead letters (with --api default the API key's; another only for an admin key)")
 	list.Flags().BoolVar(&allTenants, "all-tenants", false, "list every tenant's dead letters (an admin's view)")
 	list.Flags().StringVar(&job, "job", "", "only this job's dead letters")
 	list.Flags().IntVar(&limit, "limit", 1000, "list at most this many")

@@ -218,14 +218,22 @@ func judgeAnswerCmd(e *env) *cobra.Command {
 	var (
 		natsURL, tenant string
 		asJSON          bool
+		api             *apiFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "answer ID",
 		Short: "Print the stored answer to one of the tenant's break-glass requests (held or final)",
 		Long: `answer reads the judge's answer to request ID of --tenant. Answers are stored per tenant:
-an id another tenant asked for is not found.`,
+an id another tenant asked for is not found.
+` + apiHelp + `
+Over the API (GET /v1/breakglass/{id}) the answer is the API key's tenant's. Its --api-key
+is the API key, not the judge's model key of maker judge --api-key.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			hc, err := api.client(cmd)
+			if err != nil {
+				return err
+			}
 			if err := checkTenant(tenant); err != nil {
 				return err
 			}
@@ -233,9 +241,19 @@ an id another tenant asked for is not found.`,
 				return usagef("invalid request id %q: want %s", args[0], schemas.JobIDRule)
 			}
 			var resp schemas.BreakGlassResponse
-			if err := withJudgeAdmin(cmd, natsURL, func(ctx context.Context, js jetstream.JetStream) error {
-				return judgeclient.Answer(ctx, js, bus.DefaultNamespace, tenant, args[0], &resp)
-			}); err != nil {
+			if hc != nil {
+				named := ""
+				if cmd.Flags().Changed("tenant") {
+					named = tenant
+				}
+				resp, err = apiFleet{hc}.Answer(cmd.Context(), named, args[0])
+			} else {
+				err = withJudgeAdmin(cmd, natsURL, func(ctx context.Context, js jetstream.JetStream) (err error) {
+					resp, err = natsJudge{js: js, ns: bus.DefaultNamespace}.Answer(ctx, tenant, args[0])
+					return err
+				})
+			}
+			if err != nil {
 				return err
 			}
 			if asJSON {
@@ -252,8 +270,9 @@ an id another tenant asked for is not found.`,
 		},
 	}
 	natsFlag(cmd, &natsURL)
+	api = addAPIFlags(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&tenant, "tenant", schemas.DefaultTenant, "the tenant that asked")
+	fl.StringVar(&tenant, "tenant", schemas.DefaultTenant, "the tenant that asked (with --api: the API key's)")
 	fl.BoolVar(&asJSON, "json", false, "print the whole response as JSON")
 	return cmd
 }

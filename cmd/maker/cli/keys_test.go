@@ -152,11 +152,11 @@ func TestKeysCommands(t *testing.T) {
 	}
 }
 
-// TestKeysSecured: on a secured fleet the admin makes and revokes keys; a
-// tenant's identity and the api's are refused by the server, at once.
+// TestKeysSecured: on a secured fleet the admin makes and revokes keys;
+// the voter's identity and the api's are refused by the server, at once.
 func TestKeysSecured(t *testing.T) {
 	t.Parallel()
-	srv := authtest.Start(t, "alpha")
+	srv := authtest.Start(t)
 	as := func(id string, args ...string) outcome {
 		return runMain(t, append(args, "--nats", srv.URL, "--nats-nkey", srv.Seed(id))...)
 	}
@@ -167,7 +167,7 @@ func TestKeysSecured(t *testing.T) {
 	if res.code != ExitOK {
 		t.Fatalf("admin: exit %d, stderr %q", res.code, res.stderr)
 	}
-	for _, id := range []string{auth.Tenant("alpha"), auth.API} {
+	for _, id := range []string{auth.Voter, auth.API} {
 		res := as(id, "keys", "create", "--tenant", "alpha")
 		if res.code != ExitError || !strings.Contains(res.stderr, "permission denied") || res.stdout != "" {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want permission denied", id, res.code, res.stdout, res.stderr)

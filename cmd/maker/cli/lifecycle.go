@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/client"
+	"github.com/makerfleet/makerfleet/client/httpapi"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -52,36 +54,6 @@ func dialFleet(ctx context.Context, natsURL, name string) (*fleetConn, error) {
 		return nil, err
 	}
 	return &fleetConn{nc: nc, topo: topo}, nil
-}
-
-// jobClient is the public client (package client) on a connection of
-// the command's own.
-type jobClient struct {
-	*client.Client
-	nc *nats.Conn
-}
-
-func (c *jobClient) Close() { c.nc.Close() }
-
-// dialClient connects to the fleet at natsURL as dialFleet does (bounded,
-// creating nothing) and returns the public client on it, in tenant.
-func dialClient(ctx context.Context, natsURL, name, tenant string) (*jobClient, error) {
-	nc, err := bus.Connect(natsURL, name, natsAuth(ctx))
-	if err != nil {
-		return nil, err
-	}
-	c, err := client.New(nc, client.WithTenant(tenant))
-	if err == nil {
-		err = c.CheckFleet(ctx)
-	}
-	if err != nil {
-		nc.Close()
-		if errors.Is(err, client.ErrNoFleet) {
-			return nil, fmt.Errorf("%s: %w", bus.RedactURL(natsURL), err)
-		}
-		return nil, err
-	}
-	return &jobClient{Client: c, nc: nc}, nil
 }
 
 // jobRef reads a JOB argument: "job" (in --tenant) or "tenant/job".
@@ -122,40 +94,68 @@ func checkJobID(id string) error {
 	return nil
 }
 
-// clientErr marks the errors a client command gets for bad input.
+// clientErr marks the errors a client command gets for bad input (on
+// NATS, or the API's 400, 409, 413 and 422: apiErr).
 func clientErr(err error) error {
-	if errors.Is(err, client.ErrInvalid) || errors.Is(err, client.ErrFinished) || errors.Is(err, client.ErrNotWaiting) {
+	if errors.Is(err, client.ErrInvalid) || errors.Is(err, client.ErrFinished) || errors.Is(err, client.ErrNotWaiting) ||
+		errors.Is(err, client.ErrConflict) {
 		return usageError{err}
 	}
 	return err
 }
 
-// jobCommand builds a command acting on one job, through the public
-// client; run gets the job as ref, tenant/job.
-func jobCommand(e *env, use, short string, run func(ctx context.Context, c *jobClient, ref, tenant, job string, asJSON bool) error) *cobra.Command {
+// jobCommand builds a command acting on one job, through the fleet's
+// NATS or its HTTP API (--api); run gets the job's tenant ("" with --api
+// when no tenant is named: the API key's) and id.
+func jobCommand(e *env, use, short string, run func(ctx context.Context, c jobsPort, tenant, job string, asJSON bool) error) *cobra.Command {
 	var natsURL, tenant string
 	var asJSON bool
+	var api *apiFlags
 	cmd := &cobra.Command{
 		Use:   use + " JOB",
 		Short: short,
 		Args:  exactArgs(1, "JOB (a job id, or tenant/job)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, j, err := jobRef(args[0], tenant, cmd.Flags().Changed("tenant"))
+			hc, err := api.client(cmd)
 			if err != nil {
 				return err
 			}
-			c, err := dialClient(cmd.Context(), natsURL, "maker-"+use, t)
+			tenantSet := cmd.Flags().Changed("tenant")
+			t, j, err := jobRef(args[0], tenant, tenantSet)
+			if err != nil {
+				return err
+			}
+			c, err := openJobs(cmd, hc, natsURL, "maker-"+use, t)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			return clientErr(run(cmd.Context(), c, t+"/"+j, t, j, asJSON))
+			if hc != nil && !tenantSet && !strings.Contains(args[0], "/") {
+				t = "" // the API key's
+			}
+			return clientErr(run(cmd.Context(), c, t, j, asJSON))
 		},
 	}
 	natsFlag(cmd, &natsURL)
-	cmd.Flags().StringVar(&tenant, "tenant", schemas.DefaultTenant, "tenant of the job (a JOB of the form tenant/id must name the same)")
+	api = addAPIFlags(cmd)
+	cmd.Flags().StringVar(&tenant, "tenant", schemas.DefaultTenant, "tenant of the job (a JOB of the form tenant/id must name the same; with --api default the API key's, another only for an admin key)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// fleetPort is the fleet of the job and batch commands.
+type fleetPort interface {
+	jobsPort
+	batchesPort
+}
+
+// openJobs returns the fleet through the HTTP API when hc is set (--api),
+// else connects to its NATS as dialClient does, in tenant.
+func openJobs(cmd *cobra.Command, hc *httpapi.Client, natsURL, name, tenant string) (fleetPort, error) {
+	if hc != nil {
+		return apiFleet{hc}, nil
+	}
+	return dialClient(cmd.Context(), natsURL, name, tenant)
 }
 
 // exactArgs is cobra.ExactArgs with a usage error that says what is
@@ -176,8 +176,8 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 func statusCmd(e *env) *cobra.Command {
-	return jobCommand(e, "status", "Print a job's state and progress", func(ctx context.Context, c *jobClient, ref, _, _ string, asJSON bool) error {
-		st, err := c.Status(ctx, ref)
+	cmd := jobCommand(e, "status", "Print a job's state and progress", func(ctx context.Context, c jobsPort, tenant, job string, asJSON bool) error {
+		st, err := c.Status(ctx, tenant, job)
 		if err != nil {
 			return err
 		}
@@ -186,7 +186,7 @@ func statusCmd(e *env) *cobra.Command {
 		}
 		if st.State == schemas.StateQueued {
 			// A queued job has no figures yet: say why it waits.
-			why, err := c.QueuedReason(ctx, ref)
+			why, err := c.QueuedReason(ctx, tenant, job)
 			if err != nil {
 				return err
 			}
@@ -214,43 +214,48 @@ func statusCmd(e *env) *cobra.Command {
 		fmt.Fprintln(e.stdout)
 		return nil
 	})
+	cmd.Long = "Prints a job's state and progress (--json: its job_status).\n" + jobHelp
+	return cmd
 }
 
+// jobHelp ends the Long text of the commands on one job.
+const jobHelp = `
+JOB is a job id in --tenant, or tenant/id; a tenant/id naming another tenant than a
+--tenant given is refused.
+` + apiHelp
+
 func resultCmd(e *env) *cobra.Command {
-	return jobCommand(e, "result", "Print a finished job's report", func(ctx context.Context, c *jobClient, ref, _, _ string, asJSON bool) error {
-		rep, err := c.Result(ctx, ref)
+	cmd := jobCommand(e, "result", "Print a finished job's report", func(ctx context.Context, c jobsPort, tenant, job string, asJSON bool) error {
+		rep, err := c.Result(ctx, tenant, job)
 		if err != nil {
 			return err
 		}
 		return printReport(e.stdout, rep, asJSON)
 	})
+	cmd.Long = "Prints a finished job's report (--json: its job_report); a job without one yet is refused, naming its state.\n" + jobHelp
+	return cmd
 }
 
 // controlCmd builds pause, resume and cancel: the request goes to the
-// fleet's coordinators (client.Client.Pause and so on), which check it
-// against the job's state; when none runs, the registry is written
-// directly with the same checks.
+// fleet's coordinators (client.Client.Pause and so on, or the API's
+// routes), which check it against the job's state; when none runs, the
+// registry is written directly with the same checks.
 func controlCmd(e *env, use, action, short string) *cobra.Command {
-	control := map[string]func(*client.Client, context.Context, string) (client.Outcome, error){
-		schemas.ActionPause: (*client.Client).Pause, schemas.ActionResume: (*client.Client).Resume,
-		schemas.ActionCancel: (*client.Client).Cancel,
-	}[action]
-	cmd := jobCommand(e, use, short, func(ctx context.Context, c *jobClient, ref, tenant, job string, asJSON bool) error {
-		out, err := control(c.Client, ctx, ref)
+	cmd := jobCommand(e, use, short, func(ctx context.Context, c jobsPort, tenant, job string, asJSON bool) error {
+		out, err := c.Control(ctx, tenant, job, action)
 		if err != nil {
 			return err
 		}
-		rec := out.Record
 		// Asking for what already holds changes nothing: say so rather
 		// than promise an effect at the next step boundary.
-		note := fmt.Sprintf("%s asked (the job is %s; it takes effect at the next step boundary)", use, rec.State)
+		note := fmt.Sprintf("%s asked (the job is %s; it takes effect at the next step boundary)", use, out.State)
 		if !out.Changed {
-			note = alreadyNote(rec)
+			note = alreadyNote(out.State, out.Control)
 		}
 		if asJSON {
-			return writeJSON(e.stdout, map[string]string{"tenant": tenant, "job_id": job, "control": rec.Control, "state": rec.State})
+			return writeJSON(e.stdout, map[string]string{"tenant": out.Tenant, "job_id": out.ID, "control": out.Control, "state": out.State})
 		}
-		fmt.Fprintf(e.stdout, "%s/%s: %s\n", tenant, job, note)
+		fmt.Fprintf(e.stdout, "%s/%s: %s\n", out.Tenant, out.ID, note)
 		return nil
 	})
 	cmd.Long = short + `.
@@ -259,31 +264,30 @@ The request goes to the fleet's coordinators (with authorization on, only the jo
 and the admin may send it), which check it against the job's record: an unknown job, a
 finished one, or a pause or resume of a job being cancelled is refused; asking for what
 already holds changes nothing. When no coordinator runs, the record is written directly,
-with the same checks (the admin's, or any client's on a server without authorization).
-
-JOB is a job id in --tenant, or tenant/id; a tenant/id naming another tenant than a
---tenant given is refused.`
+with the same checks (the admin's, maker serve's, or any client's on a server without
+authorization).
+` + jobHelp
 	return cmd
 }
 
 // alreadyNote says how a job already is what its control asks for (the
 // request changed nothing).
-func alreadyNote(rec schemas.JobRecord) string {
+func alreadyNote(state, control string) string {
 	switch {
-	case rec.Control == schemas.ControlPause && rec.State == schemas.StatePaused:
+	case control == schemas.ControlPause && state == schemas.StatePaused:
 		return "already paused"
-	case rec.Control == schemas.ControlPause && rec.State == schemas.StateBudgetExhausted:
+	case control == schemas.ControlPause && state == schemas.StateBudgetExhausted:
 		return "already paused (budget exhausted: raise it with maker budget set, then resume)"
-	case rec.Control == schemas.ControlPause:
-		return fmt.Sprintf("pause already asked (the job is %s; it pauses at the next step boundary)", rec.State)
-	case rec.Control == schemas.ControlRun && rec.State == schemas.StateRunning:
+	case control == schemas.ControlPause:
+		return fmt.Sprintf("pause already asked (the job is %s; it pauses at the next step boundary)", state)
+	case control == schemas.ControlRun && state == schemas.StateRunning:
 		return "already running"
-	case rec.Control == schemas.ControlRun && rec.State == schemas.StatePaused:
+	case control == schemas.ControlRun && state == schemas.StatePaused:
 		return "resume already asked (the job is paused; a coordinator picks it up where it stopped)"
-	case rec.Control == schemas.ControlRun:
-		return fmt.Sprintf("not paused (the job is %s)", rec.State)
+	case control == schemas.ControlRun:
+		return fmt.Sprintf("not paused (the job is %s)", state)
 	default:
-		return fmt.Sprintf("cancel already asked (the job is %s; it ends at the next step boundary)", rec.State)
+		return fmt.Sprintf("cancel already asked (the job is %s; it ends at the next step boundary)", state)
 	}
 }
 
@@ -303,12 +307,22 @@ func jobsCmd(e *env) *cobra.Command {
 	cmd := group(&cobra.Command{Use: "jobs", Short: "List and inspect the fleet's jobs"})
 	var natsURL, tenant string
 	var asJSON, allTenants bool
+	var api *apiFlags
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List a tenant's registered jobs with their state (--all-tenants: every tenant's)",
-		Args:  cobra.NoArgs,
+		Long: `Lists a tenant's registered jobs, oldest submission first: STATE is where each stands,
+CONTROL what it was last asked (run, pause or cancel).
+` + apiHelp + `
+--all-tenants over the API needs an admin key.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if allTenants && cmd.Flags().Changed("tenant") {
+			hc, err := api.client(cmd)
+			if err != nil {
+				return err
+			}
+			tenantSet := cmd.Flags().Changed("tenant")
+			if allTenants && tenantSet {
 				return usagef("give --tenant or --all-tenants, not both")
 			}
 			if allTenants {
@@ -316,28 +330,24 @@ func jobsCmd(e *env) *cobra.Command {
 			} else if err := checkTenant(tenant); err != nil {
 				return err
 			}
-			c, err := dialClient(cmd.Context(), natsURL, "maker-jobs", schemas.DefaultTenant)
+			c, err := openJobs(cmd, hc, natsURL, "maker-jobs", schemas.DefaultTenant)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			recs, err := c.List(cmd.Context(), client.ListOptions{Tenant: tenant, AllTenants: allTenants})
+			if hc != nil && !tenantSet {
+				tenant = "" // the API key's
+			}
+			rows, err := c.List(cmd.Context(), tenant, allTenants)
 			if err != nil {
-				return err
+				return clientErr(err)
 			}
-			type row struct {
-				Tenant      string    `json:"tenant"`
-				JobID       string    `json:"job_id"`
-				Task        string    `json:"task"`
-				K           int       `json:"k"`
-				State       string    `json:"state"`
-				Control     string    `json:"control"`
-				SubmittedAt time.Time `json:"submitted_at"`
-			}
-			rows := make([]row, 0, len(recs))
-			for _, r := range recs {
-				rows = append(rows, row{r.Tenant, r.JobID, r.Spec.Task, r.Spec.K, r.State, r.Control, r.Spec.SubmittedAt})
-			}
+			slices.SortFunc(rows, func(a, b jobRow) int {
+				if c := a.SubmittedAt.Compare(b.SubmittedAt); c != 0 {
+					return c
+				}
+				return strings.Compare(a.Tenant+"/"+a.JobID, b.Tenant+"/"+b.JobID)
+			})
 			if asJSON {
 				return writeJSON(e.stdout, rows)
 			}
@@ -350,8 +360,9 @@ func jobsCmd(e *env) *cobra.Command {
 		},
 	}
 	natsFlag(list, &natsURL)
-	list.Flags().StringVar(&tenant, "tenant", schemas.DefaultTenant, "list this tenant's jobs")
-	list.Flags().BoolVar(&allTenants, "all-tenants", false, "list every tenant's jobs (an admin's view: a tenant's identity may read only its own)")
+	api = addAPIFlags(list)
+	list.Flags().StringVar(&tenant, "tenant", schemas.DefaultTenant, "list this tenant's jobs (with --api default the API key's; another only for an admin key)")
+	list.Flags().BoolVar(&allTenants, "all-tenants", false, "list every tenant's jobs (an admin's view: the admin's NATS identity, or an admin API key)")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(list)
 	cmd.AddCommand(purgeCmd(e)) // purge.go
@@ -360,26 +371,27 @@ func jobsCmd(e *env) *cobra.Command {
 
 func decideCmd(e *env) *cobra.Command {
 	var (
-		step     int64
-		key, by  string
-		stepSet  bool
-		decision = func(ctx context.Context, c *jobClient, ref, tenant, job string, asJSON bool) error {
-			out, err := c.Decide(ctx, ref, client.Decision{Step: step, VoteKey: key, By: by})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(e.stdout, out.Record.Decision)
-			}
-			fmt.Fprintf(e.stdout, "%s/%s: step %d will be decided as %q by %s, and the job runs on\n", tenant, job, step, key, by)
-			return nil
-		}
+		step    int64
+		key, by string
+		stepSet bool
 	)
-	cmd := jobCommand(e, "decide", "Decide a step the fleet could not settle (the job paused for a person), and run on", func(ctx context.Context, c *jobClient, ref, tenant, job string, asJSON bool) error {
+	cmd := jobCommand(e, "decide", "Decide a step the fleet could not settle (the job paused for a person), and run on", func(ctx context.Context, c jobsPort, tenant, job string, asJSON bool) error {
 		if !stepSet || key == "" {
 			return usagef("--step and --vote are required")
 		}
-		return decision(ctx, c, ref, tenant, job, asJSON)
+		out, err := c.Decide(ctx, tenant, job, client.Decision{Step: step, VoteKey: key, By: by})
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(e.stdout, out.Decision)
+		}
+		who := by
+		if out.Decision != nil {
+			who = out.Decision.By
+		}
+		fmt.Fprintf(e.stdout, "%s/%s: step %d will be decided as %q by %s, and the job runs on\n", out.Tenant, out.ID, step, key, who)
+		return nil
 	})
 	cmd.Long = `Records a person's answer for one step: the vote key, in the task's canonical form (see
 the step's tally in maker status / the journal). The job's coordinator journals it as an
@@ -391,10 +403,18 @@ escalated to the judge's panel (the job paused for a person, or waiting for the 
 Any other step is refused, and nothing changes: a healthy step, one decided already, one
 not reached yet. The answer goes to the fleet's coordinators (with authorization on, only
 an approver or the admin may send it); when no coordinator runs, it is written to the job
-registry directly, with the same checks.`
+registry directly, with the same checks. With --api, who decides is the API key's to say
+(--by is refused).
+` + jobHelp
 	cmd.Flags().Int64Var(&step, "step", 0, "the step to decide")
 	cmd.Flags().StringVar(&key, "vote", "", "the step's answer, as the task's vote key")
-	cmd.Flags().StringVar(&by, "by", envOr("USER", "someone"), "who decides (recorded in the journal)")
-	cmd.PreRun = func(c *cobra.Command, _ []string) { stepSet = c.Flags().Changed("step") }
+	cmd.Flags().StringVar(&by, "by", envOr("USER", "someone"), "who decides (recorded in the journal; not with --api, where the API key says)")
+	cmd.PreRunE = func(c *cobra.Command, _ []string) error {
+		stepSet = c.Flags().Changed("step")
+		if c.Flags().Lookup("api").Value.String() != "" {
+			return refuseWithAPI(c, "the API key says who decides", "by")
+		}
+		return nil
+	}
 	return cmd
 }

@@ -9,13 +9,11 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/client"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/judge"
-	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -40,18 +38,18 @@ type tried struct {
 
 // mcpServer holds what the break_glass tool needs.
 type mcpServer struct {
-	js                               jetstream.JetStream
-	ns                               bus.Namespace
+	// judges are asked for break glass: on the bus (natsJudge) or through
+	// the API (apiFleet).
+	judges                           judgePort
 	root, session, tenant, requester string
 	timeout                          time.Duration
 	// progressEvery is how often a waiting call sends a progress
 	// notification when the client asked for them; 0 is
 	// defaultProgressInterval.
 	progressEvery time.Duration
-	// identity is the connection's NATS identity ("" without auth).
-	identity string
-	// jobs, when set, adds the job tools (mcp_jobs.go), acting in tenant.
-	jobs *client.Client
+	// jobs, when set, adds the job tools (mcp_jobs.go), acting in its own
+	// tenant (--tenant on NATS, the API key's through the API).
+	jobs jobsPort
 }
 
 const breakGlassToolDescription = `Assemble a focused multi-model panel to attack a problem that has resisted all other approaches; a judge model synthesises one structured answer (diagnosis, solution with confidence, alternatives, risks, cost, panel analysis), returned as JSON (structuredContent, and the same object as the text). Costs 3-5x a single model call. Requires the explicit 'break glass:' trigger at the start of the problem and, in 'tried', how a local model, a single frontier model and the existing tools already failed on the same problem. Calls over the approval threshold wait for a person; sessions are limited (3 calls, $5 by default), and so is each tenant over a rolling day (10 calls, $20). A call may take minutes: it sends progress notifications when given a progressToken. Give a request_id to retry a call safely.`
@@ -108,15 +106,11 @@ func (s *mcpServer) breakGlass(ctx context.Context, creq *mcp.CallToolRequest, a
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	prog := startProgress(ctx, creq, s.progressEvery, "break glass "+req.RequestID+": waiting for the judge")
+	prog := startProgress(ctx, creq, s.progressEvery, "break glass "+req.RequestID+": asking the judges' panel")
 	defer prog.Stop()
-	if err := awaitJudge(ctx, s.js, s.identity, io.Discard); err != nil {
-		return toolError("break glass failed: " + err.Error()), nil, nil
-	}
-	prog.Set("break glass " + req.RequestID + ": the panel is working")
-	resp, err := judgeclient.Ask(ctx, s.js, s.ns, req, judgeclient.OnHeld(func(r *schemas.BreakGlassResponse) {
+	resp, err := s.judges.Ask(ctx, req, func(r *schemas.BreakGlassResponse) {
 		prog.Set(fmt.Sprintf("break glass %s: %s; waiting for a person (maker judge approve %s)", r.RequestID, r.Reason, r.RequestID))
-	}))
+	})
 	if resp == nil {
 		return toolError("break glass failed: " + err.Error()), nil, nil
 	}
@@ -140,12 +134,13 @@ func mcpCmd(e *env) *cobra.Command {
 	var (
 		natsURL string
 		s       mcpServer
+		api     *apiFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the break_glass and job tools over MCP on stdio (for agents), backed by the fleet",
 		Long: `mcp serves MCP tools over stdin/stdout. break_glass: each call becomes a break-glass
-request to the judges on NATS, with the same rules as maker breakglass: context files are read
+request to the judges, with the same rules as maker breakglass: context files are read
 only from --root, credential-like files are withheld (and listed in the answer's
 excluded_files). submit_job, job_status and job_result submit a job to the fleet in --tenant,
 follow it and read its report, as maker submit, status and result do.
@@ -160,23 +155,40 @@ request_id makes a retry safe: the same id in the tenant returns the first call'
 joins it while it runs, and is not paid again.
 
 Register it with an MCP client, e.g. in .mcp.json:
-  {"mcpServers": {"break-glass": {"command": "maker", "args": ["mcp", "--nats", "nats://127.0.0.1:4222"]}}}`,
+  {"mcpServers": {"break-glass": {"command": "maker", "args": ["mcp", "--nats", "nats://127.0.0.1:4222"]}}}
+` + apiHelp + `
+Over the API every tool acts as the API key's tenant and holder (--tenant and --requester
+are refused): {"command": "maker", "args": ["mcp"], "env": {"MAKER_API_URL": "...",
+"MAKER_API_KEY": "..."}}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			hc, err := api.client(cmd)
+			if err != nil {
+				return err
+			}
 			if err := schemas.ValidTenant(s.tenant); err != nil {
 				return usageError{err}
 			}
 			if _, _, err := judge.ReadFiles(s.root, nil, 1); err != nil {
 				return usagef("--root: %v", err)
 			}
-			js, closeNC, err := connectJS(natsURL, "maker-mcp", natsAuth(cmd.Context()))
-			if err != nil {
-				return err
-			}
-			defer closeNC()
-			s.js, s.ns, s.identity = js, bus.DefaultNamespace, natsAuth(cmd.Context()).IdentityName()
-			if s.jobs, err = client.New(js.Conn(), client.WithTenant(s.tenant)); err != nil {
-				return usageError{err}
+			if hc != nil {
+				if err := refuseWithAPI(cmd, "the API key says the tenant and who asks", "tenant", "requester"); err != nil {
+					return err
+				}
+				s.judges, s.jobs = apiFleet{hc}, apiFleet{hc}
+			} else {
+				js, closeNC, err := connectJS(natsURL, "maker-mcp", natsAuth(cmd.Context()))
+				if err != nil {
+					return err
+				}
+				defer closeNC()
+				s.judges = natsJudge{js: js, ns: bus.DefaultNamespace, identity: natsAuth(cmd.Context()).IdentityName(), notes: io.Discard}
+				c, err := client.New(js.Conn(), client.WithTenant(s.tenant))
+				if err != nil {
+					return usageError{err}
+				}
+				s.jobs = &natsClient{c: c, nc: js.Conn()}
 			}
 			srv, err := newMCPServer(&s)
 			if err != nil {
@@ -187,6 +199,7 @@ Register it with an MCP client, e.g. in .mcp.json:
 		},
 	}
 	natsFlag(cmd, &natsURL)
+	api = addAPIFlags(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&s.root, "root", envOr("MAKER_JUDGE_ROOT", "."), "the only directory context files are read from [$MAKER_JUDGE_ROOT]")
 	fl.StringVar(&s.session, "session", envOr("MAKER_SESSION", "default"), "default session for the per-session limits [$MAKER_SESSION]")

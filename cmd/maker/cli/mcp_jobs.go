@@ -46,7 +46,7 @@ const (
 )
 
 // addJobTools adds the job tools to srv, acting through c.
-func addJobTools(srv *mcp.Server, c *client.Client) error {
+func addJobTools(srv *mcp.Server, c jobsPort) error {
 	submitSchema, err := inputSchema[submitJobArgs]()
 	if err != nil {
 		return err
@@ -74,7 +74,7 @@ func addJobTools(srv *mcp.Server, c *client.Client) error {
 	return nil
 }
 
-type mcpJobs struct{ c *client.Client }
+type mcpJobs struct{ c jobsPort }
 
 // submit is submit_job. A refused job (invalid, or its id taken by
 // another job) is a tool error with the reason; so is a fleet that cannot
@@ -98,7 +98,7 @@ func (t *mcpJobs) submit(ctx context.Context, _ *mcp.CallToolRequest, args submi
 
 // status is job_status.
 func (t *mcpJobs) status(ctx context.Context, _ *mcp.CallToolRequest, args jobArgs) (*mcp.CallToolResult, any, error) {
-	st, err := t.c.Status(ctx, args.JobID)
+	st, err := t.c.Status(ctx, "", args.JobID)
 	if err != nil {
 		return toolError(jobToolError("status failed", err)), nil, nil
 	}
@@ -107,7 +107,7 @@ func (t *mcpJobs) status(ctx context.Context, _ *mcp.CallToolRequest, args jobAr
 
 // result is job_result.
 func (t *mcpJobs) result(ctx context.Context, _ *mcp.CallToolRequest, args jobArgs) (*mcp.CallToolResult, any, error) {
-	rep, err := t.c.Result(ctx, args.JobID)
+	rep, err := t.c.Result(ctx, "", args.JobID)
 	if err != nil {
 		return toolError(jobToolError("no report", err)), nil, nil
 	}

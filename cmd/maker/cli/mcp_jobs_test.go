@@ -28,7 +28,7 @@ func TestMCPJobTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := newMCPServer(&mcpServer{jobs: jc, tenant: "acme", timeout: time.Minute})
+	srv, err := newMCPServer(&mcpServer{jobs: &natsClient{c: jc, nc: env.NC}, tenant: "acme", timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,17 +62,7 @@ func TestMCPJobTools(t *testing.T) {
 	if got := strings.Join(names, " "); got != "break_glass job_result job_status submit_job" {
 		t.Fatalf("tools %q", got)
 	}
-	call := func(name string, args map[string]any) (bool, string) {
-		t.Helper()
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !res.IsError {
-			checkStructured(t, res)
-		}
-		return res.IsError, textOf(res)
-	}
+	call := toolCaller(t, cs)
 
 	isErr, text := call("submit_job", map[string]any{"task": "hanoi", "params": map[string]any{"disks": 3}, "k": 1, "job_id": "mcp-1"})
 	var sub client.Submitted
@@ -96,6 +86,30 @@ func TestMCPJobTools(t *testing.T) {
 		t.Errorf("job_result: %v %s", isErr, text)
 	}
 
+	checkJobToolRefusals(t, call)
+}
+
+// toolCaller calls tools of cs: whether the result is a tool error, and
+// its text (the JSON of its structured content when it is not).
+func toolCaller(t *testing.T, cs *mcp.ClientSession) func(name string, args map[string]any) (bool, string) {
+	return func(name string, args map[string]any) (bool, string) {
+		t.Helper()
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.IsError {
+			checkStructured(t, res)
+		}
+		return res.IsError, textOf(res)
+	}
+}
+
+// checkJobToolRefusals: the job tools refuse, as tool errors saying why,
+// an invalid job, an unknown task, a job id taken by another job (mcp-1,
+// submitted before), an unknown job and a malformed id.
+func checkJobToolRefusals(t *testing.T, call func(name string, args map[string]any) (bool, string)) {
+	t.Helper()
 	for _, tc := range []struct {
 		tool string
 		args map[string]any

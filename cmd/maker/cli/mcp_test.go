@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -32,7 +33,7 @@ func TestMCPBreakGlassTool(t *testing.T) {
 	writeRootFile(t, filepath.Join(root, "main.go"), "package main\n\nfunc main() { panic(\"boom\") }\n")
 	writeRootFile(t, filepath.Join(root, ".env"), "OPENAI_API_KEY=sk-"+strings.Repeat("x1Y2", 8)+"\n")
 	progress := make(chan *mcp.ProgressNotificationParams, 1000)
-	cs := connectMCP(t, &mcpServer{js: env.JS, ns: bus.DefaultNamespace, root: root, session: "mcp-s", tenant: "acme",
+	cs := connectMCP(t, &mcpServer{judges: natsJudge{js: env.JS, ns: bus.DefaultNamespace, notes: io.Discard}, root: root, session: "mcp-s", tenant: "acme",
 		requester: "agent-7", timeout: judgetest.Timeout, progressEvery: 10 * time.Millisecond},
 		&mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params }})
 
@@ -125,7 +126,7 @@ func TestMCPBreakGlassRequestID(t *testing.T) {
 	env.StartJudge(judgetest.TestSettings())
 	root := t.TempDir()
 	writeRootFile(t, filepath.Join(root, "main.go"), "package main\n")
-	cs := connectMCP(t, &mcpServer{js: env.JS, ns: bus.DefaultNamespace, root: root, session: "s1", tenant: "acme",
+	cs := connectMCP(t, &mcpServer{judges: natsJudge{js: env.JS, ns: bus.DefaultNamespace, notes: io.Discard}, root: root, session: "s1", tenant: "acme",
 		requester: "agent", timeout: judgetest.Timeout}, nil)
 	params := func(id string) *mcp.CallToolParams {
 		return &mcp.CallToolParams{Name: "break_glass", Arguments: map[string]any{

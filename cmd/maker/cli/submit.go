@@ -33,12 +33,29 @@ func submitCmd(e *env) *cobra.Command {
 		// strongerPrice: a price not given is the job's
 		strongerPrice schemas.Pricing
 	)
+	var api *apiFlags
 	cmd := &cobra.Command{
-		Use:     "submit",
-		Short:   "Submit a job to a running fleet (and with --wait, print its report)",
-		Example: `  maker submit --nats nats://127.0.0.1:4222 --task hanoi --disks 8 --k 3 --wait --json`,
-		Args:    cobra.NoArgs,
+		Use:   "submit",
+		Short: "Submit a job to a running fleet (and with --wait, print its report)",
+		Long: `Checks the job completely (task, params, every field; k chosen from --p and --target
+when --k is not given) and queues it; nothing is sent when it is refused. With --wait it
+follows the job's progress on stderr and prints its report (--json: the job_report).
+` + apiHelp + `
+Over the API the job runs as the API key's tenant (--tenant, when given, must be it), and
+--calibration-model is refused: stored calibrations are on the fleet's bus (give --p).`,
+		Example: `  maker submit --nats nats://127.0.0.1:4222 --task hanoi --disks 8 --k 3 --wait --json
+  maker submit --api http://127.0.0.1:8000 --api-key "$KEY" --task hanoi --disks 8 --k 3 --wait`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			hc, err := api.client(cmd)
+			if err != nil {
+				return err
+			}
+			if hc != nil {
+				if err := refuseWithAPI(cmd, "stored calibrations are on the fleet's bus, which --api never dials; give --p", "calibration-model"); err != nil {
+					return err
+				}
+			}
 			ctx := cmd.Context()
 			if timeout > 0 {
 				var cancel context.CancelFunc
@@ -50,26 +67,28 @@ func submitCmd(e *env) *cobra.Command {
 			// opened: a refused job leaves nothing on the server, and a
 			// server without a fleet has no spec registered.
 			var tasks jobs.Tasks = builtinTasks()
-			var c *jobClient
+			var c jobsPort
+			open := func() (jobsPort, error) {
+				if hc != nil {
+					return apiFleet{hc}, nil
+				}
+				// The spec names its tenant, checked with the other flags.
+				return connectClient(cmd.Context(), natsURL, "maker-submit", schemas.DefaultTenant)
+			}
 			if !jf.isBuiltin() {
-				nc, err := bus.Connect(natsURL, "maker-submit", natsAuth(cmd.Context()))
-				if err != nil {
+				if c, err = open(); err != nil {
 					return err
 				}
-				defer nc.Close()
-				// The spec's tenant is checked with the other flags, below.
-				cl, err := client.New(nc, client.WithTenant(schemas.DefaultTenant))
-				if err != nil {
-					return usageError{err}
-				}
-				c = &jobClient{Client: cl, nc: nc}
+				defer c.Close()
 				// Built-ins only on a server without a fleet: the spec is
 				// reported unknown.
-				if tasks, err = c.Tasks(ctx); err != nil {
+				if tasks, err = c.Tasks(ctx, jf.task); err != nil {
 					return err
 				}
 			}
-			jf.calibrated = storedCalibration(natsURL, calModel)
+			if hc == nil {
+				jf.calibrated = storedCalibration(natsURL, calModel)
+			}
 			spec, _, err := jf.spec(cmd, 0.95, "--p", 1, tasks)
 			if err != nil {
 				return err
@@ -100,24 +119,23 @@ func submitCmd(e *env) *cobra.Command {
 				return usagef("--queued-notice must be > 0")
 			}
 			if c == nil {
-				nc, err := bus.Connect(natsURL, "maker-submit", natsAuth(cmd.Context()))
-				if err != nil {
+				if c, err = open(); err != nil {
 					return err
 				}
-				defer nc.Close()
-				cl, err := client.New(nc, client.WithTenant(spec.Tenant))
-				if err != nil {
-					return usageError{err}
-				}
-				c = &jobClient{Client: cl, nc: nc}
+				defer c.Close()
 			}
-			sub, err := c.Submit(ctx, spec)
+			send := spec
+			if hc != nil && !cmd.Flags().Changed("tenant") {
+				send.Tenant = "" // the API key's
+			}
+			sub, err := c.Submit(ctx, send)
 			if errors.Is(err, client.ErrConflict) {
 				return usageError{err}
 			}
 			if err != nil {
-				return err
+				return clientErr(err)
 			}
+			spec.Tenant = sub.Tenant
 			if sub.Duplicate && (wait || !asJSON) { // --json alone says "duplicate": true
 				note := ""
 				if wait {
@@ -135,10 +153,10 @@ func submitCmd(e *env) *cobra.Command {
 			if !quiet && !sub.Duplicate {
 				fmt.Fprintf(e.stderr, "submitted %s\n", describe(spec))
 			}
-			rep, err := waitReport(ctx, e.stderr, c.Client, spec.Tenant, spec.JobID, progressFor(e.stderr, quiet), queuedAfter, natsURL)
+			rep, err := waitReport(ctx, e.stderr, c, spec.Tenant, spec.JobID, progressFor(e.stderr, quiet), queuedAfter, natsURL)
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) && timeout > 0 {
-					return fmt.Errorf("job %s did not finish within --timeout %s (it keeps running; its report will be in the %s bucket)", spec.JobID, timeout, bus.DefaultNamespace.ReportsBucket())
+					return fmt.Errorf("job %s did not finish within --timeout %s (it keeps running; maker result %s/%s prints its report once it has one)", spec.JobID, timeout, spec.Tenant, spec.JobID)
 				}
 				return fmt.Errorf("waiting for job %s: %w", spec.JobID, err)
 			}
@@ -149,6 +167,7 @@ func submitCmd(e *env) *cobra.Command {
 		},
 	}
 	natsFlag(cmd, &natsURL)
+	api = addAPIFlags(cmd)
 	addJobFlags(cmd, &jf, "the --calibration-model's stored calibration, else 0.95")
 	fl := cmd.Flags()
 	fl.StringVar(&calModel, "calibration-model", envOr("MAKER_MODEL", ""), "the model the fleet's voters call: without --p, p and the valid fraction come from its stored calibration of the task (maker calibrate) [$MAKER_MODEL]")
@@ -171,8 +190,7 @@ func submitCmd(e *env) *cobra.Command {
 // status updates to progress (nil: none), and says on w, once, when the
 // job has gone after without a status update while queued: without a
 // coordinator (or a free one) the wait would otherwise be silent.
-func waitReport(ctx context.Context, w io.Writer, c *client.Client, tenant, job string, progress func(schemas.JobStatus), after time.Duration, natsURL string) (schemas.JobReport, error) {
-	ref := tenant + "/" + job
+func waitReport(ctx context.Context, w io.Writer, c jobsPort, tenant, job string, progress func(schemas.JobStatus), after time.Duration, natsURL string) (schemas.JobReport, error) {
 	updates := make(chan struct{}, 1)
 	onStatus := func(st schemas.JobStatus) {
 		select {
@@ -198,9 +216,9 @@ func waitReport(ctx context.Context, w io.Writer, c *client.Client, tenant, job 
 			case <-t.C:
 				// Not registered yet is queued too: a tenant's job is
 				// registered by the coordinator that takes it in.
-				st, err := c.Status(wctx, ref)
+				st, err := c.Status(wctx, tenant, job)
 				if err == nil && st.State == schemas.StateQueued || errors.Is(err, client.ErrNotFound) {
-					why, err := c.QueuedReason(wctx, ref)
+					why, err := c.QueuedReason(wctx, tenant, job)
 					if err != nil {
 						return
 					}
@@ -216,7 +234,7 @@ func waitReport(ctx context.Context, w io.Writer, c *client.Client, tenant, job 
 			}
 		}
 	}()
-	rep, err := c.Wait(ctx, ref, onStatus)
+	rep, err := c.Wait(ctx, tenant, job, onStatus)
 	cancel()
 	<-done
 	return rep, err

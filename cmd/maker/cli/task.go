@@ -248,17 +248,19 @@ func taskRegisterCmd(e *env) *cobra.Command {
 func taskListCmd(e *env) *cobra.Command {
 	var natsURL string
 	var asJSON bool
+	var api *apiFlags
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the built-in tasks and the task specs registered with the fleet",
+		Long:  "Lists the built-in tasks, then every registered version of each task spec.\n" + apiHelp,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			reg, closeFn, err := taskRegistry(cmd.Context(), natsURL, false)
+			tasks, err := openTasks(cmd, api, natsURL)
 			if err != nil {
 				return err
 			}
-			defer closeFn()
-			recs, err := reg.List(cmd.Context())
+			defer tasks.Close()
+			infos, err := tasks.List(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -271,11 +273,8 @@ func taskListCmd(e *env) *cobra.Command {
 				At      time.Time `json:"registered_at,omitzero"`
 			}
 			var rows []row
-			for _, n := range builtin.Registry().Names() {
-				rows = append(rows, row{Name: n, Builtin: true})
-			}
-			for _, r := range recs {
-				rows = append(rows, row{Name: r.Name, Version: r.TaskVersion, Hash: r.Hash, By: r.By, At: r.At})
+			for _, t := range infos {
+				rows = append(rows, row{Name: t.Name, Version: t.Version, Hash: t.Hash, Builtin: t.Builtin, By: t.By, At: t.RegisteredAt})
 			}
 			if asJSON {
 				return writeJSON(e.stdout, rows)
@@ -287,12 +286,13 @@ func taskListCmd(e *env) *cobra.Command {
 					fmt.Fprintf(tw, "%s\t(built in)\t\t\n", r.Name)
 					continue
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s by %s\n", r.Name, r.Version, r.Hash[:len("sha256:")+12], r.At.Format(time.RFC3339), r.By)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s by %s\n", r.Name, r.Version, r.Hash[:min(len(r.Hash), len("sha256:")+12)], r.At.Format(time.RFC3339), r.By)
 			}
 			return tw.Flush()
 		},
 	}
 	natsFlag(cmd, &natsURL)
+	api = addAPIFlags(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -300,9 +300,11 @@ func taskListCmd(e *env) *cobra.Command {
 func taskShowCmd(e *env) *cobra.Command {
 	var natsURL string
 	var asJSON bool
+	var api *apiFlags
 	cmd := &cobra.Command{
 		Use:   "show NAME[@VERSION]",
 		Short: "Print a registered task spec as registered (the latest version unless one is named)",
+		Long:  "Prints a registered task spec as registered (--json: its task_record).\n" + apiHelp,
 		Args:  exactArgs(1, "NAME or NAME@VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, version, err := taskreg.ParseRef(args[0])
@@ -312,12 +314,12 @@ func taskShowCmd(e *env) *cobra.Command {
 			if _, err := builtin.Registry().Lookup(name); err == nil && version == "" {
 				return usagef("%q is a built-in task, written in Go (package task/%s), not a spec", name, name)
 			}
-			reg, closeFn, err := taskRegistry(cmd.Context(), natsURL, false)
+			tasks, err := openTasks(cmd, api, natsURL)
 			if err != nil {
 				return err
 			}
-			defer closeFn()
-			rec, err := reg.Get(cmd.Context(), name, version)
+			defer tasks.Close()
+			rec, err := tasks.Get(cmd.Context(), name, version)
 			if err != nil {
 				return err
 			}
@@ -330,8 +332,26 @@ func taskShowCmd(e *env) *cobra.Command {
 		},
 	}
 	natsFlag(cmd, &natsURL)
+	api = addAPIFlags(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the record as JSON")
 	return cmd
+}
+
+// openTasks opens the task registry for reading: through the API
+// (--api), or on the fleet's NATS.
+func openTasks(cmd *cobra.Command, api *apiFlags, natsURL string) (tasksPort, error) {
+	hc, err := api.client(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if hc != nil {
+		return apiTasks{hc}, nil
+	}
+	reg, closeFn, err := taskRegistry(cmd.Context(), natsURL, false)
+	if err != nil {
+		return nil, err
+	}
+	return natsTasks{reg: reg, close: closeFn}, nil
 }
 
 // taskRegistry connects to the fleet's task registry: made if missing

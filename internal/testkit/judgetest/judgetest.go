@@ -87,16 +87,24 @@ func TestSettings() judge.Settings {
 func (e *Env) StartJudge(s judge.Settings) *judge.Service {
 	e.TB.Helper()
 	_, js := testkit.Connect(e.TB, e.NATS.URL)
+	return Serve(e.TB, js, s, e.Sim.URL())
+}
+
+// Serve starts a judge replica on js (another test fleet's NATS), serving
+// models from the OpenAI-compatible server at baseURL; it stops when the
+// test ends.
+func Serve(tb testing.TB, js jetstream.JetStream, s judge.Settings, baseURL string) *judge.Service {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	sv, err := judge.New(ctx, js, judge.Config{Settings: s, BaseURL: e.Sim.URL(), Concurrency: 4, SoftStop: 5 * time.Second})
+	sv, err := judge.New(ctx, js, judge.Config{Settings: s, BaseURL: baseURL, Concurrency: 4, SoftStop: 5 * time.Second})
 	if err != nil {
-		e.TB.Fatal(err)
+		tb.Fatal(err)
 	}
 	if err := sv.Start(context.Background()); err != nil {
-		e.TB.Fatal(err)
+		tb.Fatal(err)
 	}
-	e.TB.Cleanup(sv.Stop)
+	tb.Cleanup(sv.Stop)
 	return sv
 }
 
