@@ -161,7 +161,7 @@ type script func(req *schemas.SampleRequest) string
 // actions against refTally, keeps what was published and journaled, and
 // delivers answers when told to.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	m       *machine
 	tally   refTally
 	now     time.Time
@@ -177,14 +177,14 @@ type harness struct {
 	human   string
 }
 
-func newHarness(t *testing.T, spec schemas.JobSpec, steps int64, answer script) *harness {
+func newHarness(t testing.TB, spec schemas.JobSpec, steps int64, answer script) *harness {
 	t.Helper()
 	return harnessFor(t, spec, walk{steps}, answer)
 }
 
 // harnessFor is newHarness for a task instance of the test's own (a
 // variant of walk).
-func harnessFor(t *testing.T, spec schemas.JobSpec, inst task.Instance, answer script) *harness {
+func harnessFor(t testing.TB, spec schemas.JobSpec, inst task.Instance, answer script) *harness {
 	t.Helper()
 	spec.ApplyDefaults()
 	if spec.JobID == "" {
