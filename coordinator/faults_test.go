@@ -178,6 +178,7 @@ func TestMalformedMessagesNeverCrash(t *testing.T) {
 			Header: schemas.NewHeader(schemas.KindSampleRequest), Tenant: spec.Tenant, JobID: "ghost",
 			SampleID: schemas.SampleID(spec.Tenant, "ghost", 0, 1, 0, 0), Epoch: 1,
 			Task: task, Params: json.RawMessage(`{"disks":3}`), State: state, MaxOutputTokens: 750,
+			Token: strings.Repeat("A", schemas.SampleTokenLen),
 		})
 	}
 	result := func(job string, step int64, epoch int64, index int) []byte {
@@ -205,8 +206,10 @@ func TestMalformedMessagesNeverCrash(t *testing.T) {
 		[]byte(`{}`),
 		mustJSON(&schemas.StepDecided{Header: schemas.NewHeader(schemas.KindStepDecided)}), // wrong kind
 		result("ghost", heldStep, epoch, 0),                                                // another job's result on this job's subject
-		result(spec.JobID, heldStep, epoch, 999),                                           // an index never published
 	}
+	// An index never published: no token can be its sample's, so it is
+	// dropped as forged, before the index is looked at.
+	forged := [][]byte{result(spec.JobID, heldStep, epoch, 999)}
 	publish := func(subject string, msgs [][]byte) {
 		for _, m := range msgs {
 			if err := env.NC.Publish(subject, m); err != nil {
@@ -217,6 +220,7 @@ func TestMalformedMessagesNeverCrash(t *testing.T) {
 	publish(bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID), badRequests)
 	publish(bus.DefaultNamespace.DecidedSubject(spec.Tenant, spec.JobID), badEvents)
 	publish(bus.DefaultNamespace.ResultSubject(spec.Tenant, spec.JobID, schemas.EpochGen(epoch)), badResults)
+	publish(bus.DefaultNamespace.ResultSubject(spec.Tenant, spec.JobID, schemas.EpochGen(epoch)), forged)
 	if err := env.NC.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -227,8 +231,9 @@ func TestMalformedMessagesNeverCrash(t *testing.T) {
 
 	rep := env.Wait(spec)
 	checkSolved(t, rep, disks)
-	if rep.MalformedMessages != int64(len(badResults)) {
-		t.Errorf("malformed_messages %d, want %d (late %d)", rep.MalformedMessages, len(badResults), rep.LateSamples)
+	if rep.MalformedMessages != int64(len(badResults)) || rep.ForgedResults != int64(len(forged)) {
+		t.Errorf("malformed_messages %d, forged_results %d, want %d and %d (late %d)",
+			rep.MalformedMessages, rep.ForgedResults, len(badResults), len(forged), rep.LateSamples)
 	}
 	if got := v.Stats().Malformed; got != want {
 		t.Errorf("voter malformed %d, want %d", got, want)
@@ -283,7 +288,7 @@ func TestUnreadableVotesDropped(t *testing.T) {
 		res := schemas.SampleResult{
 			Header: schemas.NewHeader(schemas.KindSampleResult), Tenant: req.Tenant, JobID: req.JobID,
 			SampleID: req.SampleID, Step: req.Step, Epoch: req.Epoch, Index: req.Index, Attempt: req.Attempt,
-			Outcome: schemas.OutcomeVote, VoteKey: key, VoterID: "rogue",
+			Outcome: schemas.OutcomeVote, VoteKey: key, VoterID: "rogue", Token: req.Token, // it holds the request
 		}
 		data, err := schemas.Encode(&res)
 		if err != nil {
