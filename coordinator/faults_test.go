@@ -125,8 +125,9 @@ func TestLostSampleResampled(t *testing.T) {
 
 // TestMalformedMessagesNeverCrash: garbage and wrong-kind messages on the
 // job, sample, decided and result subjects of a running job are dropped
-// and counted; the job still solves. The report counts the result ones, the
-// voter the request and event ones.
+// and counted; the job still solves. The report counts the result ones
+// (malformed, or forged: a result for an index never published carries no
+// token of its sample), the voter the request and event ones.
 func TestMalformedMessagesNeverCrash(t *testing.T) {
 	t.Parallel()
 	const disks, k, jobSeed, heldStep = 3, 2, 23, 2
