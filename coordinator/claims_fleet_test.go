@@ -2,15 +2,10 @@ package coordinator_test
 
 import (
 	"context"
-	"encoding/json"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/makerfleet/makerfleet/coordinator"
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
@@ -56,33 +51,10 @@ func TestOverclaimedResultsBounded(t *testing.T) {
 	day := quota.Day(time.Now())
 
 	keys, _ := fleettest.Golden(disks)
-	var claimed atomic.Int64
-	sub, err := env.NC.Subscribe(bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID), func(m *nats.Msg) {
-		var req schemas.SampleRequest
-		if schemas.Decode(m.Data, &req) != nil || !rogueSteps[req.Step] || req.Index != 0 || req.Attempt != 0 {
-			return
-		}
-		res := schemas.SampleResult{
-			Header: schemas.NewHeader(schemas.KindSampleResult), Tenant: req.Tenant, JobID: req.JobID, SampleID: req.SampleID,
-			Step: req.Step, Epoch: req.Epoch, Index: req.Index, Attempt: req.Attempt, Token: req.Token, // it holds the request
-			Outcome: schemas.OutcomeVote, VoteKey: keys[req.Step], PromptTokens: claim, CompletionTokens: claim, VoterID: "rogue",
-		}
-		data, err := json.Marshal(&res)
-		if err != nil {
-			t.Errorf("rogue result: %v", err)
-			return
-		}
-		if err := env.NC.Publish(bus.DefaultNamespace.ResultSubject(req.Tenant, req.JobID, schemas.EpochGen(req.Epoch)), data); err == nil {
-			claimed.Add(1)
-		}
+	claimed := env.AnswerFirst(spec, func(req *schemas.SampleRequest) (schemas.SampleResult, bool) {
+		return schemas.SampleResult{Outcome: schemas.OutcomeVote, VoteKey: keys[req.Step], PromptTokens: claim, CompletionTokens: claim},
+			rogueSteps[req.Step] && req.Index == 0 && req.Attempt == 0
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := env.NC.Flush(); err != nil {
-		t.Fatal(err)
-	}
 	env.Submit(&spec)
 	out := awaitBudgetEnd(t, env, spec)
 	if out.rep == nil {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -276,34 +275,10 @@ func TestUnreadableVotesDropped(t *testing.T) {
 	spec.SampleTimeoutMS = 300
 	terms := fleettest.Terminations(env, bus.DefaultNamespace.ResultsStream(), "*")
 	requests := fleettest.Capture[schemas.SampleRequest](env, bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID))
-	var injected atomic.Int64
-	sub, err := env.NC.Subscribe(bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID), func(m *nats.Msg) {
-		var req schemas.SampleRequest
-		if schemas.Decode(m.Data, &req) != nil {
-			return
-		}
+	injected := env.AnswerFirst(spec, func(req *schemas.SampleRequest) (schemas.SampleResult, bool) {
 		key, ok := rogue[req.Step]
-		if !ok || req.Index != 0 || req.Attempt != 0 {
-			return
-		}
-		res := schemas.SampleResult{
-			Header: schemas.NewHeader(schemas.KindSampleResult), Tenant: req.Tenant, JobID: req.JobID,
-			SampleID: req.SampleID, Step: req.Step, Epoch: req.Epoch, Index: req.Index, Attempt: req.Attempt,
-			Outcome: schemas.OutcomeVote, VoteKey: key, VoterID: "rogue", Token: req.Token, // it holds the request
-		}
-		data, err := schemas.Encode(&res)
-		if err != nil {
-			t.Errorf("rogue result: %v", err)
-			return
-		}
-		if err := env.NC.Publish(bus.DefaultNamespace.ResultSubject(req.Tenant, req.JobID, schemas.EpochGen(req.Epoch)), data); err == nil {
-			injected.Add(1)
-		}
+		return schemas.SampleResult{Outcome: schemas.OutcomeVote, VoteKey: key}, ok && req.Index == 0 && req.Attempt == 0
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
 
 	rep := env.Run(&spec)
 	checkSolved(t, rep, disks)

@@ -266,6 +266,9 @@ func TestMachineResults(t *testing.T) {
 			if f := h.m.acct.Figures; f.ForgedResults != 1 || f.PromptTokens != 0 || f.MalformedMessages != 0 || len(h.m.seen) != 0 {
 				t.Errorf("forged %d, tokens %d, malformed %d, seen %v: want one forged result, nothing counted", f.ForgedResults, f.PromptTokens, f.MalformedMessages, h.m.seen)
 			}
+			if h.m.verified[0] != "" {
+				t.Errorf("verified %q: the budget would release the named sample's reservation", h.m.verified[0])
+			}
 		}},
 		{"forged: no token", func(h *harness) incoming {
 			r := *h.queue[0]
@@ -291,7 +294,12 @@ func TestMachineResults(t *testing.T) {
 		}},
 		// k=2: a vote leads by 1 with one sample uncounted, so nothing more
 		// is needed yet; a red flag counts for nobody and is replaced.
-		{"a vote", func(h *harness) incoming { return incoming{data: h.result(h.queue[0], right(0))} }, "record 1, ack #0", nil},
+		{"a vote", func(h *harness) incoming { return incoming{data: h.result(h.queue[0], right(0))} }, "record 1, ack #0",
+			func(t *testing.T, h *harness, _ []action) {
+				if h.m.verified[0] != h.sent[0].SampleID {
+					t.Errorf("verified %q, want the sample id %q (its reservation is released)", h.m.verified[0], h.sent[0].SampleID)
+				}
+			}},
 		{"a red flag", func(h *harness) incoming { return incoming{data: h.result(h.queue[0], "!parse")} }, "record 1, ack #0, publish 2/0",
 			func(t *testing.T, h *harness, _ []action) {
 				if h.m.seen[0] != "parse" {

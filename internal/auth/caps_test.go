@@ -3,7 +3,6 @@ package auth_test
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,8 +20,8 @@ import (
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
 	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
-	"github.com/makerfleet/makerfleet/task/hanoi"
 	"github.com/makerfleet/makerfleet/voter"
 )
 
@@ -49,47 +48,17 @@ func TestVoterForgesOnlyItsOwnSample(t *testing.T) {
 	hostile := srv.Connect(t, auth.Voter) // a voter's leaked credentials
 	admin := srv.Connect(t, auth.Admin)   // submits the job, reads the report
 
-	st, err := store.New(testkit.StartRedis(t).Client(t), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	co, err := coordinator.New(coordConn.Conn, st, coordinator.Config{ID: "coordinator-1", Tasks: tasks, Bus: busCfg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runRole(t, "coordinator", co.Run)
+	runCoordinator(t, coordConn, busCfg, tasks, log)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	adminJS, err := jetstream.New(admin.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var topo *bus.Topology
-	testkit.Eventually(t, 30*time.Second, func() bool {
-		topo, err = bus.Open(ctx, adminJS, busCfg)
-		return err == nil
-	}, "the admin never saw the coordinator's topology: %v", err)
+	adminJS, topo := openTopology(ctx, t, admin, busCfg)
 
 	// The honest voter takes one request at a time and answers a step
 	// under attack only once the forgeries are in the stream.
-	var once [2]sync.Once
-	attacked := []int64{0, 4}
-	reached := []chan struct{}{make(chan struct{}), make(chan struct{})}
-	release := []chan struct{}{make(chan struct{}), make(chan struct{})}
-	model := fleettest.NewFakeModel(fleettest.SeedTable(jobSeed, steps, 64), func(ctx context.Context, c fleettest.Call) (llm.Response, error) {
-		for i, s := range attacked {
-			if c.Step != s {
-				continue
-			}
-			once[i].Do(func() { close(reached[i]) })
-			select {
-			case <-release[i]:
-			case <-ctx.Done():
-				return llm.Response{}, ctx.Err()
-			}
-		}
+	ambush := fleettest.NewAmbush(0, 4)
+	model := fleettest.NewFakeModel(fleettest.SeedTable(jobSeed, steps, 64), ambush.Script(func(_ context.Context, c fleettest.Call) (llm.Response, error) {
 		return fleettest.Right(c), nil
-	})
+	}))
 	vo, err := voter.New(voterConn.Conn, model, voter.Config{
 		ID: "voter-1", Tasks: tasks, Bus: busCfg, Concurrency: 1, Model: "fake",
 		DrainTimeout: 5 * time.Second, ModelErrorDelay: 20 * time.Millisecond, Logger: log,
@@ -117,29 +86,9 @@ func TestVoterForgesOnlyItsOwnSample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	forger := fleettest.Forger{JS: hostileJS, NS: busCfg.Namespace}
-	keys, states := fleettest.Golden(disks)
-	forged := 0
-	for i, step := range attacked {
-		select {
-		case <-reached[i]:
-		case <-ctx.Done():
-			t.Fatalf("the job never reached step %d", step)
-		}
-		req, err := forger.Pull(ctx)
-		if err != nil || req.Step != step {
-			t.Fatalf("the hostile voter pulled %+v, %v; want a request of step %d", req, err, step)
-		}
-		right, err := hanoi.DecodeAnswer(keys[step])
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := forger.Forge(ctx, req, k+1, hanoi.Answer{Move: right.Move, NextState: states[step].Pegs}.Key())
-		if err != nil {
-			t.Fatalf("the hostile voter may publish results: %v", err)
-		}
-		forged += n
-		close(release[i])
+	forged, err := ambush.Strike(ctx, fleettest.Forger{JS: hostileJS, NS: busCfg.Namespace}, disks, k)
+	if err != nil {
+		t.Fatalf("the hostile voter, doing what a voter may: %v", err)
 	}
 
 	rep, err := jobs.Wait(ctx, topo, spec.Tenant, spec.JobID, nil)
@@ -160,4 +109,35 @@ func TestVoterForgesOnlyItsOwnSample(t *testing.T) {
 			t.Errorf("%s was refused: %v", c.Identity, v)
 		}
 	}
+}
+
+// runCoordinator runs a coordinator on conn (the coordinator identity),
+// its store on a redis-server of its own, until cleanup.
+func runCoordinator(t *testing.T, conn *authtest.Conn, busCfg bus.Config, tasks *task.Registry, log *slog.Logger) {
+	t.Helper()
+	st, err := store.New(testkit.StartRedis(t).Client(t), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	co, err := coordinator.New(conn.Conn, st, coordinator.Config{ID: "coordinator-1", Tasks: tasks, Bus: busCfg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRole(t, "coordinator", co.Run)
+}
+
+// openTopology waits until conn sees the topology the coordinator alone
+// makes (the others bind to it), and returns conn's JetStream and it.
+func openTopology(ctx context.Context, t *testing.T, conn *authtest.Conn, busCfg bus.Config) (jetstream.JetStream, *bus.Topology) {
+	t.Helper()
+	js, err := jetstream.New(conn.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var topo *bus.Topology
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		topo, err = bus.Open(ctx, js, busCfg)
+		return err == nil
+	}, "%s never saw the coordinator's topology: %v", conn.Identity, err)
+	return js, topo
 }
