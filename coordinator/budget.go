@@ -2,12 +2,10 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,7 +14,6 @@ import (
 	"github.com/makerfleet/makerfleet/internal/plan"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/schemas"
-	"github.com/makerfleet/makerfleet/task"
 )
 
 // Budgets, reserve then dispatch (internal/quota: budget.go). Before a
@@ -84,8 +81,9 @@ type jobBudget struct {
 	// holds are the reservations of published requests not answered yet,
 	// by sample id.
 	holds map[string]hold
-	// bound caches the cost bound of a request of the open step, for the
-	// job's model and the stronger one.
+	// bound caches the cost bound of a request, for the job's model and
+	// the stronger one, by the request's prompt bound and
+	// max_output_tokens (boundAt).
 	boundAt                [2]int64
 	boundBase, boundStrong quota.Nano
 	// the last figures Redis returned
@@ -296,17 +294,18 @@ func (b *jobBudget) waitFor(scope string, now time.Time, patience time.Duration)
 	return now.Sub(b.busySince) < patience
 }
 
-// bound is the cost bound of req: its prompt's tokens bounded by bytes,
-// max_output_tokens out, at the job's pricing, or the stronger model's
-// for a request to it.
+// bound is the cost bound of req: the bound of the prompt the voter
+// builds for it (claims.go: the same bound its answer's claims are held
+// to) and max_output_tokens out, at the job's pricing, or the stronger
+// model's for a request to it.
 func (r *jobRun) bound(b *jobBudget, req *schemas.SampleRequest) (quota.Nano, error) {
-	if at := [2]int64{req.Step, req.Epoch}; b.boundAt != at {
-		msgs, err := r.m.inst.Prompt(task.State(req.State))
-		if err != nil {
-			return 0, fmt.Errorf("coordinator: the prompt of step %d, to bound its cost: %w", req.Step, err)
-		}
-		b.boundBase = quota.SampleBound(r.spec.Pricing, msgs, req.MaxOutputTokens)
-		b.boundStrong = quota.SampleBound(r.strongerPricing(), msgs, req.MaxOutputTokens)
+	prompt, err := r.m.promptBound(req)
+	if err != nil {
+		return 0, fmt.Errorf("coordinator: the prompt of step %d, to bound its cost: %w", req.Step, err)
+	}
+	if at := [2]int64{prompt, int64(req.MaxOutputTokens)}; b.boundAt != at {
+		b.boundBase = quota.Cost(r.spec.Pricing, prompt, int64(req.MaxOutputTokens))
+		b.boundStrong = quota.Cost(r.strongerPricing(), prompt, int64(req.MaxOutputTokens))
 		b.boundAt = at
 	}
 	if req.Model != "" {
@@ -354,12 +353,12 @@ func (r *jobRun) settleBatch(ctx context.Context, msgs []jetstream.Msg, settled 
 		}
 		return nil
 	}
+	// The sample ids the machine verified (capability.go): a forged
+	// result releases no reservation of the sample it names.
 	ids := make([]string, 0, len(msgs))
-	for i, msg := range msgs {
-		if i < len(settled) && settled[i] {
-			if id := resultSampleID(msg); id != "" {
-				ids = append(ids, id)
-			}
+	for i := range msgs {
+		if i < len(settled) && settled[i] && i < len(r.m.verified) && r.m.verified[i] != "" {
+			ids = append(ids, r.m.verified[i])
 		}
 	}
 	return r.settleIDs(ctx, ids)
@@ -432,25 +431,6 @@ func spendPlan(spent, cost quota.Nano, released map[string]quota.Nano, today str
 		plan = append(plan, dayShare{day: today, reserved: released[today], total: max(cost, total)})
 	}
 	return plan
-}
-
-// resultSampleID is the sample id a result message answers, from its
-// message id (sample id + "/r" + delivery), else from its body.
-func resultSampleID(msg jetstream.Msg) string {
-	if h := msg.Headers(); h != nil {
-		if id := h.Get(jetstream.MsgIDHeader); id != "" {
-			if i := strings.LastIndex(id, "/r"); i > 0 {
-				return id[:i]
-			}
-		}
-	}
-	var res struct {
-		SampleID string `json:"sample_id"`
-	}
-	if err := json.Unmarshal(msg.Data(), &res); err != nil {
-		return ""
-	}
-	return res.SampleID
 }
 
 // releaseBudget spends what the job's figures cost and not yet spent,

@@ -152,6 +152,10 @@ type Coordinator struct {
 
 	mu      sync.Mutex
 	running map[string]bool // registry keys of the jobs this coordinator runs
+
+	// sampleKey is the fleet's key of sample capabilities
+	// (store.SampleKey); set by Run, before any job runs.
+	sampleKey []byte
 }
 
 // New returns a Coordinator using nc for NATS and st for the tally.
@@ -195,6 +199,11 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return err
 	}
 	if err := c.store.Load(ctx); err != nil {
+		return err
+	}
+	// The fleet's key of sample capabilities (capability.go), made once by
+	// the first coordinator and shared by all through Redis.
+	if c.sampleKey, err = c.store.SampleKey(ctx); err != nil {
 		return err
 	}
 	// Quotas: a watch-fed cache of the quota bucket, until Run returns.

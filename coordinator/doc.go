@@ -10,7 +10,10 @@
 //     (KV maker_leases, internal/lease) of unfinished jobs without a live
 //     owner and runs them, resuming from the job's journal;
 //   - sample results (schemas.SampleResult) of each running job from stream
-//     MAKER_RESULTS, through a durable consumer per job and lease generation;
+//     MAKER_RESULTS, through a durable consumer per job and lease
+//     generation. Before anything else reads a result, its token is checked
+//     against its sample id (a forged one is dropped and counted) and its
+//     token counts are bounded by what its request allows;
 //   - the server's max-deliveries advisories for the voters' consumer, to
 //     move poison requests to the dead-letter stream (MAKER_DLQ).
 //   - people's requests, core request/reply in the queue group
@@ -24,7 +27,10 @@
 //
 // Produces:
 //   - sample requests (schemas.SampleRequest) on maker.v1.sample.<tenant>.<job>
-//     (stream MAKER_SAMPLES), with Nats-Msg-Id = the sample id;
+//     (stream MAKER_SAMPLES), with Nats-Msg-Id = the sample id, each
+//     carrying its sample's token: the HMAC of its sample id under the
+//     fleet's key, which coordinators share through Redis (<prefix>:secrets)
+//     and voters never see;
 //   - journal entries (schemas.JournalEntry: takeovers, decisions, arbiter
 //     decisions, escalations, the end), each carrying the change of the
 //     job's figures (schemas.Delta), and checkpoints in stream
@@ -46,7 +52,10 @@
 // (publish a sample, record samples, settle a message, journal an entry,
 // open or close the step, arbitrate, checkpoint, pause, end) that the shell
 // carries out in order, feeding outcomes back. Its parts: results.go
-// (screening results, acting on what Redis recorded), waves.go (how many
+// (screening results, acting on what Redis recorded), capability.go (the
+// samples' tokens: a result counts only for a sample its sender was
+// handed), claims.go (a result's token counts bounded by its request: one
+// beyond is the red flag overclaim, charged at the bound), waves.go (how many
 // samples to draw, re-sampling the overdue), decide.go (a decision and the
 // step boundary), ladder.go (the escalation ladder), accounting.go (the
 // job's schemas.Figures and what the journal holds of them), replay.go (a

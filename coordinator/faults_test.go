@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,8 +124,9 @@ func TestLostSampleResampled(t *testing.T) {
 
 // TestMalformedMessagesNeverCrash: garbage and wrong-kind messages on the
 // job, sample, decided and result subjects of a running job are dropped
-// and counted; the job still solves. The report counts the result ones, the
-// voter the request and event ones.
+// and counted; the job still solves. The report counts the result ones
+// (malformed, or forged: a result for an index never published carries no
+// token of its sample), the voter the request and event ones.
 func TestMalformedMessagesNeverCrash(t *testing.T) {
 	t.Parallel()
 	const disks, k, jobSeed, heldStep = 3, 2, 23, 2
@@ -178,6 +178,7 @@ func TestMalformedMessagesNeverCrash(t *testing.T) {
 			Header: schemas.NewHeader(schemas.KindSampleRequest), Tenant: spec.Tenant, JobID: "ghost",
 			SampleID: schemas.SampleID(spec.Tenant, "ghost", 0, 1, 0, 0), Epoch: 1,
 			Task: task, Params: json.RawMessage(`{"disks":3}`), State: state, MaxOutputTokens: 750,
+			Token: strings.Repeat("A", schemas.SampleTokenLen),
 		})
 	}
 	result := func(job string, step int64, epoch int64, index int) []byte {
@@ -205,8 +206,10 @@ func TestMalformedMessagesNeverCrash(t *testing.T) {
 		[]byte(`{}`),
 		mustJSON(&schemas.StepDecided{Header: schemas.NewHeader(schemas.KindStepDecided)}), // wrong kind
 		result("ghost", heldStep, epoch, 0),                                                // another job's result on this job's subject
-		result(spec.JobID, heldStep, epoch, 999),                                           // an index never published
 	}
+	// An index never published: no token can be its sample's, so it is
+	// dropped as forged, before the index is looked at.
+	forged := [][]byte{result(spec.JobID, heldStep, epoch, 999)}
 	publish := func(subject string, msgs [][]byte) {
 		for _, m := range msgs {
 			if err := env.NC.Publish(subject, m); err != nil {
@@ -217,6 +220,7 @@ func TestMalformedMessagesNeverCrash(t *testing.T) {
 	publish(bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID), badRequests)
 	publish(bus.DefaultNamespace.DecidedSubject(spec.Tenant, spec.JobID), badEvents)
 	publish(bus.DefaultNamespace.ResultSubject(spec.Tenant, spec.JobID, schemas.EpochGen(epoch)), badResults)
+	publish(bus.DefaultNamespace.ResultSubject(spec.Tenant, spec.JobID, schemas.EpochGen(epoch)), forged)
 	if err := env.NC.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -227,8 +231,9 @@ func TestMalformedMessagesNeverCrash(t *testing.T) {
 
 	rep := env.Wait(spec)
 	checkSolved(t, rep, disks)
-	if rep.MalformedMessages != int64(len(badResults)) {
-		t.Errorf("malformed_messages %d, want %d (late %d)", rep.MalformedMessages, len(badResults), rep.LateSamples)
+	if rep.MalformedMessages != int64(len(badResults)) || rep.ForgedResults != int64(len(forged)) {
+		t.Errorf("malformed_messages %d, forged_results %d, want %d and %d (late %d)",
+			rep.MalformedMessages, rep.ForgedResults, len(badResults), len(forged), rep.LateSamples)
 	}
 	if got := v.Stats().Malformed; got != want {
 		t.Errorf("voter malformed %d, want %d", got, want)
@@ -270,34 +275,10 @@ func TestUnreadableVotesDropped(t *testing.T) {
 	spec.SampleTimeoutMS = 300
 	terms := fleettest.Terminations(env, bus.DefaultNamespace.ResultsStream(), "*")
 	requests := fleettest.Capture[schemas.SampleRequest](env, bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID))
-	var injected atomic.Int64
-	sub, err := env.NC.Subscribe(bus.DefaultNamespace.SampleSubject(spec.Tenant, spec.JobID), func(m *nats.Msg) {
-		var req schemas.SampleRequest
-		if schemas.Decode(m.Data, &req) != nil {
-			return
-		}
+	injected := env.AnswerFirst(spec, func(req *schemas.SampleRequest) (schemas.SampleResult, bool) {
 		key, ok := rogue[req.Step]
-		if !ok || req.Index != 0 || req.Attempt != 0 {
-			return
-		}
-		res := schemas.SampleResult{
-			Header: schemas.NewHeader(schemas.KindSampleResult), Tenant: req.Tenant, JobID: req.JobID,
-			SampleID: req.SampleID, Step: req.Step, Epoch: req.Epoch, Index: req.Index, Attempt: req.Attempt,
-			Outcome: schemas.OutcomeVote, VoteKey: key, VoterID: "rogue",
-		}
-		data, err := schemas.Encode(&res)
-		if err != nil {
-			t.Errorf("rogue result: %v", err)
-			return
-		}
-		if err := env.NC.Publish(bus.DefaultNamespace.ResultSubject(req.Tenant, req.JobID, schemas.EpochGen(req.Epoch)), data); err == nil {
-			injected.Add(1)
-		}
+		return schemas.SampleResult{Outcome: schemas.OutcomeVote, VoteKey: key}, ok && req.Index == 0 && req.Attempt == 0
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
 
 	rep := env.Run(&spec)
 	checkSolved(t, rep, disks)

@@ -29,8 +29,15 @@ func (w walk) Params() json.RawMessage {
 }
 func (walk) Initial() task.State { return task.State("0") }
 func (w walk) TotalSteps() int64 { return w.steps }
+
+// walkRules is the system prompt of a walk: about as long as a short
+// real one, so the harness's usage figures (100 prompt tokens) are within
+// the prompt's bound.
+const walkRules = "Walk one step. Answer <move>@<next state>: the move is one letter from A to Z, " +
+	"the right one is A, and the next state is one more than the state you are in."
+
 func (walk) Prompt(s task.State) ([]task.Message, error) {
-	return []task.Message{{Role: "user", Content: "from " + string(s)}}, nil
+	return []task.Message{{Role: "system", Content: walkRules}, {Role: "user", Content: "from " + string(s)}}, nil
 }
 func (walk) Parse(s task.State, reply string) (task.Vote, error) { return task.Vote{Key: reply}, nil }
 
@@ -161,7 +168,7 @@ type script func(req *schemas.SampleRequest) string
 // actions against refTally, keeps what was published and journaled, and
 // delivers answers when told to.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	m       *machine
 	tally   refTally
 	now     time.Time
@@ -177,14 +184,14 @@ type harness struct {
 	human   string
 }
 
-func newHarness(t *testing.T, spec schemas.JobSpec, steps int64, answer script) *harness {
+func newHarness(t testing.TB, spec schemas.JobSpec, steps int64, answer script) *harness {
 	t.Helper()
 	return harnessFor(t, spec, walk{steps}, answer)
 }
 
 // harnessFor is newHarness for a task instance of the test's own (a
 // variant of walk).
-func harnessFor(t *testing.T, spec schemas.JobSpec, inst task.Instance, answer script) *harness {
+func harnessFor(t testing.TB, spec schemas.JobSpec, inst task.Instance, answer script) *harness {
 	t.Helper()
 	spec.ApplyDefaults()
 	if spec.JobID == "" {
@@ -275,12 +282,30 @@ func (h *harness) deliver(n int) {
 	}
 }
 
+// sign gives req, changed by a test, its sample id and that id's token:
+// a request the machine could have published.
+func (h *harness) sign(req *schemas.SampleRequest) {
+	req.SampleID = schemas.BranchSampleID(req.Tenant, req.JobID, req.Step, req.Epoch, req.Index, req.Attempt, req.Branch)
+	req.Token = h.m.caps.token(req.SampleID)
+}
+
+// walkPrompt is the prompt of a walk from state n.
+func walkPrompt(n int) []task.Message {
+	msgs, _ := walk{}.Prompt(task.State(strconv.Itoa(n)))
+	return msgs
+}
+
 // result encodes the answer a of req as a voter would.
 func (h *harness) result(req *schemas.SampleRequest, a string) []byte {
+	return h.resultWith(req, a, nil)
+}
+
+// resultWith is result, changed by edit (when not nil) before encoding.
+func (h *harness) resultWith(req *schemas.SampleRequest, a string, edit func(*schemas.SampleResult)) []byte {
 	res := schemas.SampleResult{
 		Header: schemas.NewHeader(schemas.KindSampleResult), Tenant: req.Tenant, JobID: req.JobID, SampleID: req.SampleID,
 		Step: req.Step, Epoch: req.Epoch, Index: req.Index, Attempt: req.Attempt, Branch: req.Branch, VoterID: "v1", Model: "m",
-		PromptTokens: 100, CompletionTokens: 10,
+		PromptTokens: 100, CompletionTokens: 10, Token: req.Token,
 	}
 	switch {
 	case a == "skipped":
@@ -289,6 +314,9 @@ func (h *harness) result(req *schemas.SampleRequest, a string) []byte {
 		res.Outcome, res.RedFlag = schemas.OutcomeRedFlag, a[1:]
 	default:
 		res.Outcome, res.VoteKey = schemas.OutcomeVote, a
+	}
+	if edit != nil {
+		edit(&res)
 	}
 	data, err := schemas.Encode(&res)
 	if err != nil {

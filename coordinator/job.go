@@ -100,6 +100,7 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int6
 	}
 	r.m = newMachine(spec, inst, machineConfig{
 		token: token, owner: c.cfg.ID, checkpointEvery: c.cfg.CheckpointEvery, crashAt: crashAt, log: r.log,
+		sampleKey: c.sampleKey,
 	})
 	r.initMetrics()
 	r.m.tok.on = r.met.t != nil
@@ -308,7 +309,9 @@ func (r *jobRun) handle(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	r.tr.results(msgs)
 	r.sync()
+	untrusted := r.countUntrusted()
 	err := r.do(ctx, r.m.onResults(time.Now(), in))
+	untrusted()
 	if err == nil {
 		err = r.settleBatch(ctx, msgs, r.settled) // budget.go
 	}

@@ -86,6 +86,15 @@ type machine struct {
 	// without them; metrics.go).
 	tok tokenTally
 
+	// caps makes and checks the samples' tokens (capability.go); claims
+	// bounds the answers' token counts (claims.go).
+	caps   *capabilities
+	claims claims
+	// verified holds, by position in the batch of result messages being
+	// handled, the sample id of each whose token is its sample's ("" for
+	// the others): the budget releases only their reservations.
+	verified []string
+
 	// batch holds the results of the batch being recorded, in the order
 	// of the samples sent to Redis.
 	batch []received
@@ -127,6 +136,9 @@ type machineConfig struct {
 	checkpointEvery int
 	crashAt         crashPoint
 	log             *slog.Logger
+	// sampleKey is the fleet's key of sample capabilities
+	// (store.SampleKey); required.
+	sampleKey []byte
 }
 
 // newMachine returns the machine of spec, bound to inst, at the task's
@@ -142,6 +154,7 @@ func newMachine(spec schemas.JobSpec, inst task.Instance, cfg machineConfig) *ma
 		strongerAt: map[[2]int64]bool{},
 		pending:    map[int]*pending{},
 		seen:       map[int]string{},
+		caps:       newCapabilities(cfg.sampleKey),
 	}
 	m.verifier, _ = inst.(task.Verifier)
 	m.initReliability()
@@ -184,6 +197,7 @@ func (m *machine) resetStep() {
 	clear(m.seen)
 	clear(m.sp.votes)
 	m.sp.open = 0
+	m.forgetPrompts()
 }
 
 // entry returns a journal entry of type typ for the open step, with the

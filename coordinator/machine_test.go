@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/journal"
+	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -232,7 +233,7 @@ func TestMachineResults(t *testing.T) {
 		{"another step's", func(h *harness) incoming {
 			r := *h.queue[0]
 			r.Step = 5
-			r.SampleID = schemas.SampleID(r.Tenant, r.JobID, r.Step, r.Epoch, r.Index, r.Attempt)
+			h.sign(&r)
 			return incoming{data: h.result(&r, right(0))}
 		}, "ack #0", func(t *testing.T, h *harness, _ []action) {
 			if h.m.acct.LateSamples != 1 || h.m.acct.PromptTokens != 100 {
@@ -242,7 +243,7 @@ func TestMachineResults(t *testing.T) {
 		{"an index never published", func(h *harness) incoming {
 			r := *h.queue[0]
 			r.Index = 9
-			r.SampleID = schemas.SampleID(r.Tenant, r.JobID, r.Step, r.Epoch, r.Index, r.Attempt)
+			h.sign(&r)
 			return incoming{data: h.result(&r, right(0))}
 		}, "term #0", nil},
 		{"a vote the task cannot read", func(h *harness) incoming { return incoming{data: h.result(h.queue[0], "garbage")} }, "term #0",
@@ -257,9 +258,48 @@ func TestMachineResults(t *testing.T) {
 					t.Error("skip not counted")
 				}
 			}},
+		{"forged: another index's token", func(h *harness) incoming {
+			r := *h.queue[0]
+			r.Token = h.queue[1].Token
+			return incoming{data: h.result(&r, right(0))}
+		}, "term #0", func(t *testing.T, h *harness, _ []action) {
+			if f := h.m.acct.Figures; f.ForgedResults != 1 || f.PromptTokens != 0 || f.MalformedMessages != 0 || len(h.m.seen) != 0 {
+				t.Errorf("forged %d, tokens %d, malformed %d, seen %v: want one forged result, nothing counted", f.ForgedResults, f.PromptTokens, f.MalformedMessages, h.m.seen)
+			}
+			if h.m.verified[0] != "" {
+				t.Errorf("verified %q: the budget would release the named sample's reservation", h.m.verified[0])
+			}
+		}},
+		{"forged: no token", func(h *harness) incoming {
+			r := *h.queue[0]
+			r.Token = ""
+			return incoming{data: h.result(&r, right(0))}
+		}, "term #0", func(t *testing.T, h *harness, _ []action) {
+			if h.m.acct.ForgedResults != 1 {
+				t.Error("not counted forged")
+			}
+		}},
+		{"overclaim: counted as a red flag, charged at the bound", func(h *harness) incoming {
+			return incoming{data: h.resultWith(h.queue[0], right(0), func(r *schemas.SampleResult) {
+				r.PromptTokens, r.CompletionTokens = 50_000_000_000, 50_000_000_000
+			})}
+		}, "record 1, ack #0, publish 2/0", func(t *testing.T, h *harness, _ []action) {
+			f := h.m.acct.Figures
+			wantPrompt := quota.PromptTokensBound(walkPrompt(0))
+			if h.m.seen[0] != schemas.RedFlagOverclaim || f.OverclaimedResults != 1 ||
+				f.PromptTokens != wantPrompt || f.CompletionTokens != int64(h.m.spec.MaxOutputTokens) {
+				t.Errorf("seen %q, overclaimed %d, tokens %d/%d: want the red flag overclaim charged at %d/%d",
+					h.m.seen[0], f.OverclaimedResults, f.PromptTokens, f.CompletionTokens, wantPrompt, h.m.spec.MaxOutputTokens)
+			}
+		}},
 		// k=2: a vote leads by 1 with one sample uncounted, so nothing more
 		// is needed yet; a red flag counts for nobody and is replaced.
-		{"a vote", func(h *harness) incoming { return incoming{data: h.result(h.queue[0], right(0))} }, "record 1, ack #0", nil},
+		{"a vote", func(h *harness) incoming { return incoming{data: h.result(h.queue[0], right(0))} }, "record 1, ack #0",
+			func(t *testing.T, h *harness, _ []action) {
+				if h.m.verified[0] != h.sent[0].SampleID {
+					t.Errorf("verified %q, want the sample id %q (its reservation is released)", h.m.verified[0], h.sent[0].SampleID)
+				}
+			}},
 		{"a red flag", func(h *harness) incoming { return incoming{data: h.result(h.queue[0], "!parse")} }, "record 1, ack #0, publish 2/0",
 			func(t *testing.T, h *harness, _ []action) {
 				if h.m.seen[0] != "parse" {

@@ -52,6 +52,16 @@ func (r *jobRun) noteSent(reqs []*schemas.SampleRequest) {
 	}
 }
 
+// countUntrusted notes the forged and overclaiming results counted so
+// far; the function it returns counts those found since in the metrics
+// (at once, not with the next journal entry: a flood shows while it
+// lasts).
+func (r *jobRun) countUntrusted() func() {
+	f := &r.m.acct.Figures
+	forged, over := f.ForgedResults, f.OverclaimedResults
+	return func() { r.met.t.Untrusted(f.ForgedResults-forged, f.OverclaimedResults-over) }
+}
+
 // observe takes the figures of a journal entry about to be appended: its
 // figures' change (votes, red flags, tokens and cost) and, for a decision
 // or a climb of the ladder, the step's. They are counted by the function

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/store"
@@ -26,13 +27,17 @@ type received struct {
 const nakDelay = 250 * time.Millisecond
 
 // onResults screens a batch of result messages: it settles the ones that
-// cannot count (unreadable, another step's, an index never published, a
-// vote the task cannot read, a skip), and asks for the rest to be
-// recorded in one Redis round trip (the last action; the shell calls
-// recorded with the outcomes).
+// cannot count (unreadable, forged, another step's, an index never
+// published, a vote the task cannot read, a skip), and asks for the rest
+// to be recorded in one Redis round trip (the last action; the shell
+// calls recorded with the outcomes). Before anything else reads a result,
+// its token is checked (capability.go) and its token counts bounded
+// (claims.go).
 func (m *machine) onResults(now time.Time, batch []incoming) []action {
 	var acts []action
 	m.batch = m.batch[:0]
+	m.verified = slices.Grow(m.verified[:0], len(batch))[:len(batch)]
+	clear(m.verified)
 	var samples []store.Sample
 	for i, in := range batch {
 		var res schemas.SampleResult
@@ -42,6 +47,13 @@ func (m *machine) onResults(now time.Time, batch []incoming) []action {
 			acts = append(acts, settle(i, fateTerm, "malformed result"))
 			continue
 		}
+		if !m.caps.verify(res.SampleID, res.Token) {
+			m.forged(now, &res, in.subject)
+			acts = append(acts, settle(i, fateTerm, "forged result: not its sample's token"))
+			continue
+		}
+		m.verified[i] = res.SampleID
+		m.bounded(now, &res)
 		if m.takeAhead(res) {
 			acts = append(acts, settle(i, fateAck, ""))
 			continue

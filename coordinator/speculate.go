@@ -129,9 +129,8 @@ func (m *machine) speculate(now time.Time) []action {
 		sp.branch++
 		s.branch = sp.branch
 		for idx := 0; idx < m.k(); idx++ {
-			req := m.request(now, step, next, idx, 0)
-			req.Branch = s.branch
-			req.SampleID = schemas.BranchSampleID(req.Tenant, req.JobID, step, m.epoch, idx, 0, s.branch)
+			req := m.request(now, step, next, idx, 0, s.branch)
+			m.noteSent(req)
 			acts = append(acts, action{kind: actPublish, req: req})
 		}
 		s.sent = m.k()

@@ -23,7 +23,7 @@ func (m *machine) topUp(now time.Time) ([]action, error) {
 		// The step's prompt is the voters' to build; one that the task
 		// cannot build (a spec's template failing for this state) would
 		// have every sample dead-lettered: the job fails here instead.
-		if _, err := m.inst.Prompt(m.state); errors.Is(err, task.ErrEval) {
+		if err := m.prompt(promptKey{m.step, m.epoch, 0}, m.state).err; errors.Is(err, task.ErrEval) {
 			return m.failEval(err), nil
 		}
 		acts = m.adopt(now)
@@ -50,35 +50,39 @@ func (m *machine) topUp(now time.Time) ([]action, error) {
 // publish is the request for index at attempt of the open step, noted
 // as pending.
 func (m *machine) publish(now time.Time, index, attempt int) action {
-	req := m.request(now, m.step, m.state, index, attempt)
+	req := m.request(now, m.step, m.state, index, attempt, 0)
 	m.published++
 	if attempt > 0 {
 		m.acct.Resampled++
 	}
 	m.pending[index] = &pending{attempt: attempt, sentAt: now}
 	m.decorrelate(req)
+	m.noteSent(req)
 	return action{kind: actPublish, req: req}
 }
 
-// request asks for sample index at attempt of step from state: index 0
-// at the job's first temperature, every other index at the rest
-// temperature; the model seed is a function of the job seed, the step and
-// the index, so a re-sample (or a speculative sample, speculate.go) asks
-// the same question.
-func (m *machine) request(now time.Time, step int64, state task.State, index, attempt int) *schemas.SampleRequest {
+// request asks for sample index at attempt of step from state (on
+// branch, for a step sampled ahead; 0 for the open step): index 0 at the
+// job's first temperature, every other index at the rest temperature; the
+// model seed is a function of the job seed, the step and the index, so a
+// re-sample (or a speculative sample, speculate.go) asks the same
+// question. Its token is its sample id's capability (capability.go).
+func (m *machine) request(now time.Time, step int64, state task.State, index, attempt int, branch int64) *schemas.SampleRequest {
 	temp := m.spec.Rest()
 	if index == 0 {
 		temp = m.spec.TemperatureFirst
 	}
+	id := schemas.BranchSampleID(m.spec.Tenant, m.spec.JobID, step, m.epoch, index, attempt, branch)
 	req := &schemas.SampleRequest{
 		Header:          schemas.NewHeader(schemas.KindSampleRequest),
 		Tenant:          m.spec.Tenant,
 		JobID:           m.spec.JobID,
-		SampleID:        schemas.SampleID(m.spec.Tenant, m.spec.JobID, step, m.epoch, index, attempt),
+		SampleID:        id,
 		Step:            step,
 		Epoch:           m.epoch,
 		Index:           index,
 		Attempt:         attempt,
+		Branch:          branch,
 		Task:            m.spec.Task,
 		TaskVersion:     m.spec.TaskVersion,
 		TaskHash:        m.spec.TaskHash,
@@ -87,6 +91,7 @@ func (m *machine) request(now time.Time, step int64, state task.State, index, at
 		Temperature:     temp,
 		Seed:            SampleSeed(m.spec.Seed, step, index),
 		MaxOutputTokens: m.spec.MaxOutputTokens,
+		Token:           m.caps.token(id),
 		IssuedAt:        now.UTC(),
 	}
 	if m.rung == schemas.RungStrongerModel && step == m.step {

@@ -37,6 +37,8 @@ var contract = map[string]metricDef{
 	"maker_jobs_finished_total":           {"counter", []string{"tenant", "state"}},
 	"maker_tokens_total":                  {"counter", []string{"tenant", "model", "kind"}},
 	"maker_cost_usd_total":                {"counter", []string{"tenant", "model"}},
+	"maker_forged_results_total":          {"counter", []string{"tenant"}},
+	"maker_overclaimed_results_total":     {"counter", []string{"tenant"}},
 	"maker_samples_answered_total":        {"counter", []string{"model"}},
 	"maker_voter_red_flagged_total":       {"counter", []string{"model", "reason"}},
 	"maker_model_latency_seconds":         {"histogram", []string{"model"}},

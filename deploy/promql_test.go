@@ -342,7 +342,7 @@ type ruleFile struct {
 var wantAlerts = []string{
 	"MakerSamplesLagGrowing", "MakerRedFlagRateHigh", "MakerNoDecisions",
 	"MakerModelServerErrors", "MakerModelRateLimited", "MakerAPIServerErrors",
-	"MakerJudgeRefusals", "MakerNotReady",
+	"MakerJudgeRefusals", "MakerNotReady", "MakerForgedResults", "MakerOverclaimedResults",
 }
 
 // TestAlertRules: prometheus/alerts.yml is a Prometheus rule file (known

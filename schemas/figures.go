@@ -45,6 +45,17 @@ type Figures struct {
 	Resampled int64 `json:"resampled"`
 	// MalformedMessages counts result messages dropped as unreadable.
 	MalformedMessages int64 `json:"malformed_messages"`
+	// ForgedResults counts result messages dropped because their token is
+	// not the one the coordinator issued for their sample id
+	// (SampleRequest.Token): answers for samples their sender was never
+	// handed. Their tokens are not counted and their sample is answered by
+	// someone else.
+	ForgedResults int64 `json:"forged_results,omitempty"`
+	// OverclaimedResults counts results that claimed more tokens than
+	// their request allows (the prompt's bound, max_output_tokens): each
+	// was counted as the red flag overclaim, not as a vote, and charged at
+	// the bound, not as claimed.
+	OverclaimedResults int64 `json:"overclaimed_results,omitempty"`
 	// MaxSamplesInStep is the most samples any step needed (every rung of
 	// an escalated step), MaxSamplesStep that step: a heavy tail signals
 	// correlated errors.
@@ -103,6 +114,8 @@ func (f *Figures) Add(d Figures) {
 	f.DuplicateResults += d.DuplicateResults
 	f.Resampled += d.Resampled
 	f.MalformedMessages += d.MalformedMessages
+	f.ForgedResults += d.ForgedResults
+	f.OverclaimedResults += d.OverclaimedResults
 	if d.MaxSamplesInStep > f.MaxSamplesInStep {
 		f.MaxSamplesInStep, f.MaxSamplesStep = d.MaxSamplesInStep, d.MaxSamplesStep
 	}
@@ -133,6 +146,7 @@ func (f Figures) Sub(base Figures) Figures {
 		SkippedSamples: pos(f.SkippedSamples - base.SkippedSamples), CancelledSamples: pos(f.CancelledSamples - base.CancelledSamples),
 		LateSamples: pos(f.LateSamples - base.LateSamples), DuplicateResults: pos(f.DuplicateResults - base.DuplicateResults),
 		Resampled: pos(f.Resampled - base.Resampled), MalformedMessages: pos(f.MalformedMessages - base.MalformedMessages),
+		ForgedResults: pos(f.ForgedResults - base.ForgedResults), OverclaimedResults: pos(f.OverclaimedResults - base.OverclaimedResults),
 		PromptTokens: pos(f.PromptTokens - base.PromptTokens), CompletionTokens: pos(f.CompletionTokens - base.CompletionTokens),
 		StrongerPromptTokens:     pos(f.StrongerPromptTokens - base.StrongerPromptTokens),
 		StrongerCompletionTokens: pos(f.StrongerCompletionTokens - base.StrongerCompletionTokens),
@@ -182,6 +196,7 @@ func (f *Figures) check(k, prefix string) error {
 		count{p("skipped_samples"), f.SkippedSamples}, count{p("cancelled_samples"), f.CancelledSamples},
 		count{p("late_samples"), f.LateSamples}, count{p("duplicate_results"), f.DuplicateResults},
 		count{p("resampled"), f.Resampled}, count{p("malformed_messages"), f.MalformedMessages},
+		count{p("forged_results"), f.ForgedResults}, count{p("overclaimed_results"), f.OverclaimedResults},
 		count{p("max_samples_in_step"), int64(f.MaxSamplesInStep)}, count{p("max_samples_step"), f.MaxSamplesStep},
 		count{p("prompt_tokens"), f.PromptTokens}, count{p("completion_tokens"), f.CompletionTokens},
 		count{p("stronger_prompt_tokens"), f.StrongerPromptTokens},

@@ -13,9 +13,11 @@ import (
 // no negative change.
 func TestFiguresAddSub(t *testing.T) {
 	base := schemas.Figures{Steps: 3, Samples: 9, Votes: 8, RedFlagged: 1, RedFlags: map[string]int64{"parse": 1},
-		ErrorSteps: []int64{1}, MaxSamplesInStep: 4, MaxSamplesStep: 2, PromptTokens: 900, ArbiterCostUSD: 0.5}
+		ErrorSteps: []int64{1}, MaxSamplesInStep: 4, MaxSamplesStep: 2, PromptTokens: 900, ArbiterCostUSD: 0.5,
+		ForgedResults: 2, OverclaimedResults: 1}
 	cur := base.Clone()
 	cur.Steps, cur.Samples, cur.Votes = 4, 14, 12
+	cur.ForgedResults, cur.OverclaimedResults = 5, 3
 	cur.RedFlagged, cur.RedFlags["length"] = 2, 1
 	cur.ErrorSteps = append(cur.ErrorSteps, 3)
 	cur.MaxSamplesInStep, cur.MaxSamplesStep = 5, 3
@@ -23,7 +25,8 @@ func TestFiguresAddSub(t *testing.T) {
 	cur.ArbiterCostUSD = 0.75
 	d := cur.Sub(base)
 	want := schemas.Figures{Steps: 1, Samples: 5, Votes: 4, RedFlagged: 1, RedFlags: map[string]int64{"length": 1},
-		ErrorSteps: []int64{3}, MaxSamplesInStep: 5, MaxSamplesStep: 3, ArbiterCostUSD: 0.25}
+		ErrorSteps: []int64{3}, MaxSamplesInStep: 5, MaxSamplesStep: 3, ArbiterCostUSD: 0.25,
+		ForgedResults: 3, OverclaimedResults: 2}
 	if !reflect.DeepEqual(d, want) {
 		t.Fatalf("Sub = %+v\nwant  %+v", d, want)
 	}

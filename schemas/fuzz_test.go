@@ -51,11 +51,14 @@ var seedEdits = map[string][][]string{
 		{`"state": {`, `"state": {"prev": null, `},
 		{`"state": {"pegs": [[10, 9, 8, 7, 6, 5, 4, 3, 2, 1], [], []]}`, `"state": "\u00e9\ud83d\ude00"`},
 		{`"issued_at": "2025-11-29T20:00:00.512Z"`, `"issued_at": "0001-01-01T00:00:00Z"`},
+		{`"token": "q3Yh0vJ2_kQ9mC1xZpL8aw"`, `"token": "q3Yh0vJ2_kQ9mC1xZpL8a\u0077"`},
 	},
 	schemas.KindSampleResult: {
 		{`"outcome": "vote",`, `"outcome": "red_flag", "red_flag": "length",`, `"vote_key": "{`, `"detail": "{`},
 		{`"outcome": "vote",`, `"outcome": "skipped", "red_flag": "",`, `"vote_key": "{\"move\":[1,0,1],\"next_state\":[[10,9,8,7,6,5,4,3,2],[1],[]]}"`, `"vote_key": ""`},
 		{`"model": "gpt-4.1-mini",`, `"model": "", "detail": "\"quoted\" \\ \t",`},
+		{`"token": "q3Yh0vJ2_kQ9mC1xZpL8aw",`, ``},
+		{`"token": "q3Yh0vJ2_kQ9mC1xZpL8aw"`, `"token": "q3Yh0vJ2_kQ9mC1xZpL8a\u0077"`},
 	},
 	schemas.KindStepDecided: {
 		{`"tally": [

@@ -67,6 +67,8 @@ func TestInvalid(t *testing.T) {
 		{"sample_result.red_flag_on_vote", schemas.ErrInvalid, "a vote has no red_flag", "rejects"},
 		{"sample_result.negative_tokens", schemas.ErrInvalid, "completion_tokens must be >= 0, got -61", "rejects"},
 		{"sample_result.not_utf8", schemas.ErrInvalid, "not UTF-8", ""},
+		{"sample_request.missing_token", schemas.ErrInvalid, "token must be 22 characters of A-Z, a-z, 0-9, '-' and '_' (got 0 bytes)", "rejects"},
+		{"sample_result.bad_token", schemas.ErrInvalid, "token must be 22 characters of A-Z, a-z, 0-9, '-' and '_' (got 40 bytes)", "rejects"},
 		{"step_decided.lead_over_votes", schemas.ErrInvalid, "lead must be between 1 and votes (4), got 5", "accepts"},
 		{"job_status.negative_count", schemas.ErrInvalid, "samples must be >= 0, got -1", "rejects"},
 		{"job_report.solved_mismatch", schemas.ErrInvalid, "solved must be true exactly when state is solved", "rejects"},

@@ -209,6 +209,8 @@ var fieldRules = map[string]func(*jsonschema.Schema){
 	"JobSpec.params":               func(p *jsonschema.Schema) { p.Type = "object" },
 	"TaskSpec.name":                pattern(taskSpecNameRE.String()),
 	"SampleResult.red_flag":        pattern(redFlagNameRE.String()),
+	"SampleRequest.token":          pattern(sampleTokenRE),
+	"SampleResult.token":           pattern(sampleTokenRE),
 	"JobSpec.task_version":         pattern(taskSpecVersionRE.String()),
 	"JobSpec.task_hash":            pattern(taskHashRE.String()),
 	"SampleRequest.task_version":   pattern(taskSpecVersionRE.String()),

@@ -56,6 +56,11 @@ type SampleRequest struct {
 	// paraphrase the task's prompt (task.Paraphrase): a correlated step's
 	// decorrelated samples. 0 (the default) is the task's own prompt.
 	PromptVariant int `json:"prompt_variant,omitempty"`
+	// Token is the sample's capability: a keyed hash of SampleID that
+	// only the coordinators can make (SampleTokenLen characters of
+	// base64url). The voter echoes it in its result; a result whose token
+	// is not the one issued for its sample id counts for nothing.
+	Token string `json:"token"`
 	// IssuedAt is when the coordinator published the request.
 	IssuedAt time.Time `json:"issued_at"`
 }
@@ -93,11 +98,48 @@ func (r *SampleRequest) Validate() error {
 	if r.PromptVariant < 0 || r.PromptVariant > MaxPromptVariant {
 		return invalid(k, "prompt_variant must be between 0 (the task's prompt) and %d, got %d", MaxPromptVariant, r.PromptVariant)
 	}
+	if !ValidSampleToken(r.Token) {
+		return invalid(k, "token must be %d characters of A-Z, a-z, 0-9, '-' and '_' (got %d bytes)", SampleTokenLen, len(r.Token))
+	}
 	return nil
 }
 
 // maxModelName bounds a model name on the wire.
 const maxModelName = 200
+
+// SampleTokenLen is the length of a sample token: 128 bits in base64url
+// without padding.
+const SampleTokenLen = 22
+
+// sampleTokenRE is ValidSampleToken's rule, for the JSON Schema.
+const sampleTokenRE = `^[A-Za-z0-9_-]{22}$`
+
+// ValidSampleToken reports whether s has the shape of a sample token
+// (SampleRequest.Token). Only the coordinators can tell whether it is the
+// right one.
+func ValidSampleToken(s string) bool {
+	if len(s) != SampleTokenLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ResultMsgID is the Nats-Msg-Id of a voter's result for a sample: the
+// sample id, "/r/", the sample's token and the request's delivery count.
+// A retried publish of one answer is dropped by the stream; a second
+// delivery's answer is kept (and counted as a duplicate by the tally); and
+// one who does not hold the token cannot publish under an honest answer's
+// id first, to have the stream drop the honest answer as a duplicate.
+func ResultMsgID(sampleID, token string, delivery uint64) string {
+	return sampleID + "/r/" + token + "/" + strconv.FormatUint(delivery, 10)
+}
 
 // checkPosition checks the counts before the id they build, so a negative
 // index is reported as such rather than as an id mismatch.
@@ -171,6 +213,11 @@ const (
 	// the voter's own policy. Counted like any red flag, so a step no voter
 	// may answer reaches its sample cap rather than waiting.
 	RedFlagPolicy = "policy"
+	// RedFlagOverclaim: set by the coordinator, not a voter: the result
+	// claims more tokens than its request allows (more prompt tokens than
+	// the prompt can make, more completion tokens than max_output_tokens).
+	// Its vote is not counted and its tokens are charged at the bound.
+	RedFlagOverclaim = "overclaim"
 )
 
 // SampleResult is a voter's answer to a SampleRequest.
@@ -192,7 +239,8 @@ type SampleResult struct {
 	VoteKey string `json:"vote_key,omitempty"`
 	// RedFlag is the red-flag reason (outcome red_flag only): length,
 	// too_long, parse, empty, refused, policy, or a task spec's own red
-	// flag name.
+	// flag name (the coordinator makes a result that claims more tokens
+	// than its request allows the red flag overclaim).
 	RedFlag string `json:"red_flag,omitempty"`
 	// Detail explains a red flag, briefly.
 	Detail string `json:"detail,omitempty"`
@@ -207,6 +255,9 @@ type SampleResult struct {
 	Model string `json:"model,omitempty"`
 	// VoterID names the voter process.
 	VoterID string `json:"voter_id"`
+	// Token echoes the request's token (SampleRequest.Token). A result
+	// without it, or with another sample's, is dropped as forged.
+	Token string `json:"token,omitempty"`
 }
 
 // MessageKind implements Message.
@@ -247,6 +298,9 @@ func (r *SampleResult) Validate() error {
 	}
 	if err := nonNegative(k, count{"prompt_tokens", int64(r.PromptTokens)}, count{"completion_tokens", int64(r.CompletionTokens)}); err != nil {
 		return err
+	}
+	if r.Token != "" && !ValidSampleToken(r.Token) {
+		return invalid(k, "token must be %d characters of A-Z, a-z, 0-9, '-' and '_' (got %d bytes)", SampleTokenLen, len(r.Token))
 	}
 	return nonNegativeFigures(k, figure{"latency_ms", r.LatencyMS})
 }

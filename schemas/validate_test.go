@@ -139,6 +139,14 @@ func TestValidateRules(t *testing.T) {
 		{"request/max output tokens", func(t *testing.T) schemas.Message {
 			return mutate(t, req, func(r Rq) { r.MaxOutputTokens = 0 })
 		}, schemas.ErrInvalid, "max_output_tokens must be >= 1, got 0"},
+		{"request/no token", func(t *testing.T) schemas.Message { return mutate(t, req, func(r Rq) { r.Token = "" }) }, schemas.ErrInvalid, "token must be 22 characters of A-Z, a-z, 0-9, '-' and '_' (got 0 bytes)"},
+		{"request/short token", func(t *testing.T) schemas.Message { return mutate(t, req, func(r Rq) { r.Token = r.Token[1:] }) }, schemas.ErrInvalid, "(got 21 bytes)"},
+		{"request/long token", func(t *testing.T) schemas.Message {
+			return mutate(t, req, func(r Rq) { r.Token = strings.Repeat("A", 1<<16) })
+		}, schemas.ErrInvalid, "(got 65536 bytes)"},
+		{"request/token padded", func(t *testing.T) schemas.Message { return mutate(t, req, func(r Rq) { r.Token = r.Token[2:] + "==" }) }, schemas.ErrInvalid, "(got 22 bytes)"},
+		{"request/token of std base64", func(t *testing.T) schemas.Message { return mutate(t, req, func(r Rq) { r.Token = r.Token[1:] + "+" }) }, schemas.ErrInvalid, "(got 22 bytes)"},
+		{"request/token not ASCII", func(t *testing.T) schemas.Message { return mutate(t, req, func(r Rq) { r.Token = r.Token[2:] + "é" }) }, schemas.ErrInvalid, "(got 22 bytes)"},
 
 		{"result/kind", func(t *testing.T) schemas.Message { return mutate(t, res, func(r Rs) { r.Kind = "" }) }, schemas.ErrKind, `got "", want "sample_result"`},
 		{"result/tenant", func(t *testing.T) schemas.Message { return mutate(t, res, func(r Rs) { r.Tenant = "a_b" }) }, schemas.ErrInvalid, `tenant "a_b"`},
@@ -169,6 +177,8 @@ func TestValidateRules(t *testing.T) {
 		{"result/completion tokens", func(t *testing.T) schemas.Message {
 			return mutate(t, res, func(r Rs) { r.CompletionTokens = -1 })
 		}, schemas.ErrInvalid, "completion_tokens must be >= 0, got -1"},
+		{"result/token", func(t *testing.T) schemas.Message { return mutate(t, res, func(r Rs) { r.Token = r.Token + "x" }) }, schemas.ErrInvalid, "token must be 22 characters of A-Z, a-z, 0-9, '-' and '_' (got 23 bytes)"},
+		{"result/token with a slash", func(t *testing.T) schemas.Message { return mutate(t, res, func(r Rs) { r.Token = r.Token[1:] + "/" }) }, schemas.ErrInvalid, "(got 22 bytes)"},
 		{"result/latency", func(t *testing.T) schemas.Message { return mutate(t, res, func(r Rs) { r.LatencyMS = -0.5 }) }, schemas.ErrInvalid, "latency_ms must be a finite number >= 0, got -0.5"},
 		{"result/latency NaN", func(t *testing.T) schemas.Message { return mutate(t, res, func(r Rs) { r.LatencyMS = nan }) }, schemas.ErrInvalid, "latency_ms must be a finite number >= 0, got NaN"},
 		{"result/latency Inf", func(t *testing.T) schemas.Message { return mutate(t, res, func(r Rs) { r.LatencyMS = inf }) }, schemas.ErrInvalid, "got +Inf"},

@@ -92,7 +92,7 @@ func sampleRequest(t *testing.T, tenant, job string, step int64, mut func(*schem
 	req := schemas.SampleRequest{
 		Header: schemas.NewHeader(schemas.KindSampleRequest), Tenant: tenant, JobID: job,
 		Step: step, Epoch: epoch, Task: hanoi.Name, Params: in.Params(), State: in.Initial(), Temperature: 0.1, Seed: 700 + step,
-		MaxOutputTokens: 750, IssuedAt: time.Now().UTC(),
+		MaxOutputTokens: 750, Token: testToken, IssuedAt: time.Now().UTC(),
 	}
 	if mut != nil {
 		mut(&req)

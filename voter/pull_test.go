@@ -37,7 +37,7 @@ func publishRequests(t *testing.T, env *fleettest.Env, tenant, job string, steps
 			Header: schemas.NewHeader(schemas.KindSampleRequest), Tenant: tenant, JobID: job,
 			SampleID: schemas.SampleID(tenant, job, step, epoch, 0, 0), Step: step, Epoch: epoch,
 			Task: hanoi.Name, Params: in.Params(), State: in.Initial(), Temperature: 0.1, Seed: 700 + step,
-			MaxOutputTokens: 750, IssuedAt: time.Now().UTC(),
+			MaxOutputTokens: 750, Token: testToken, IssuedAt: time.Now().UTC(),
 		}
 		data, err := json.Marshal(&req)
 		if err != nil {
@@ -226,7 +226,7 @@ func TestStopStrandsNoRequest(t *testing.T) {
 			Header: schemas.NewHeader(schemas.KindSampleRequest), Tenant: tenant, JobID: job,
 			SampleID: schemas.SampleID(tenant, job, step, epoch, 0, 0), Step: step, Epoch: epoch,
 			Task: hanoi.Name, Params: in.Params(), State: in.Initial(), Temperature: 0.1, Seed: 700 + step,
-			MaxOutputTokens: 750, IssuedAt: time.Now().UTC(),
+			MaxOutputTokens: 750, Token: testToken, IssuedAt: time.Now().UTC(),
 		}
 		data, err := json.Marshal(&req)
 		if err != nil {

@@ -14,7 +14,14 @@
 //
 // Produces:
 //   - sample results (schemas.SampleResult) on maker.v1.result.<tenant>.<job>
-//     (stream MAKER_RESULTS), with Nats-Msg-Id = sample id + "/r".
+//     (stream MAKER_RESULTS), each echoing its request's token (the
+//     sample's capability, which only coordinators can make), with
+//     Nats-Msg-Id = sample id + "/r/" + token + "/" + delivery
+//     (schemas.ResultMsgID): one who never pulled the request cannot
+//     publish under that id first and have the stream drop the honest
+//     answer as a duplicate. The coordinator counts a result only if its
+//     token is its sample's, and bounds its token counts by what the
+//     request allows.
 //
 // For each request the voter first checks it against its own model
 // Policy: a request naming a model, max_output_tokens or temperature the
@@ -47,7 +54,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -410,6 +416,7 @@ func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.Sampl
 	res.Header = schemas.NewHeader(schemas.KindSampleResult)
 	res.Tenant, res.JobID, res.SampleID = req.Tenant, req.JobID, req.SampleID
 	res.Step, res.Epoch, res.Index, res.Attempt, res.Branch = req.Step, req.Epoch, req.Index, req.Attempt, req.Branch
+	res.Token = req.Token // the sample's capability: the coordinator counts only results that hold it
 	res.VoterID = v.cfg.ID
 	if res.Model == "" {
 		res.Model = v.cfg.Model
@@ -422,12 +429,13 @@ func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.Sampl
 	out := &nats.Msg{Subject: v.cfg.Bus.Namespace.ResultSubject(req.Tenant, req.JobID, schemas.EpochGen(req.Epoch)), Data: data, Header: nats.Header{}}
 	// One id per delivery: a retried publish of this answer is dropped by
 	// the stream, while a second delivery's answer (a second model call)
-	// is kept and counted as a duplicate by the tally.
+	// is kept and counted as a duplicate by the tally. The id holds the
+	// token, so no one without it can take the id first.
 	delivery := uint64(1)
 	if md, err := msg.Metadata(); err == nil {
 		delivery = md.NumDelivered
 	}
-	out.Header.Set(jetstream.MsgIDHeader, req.SampleID+"/r"+strconv.FormatUint(delivery, 10))
+	out.Header.Set(jetstream.MsgIDHeader, schemas.ResultMsgID(req.SampleID, req.Token, delivery))
 	traceReply(ctx, req, &res, out.Header, len(data), v.nc.MaxPayload())
 	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

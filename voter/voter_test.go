@@ -60,7 +60,7 @@ func TestSkipDecidedSteps(t *testing.T) {
 			Header: schemas.NewHeader(schemas.KindSampleRequest), Tenant: tenant, JobID: job,
 			SampleID: schemas.SampleID(tenant, job, step, epoch, index, attempt), Step: step, Epoch: epoch, Index: index, Attempt: attempt,
 			Task: hanoi.Name, Params: in.Params(), State: in.Initial(), Temperature: 0.1, Seed: seed,
-			MaxOutputTokens: 750, IssuedAt: time.Now().UTC(),
+			MaxOutputTokens: 750, Token: testToken, IssuedAt: time.Now().UTC(),
 		}
 		data, err := json.Marshal(&req)
 		if err != nil {
@@ -131,7 +131,13 @@ func TestSkipDecidedSteps(t *testing.T) {
 	}
 }
 
+// testToken is the token of the requests the tests publish: a voter
+// echoes it, whatever it is (only coordinators can tell).
+const testToken = "q3Yh0vJ2_kQ9mC1xZpL8aw"
+
 // fetchResults reads n results of a job from the results stream, by step.
+// Each must echo its request's token (testToken) and be published under
+// the message id that holds it.
 func fetchResults(t *testing.T, env *fleettest.Env, tenant, job string, n int) map[int64]schemas.SampleResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -152,6 +158,10 @@ func fetchResults(t *testing.T, env *fleettest.Env, tenant, job string, n int) m
 			var res schemas.SampleResult
 			if err := schemas.Decode(m.Data(), &res); err != nil {
 				t.Errorf("undecodable result: %v", err)
+			}
+			if id := m.Headers().Get(jetstream.MsgIDHeader); res.Token != testToken || id != schemas.ResultMsgID(res.SampleID, testToken, 1) {
+				t.Errorf("result of step %d: token %q, message id %q; want %q under %q",
+					res.Step, res.Token, id, testToken, schemas.ResultMsgID(res.SampleID, testToken, 1))
 			}
 			if _, dup := out[res.Step]; dup {
 				t.Errorf("two results for step %d", res.Step)

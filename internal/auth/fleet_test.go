@@ -14,16 +14,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/auth/authtest"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/simllm"
-	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
-	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
@@ -92,29 +89,11 @@ func TestAuthFleetGolden(t *testing.T) {
 	alpha := srv.Connect(t, auth.API)   // submits alpha's job, as maker serve does
 	admin := srv.Connect(t, auth.Admin) // only watches what is delivered
 
-	rdb := testkit.StartRedis(t).Client(t)
-	st, err := store.New(rdb, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	co, err := coordinator.New(coordConn.Conn, st, coordinator.Config{ID: "coordinator-1", Tasks: tasks, Bus: busCfg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runRole(t, "coordinator", co.Run)
+	runCoordinator(t, coordConn, busCfg, tasks, log)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	alphaJS, err := jetstream.New(alpha.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The coordinator alone makes the topology; the others bind to it.
-	var topo *bus.Topology
-	testkit.Eventually(t, 30*time.Second, func() bool {
-		topo, err = bus.Open(ctx, alphaJS, busCfg)
-		return err == nil
-	}, "the api never saw the coordinator's topology: %v", err)
+	alphaJS, topo := openTopology(ctx, t, alpha, busCfg)
 
 	sim := fleettest.StartSim(t, simllm.Config{Accuracy: 0.9, Seed: 7})
 	vo, err := voter.New(voterConn.Conn, fleettest.SimClient(t, sim, llm.Config{}), voter.Config{

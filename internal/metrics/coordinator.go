@@ -13,6 +13,7 @@ type Coordinator struct {
 	rounds, samples, margin *prometheus.HistogramVec
 	escalations, finished   *prometheus.CounterVec
 	tokens, cost            *prometheus.CounterVec
+	forged, overclaimed     *prometheus.CounterVec
 	takeovers               prometheus.Counter
 	refused                 *prometheus.CounterVec
 	models                  modelLabels // the model label's values (models.go)
@@ -49,9 +50,13 @@ func NewCoordinator(r *Registry) *Coordinator {
 			Help: "Model tokens the jobs' samples used, by model and kind (prompt, completion). " + modelHelp}, []string{"tenant", "model", "kind"}),
 		cost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_cost_usd_total",
 			Help: "What the jobs' samples (and arbitrations) cost in US dollars, by the job's pricing. " + modelHelp}, []string{"tenant", "model"}),
+		forged: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_forged_results_total",
+			Help: "Result messages dropped because their token is not the one issued for their sample: answers for samples their sender was never handed."}, []string{"tenant"}),
+		overclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_overclaimed_results_total",
+			Help: "Results that claimed more tokens than their request allows: counted as the red flag overclaim, charged at the bound."}, []string{"tenant"}),
 	}
 	r.register(c.requested, c.votes, c.redFlagged, c.decisions, c.rounds, c.samples, c.margin,
-		c.escalations, c.takeovers, c.finished, c.tokens, c.cost, c.refused)
+		c.escalations, c.takeovers, c.finished, c.tokens, c.cost, c.refused, c.forged, c.overclaimed)
 	return c
 }
 
@@ -190,6 +195,20 @@ func (t *CoordinatorTenant) Tokens(model string, prompt, completion int64, costU
 	}
 	if costUSD > 0 {
 		m.cost.Add(costUSD)
+	}
+}
+
+// Untrusted counts results dropped as forged and results that claimed
+// more tokens than their request allows.
+func (t *CoordinatorTenant) Untrusted(forged, overclaimed int64) {
+	if t == nil {
+		return
+	}
+	if forged > 0 {
+		t.c.forged.WithLabelValues(t.tenant).Add(float64(forged))
+	}
+	if overclaimed > 0 {
+		t.c.overclaimed.WithLabelValues(t.tenant).Add(float64(overclaimed))
 	}
 }
 

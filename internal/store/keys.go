@@ -6,6 +6,10 @@ package store
 //	maker:{tenant/job}:step   hash  the open step: step, epoch, counters, last decision
 //	maker:{tenant/job}:slots  hash  sample index -> answer, for the open step
 //	maker:{tenant/job}:tally  hash  vote key -> valid votes, for the open step
+//
+// and one key of the fleet's (secret.go):
+//
+//	maker:secrets             hash  sample_key -> the coordinators' key of sample capabilities
 
 // DefaultKeyPrefix starts every key unless Config.KeyPrefix says otherwise.
 const DefaultKeyPrefix = "maker"

@@ -66,21 +66,49 @@ func TestPrintReportArbiterSteps(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rep := schemas.JobReport{Tenant: "default", JobID: "j1", Task: "hanoi", Params: []byte(`{"disks":3}`), K: 2,
-				State: schemas.StateSolved, Figures: schemas.Figures{Escalations: tc.escalations, ArbiterDecisions: tc.decisions, ArbiterSteps: tc.steps}}
-			var b bytes.Buffer
-			if err := printReport(&b, rep, false); err != nil {
-				t.Fatal(err)
-			}
-			var got string
-			for _, l := range strings.SplitAfter(b.String(), "\n") {
-				if strings.HasPrefix(l, head) {
-					got = l
-				}
-			}
+			got := reportLine(t, schemas.Figures{Escalations: tc.escalations, ArbiterDecisions: tc.decisions, ArbiterSteps: tc.steps}, head)
 			if got != tc.want {
 				t.Errorf("escalated line %q, want %q", got, tc.want)
 			}
 		})
 	}
+}
+
+// TestPrintReportUntrusted: the text report says how many results were
+// dropped as forged and how many claimed more tokens than allowed, and
+// says nothing of them when there were none.
+func TestPrintReportUntrusted(t *testing.T) {
+	t.Parallel()
+	const head = "  untrusted        "
+	for _, tc := range []struct {
+		name                string
+		forged, overclaimed int64
+		want                string
+	}{
+		{"none", 0, 0, ""},
+		{"both", 7, 2, head + "7 forged results dropped, 2 results over their token bounds (red flag overclaim, charged at the bound)\n"},
+		{"forged only", 3, 0, head + "3 forged results dropped, 0 results over their token bounds (red flag overclaim, charged at the bound)\n"},
+	} {
+		if got := reportLine(t, schemas.Figures{ForgedResults: tc.forged, OverclaimedResults: tc.overclaimed}, head); got != tc.want {
+			t.Errorf("%s: line %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// reportLine is the line of the text report of a solved job with figures
+// f that starts with head ("" when there is none).
+func reportLine(t *testing.T, f schemas.Figures, head string) string {
+	t.Helper()
+	rep := schemas.JobReport{Tenant: "default", JobID: "j1", Task: "hanoi", Params: []byte(`{"disks":3}`), K: 2,
+		State: schemas.StateSolved, Figures: f}
+	var b bytes.Buffer
+	if err := printReport(&b, rep, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.SplitAfter(b.String(), "\n") {
+		if strings.HasPrefix(l, head) {
+			return l
+		}
+	}
+	return ""
 }

@@ -404,6 +404,12 @@ func printReport(w io.Writer, rep schemas.JobReport, asJSON bool) error {
 	if rep.SpeculativeSamples > 0 {
 		fmt.Fprintf(w, "  speculation      %d samples drawn ahead, %d of them lost with their guess\n", rep.SpeculativeSamples, rep.SpeculativeWasted)
 	}
+	if rep.ForgedResults+rep.OverclaimedResults > 0 {
+		// Results nobody honest sent, or whose usage was a lie: see
+		// docs/security.md, "Sample capabilities and bounded claims".
+		fmt.Fprintf(w, "  untrusted        %d forged results dropped, %d results over their token bounds (red flag overclaim, charged at the bound)\n",
+			rep.ForgedResults, rep.OverclaimedResults)
+	}
 	fmt.Fprintf(w, "  hardest step     %d samples (step %d)\n", rep.MaxSamplesInStep, rep.MaxSamplesStep)
 	printReceipt(w, rep.Receipt)
 	fmt.Fprintf(w, "  tokens           %d in, %d out", rep.PromptTokens, rep.CompletionTokens)

@@ -199,7 +199,7 @@ func TestVoterPolicyFlags(t *testing.T) {
 			Header: schemas.NewHeader(schemas.KindSampleRequest), Tenant: "acme", JobID: "forged",
 			SampleID: schemas.SampleID("acme", "forged", int64(step), 1, 0, 0), Step: int64(step), Epoch: 1,
 			Task: hanoi.Name, Params: in.Params(), State: in.Initial(), Temperature: c.temp, Seed: 1,
-			MaxOutputTokens: c.maxTokens, Model: c.model, IssuedAt: time.Now().UTC(),
+			MaxOutputTokens: c.maxTokens, Model: c.model, Token: "q3Yh0vJ2_kQ9mC1xZpL8aw", IssuedAt: time.Now().UTC(),
 		}
 		data, err := json.Marshal(&req)
 		if err != nil {

@@ -82,7 +82,7 @@ func TestVoterStreams(t *testing.T) {
 			Header: schemas.NewHeader(schemas.KindSampleRequest), Tenant: "acme", JobID: "streamed",
 			SampleID: schemas.SampleID("acme", "streamed", 0, 1, i, 0), Step: 0, Epoch: 1, Index: i,
 			Task: hanoi.Name, Params: in.Params(), State: in.Initial(), Temperature: 0.1, Seed: int64(i),
-			MaxOutputTokens: 300, IssuedAt: time.Now().UTC(),
+			MaxOutputTokens: 300, Token: "q3Yh0vJ2_kQ9mC1xZpL8aw", IssuedAt: time.Now().UTC(),
 		}
 		data, err := json.Marshal(&req)
 		if err != nil {

@@ -1,0 +1,22 @@
+package coordinator
+
+import "testing"
+
+// BenchmarkMachineStep measures the step machine's own work per decided
+// step, without servers: a walk of 1000 steps at k 3, every answer
+// right, each wave's results delivered as one batch (decoded, screened,
+// recorded in the reference tally, decided), as the shell hands them over.
+func BenchmarkMachineStep(b *testing.B) {
+	const steps = 1000
+	var decided int64
+	for b.Loop() {
+		h := newHarness(b, spec(3, 100), steps, byIndex(rightAns))
+		h.start()
+		h.run()
+		if e := h.m.end; e == nil || h.m.acct.Steps != steps {
+			b.Fatalf("end %+v after %d steps", e, h.m.acct.Steps)
+		}
+		decided += h.m.acct.Steps
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(decided), "ns/step")
+}
