@@ -131,6 +131,11 @@ func TestAuthReplyOwnInbox(t *testing.T) {
 	if err := jobs.Register(ctx, topo, &rec); err != nil {
 		t.Fatal(err)
 	}
+	// The coordinators' control service is up once it answers the api.
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		_, err := jobs.Ask(ctx, api.Conn, topo.NS, "acme", "j0", schemas.ControlRequest{Action: schemas.ActionPause})
+		return errors.Is(err, jobs.ErrNotFound)
+	}, "the coordinator never served controls")
 	approver := srv.Connect(t, auth.Approver)
 	stolen, err := approver.SubscribeSync("_INBOX.approver.>")
 	if err != nil {
@@ -195,6 +200,12 @@ func TestAuthReplyOwnInbox(t *testing.T) {
 	if _, err := approvals.Create(ctx, key, heldData); err != nil {
 		t.Fatal(err)
 	}
+	// The judge's approvals service is up once it answers the approver.
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		_, err := judgeclient.Decide(ctx, approver.Conn, topo.NS, auth.Approver, &schemas.ApprovalDecision{
+			RequestID: "none-yet", Decision: schemas.DecisionDeny, By: "bob"})
+		return errors.Is(err, judgeclient.ErrNotPending)
+	}, "the judge never served approvals")
 	apiInbox, err := api.SubscribeSync("_INBOX.api.stolen")
 	if err != nil {
 		t.Fatal(err)
