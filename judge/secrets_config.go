@@ -157,9 +157,21 @@ var configRules = []contextRule{
 		func(n string, m []int) (int, int, bool) { return valueOf(n, m, 1) }),
 	// Go's MySQL DSN (user:pass@tcp(host)/db) and user:pass@host:port
 	// without a scheme.
+	// Without a port (ssh root:…@db.example.com), a value that looks made
+	// up, after a user that is no scheme (mailto:bob@example.com).
 	reRule("dsn-credentials", []string{"@"},
 		regexp.MustCompile(`(?:^|[\s"'=\x60(])[\w.+-]+:([^\s@"'\x60/][^\s@"'\x60]*)@(?:(?:tcp|tcp6|unix|udp)\(|[\w-]+(?:\.[\w-]+)*:\d{2,5}(?:/|\b))`),
 		func(n string, m []int) (int, int, bool) { return valueOf(n, m, 1) }),
+	reRule("dsn-credentials", []string{"@"},
+		regexp.MustCompile(`(?:^|[\s"'=\x60(])([\w.+-]+):([^\s@"'\x60/][^\s@"'\x60]*)@[\w-]+(?:\.[\w-]+)+\b`),
+		func(n string, m []int) (int, int, bool) {
+			switch s, e := group(m, 1); strings.ToLower(n[s:e]) {
+			case "mailto", "sip", "sips", "tel", "xmpp", "news", "urn", "im", "pres":
+				return 0, 0, false
+			}
+			s, e, ok := valueOf(n, m, 2)
+			return s, e, ok && strongValue(n[s:e])
+		}),
 	// Credentials in URLs whose password holds an "@" written as it is
 	// (the URL rule stops at the first "@").
 	reRule("url-credentials-at", []string{"://"},

@@ -95,6 +95,9 @@ func valueOf(n string, m []int, g int) (int, int, bool) {
 
 func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
+// capitalised matches a capitalised word.
+var capitalised = regexp.MustCompile(`^[A-Z][a-z]+$`)
+
 // secretValue reports whether v, a value found where a password goes, is
 // one: not a placeholder, a mask, a plain word of a sentence, a boolean or
 // small number, or (unquoted) code.
@@ -109,7 +112,8 @@ func secretValue(v string, quoted bool) bool {
 	if allDigits(v) && len(v) < 4 {
 		return false
 	}
-	return quoted || !codeValue.MatchString(v)
+	// A capitalised word (Swordfish) is no identifier in CamelCase.
+	return quoted || !codeValue.MatchString(v) || capitalised.MatchString(v)
 }
 
 func allDigits(v string) bool {

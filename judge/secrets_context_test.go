@@ -84,6 +84,12 @@ func contextCases() []secretCase {
 		{"Python call", `conn = psycopg2.connect(host="db", user="app", password="hunter2")`, "hunter2"},
 		{"Go comparison", `if password == "hunter2" {`, "hunter2"},
 		{"docker run -e", "docker run -e POSTGRES_PASSWORD=hunter2 -d postgres:16", "hunter2"},
+		{"Ansible variable", "all:\n  vars:\n    ansible_ssh_pass: hunter2\n", "hunter2"},
+		{"Ansible inventory line", "db1 ansible_host=10.0.0.7 ansible_become_password=hunter2", "hunter2"},
+		{"Java system property", "java -Djavax.net.ssl.keyStorePassword=hunter2 -jar app.jar", "hunter2"},
+		{".npmrc _password", "//registry.example.com/:_password=aHVudGVyMg==", "aHVudGVyMg=="},
+		{"PowerShell env", "$env:DB_PASSWORD = 'hunter2'", "hunter2"},
+		{"YAML capitalised word", "Password: Swordfish\n", "Swordfish"},
 		// SQL.
 		{"MySQL IDENTIFIED BY", "CREATE USER 'app'@'%' IDENTIFIED BY 'hunter2';", "hunter2"},
 		{"MySQL IDENTIFIED WITH … BY", "ALTER USER app IDENTIFIED WITH mysql_native_password BY 'hunter2';", "hunter2"},
@@ -126,13 +132,14 @@ func contextCases() []secretCase {
 		{"chpasswd", `echo "bob:hunter2" | sudo chpasswd`, "hunter2"},
 		{"plink -pw", "plink -ssh bob@host -pw hunter2", "hunter2"},
 		{"PowerShell SecureString", `$p = ConvertTo-SecureString "hunter2" -AsPlainText -Force`, "hunter2"},
-		// redis.conf and Redis commands.
+		// redis.conf, Redis and SMTP commands.
 		{"requirepass", "bind 0.0.0.0\nrequirepass hunter2\n", "hunter2"},
 		{"masterauth quoted", "masterauth \"" + pw + "\"\n", pw},
 		{"CONFIG SET requirepass", "redis-cli CONFIG SET requirepass hunter2", "hunter2"},
 		{"ACL SETUSER", "ACL SETUSER bob on >hunter2 ~app:* +@read", "hunter2"},
 		{"users.acl", "user bob on >hunter2 ~* &* +@all\n", "hunter2"},
 		{"AUTH", "127.0.0.1:6379> AUTH default hunter2", "hunter2"},
+		{"SMTP AUTH PLAIN", "AUTH PLAIN AGJvYgBodW50ZXIy", "AGJvYgBodW50ZXIy"},
 		// Connection strings.
 		{"JDBC MySQL", "jdbc:mysql://db:3306/app?user=bob&password=hunter2&useSSL=true", "hunter2"},
 		{"JDBC SQL Server", "jdbc:sqlserver://db:1433;databaseName=app;user=bob;password=hunter2;", "hunter2"},
@@ -147,6 +154,7 @@ func contextCases() []secretCase {
 		{"Go MySQL DSN", "DSN=bob:hunter2@tcp(db:3306)/app?parseTime=true", "hunter2"},
 		{"Go sql.Open DSN", `db, err := sql.Open("mysql", "bob:hunter2@tcp(db:3306)/app")`, "hunter2"},
 		{"user:pass@host:port", "connect to bob:hunter2@db.internal:5432/app", "hunter2"},
+		{"user:pass@host", "ssh root:Zq9-pQ4w@db.example.com", "Zq9-pQ4w"},
 		// Passwords in prose, next to a user name or not.
 		{"prose log in as with password", "break glass: log in as admin with password hunter2 and run the migration", "hunter2"},
 		{"prose user pw", "user: bob pw: " + pw, pw},
@@ -362,6 +370,7 @@ func TestContextNoFalseAlarms(t *testing.T) {
 		"main.go:12:5: undefined: x",
 		"fe80:0:0:0:1",
 		"git@github.com:org/repo.git and mailto:bob@example.com",
+		"Password: Required\nPassword: None\n",
 		"login/logout, sign in with Google, credentials are stored encrypted",
 		"out of quota/credit/budget",
 		`<input id="key" type="password" autocomplete="off">`,
