@@ -253,6 +253,9 @@ func (sv *Service) deny(ctx context.Context, key, id string, who approver, reaso
 	if strings.TrimSpace(reason) != "" {
 		why += ": " + reason
 	}
+	// The reason is stored in the approvals and answers buckets and the
+	// audit stream: a person's words pass the guard like a tenant's.
+	why = Redact(why)
 	a, err := decide(ctx, sv.topo.Approvals, key, id, schemas.ApprovalDenied, who, why)
 	if err != nil {
 		return nil, err

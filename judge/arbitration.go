@@ -136,7 +136,7 @@ func (sv *Service) arbitrate(ctx context.Context, req *schemas.ArbitrationReques
 		return sv.finishArbitration(ctx, c, schemas.BreakGlassRefused, reason, nil)
 	case decision == GateHold:
 		if err := sv.storeHold(ctx, &schemas.BreakGlassApproval{RequestID: req.RequestID, Tenant: req.Tenant, Session: req.JobID,
-			EstimateUSD: estimate, Reason: reason, Arbitration: req}); err != nil {
+			EstimateUSD: estimate, Reason: reason, Arbitration: guardedArbitration(req)}); err != nil {
 			return err
 		}
 		return sv.finishArbitration(ctx, c, schemas.BreakGlassHeld, reason, nil)

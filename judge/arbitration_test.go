@@ -191,24 +191,10 @@ func TestArbitrationCostGate(t *testing.T) {
 	})
 	t.Run("held", func(t *testing.T) {
 		t.Parallel()
-		env := judgetest.Start(t, simllm.Config{})
-		s := costly(2.5)
-		s.Arbitration.Threshold, s.Arbitration.BudgetUSD = 1, 3
-		env.StartJudge(s)
+		env := holdingArbitrations(t)
 		ctx, cancel := context.WithTimeout(context.Background(), judgetest.Timeout)
 		defer cancel()
-		ask := func(job string) <-chan *schemas.ArbiterDecision {
-			out := make(chan *schemas.ArbiterDecision, 1)
-			go func() {
-				d, err := env.Arbitrate(arbitration(job, 7))
-				if err != nil {
-					t.Error(err)
-				}
-				out <- d
-			}()
-			return out
-		}
-		approved, denied := ask("j-approve"), ask("j-deny")
+		approved, denied := arbitrateAsync(t, env, arbitration("j-approve", 7)), arbitrateAsync(t, env, arbitration("j-deny", 7))
 		pending := waitPending(ctx, t, env, 2)
 		for _, a := range pending {
 			if a.Arbitration == nil || a.Session != a.Arbitration.JobID || !strings.Contains(judge.HeldProblem(&a), "arbitration of step 7 of job j-") ||
@@ -275,6 +261,32 @@ func TestArbitrationCostGate(t *testing.T) {
 			t.Errorf("break-glass session j-limit: %v", err)
 		}
 	})
+}
+
+// holdingArbitrations starts NATS, the simulated model and a judge whose
+// cost gate holds every arbitration for a person ($2.50 estimated, over a
+// $1 threshold, within the $3 budget).
+func holdingArbitrations(t *testing.T) *judgetest.Env {
+	t.Helper()
+	env := judgetest.Start(t, simllm.Config{})
+	s := costly(2.5)
+	s.Arbitration.Threshold, s.Arbitration.BudgetUSD = 1, 3
+	env.StartJudge(s)
+	return env
+}
+
+// arbitrateAsync asks req in the background; the channel gets the
+// decision (nil on an error, which fails the test).
+func arbitrateAsync(t *testing.T, env *judgetest.Env, req *schemas.ArbitrationRequest) <-chan *schemas.ArbiterDecision {
+	out := make(chan *schemas.ArbiterDecision, 1)
+	go func() {
+		d, err := env.Arbitrate(req)
+		if err != nil {
+			t.Error(err)
+		}
+		out <- d
+	}()
+	return out
 }
 
 // waitPending polls the approvals until n requests wait.

@@ -40,13 +40,7 @@ func TestExfiltrationGuard(t *testing.T) {
 	req.ExcludedFiles = excluded
 	req.BuildLog = buildLog + "\nenv dump: OPENAI_API_KEY=" + fakeOpenAIKey + "\n"
 	req.PriorAttempts[0].Note = "tried with key " + fakeOpenAIKey
-	resp, err := env.Ask(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.Outcome != schemas.BreakGlassAnswered {
-		t.Fatalf("outcome %s: %s", resp.Outcome, resp.Reason)
-	}
+	resp := answered(t, env, req)
 
 	sent := env.Requests.String()
 	if !strings.Contains(sent, "func main() { panic") {

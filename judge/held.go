@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -19,6 +20,10 @@ import (
 // stored copy, never the one that just arrived, so a tenant cannot swap the
 // content (a bigger problem, other files or models) after a person
 // approved it.
+//
+// A held arbitration is stored with its step state redacted
+// (guardedArbitration); its candidates hold no secret (one that does is
+// refused before the cost gate).
 
 // MaxRequestModels caps the panel models a request may name in
 // plugins[0].analysis_models.
@@ -51,11 +56,28 @@ func guardedRequest(req *schemas.BreakGlassRequest, s *Settings) *schemas.BreakG
 	return &g
 }
 
+// guardedArbitration is req as the approvals bucket stores it: its step
+// state redacted, like every text the judge stores. Redaction is
+// idempotent, so the approved arbitration's prompt (which redacts the
+// state again) is the one it would have had. A state the redaction leaves
+// no longer JSON text is stored as a JSON string.
+func guardedArbitration(req *schemas.ArbitrationRequest) *schemas.ArbitrationRequest {
+	g := *req
+	g.State = Redact(req.State)
+	if !json.Valid([]byte(g.State)) {
+		quoted, err := json.Marshal(g.State)
+		if err == nil {
+			g.State = string(quoted)
+		}
+	}
+	return &g
+}
+
 // displayApproval is a copy of a held request's record fit to show a
 // person: its break-glass request passed through the guard again (a
 // record stored before holds were guarded holds the raw request), an
-// arbitration's step state redacted (the stored arbitration is kept as
-// the coordinator sent it, as it runs on approval; its prompt redacts it).
+// arbitration's step state redacted (again: a record stored before held
+// arbitrations were guarded holds the state as the coordinator sent it).
 func displayApproval(a *schemas.BreakGlassApproval, s *Settings) *schemas.BreakGlassApproval {
 	if a == nil {
 		return nil

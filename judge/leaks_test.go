@@ -10,15 +10,21 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
 	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -198,25 +204,6 @@ func TestNoFalseAlarms(t *testing.T) {
 	}
 }
 
-// TestRepoFilesPass measures false positives on real files of this
-// repository: none of them holds a credential, and none is withheld.
-func TestRepoFilesPass(t *testing.T) {
-	t.Parallel()
-	paths := []string{
-		"go.mod", "go.sum", "Makefile", "README.md", "docs/judge.md", "docs/judge.example.yaml",
-		"judge/service.go", "judge/context.go", "judge/settings.go", "internal/llm/client.go",
-		"schemas/breakglass.go", "deploy/docker-compose.yml",
-	}
-	files, excluded, err := judge.ReadFiles("..", paths, 256<<10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, x := range excluded {
-		t.Errorf("%s withheld: %s", x.Path, x.Reason)
-	}
-	t.Logf("%d of %d files pass", len(files), len(paths))
-}
-
 // TestAuditHoldsNoSecret: the audit record of a request whose problem
 // holds a JWT and a database URL, and whose files include one named by a
 // token, holds none of them; nor does anything sent to a model.
@@ -231,37 +218,24 @@ func TestAuditHoldsNoSecret(t *testing.T) {
 	}
 	req.ExcludedFiles = []schemas.ExcludedFile{{Path: "keys/" + leakGitHub, Reason: "credential file name"}}
 	req.BuildLog = "connecting to " + leakDBURL + "\nFAIL\n"
-	resp, err := env.Ask(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.Outcome != schemas.BreakGlassAnswered {
-		t.Fatalf("outcome %s: %s", resp.Outcome, resp.Reason)
-	}
+	resp := answered(t, env, req)
 	recs := env.Audit("s-leak-audit")
 	if len(recs) != 1 {
 		t.Fatalf("audit %+v", recs)
 	}
-	audit, err := json.Marshal(recs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	answer, err := json.Marshal(resp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	audit, answer := asJSON(t, recs), asJSON(t, resp)
 	sent := env.Requests.String()
 	if !strings.Contains(sent, `panic(\"boom\")`) {
 		t.Fatal("the harmless file did not reach the panel: the checks below prove nothing")
 	}
 	for _, secret := range []string{leakJWT, leakPassword, leakGitHub, strings.SplitN(leakJWT, ".", 2)[0] + "." + strings.SplitN(leakJWT, ".", 3)[1]} {
-		if strings.Contains(string(audit), secret) {
+		if strings.Contains(audit, secret) {
 			t.Errorf("the audit stream holds %q:\n%s", secret, audit)
 		}
 		if strings.Contains(sent, secret) {
 			t.Errorf("a model received %q", secret)
 		}
-		if strings.Contains(string(answer), secret) {
+		if strings.Contains(answer, secret) {
 			t.Errorf("the answer holds %q:\n%s", secret, answer)
 		}
 	}
@@ -341,4 +315,195 @@ func TestHeldRequestHoldsNoSecret(t *testing.T) {
 		t.Error("the harmless file did not reach the panel")
 	}
 	check("what the models received", []byte(sent))
+}
+
+// answered asks req and fails the test unless the panel answered it.
+func answered(t *testing.T, env *judgetest.Env, req *schemas.BreakGlassRequest) *schemas.BreakGlassResponse {
+	t.Helper()
+	resp, err := env.Ask(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Outcome != schemas.BreakGlassAnswered {
+		t.Fatalf("outcome %s: %s", resp.Outcome, resp.Reason)
+	}
+	return resp
+}
+
+// asJSON is v in JSON.
+func asJSON(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// jsonEscaped is s as encoding/json writes it inside a string ("&" is
+// \u0026): the form a secret would take in a stored message.
+func jsonEscaped(s string) string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err)
+	}
+	return string(b[1 : len(b)-1])
+}
+
+// holdsAny returns the first of secrets that data holds, raw or escaped
+// as JSON, or "".
+func holdsAny(data string, secrets []string) string {
+	for _, s := range secrets {
+		if strings.Contains(data, s) || strings.Contains(data, jsonEscaped(s)) {
+			return s
+		}
+	}
+	return ""
+}
+
+// TestAuditHoldsNoProsePassword (issue 19, item 8): passwords no keyword
+// marks, written in the problem as prose next to a user name, in command
+// lines of the build log and of a prior attempt's note, in a .pgpass line
+// and in YAML, go through a real judge on a real NATS server. Neither the
+// audit stream, the answers bucket, the answer, the judge's log nor
+// anything sent to a model holds one, and the files holding them are
+// withheld with their reason.
+func TestAuditHoldsNoProsePassword(t *testing.T) {
+	t.Parallel()
+	env := judgetest.Start(t, simllm.Config{})
+	logs := &judgetest.SyncBuffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), judgetest.Timeout)
+	defer cancel()
+	_, js := testkit.Connect(t, env.NATS.URL)
+	sv, err := judge.New(ctx, js, judge.Config{Settings: judgetest.TestSettings(), BaseURL: env.Sim.URL(), Concurrency: 2,
+		SoftStop: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sv.Stop)
+
+	pw := map[string]string{
+		"prose": "Hq7!vR2x" + "-admin", "root": "s3cr3t!" + "Zq", "pair": "Tr0ub4dor" + "&3", "mysql": "K9#mQ2" + "wLx",
+		"sshpass": "L0ck3d" + "!n", "pgpass": "V3ry$ec" + "ret", "yaml": "sword" + "fish",
+	}
+	var secrets []string
+	for _, p := range pw {
+		secrets = append(secrets, p)
+	}
+	req := judgetest.Request("leak-prose-1", "s-leak-prose", "main panics with boom since the database moved. Log in as admin with password "+
+		pw["prose"]+"; the root password is "+pw["root"]+" and the app's is user: bob pw: "+pw["pair"])
+	req.Requester = "ci (user: bob pw: " + pw["pair"] + ")"
+	req.BuildLog = "+ mysql -u root -p" + pw["mysql"] + " app < migrate.sql\nFAIL\n"
+	req.PriorAttempts[2].Note = "tools: sshpass -p " + pw["sshpass"] + " ssh root@db failed"
+	req.Files = []schemas.ContextFile{
+		{Path: "src/main.go", Content: "package main\n\nfunc main() { panic(\"boom\") }\n"},
+		{Path: "notes/db.txt", Content: "db.internal:5432:app:app:" + pw["pgpass"] + "\n"},
+		{Path: "config/db.yaml", Content: "database:\n  user: app\n  pass: " + pw["yaml"] + "\n"},
+	}
+	resp := answered(t, env, req)
+	sent := env.Requests.String()
+	if !strings.Contains(sent, `panic(\"boom\")`) || !strings.Contains(sent, "Log in as admin with password") {
+		t.Fatal("the harmless file or the problem did not reach the panel: the checks below prove nothing")
+	}
+	withheld := map[string]string{}
+	for _, x := range resp.ExcludedFiles {
+		withheld[x.Path] = x.Reason
+	}
+	if !strings.Contains(withheld["notes/db.txt"], "pgpass-line") || !strings.Contains(withheld["config/db.yaml"], "password-assignment") {
+		t.Errorf("withheld %v", withheld)
+	}
+	recs := env.Audit("s-leak-prose")
+	if len(recs) != 1 || !strings.Contains(recs[0].Problem, "Log in as admin with password "+judge.Redacted) {
+		t.Fatalf("audit %+v", recs)
+	}
+	topo, err := bus.OpenJudge(ctx, env.JS, bus.JudgeConfig{Namespace: bus.DefaultNamespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := topo.Answers.Get(ctx, bus.JudgeAnswerKey("acme", "leak-prose-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for where, data := range map[string]string{
+		"the audit stream": asJSON(t, recs), "the answers bucket": string(stored.Value()), "the answer": asJSON(t, resp),
+		"the judge's log": logs.String(), "what the models received": sent,
+	} {
+		if s := holdsAny(data, secrets); s != "" {
+			t.Errorf("%s holds %q", where, s)
+		}
+	}
+}
+
+// TestHeldArbitrationHoldsNoSecret: an arbitration held by the cost gate
+// is stored in the approvals bucket with its step state redacted, and a
+// denial's reason is redacted in the approvals and answers buckets and the
+// audit stream; the approved arbitration still runs and decides.
+func TestHeldArbitrationHoldsNoSecret(t *testing.T) {
+	t.Parallel()
+	env := holdingArbitrations(t)
+	ctx, cancel := context.WithTimeout(context.Background(), judgetest.Timeout)
+	defer cancel()
+	statePW, denyPW := "Hq7!vR2x"+"-state", "Zx9#pQ4w"+"-deny"
+	ask := func(job string) <-chan *schemas.ArbiterDecision {
+		req := arbitration(job, 7)
+		req.State = `{"pegs":[[10,9,8,7,6,5,4,3,2],[1],[]],"note":"log in as admin with password ` + statePW + `"}`
+		return arbitrateAsync(t, env, req)
+	}
+	approved, denied := ask("j-leak-approve"), ask("j-leak-deny")
+	waitPending(ctx, t, env, 2)
+	idOf := func(job string) string { return schemas.ArbitrationRequestID("acme", job, 7) }
+	kv := approvalsKV(ctx, t, env)
+	for _, job := range []string{"j-leak-approve", "j-leak-deny"} {
+		e, err := kv.Get(ctx, bus.JudgeApprovalKey("acme", idOf(job)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if holdsAny(string(e.Value()), []string{statePW}) != "" || !strings.Contains(string(e.Value()), "log in as admin with password") {
+			t.Errorf("the approvals bucket holds %s", e.Value())
+		}
+	}
+	if _, err := decide(ctx, env, "approver", idOf("j-leak-approve"), schemas.DecisionApprove, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := judgeclient.Decide(ctx, env.NC, bus.DefaultNamespace, "approver", &schemas.ApprovalDecision{
+		RequestID: idOf("j-leak-deny"), Tenant: "acme", Decision: schemas.DecisionDeny, By: "bob",
+		Reason: "not now; the db password is " + denyPW}); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-approved; d == nil || d.Outcome != schemas.ArbiterDecided || d.VoteKey != keyA {
+		t.Errorf("approved: %+v", d)
+	}
+	if d := <-denied; d == nil || d.Outcome != schemas.ArbiterNeedsHuman || holdsAny(d.Reason, []string{denyPW}) != "" {
+		t.Errorf("denied: %+v", d)
+	}
+	topo, err := bus.OpenJudge(ctx, env.JS, bus.JudgeConfig{Namespace: bus.DefaultNamespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, job := range []string{"j-leak-approve", "j-leak-deny"} {
+		var all []string
+		for _, kv := range []jetstream.KeyValue{topo.Approvals, topo.Answers} {
+			key := bus.JudgeAnswerKey("acme", idOf(job))
+			if kv == topo.Approvals {
+				key = bus.JudgeApprovalKey("acme", idOf(job))
+			}
+			e, err := kv.Get(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, string(e.Value()))
+		}
+		all = append(all, asJSON(t, env.Audit(job)))
+		for i, data := range all {
+			if s := holdsAny(data, []string{statePW, denyPW}); s != "" {
+				t.Errorf("%s: %s holds %q", job, []string{"the approvals bucket", "the answers bucket", "the audit stream"}[i], s)
+			}
+		}
+	}
+	if s := holdsAny(env.Requests.String(), []string{statePW}); s != "" || !strings.Contains(env.Requests.String(), "log in as admin with password") {
+		t.Errorf("what the models received holds %q (or not the state at all)", s)
+	}
 }

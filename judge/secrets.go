@@ -3,6 +3,7 @@ package judge
 import (
 	"path"
 	"strings"
+	"unicode/utf8"
 )
 
 // The secret guard. Nothing that looks like a credential is sent to a
@@ -17,8 +18,10 @@ import (
 //
 // Names and text are normalised first (secrets_normalize.go: invisible
 // characters, NFKC, look-alike letters) and then read by gitleaks'
-// maintained rules, the guard's own rules and an entropy check
-// (secrets_detect.go).
+// maintained rules, the guard's own token rules and an entropy check
+// (secrets_detect.go), its context rules for credentials no keyword marks
+// (secrets_context.go) and its passes through split, reversed and encoded
+// tokens (secrets_obfuscated.go).
 
 // Redacted replaces every key-like string.
 const Redacted = "[REDACTED]"
@@ -47,14 +50,33 @@ func ContainsSecret(text string) bool {
 // Redact replaces every credential in text with Redacted. Invisible
 // characters (zero-width spaces and the like) are dropped too: they hide
 // text from a person reading it, and a model reads it anyway.
+//
+// Redact is idempotent: what it returns holds nothing it would redact. A
+// replacement changes the context of what is left (the rest of a token
+// part of which was a key can read as a token of its own), so the text is
+// read again until nothing more is found (maxRedactPasses at most).
 func Redact(text string) string {
+	out, changed := redactOnce(text)
+	for pass := 1; changed && pass < maxRedactPasses; pass++ {
+		out, changed = redactOnce(out)
+	}
+	return out
+}
+
+// maxRedactPasses bounds the readings of Redact (two suffice in practice:
+// FuzzSecretScan).
+const maxRedactPasses = 4
+
+// redactOnce is one reading of Redact; changed says whether it replaced
+// anything.
+func redactOnce(text string) (out string, changed bool) {
 	if text == "" {
-		return text
+		return text, false
 	}
 	n := normalizeMap(text)
 	res := scanSecrets(n.s, "")
 	if res.whole != "" {
-		return Redacted
+		return Redacted, text != Redacted
 	}
 	spans := make([][2]int, 0, len(res.spans))
 	for _, sp := range res.spans {
@@ -63,28 +85,35 @@ func Redact(text string) string {
 			spans = append(spans, [2]int{a, b})
 		}
 	}
-	var out strings.Builder
+	var b strings.Builder
 	prev := 0
 	for _, sp := range mergeSpans(spans) {
-		out.WriteString(stripInvisible(text[prev:sp[0]]))
-		out.WriteString(Redacted)
+		b.WriteString(stripInvisible(text[prev:sp[0]]))
+		b.WriteString(Redacted)
 		prev = sp[1]
 	}
-	out.WriteString(stripInvisible(text[prev:]))
-	return out.String()
+	b.WriteString(stripInvisible(text[prev:]))
+	out = b.String()
+	return out, out != text
 }
 
-// stripInvisible drops the runes normalize drops as invisible.
+// stripInvisible drops the runes normalize drops as invisible; invalid
+// bytes stay as they are (strings.Map would make them U+FFFD, which a
+// second Redact would read differently).
 func stripInvisible(s string) string {
 	if isASCII(s) {
 		return s
 	}
-	return strings.Map(func(r rune) rune {
-		if invisible(r) {
-			return -1
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if !invisible(r) {
+			b.WriteString(s[i : i+size])
 		}
-		return r
-	}, s)
+		i += size
+	}
+	return b.String()
 }
 
 // credentialName returns the pattern a file name matches, if any, after

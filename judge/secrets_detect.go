@@ -21,8 +21,10 @@ import (
 //     is found too;
 //   - our own rules for what gitleaks leaves to context: credentials in
 //     URLs, netrc entries, Authorization headers, quoted key/value pairs,
-//     and the guard's original patterns;
-//   - an entropy check for long random-looking tokens that no rule names.
+//     AWS keys whatever their suffix, and the guard's original patterns;
+//   - an entropy check for long random-looking tokens that no rule names;
+//   - the context rules (secrets_context.go) and the obfuscation passes
+//     (secrets_obfuscated.go), with the rules above: ownSpans.
 //
 // Each finding is a byte span of the normalised text, or, when gitleaks
 // cannot say where (a path-only rule), the whole input.
@@ -113,15 +115,33 @@ func withoutPathAllowlists(in []*config.Allowlist) []*config.Allowlist {
 func scanSecrets(n, name string) scanResult {
 	var res scanResult
 	gitleaksSpans(&res, n, name)
+	res.spans = append(res.spans, ownSpans(n, obfuscationDepth, "")...)
+	return res
+}
+
+// obfuscationDepth is how many layers of disguise (encoding, reversal,
+// splitting; secrets_obfuscated.go) the guard's own rules look through.
+const obfuscationDepth = 2
+
+// ownSpans runs the guard's own detectors on n: its token rules, its
+// context rules (secrets_context.go), the entropy check and, while depth
+// allows, the obfuscation passes but skip, which run ownSpans again on
+// what they uncover.
+func ownSpans(n string, depth int, skip string) []secretSpan {
+	var spans []secretSpan
 	lower := ""
+	relevant := func(keywords []string) bool {
+		if len(keywords) == 0 {
+			return true
+		}
+		if lower == "" {
+			lower = lowerASCII(n)
+		}
+		return slices.ContainsFunc(keywords, func(k string) bool { return strings.Contains(lower, k) })
+	}
 	for _, r := range ownRules {
-		if len(r.keywords) > 0 {
-			if lower == "" {
-				lower = strings.ToLower(n)
-			}
-			if !slices.ContainsFunc(r.keywords, func(k string) bool { return strings.Contains(lower, k) }) {
-				continue
-			}
+		if !relevant(r.keywords) {
+			continue
 		}
 		for _, m := range r.re.FindAllStringSubmatchIndex(n, -1) {
 			if r.extendName {
@@ -138,12 +158,37 @@ func scanSecrets(n, name string) scanResult {
 				start, end = m[2*r.group], m[2*r.group+1]
 			}
 			if start >= 0 && end > start {
-				res.spans = append(res.spans, secretSpan{start, end, r.id})
+				spans = append(spans, secretSpan{start, end, r.id})
 			}
 		}
 	}
-	res.spans = append(res.spans, entropySpans(n)...)
-	return res
+	for _, r := range contextRules {
+		if len(r.keywords) == 0 {
+			r.find(n, func(start, end int) { spans = append(spans, secretSpan{start, end, r.id}) })
+			continue
+		}
+		if !relevant(r.keywords) {
+			continue
+		}
+		for _, w := range keywordWindows(n, lower, r.keywords, r.reach) {
+			r.find(n[w[0]:w[1]], func(start, end int) { spans = append(spans, secretSpan{w[0] + start, w[0] + end, r.id}) })
+		}
+	}
+	spans = append(spans, entropySpans(n)...)
+	if depth > 0 {
+		for _, r := range obfuscationRules {
+			if r.id == skip || !relevant(r.keywords) {
+				continue
+			}
+			next := ""
+			if r.once {
+				next = r.id
+			}
+			read := func(text string) []secretSpan { return ownSpans(text, depth-1, next) }
+			r.find(n, read, func(start, end int) { spans = append(spans, secretSpan{start, end, r.id}) })
+		}
+	}
+	return spans
 }
 
 // gitleaksSpans adds gitleaks' findings in n to res.
@@ -246,7 +291,12 @@ var ownRules = []ownRule{
 	{id: "nkey-seed", re: regexp.MustCompile(`\bS[UAONCX][A-Z2-7]{56}\b`)},
 	// AWS access key ids, GitHub, Slack, Google, Stripe, Hugging Face
 	// tokens (gitleaks knows them too, with stricter lengths).
-	{id: "aws-key-id", keywords: []string{"akia", "asia"}, re: regexp.MustCompile(`\b(AKIA|ASIA)[0-9A-Z]{16}\b`)},
+	// AWS access key ids whatever follows the prefix (gitleaks lets
+	// AKIA…EXAMPLE through; an attacker chooses the suffix). Secret
+	// access keys are found by awsSecretKeys.
+	{id: "aws-key-id", keywords: []string{"akia", "asia", "abia", "acca", "a3t"}, group: 1,
+		re: regexp.MustCompile(`(?:^|[^A-Z0-9])((?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{12,}[A-Za-z0-9_+/=-]*)`)},
+
 	{id: "github-token", keywords: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, re: regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{30,}`)},
 	{id: "github-pat", keywords: []string{"github_pat_"}, re: regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{30,}`)},
 	{id: "slack-token", keywords: []string{"xox"}, re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`)},
@@ -303,6 +353,9 @@ func literalAssignment(m []string) bool {
 	if placeholder(value) {
 		return false
 	}
+	if quote == "" && strings.Trim(strings.TrimRight(value, ".,;:!?"), "abcdefghijklmnopqrstuvwxyz-") == "" {
+		return false // a word ("apikey: unauthorized"), not a random key
+	}
 	return quote != "" || !codeValue.MatchString(value)
 }
 
@@ -318,13 +371,18 @@ func submatches(n string, m []int) []string {
 	return out
 }
 
-// envName matches YOUR_API_KEY, DB_PASSWORD: a name standing for a value.
-var envName = regexp.MustCompile(`^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$`)
+// envName matches YOUR_API_KEY, DB_PASSWORD: a name standing for a value;
+// capsWords matches PASSWORD, USER:PASSWORD, TOKEN/SECRET: words in
+// capitals standing for values in documentation.
+var (
+	envName   = regexp.MustCompile(`^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$`)
+	capsWords = regexp.MustCompile(`^[A-Z]{2,}(?:[_:/@.-][A-Z]{2,})*$`)
+)
 
 // placeholder reports a value that stands for a secret instead of being
 // one: a variable reference, a template, a mask, a type name, a word.
 func placeholder(v string) bool {
-	if v == "" || strings.ContainsAny(v[:1], "$<{%*[(") || strings.ContainsAny(v, "[]") || envName.MatchString(v) {
+	if v == "" || strings.ContainsAny(v[:1], "$<{%*[(") || strings.ContainsAny(v, "[]") || envName.MatchString(v) || capsWords.MatchString(v) || maskValue(v) {
 		return true
 	}
 	switch strings.ToLower(v) {
@@ -387,34 +445,79 @@ func hashHead(tok string) string {
 	return ""
 }
 
+// awsSecretKeys finds AWS secret access keys: words of exactly 40 base64
+// characters (without "=", "_" or "-" around them) that look random
+// (awsSecretLooking). A hand-written scan: a regular expression counting
+// to 40 costs more than the rest of the guard's own rules.
+func awsSecretKeys(n string, emit func(int, int)) {
+	in := func(c byte) bool { return alnum(c) || c == '/' || c == '+' }
+	for i := 0; i < len(n); {
+		if !in(n[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(n) && in(n[j]) {
+			j++
+		}
+		if j-i == 40 && (i == 0 || !strings.ContainsRune("=_-", rune(n[i-1]))) &&
+			(j == len(n) || !strings.ContainsRune("=_-", rune(n[j]))) && awsSecretLooking(n[i:j]) {
+			emit(i, j)
+		}
+		i = j
+	}
+}
+
+// awsSecretLooking reports a 40-character base64 word that mixes upper
+// and lower case letters with digits or slashes the way a random AWS
+// secret access key does (the documentation's example key included), and
+// not the way a path does.
+func awsSecretLooking(tok string) bool {
+	count, switches := classes(tok)
+	slashes := strings.Count(tok, "/")
+	return count[1] >= 4 && count[2] >= 4 && count[0]+count[3] >= 2 && slashes <= 4 && !strings.Contains(tok, "//") &&
+		switches >= entropyMinSwitches && shannon(tok) >= entropyMinBits
+}
+
+// classes counts the characters of tok by class (charClass) and returns
+// the share of adjacent characters of different classes.
+func classes(tok string) (count [4]int, switches float64) {
+	changes := 0
+	for i := 0; i < len(tok); i++ {
+		c := charClass(tok[i])
+		count[c]++
+		if i > 0 && c != charClass(tok[i-1]) {
+			changes++
+		}
+	}
+	if len(tok) > 1 {
+		switches = float64(changes) / float64(len(tok)-1)
+	}
+	return count, switches
+}
+
+// charClass is 1 for an upper case letter, 2 lower case, 3 a digit, 0
+// anything else.
+func charClass(c byte) int {
+	switch {
+	case c >= 'A' && c <= 'Z':
+		return 1
+	case c >= 'a' && c <= 'z':
+		return 2
+	case c >= '0' && c <= '9':
+		return 3
+	}
+	return 0
+}
+
 // randomLooking reports a token with at least two upper case letters, two
 // lower case letters and two digits, that changes between these classes
 // often (random base62 does at about 60% of its characters, an identifier
 // with a number, TestFoo3271894562, at 20%), and whose Shannon entropy is
 // at least entropyMinBits bits a character.
 func randomLooking(tok string) bool {
-	var upper, lower, digit, switches int
-	prev := 0
-	for i := 0; i < len(tok); i++ {
-		class := 0
-		switch c := tok[i]; {
-		case c >= 'A' && c <= 'Z':
-			upper++
-			class = 1
-		case c >= 'a' && c <= 'z':
-			lower++
-			class = 2
-		case c >= '0' && c <= '9':
-			digit++
-			class = 3
-		}
-		if i > 0 && class != prev {
-			switches++
-		}
-		prev = class
-	}
-	return upper >= 2 && lower >= 2 && digit >= 2 && float64(switches) >= entropyMinSwitches*float64(len(tok)-1) &&
-		shannon(tok) >= entropyMinBits
+	count, switches := classes(tok)
+	return count[1] >= 2 && count[2] >= 2 && count[3] >= 2 && switches >= entropyMinSwitches && shannon(tok) >= entropyMinBits
 }
 
 // shannon is the Shannon entropy of s in bits a byte.

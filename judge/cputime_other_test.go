@@ -1,0 +1,8 @@
+//go:build !unix
+
+package judge
+
+import "time"
+
+// cpuTime is not measured here: BenchmarkSecretScan reports no cpu-ns/op.
+func cpuTime() time.Duration { return 0 }
