@@ -39,6 +39,17 @@ var repoFixtures = map[string]string{
 	"internal/simllm/server_test.go":         "a fake provider key the simulated model checks",
 	"internal/simllm/testdata/npm/check.mjs": "a fake provider key the simulated model must refuse",
 	"schemas/testdata/checkpoint.json":       "a base64 trace of random bytes: as random as a token, and no rule can tell them apart",
+	// A sample's capability token (a 128-bit HMAC) is a secret: whoever
+	// holds it may answer that sample. These hold a test one.
+	"schemas/testdata/sample_request.json":                            "a test sample capability token",
+	"schemas/testdata/sample_result.json":                             "a test sample capability token",
+	"schemas/testdata/invalid/sample_request.negative_index.json":     "a test sample capability token",
+	"schemas/testdata/invalid/sample_request.sample_id_mismatch.json": "a test sample capability token",
+	"schemas/testdata/invalid/sample_result.bad_token.json":           "a test sample capability token",
+	"schemas/fuzz_test.go":                                            "a test sample capability token in the fuzz seeds",
+	"voter/voter_test.go":                                             "a test sample capability token",
+	"cmd/maker/cli/voter_test.go":                                     "a test sample capability token",
+	"cmd/maker/cli/voterstream_test.go":                               "a test sample capability token",
 	// Documentation showing a credential's shape.
 	"docs/api.md": "an example maker API key (mk_3f9c0a1b2c4d_…) in the output of maker keys create",
 	// A directory (its name ends in "/"): every file in it.
