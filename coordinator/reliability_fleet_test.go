@@ -50,7 +50,7 @@ func TestErrorRateMatchesPVote(t *testing.T) {
 	}
 	var errs, steps int64
 	for _, spec := range specs {
-		rep := env.Wait(spec)
+		rep := env.WaitFor(spec, 5*time.Minute) // 2,046 steps: generous on a loaded machine
 		if rep.Steps != 1<<disks-1 || rep.Receipt == nil || rep.Receipt.BoundSteps+rep.Receipt.OtherSteps != rep.Steps {
 			t.Fatalf("job %s: %d steps decided (state %s, %s), receipt %+v; want %d, covered", spec.JobID, rep.Steps, rep.State,
 				rep.Reason, rep.Receipt, 1<<disks-1)
