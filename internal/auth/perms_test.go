@@ -63,7 +63,7 @@ func TestAuthPermissionsShape(t *testing.T) {
 					ownBatches := s == "$KV."+ns.BatchesBucket()+".alpha.>"
 					// Of the quotas and API keys, only the bucket's info
 					// (to bind the topology): no key, no listing.
-					guarded := (strings.Contains(s, ns.APIKeysBucket()) || strings.Contains(s, ns.QuotasBucket())) &&
+					guarded := (strings.Contains(s, ns.APIKeysBucket()) || strings.Contains(s, ns.QuotasBucket()) || strings.Contains(s, ns.PricesBucket())) &&
 						!strings.HasPrefix(s, "$JS.API.STREAM.INFO.")
 					if strings.HasPrefix(s, "$KV.") && !ownBatches || guarded || strings.Contains(s, "STREAM.CREATE") ||
 						strings.Contains(s, "STREAM.UPDATE") || strings.Contains(s, "STREAM.PURGE") {
@@ -98,21 +98,21 @@ func TestAuthGuardedBuckets(t *testing.T) {
 		return (slices.Contains(p.Publish.Allow, w) || slices.Contains(p.Publish.Allow, ">")) && !slices.Contains(p.Publish.Deny, w)
 	}
 	for _, tc := range []struct {
-		id                       string
-		quotas, apikeys, batches bool
+		id                               string
+		quotas, apikeys, batches, prices bool
 	}{
-		{auth.Admin, true, true, true},
-		{auth.API, true, false, true},
-		{auth.Coordinator, false, false, true},
-		{auth.Voter, false, false, false},
-		{auth.Judge, false, false, false},
-		{auth.Approver, false, false, false},
-		{"tenant-alpha", false, false, false}, // its own batch keys only: alpha.>
+		{auth.Admin, true, true, true, true},
+		{auth.API, true, false, true, true}, // admin keys' routes
+		{auth.Coordinator, false, false, true, false},
+		{auth.Voter, false, false, false, false},
+		{auth.Judge, false, false, false, false},
+		{auth.Approver, false, false, false, false},
+		{"tenant-alpha", false, false, false, false}, // its own batch keys only: alpha.>
 	} {
 		for _, b := range []struct {
 			bucket string
 			want   bool
-		}{{ns.QuotasBucket(), tc.quotas}, {ns.APIKeysBucket(), tc.apikeys}, {ns.BatchesBucket(), tc.batches}} {
+		}{{ns.QuotasBucket(), tc.quotas}, {ns.APIKeysBucket(), tc.apikeys}, {ns.BatchesBucket(), tc.batches}, {ns.PricesBucket(), tc.prices}} {
 			if got := writes(tc.id, b.bucket); got != b.want {
 				t.Errorf("%s writes every key of %s: %v, want %v", tc.id, b.bucket, got, b.want)
 			}
