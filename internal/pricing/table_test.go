@@ -16,7 +16,9 @@ func price(model string, in, out float64) schemas.ModelPrice {
 		InputUSDPerMTok: in, OutputUSDPerMTok: out}
 }
 
-func pr(in, out float64) schemas.Pricing { return schemas.Pricing{InputUSDPerMTok: in, OutputUSDPerMTok: out} }
+func pr(in, out float64) schemas.Pricing {
+	return schemas.Pricing{InputUSDPerMTok: in, OutputUSDPerMTok: out}
+}
 
 // Of: the fleet's price of the model the request named, whatever the job
 // claims; the job's own only on a fleet without a table.
@@ -24,7 +26,7 @@ func TestOf(t *testing.T) {
 	t.Parallel()
 	fleet := pricing.NewTable([]schemas.ModelPrice{price("", 0.15, 0.6), price("big", 5, 20), price("mix-a", 1, 2)})
 	onlyBig := pricing.NewTable([]schemas.ModelPrice{price("big", 5, 20)})
-	claim := &schemas.Pricing{}                        // "pricing": 0, the claim of issue 19
+	claim := &schemas.Pricing{}                         // "pricing": 0, the claim of issue 19
 	bigClaim := &schemas.Pricing{InputUSDPerMTok: 0.01} // a stronger model claimed cheap
 	spec := func(p, sp *schemas.Pricing) *schemas.JobSpec {
 		return &schemas.JobSpec{Pricing: p, Escalation: &schemas.EscalationPolicy{StrongerModel: "big", StrongerPricing: sp}}
