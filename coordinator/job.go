@@ -101,6 +101,7 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int6
 	r.m = newMachine(spec, inst, machineConfig{
 		token: token, owner: c.cfg.ID, checkpointEvery: c.cfg.CheckpointEvery, crashAt: crashAt, log: r.log,
 	})
+	r.m.price = r.priceOf // pricing.go
 	r.initMetrics()
 	r.m.tok.on = r.met.t != nil
 	defer r.flushTokens()

@@ -57,6 +57,7 @@ func (m *machine) publish(now time.Time, index, attempt int) action {
 	}
 	m.pending[index] = &pending{attempt: attempt, sentAt: now}
 	m.decorrelate(req)
+	m.noteAsked(req) // pricing.go
 	return action{kind: actPublish, req: req}
 }
 

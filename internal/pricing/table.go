@@ -87,19 +87,23 @@ const (
 	// Job: the job's own pricing, on a fleet without a price table. The
 	// tenant's claim: reported apart, counted against nothing.
 	Job
+	// Absent: the fleet has a price table, and it does not price the
+	// model; the sample costs nothing (a job under a limit never runs
+	// one).
+	Absent
 )
 
 // Of is the price of a sample of spec whose request named model, and
-// where it comes from: the table's price of model; else, when the table
-// is empty, the job's own (the escalation's stronger_pricing for the
-// stronger model asked on its rung, stronger; else the job's pricing);
-// else none.
+// where it comes from: the table's price of model (Fleet); else, when the
+// table is empty, the job's own (Job: the escalation's stronger_pricing
+// for the stronger model asked on its rung, stronger; else the job's
+// pricing); else none (Absent when the table prices other models).
 func Of(t Table, spec *schemas.JobSpec, model string, stronger bool) (schemas.Pricing, Source) {
 	if p, ok := t.Price(model); ok {
 		return p, Fleet
 	}
 	if !t.Empty() {
-		return schemas.Pricing{}, None
+		return schemas.Pricing{}, Absent
 	}
 	p := spec.Pricing
 	if e := spec.Escalation; stronger && e != nil && e.StrongerPricing != nil {
@@ -165,21 +169,28 @@ func Check(t Table, spec *schemas.JobSpec, spendPerDayUSD float64) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	return Unpriced(spec, spendPerDayUSD, missing)
+	return Unpriced(missing, Under(spec.Tenant, spec.BudgetUSD, spendPerDayUSD))
 }
 
-// Unpriced is the error of a job under a limit asking the unpriced models
-// missing.
-func Unpriced(spec *schemas.JobSpec, spendPerDayUSD float64, missing []string) error {
-	var limit string
-	switch {
-	case spec.BudgetUSD > 0 && spendPerDayUSD > 0:
-		limit = fmt.Sprintf("a budget_usd of %g and tenant %s's spend quota of %g a day", spec.BudgetUSD, spec.Tenant, spendPerDayUSD)
-	case spec.BudgetUSD > 0:
-		limit = fmt.Sprintf("a budget_usd of %g", spec.BudgetUSD)
-	default:
-		limit = fmt.Sprintf("tenant %s's spend quota of %g a day", spec.Tenant, spendPerDayUSD)
+// Under names the limits a job is under: its budget (budgetUSD) and its
+// tenant's spend per day, each when set.
+func Under(tenant string, budgetUSD, spendPerDayUSD float64) string {
+	var parts []string
+	if budgetUSD > 0 {
+		parts = append(parts, fmt.Sprintf("a budget of $%g", budgetUSD))
 	}
+	if spendPerDayUSD > 0 {
+		parts = append(parts, fmt.Sprintf("tenant %s's spend quota of $%g a day", tenant, spendPerDayUSD))
+	}
+	if len(parts) == 0 {
+		return "a limit"
+	}
+	return strings.Join(parts, " and ")
+}
+
+// Unpriced is the error of a job under the limits under asking the
+// models missing, which the fleet's table does not price.
+func Unpriced(missing []string, under string) error {
 	what := "models"
 	if len(missing) == 1 {
 		what = "model"
@@ -188,6 +199,6 @@ func Unpriced(spec *schemas.JobSpec, spendPerDayUSD float64, missing []string) e
 	for i, m := range missing {
 		quoted[i] = fmt.Sprintf("%q", m)
 	}
-	return fmt.Errorf("%w: the fleet's price table prices no %s %s, and a job under %s runs only work the fleet prices (the job's own pricing is not taken); the operator sets prices with maker prices set",
-		ErrUnpriced, what, strings.Join(quoted, ", "), limit)
+	return fmt.Errorf("%w: the fleet's price table prices no %s %s, and a job under %s runs only work the fleet prices (a job's own pricing is not taken); the operator sets prices with maker prices set",
+		ErrUnpriced, what, strings.Join(quoted, ", "), under)
 }

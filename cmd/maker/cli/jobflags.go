@@ -13,6 +13,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/plan"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
@@ -246,7 +247,10 @@ func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFrac
 	if f.inputPrice > 0 || f.outputPrice > 0 {
 		spec.Pricing = &schemas.Pricing{InputUSDPerMTok: f.inputPrice, OutputUSDPerMTok: f.outputPrice}
 	}
-	if err := jobs.PrepareAdmitted(ctx, &spec, tasks); err != nil {
+	// Admitted at the job's own prices: the client does not read the
+	// fleet's table (maker run makes them its own fleet's; a fleet holds a
+	// submitted job to its table).
+	if err := jobs.PrepareAdmitted(ctx, &spec, tasks, pricing.Table{}); err != nil {
 		return schemas.JobSpec{}, nil, usageError{err}
 	}
 	return spec, inst, nil

@@ -179,6 +179,8 @@ the smallest margin that reaches --target at p = --sim-accuracy.`,
 				return err
 			}
 			opts.simHTTP = sf.http
+			// Its own fleet: the job's prices are the operator's.
+			opts.prices = jobPrices(&spec)
 			if procs < 0 {
 				return usagef("--gomaxprocs must be >= 0")
 			}
@@ -415,6 +417,9 @@ func printReport(w io.Writer, rep schemas.JobReport, asJSON bool) error {
 		if rep.ArbiterCostUSD > 0 {
 			fmt.Fprintf(w, " (panel $%.4f)", rep.ArbiterCostUSD)
 		}
+	}
+	if rep.UnverifiedCostUSD > 0 {
+		fmt.Fprintf(w, "   $%.4f at the job's own prices (unverified: the fleet has no price table)", rep.UnverifiedCostUSD)
 	}
 	fmt.Fprintln(w)
 	if rep.Escalations+rep.ArbiterDecisions > 0 {
