@@ -44,7 +44,7 @@ func NewCoordinator(r *Registry) *Coordinator {
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_tokens_total",
 			Help: "Model tokens the jobs' samples used, by model and kind (prompt, completion). " + modelHelp}, []string{"tenant", "model", "kind"}),
 		cost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_cost_usd_total",
-			Help: "What the jobs' samples (and arbitrations) cost in US dollars, by the job's pricing. " + modelHelp}, []string{"tenant", "model"}),
+			Help: "What the jobs' samples (and arbitrations) cost in US dollars, at the fleet's prices (maker prices). " + modelHelp}, []string{"tenant", "model"}),
 	}
 	r.register(c.requested, c.votes, c.redFlagged, c.decisions, c.rounds, c.samples, c.margin,
 		c.escalations, c.takeovers, c.finished, c.tokens, c.cost)
