@@ -19,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -179,8 +180,12 @@ the smallest margin that reaches --target at p = --sim-accuracy.`,
 				return err
 			}
 			opts.simHTTP = sf.http
-			// Its own fleet: the job's prices are the operator's.
+			// Its own fleet: the job's prices are the operator's, and a
+			// budget needs them (the fleet would pause the job for good).
 			opts.prices = jobPrices(&spec)
+			if err := pricing.Check(pricing.NewTable(opts.prices), &spec, 0); err != nil {
+				return usagef("--budget-usd needs --input-price and --output-price (maker run's fleet prices its job by them): %v", err)
+			}
 			if procs < 0 {
 				return usagef("--gomaxprocs must be >= 0")
 			}
