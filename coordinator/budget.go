@@ -231,25 +231,16 @@ func (r *jobRun) reserve(ctx context.Context, reqs []*schemas.SampleRequest) err
 		return nil // free prices
 	}
 	day := quota.Day(now)
-	b.took = true // also when the reply is lost: the end releases it
-	f, err := b.budgets.Reserve(ctx, quota.Reservation{
-		Job: r.ref, Token: r.token, ID: b.id(), Day: day, Amount: total,
-		JobLimit: quota.USD(r.spec.BudgetUSD), DayLimit: limit,
-	})
-	var refusal *quota.Refusal
+	refusal, err := r.take(ctx, b, day, total, limit)
 	switch {
-	case err == nil:
-		b.figs, b.busySince = f, time.Time{}
+	case err != nil:
+		return err
+	case refusal == nil:
 		for i, req := range reqs {
 			b.holds[req.SampleID] = hold{day: day, amount: amounts[i], due: now.Add(r.m.timeout(req.Attempt))}
 		}
 		return nil
-	case errors.Is(err, quota.ErrStale):
-		return fmt.Errorf("%w: %v", errLeaseLost, err)
-	case !errors.As(err, &refusal):
-		return err
 	}
-	b.figs = refusal.Figures
 	if refusal.Busy {
 		waiting := !b.busySince.IsZero()
 		if b.waitFor(refusal.Scope, now, 2*r.m.timeout(0)) {
@@ -327,6 +318,21 @@ func (r *jobRun) reserveArbitration(ctx context.Context, step int64) (quota.Nano
 		return h.amount, nil // asked again (a pause, a takeover): held already
 	}
 	amount, day := quota.USD(r.c.cfg.ArbitrationReserveUSD), quota.Day(now)
+	switch refusal, err := r.take(ctx, b, day, amount, limit); {
+	case err != nil:
+		return 0, err
+	case refusal != nil:
+		return 0, fmt.Errorf("%w: an arbitration may cost up to %v, and %v", errNoArbitration, amount, refusal)
+	}
+	b.holds[id] = hold{day: day, amount: amount, due: now.Add(arbitrationWait)}
+	return amount, nil
+}
+
+// take reserves amount on the job's budget and its tenant's day (limit:
+// its spend per day now), both or neither: a refusal (the figures kept)
+// says why not; an error wrapping errLeaseLost means a later owner holds
+// the job. The caller files the hold.
+func (r *jobRun) take(ctx context.Context, b *jobBudget, day string, amount, limit quota.Nano) (*quota.Refusal, error) {
 	b.took = true // also when the reply is lost: the end releases it
 	f, err := b.budgets.Reserve(ctx, quota.Reservation{
 		Job: r.ref, Token: r.token, ID: b.id(), Day: day, Amount: amount,
@@ -336,15 +342,14 @@ func (r *jobRun) reserveArbitration(ctx context.Context, step int64) (quota.Nano
 	switch {
 	case err == nil:
 		b.figs, b.busySince = f, time.Time{}
-		b.holds[id] = hold{day: day, amount: amount, due: now.Add(arbitrationWait)}
-		return amount, nil
+		return nil, nil
 	case errors.Is(err, quota.ErrStale):
-		return 0, fmt.Errorf("%w: %v", errLeaseLost, err)
+		return nil, fmt.Errorf("%w: %v", errLeaseLost, err)
 	case errors.As(err, &refusal):
 		b.figs = refusal.Figures
-		return 0, fmt.Errorf("%w: an arbitration may cost up to %v, and %v", errNoArbitration, amount, refusal)
+		return refusal, nil
 	}
-	return 0, err
+	return nil, err
 }
 
 // settleArbitration releases step's arbitration hold and spends the job's

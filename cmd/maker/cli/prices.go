@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -8,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/internal/pricing"
@@ -52,6 +54,25 @@ admin keys) may write the table.`,
 		}
 		return "", nil
 	}
+	// onTable runs do on the fleet's price table for the record --model or
+	// --default names (needed: one must be named; "" is the default
+	// record, or none), once check passes.
+	onTable := func(cmd *cobra.Command, needed bool, check func() error, do func(ctx context.Context, kv jetstream.KeyValue, model string) error) error {
+		m, err := which(cmd, needed)
+		if err != nil {
+			return err
+		}
+		if err := check(); err != nil {
+			return err
+		}
+		f, err := dialFleet(cmd.Context(), natsURL, "maker-prices")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return do(cmd.Context(), f.topo.Prices, m)
+	}
+	none := func() error { return nil }
 	set := &cobra.Command{
 		Use:   "set",
 		Short: "Set a model's price, or the default record's, in US dollars per million tokens",
@@ -59,36 +80,30 @@ admin keys) may write the table.`,
   maker prices set --model openai/gpt-5.5 --input 5 --output 20`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := which(cmd, true)
-			if err != nil {
-				return err
-			}
-			if !cmd.Flags().Changed("input") || !cmd.Flags().Changed("output") {
-				return usagef("give both --input and --output (US dollars per million tokens; 0 for a free model)")
-			}
-			for name, v := range map[string]float64{"--input": in, "--output": out} {
-				if !(v >= 0 && v <= schemas.MaxModelPriceUSDPerMTok) || math.IsInf(v, 0) {
-					return usagef("%s %v must be between 0 and %d US dollars per million tokens", name, v, schemas.MaxModelPriceUSDPerMTok)
+			check := func() error {
+				if !cmd.Flags().Changed("input") || !cmd.Flags().Changed("output") {
+					return usagef("give both --input and --output (US dollars per million tokens; 0 for a free model)")
 				}
+				for name, v := range map[string]float64{"--input": in, "--output": out} {
+					if !(v >= 0 && v <= schemas.MaxModelPriceUSDPerMTok) || math.IsInf(v, 0) {
+						return usagef("%s %v must be between 0 and %d US dollars per million tokens", name, v, schemas.MaxModelPriceUSDPerMTok)
+					}
+				}
+				return nil
 			}
-			ctx := cmd.Context()
-			f, err := dialFleet(ctx, natsURL, "maker-prices")
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			kv := f.topo.Prices
-			saved, err := pricing.Set(ctx, kv, schemas.ModelPrice{Model: m, Default: m == "", InputUSDPerMTok: in, OutputUSDPerMTok: out})
-			if errors.Is(err, pricing.ErrInvalid) {
-				return usagef("%v", err)
-			}
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(e.stdout, saved)
-			}
-			return printPrices(e, []schemas.ModelPrice{saved})
+			return onTable(cmd, true, check, func(ctx context.Context, kv jetstream.KeyValue, m string) error {
+				saved, err := pricing.Set(ctx, kv, schemas.ModelPrice{Model: m, Default: m == "", InputUSDPerMTok: in, OutputUSDPerMTok: out})
+				if errors.Is(err, pricing.ErrInvalid) {
+					return usagef("%v", err)
+				}
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(e.stdout, saved)
+				}
+				return printPrices(e, []schemas.ModelPrice{saved})
+			})
 		},
 	}
 	show := &cobra.Command{
@@ -96,41 +111,33 @@ admin keys) may write the table.`,
 		Short: "Show the price table (the default record first), or one model's price",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := which(cmd, false)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			f, err := dialFleet(ctx, natsURL, "maker-prices")
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			kv := f.topo.Prices
-			var recs []schemas.ModelPrice
-			if def || m != "" {
-				p, err := pricing.Get(ctx, kv, m)
-				if errors.Is(err, pricing.ErrNotFound) {
-					return fmt.Errorf("%w: its samples are unpriced", err)
+			return onTable(cmd, false, none, func(ctx context.Context, kv jetstream.KeyValue, m string) error {
+				one := def || m != ""
+				var recs []schemas.ModelPrice
+				if one {
+					p, err := pricing.Get(ctx, kv, m)
+					if errors.Is(err, pricing.ErrNotFound) {
+						return fmt.Errorf("%w: its samples are unpriced", err)
+					}
+					if err != nil {
+						return err
+					}
+					recs = []schemas.ModelPrice{p}
+				} else {
+					t, err := pricing.Load(ctx, kv)
+					if err != nil {
+						return err
+					}
+					recs = t.Records()
 				}
-				if err != nil {
-					return err
-				}
-				recs = []schemas.ModelPrice{p}
-			} else {
-				t, err := pricing.Load(ctx, kv)
-				if err != nil {
-					return err
-				}
-				recs = t.Records()
-			}
-			if asJSON {
-				if def || m != "" {
+				switch {
+				case asJSON && one:
 					return writeJSON(e.stdout, recs[0])
+				case asJSON:
+					return writeJSON(e.stdout, schemas.PriceList{Prices: recs})
 				}
-				return writeJSON(e.stdout, schemas.PriceList{Prices: recs})
-			}
-			return printPrices(e, recs)
+				return printPrices(e, recs)
+			})
 		},
 	}
 	unset := &cobra.Command{
@@ -140,22 +147,13 @@ admin keys) may write the table.`,
 job under a limit that asks the model pauses as budget_exhausted until it is priced again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := which(cmd, true)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			f, err := dialFleet(ctx, natsURL, "maker-prices")
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			kv := f.topo.Prices
-			if err := pricing.Unset(ctx, kv, m); err != nil {
-				return err
-			}
-			fmt.Fprintf(e.stdout, "removed the price of %s\n", pricing.Name(m))
-			return nil
+			return onTable(cmd, true, none, func(ctx context.Context, kv jetstream.KeyValue, m string) error {
+				if err := pricing.Unset(ctx, kv, m); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "removed the price of %s\n", pricing.Name(m))
+				return nil
+			})
 		},
 	}
 	for _, c := range []*cobra.Command{set, show, unset} {
