@@ -45,10 +45,17 @@ func (r *jobRun) arbitrate(ctx context.Context, req *schemas.ArbitrationRequest)
 	cancel(nil)
 	switch {
 	case err == nil:
-		if err := r.event(ctx, func(now time.Time) ([]action, error) { return m.arbitrated(now, d) }); err != nil {
+		r.sync()
+		acts, aerr := m.arbitrated(time.Now(), d)
+		// What it cost is in the figures now: spent, and its hold
+		// released, before the next step's wave reserves.
+		if err := r.settleArbitration(ctx, req.Step); err != nil {
 			return err
 		}
-		return r.settleArbitration(ctx, req.Step)
+		if err := r.do(ctx, acts); err != nil {
+			return err
+		}
+		return aerr
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case controlled:
