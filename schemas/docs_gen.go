@@ -228,6 +228,7 @@ var docComments = map[string]string{
 	"Checkpoint.At":                     "At is when the checkpoint was written.",
 	"Checkpoint.JobID":                  "Tenant and JobID name the job.",
 	"Checkpoint.JournalSeq":             "JournalSeq is the stream sequence of the last journal entry folded into this checkpoint.",
+	"Checkpoint.PanelBilled":            "PanelBilled is the arbitration request of the open step whose cost Progress holds already, though it decided nothing (the job paused for a person): asked again, the judge gives the same stored answer, which is not billed twice.",
 	"Checkpoint.Prior":                  "Rung and Prior are the open step's escalation, as in an escalation entry: empty while the job's own model samples it.",
 	"Checkpoint.Progress":               "Progress holds the report's running figures so far.",
 	"Checkpoint.Receipt":                "Receipt is the job's running reliability receipt (the estimate of p, the k schedule, the histograms), which the entries after JournalSeq go on from; absent from checkpoints of older releases.",
