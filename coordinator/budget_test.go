@@ -76,6 +76,15 @@ func awaitBudgetEnd(t *testing.T, env *fleettest.Env, spec schemas.JobSpec) budg
 	return out
 }
 
+// awaitUnderWay waits until spec has decided two steps.
+func awaitUnderWay(t *testing.T, env *fleettest.Env, spec schemas.JobSpec) {
+	t.Helper()
+	fleettest.Eventually(t, fleettest.JobTimeout, func() bool {
+		st, err := jobs.Status(context.Background(), env.Topo, spec.Tenant, spec.JobID)
+		return err == nil && st.Steps >= 2
+	}, "the job is under way")
+}
+
 func budgetsOf(t *testing.T, env *fleettest.Env) *quota.Budgets {
 	t.Helper()
 	b, err := quota.NewBudgets(env.Store().Client(), quota.BudgetConfig{KeyPrefix: bus.DefaultNamespace.String()})
@@ -428,22 +437,18 @@ func TestBudgetUnlimitedNoScripts(t *testing.T) {
 	}
 }
 
-// TestBudgetLimitSetLive: a job the fleet prices, without a budget, starts reserving
-// when its tenant gets a spend per day while it runs: set below what it
-// already spent, it pauses as budget_exhausted.
+// TestBudgetLimitSetLive: a job the fleet prices, without a budget,
+// starts reserving when its tenant gets a spend per day while it runs: set
+// below what it already spent, it pauses as budget_exhausted.
 func TestBudgetLimitSetLive(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	env, _, _ := simFleet(t, simllm.Config{Accuracy: 1, Seed: 6, Latency: 20 * time.Millisecond}, llm.Config{}, voter.Config{Concurrency: 8})
 	const tenant = "later"
 	priceFleet(env)
 	spec := fleettest.HanoiSpec(6, 2, 4)
 	spec.Tenant = tenant
 	env.Submit(&spec)
-	fleettest.Eventually(t, fleettest.JobTimeout, func() bool {
-		st, err := jobs.Status(ctx, env.Topo, tenant, spec.JobID)
-		return err == nil && st.Steps >= 2
-	}, "the job is under way")
+	awaitUnderWay(t, env, spec)
 	setQuota(t, env, schemas.TenantQuota{Tenant: tenant, SpendPerDayUSD: sampleBound(t, env, 6) / 2})
 	out := awaitBudgetEnd(t, env, spec)
 	if out.rep != nil {

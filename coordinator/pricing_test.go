@@ -151,10 +151,7 @@ func TestPricingPriceRemovedMidJob(t *testing.T) {
 	spec := fleettest.HanoiSpec(6, 2, 4)
 	spec.Tenant = tenant
 	env.Submit(&spec)
-	fleettest.Eventually(t, fleettest.JobTimeout, func() bool {
-		st, err := jobs.Status(ctx, env.Topo, tenant, spec.JobID)
-		return err == nil && st.Steps >= 2
-	}, "the job is under way")
+	awaitUnderWay(t, env, spec)
 	env.UnsetPrice("")
 	out := awaitBudgetEnd(t, env, spec)
 	if out.rep != nil || !strings.Contains(out.status.Reason, `prices no model "default"`) {

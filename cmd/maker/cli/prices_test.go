@@ -1,16 +1,11 @@
 package cli
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/auth/authtest"
-	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -19,20 +14,10 @@ import (
 // refused with exit 2 before anything is written.
 func TestPricesCommands(t *testing.T) {
 	t.Parallel()
-	srv := testkit.StartNATS(t)
-	_, js := testkit.Connect(t, srv.URL)
-	if _, err := bus.Ensure(t.Context(), js, bus.Config{Storage: jetstream.MemoryStorage}); err != nil {
-		t.Fatal(err)
-	}
-	maker := func(args ...string) outcome { return runMain(t, append(args, "--nats", srv.URL)...) }
+	maker := onFleet(t)
 	decode := func(o outcome, v any) {
 		t.Helper()
-		if o.code != ExitOK {
-			t.Fatalf("exit %d: %s", o.code, o.stderr)
-		}
-		if err := json.Unmarshal([]byte(o.stdout), v); err != nil {
-			t.Fatalf("%v: %s", err, o.stdout)
-		}
+		decodeOK(t, o, v)
 	}
 	var p schemas.ModelPrice
 	decode(maker("prices", "set", "--model", "openai/gpt-5.5", "--input", "5", "--output", "20", "--json"), &p)
@@ -57,7 +42,7 @@ func TestPricesCommands(t *testing.T) {
 		t.Fatalf("text show: %d %q %q", text.code, text.stdout, text.stderr)
 	}
 	for _, args := range [][]string{
-		{"prices", "set", "--input", "1", "--output", "1"},                               // no model
+		{"prices", "set", "--input", "1", "--output", "1"},                              // no model
 		{"prices", "set", "--model", "m", "--default", "--input", "1", "--output", "1"}, // both
 		{"prices", "set", "--model", "m", "--input", "1"},                               // no --output
 		{"prices", "set", "--model", "m", "--input", "-1", "--output", "1"},             // negative
@@ -65,7 +50,7 @@ func TestPricesCommands(t *testing.T) {
 		{"prices", "set", "--model", "m", "--input", "NaN", "--output", "1"},            // NaN
 		{"prices", "set", "--model", "m\nX", "--input", "1", "--output", "1"},           // control character
 		{"prices", "set", "--model", " m", "--input", "1", "--output", "1"},             // space around
-		{"prices", "unset"},                                                             // no model
+		{"prices", "unset"}, // no model
 	} {
 		if o := maker(args...); o.code != ExitUsage {
 			t.Errorf("%q: exit %d (%s), want %d", args, o.code, o.stderr, ExitUsage)
