@@ -9,6 +9,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -41,8 +42,10 @@ func (c *Client) Submit(ctx context.Context, spec schemas.JobSpec) (Submitted, e
 		spec.Header = schemas.NewHeader(schemas.KindJobSpec)
 	}
 	// A budget below the forecast's lowest cost is refused (ErrInvalid)
-	// before anything is sent.
-	opts := []jobs.SubmitOption{jobs.Admission()}
+	// before anything is sent: forecast at the job's own prices (a client
+	// does not read the fleet's price table; the coordinators hold the
+	// job to the fleet's).
+	opts := []jobs.SubmitOption{jobs.Admission(pricing.Table{})}
 	if c.intake {
 		opts = append(opts, jobs.IntakeOnly())
 	}

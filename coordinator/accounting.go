@@ -42,7 +42,8 @@ func (m *machine) addTokens(res *schemas.SampleResult, sign int64) {
 		f.StrongerPromptTokens += p
 		f.StrongerCompletionTokens += c
 	}
-	m.tok.add(res.Model, stronger, p, c)
+	nano := m.priceTokens(res, stronger, p, c) // pricing.go
+	m.tok.add(res.Model, stronger, p, c, nano)
 }
 
 // countLate accounts a result that came too late to count: its tokens and

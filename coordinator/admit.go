@@ -113,7 +113,7 @@ func (r *jobRun) admit(ctx context.Context, reqs []*schemas.SampleRequest) error
 func (r *jobRun) admitAhead(ctx context.Context, reqs []*schemas.SampleRequest) error {
 	a := &r.adm
 	_, _, limited := r.limits()
-	if limited || len(a.deferred) > 0 || a.yieldStep >= 0 || r.priced() && (r.bud == nil || r.bud.live) {
+	if limited || len(a.deferred) > 0 || a.yieldStep >= 0 || r.bud == nil || r.bud.live {
 		r.m.unsent(reqs)
 		return nil
 	}

@@ -23,6 +23,17 @@ const arbitrationWait = 15 * time.Minute
 // (it is retried and resumes the arbitration, whose climb is journaled).
 func (r *jobRun) arbitrate(ctx context.Context, req *schemas.ArbitrationRequest) error {
 	m := r.m
+	// What it may cost is held on the job's budget and its tenant's day
+	// first (budget.go), and the judge spends no more: an arbitration
+	// the limits cannot hold is not asked for, a person decides.
+	held, err := r.reserveArbitration(ctx, req.Step)
+	switch {
+	case errors.Is(err, errNoArbitration):
+		return r.do(ctx, m.needsHuman(fmt.Sprintf("the step gets no arbitration: %v; raise the job's budget or the tenant's spend per day and resume the job to ask the panel", err)))
+	case err != nil:
+		return err
+	}
+	req.BudgetUSD, m.arbCap = held.USD(), held.USD()
 	actx, cancel := context.WithCancelCause(ctx)
 	stop := r.cancelOnControl(actx, cancel, m.step)
 	tctx, tcancel := context.WithTimeout(actx, arbitrationWait)
@@ -34,7 +45,17 @@ func (r *jobRun) arbitrate(ctx context.Context, req *schemas.ArbitrationRequest)
 	cancel(nil)
 	switch {
 	case err == nil:
-		return r.event(ctx, func(now time.Time) ([]action, error) { return m.arbitrated(now, d) })
+		r.sync()
+		acts, aerr := m.arbitrated(time.Now(), d)
+		// What it cost is in the figures now: spent, and its hold
+		// released, before the next step's wave reserves.
+		if err := r.settleArbitration(ctx, req.Step); err != nil {
+			return err
+		}
+		if err := r.do(ctx, acts); err != nil {
+			return err
+		}
+		return aerr
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case controlled:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/plan"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -21,21 +22,29 @@ import (
 // of what they can cost on its budget and on its tenant's spend for the
 // day, in Redis, both or neither: every prompt token at most one per byte
 // plus the chat format's overhead, every reply max_output_tokens, priced
-// at the job's pricing (the stronger model's on an escalated step). When
-// results are handled, the reservations of the samples answered are
-// released and the job's cost so far (its figures, priced as the report
-// prices them) is spent. So what a job spends, and what its report says
+// at the fleet's price of the model each request names (pricing.go; never
+// the job's own pricing). When results are handled, the reservations of
+// the samples answered are released and the job's cost so far (its
+// figures: every answer priced as it was counted, and the judge's
+// arbitrations) is spent. So what a job spends, and what its report says
 // it cost, never exceeds a budget: every token it counts was reserved
-// first, whichever coordinators run the tenant's jobs.
+// first, whichever coordinators run the tenant's jobs. An arbitration
+// reserves Config.ArbitrationReserveUSD before the judge is asked, and the
+// judge caps the call at it (arbitrate.go).
 //
-// Every run of a priced job claims its budget first (openBudget), before
-// anything else: what an earlier owner left reserved (a coordinator
-// killed with requests out) is released, whether or not this run
-// publishes anything, and older owners are fenced out. A job with no
-// budget of its own whose tenant has no spend per day reserves nothing:
-// its cost is spent about once a second and at the end (the day's and
-// the job's spent figures stay current), and it starts reserving once a
-// limit appears (its cost so far spent first).
+// A job under a limit runs only work the fleet's price table prices: a
+// request naming a model the table does not price (or the voters' own,
+// without a default record) is never published; the job pauses as
+// budget_exhausted, saying which model (a price removed mid-job does the
+// same). Nothing under a limit runs unpriced.
+//
+// Every run claims its budget first (openBudget), before anything else:
+// what an earlier owner left reserved (a coordinator killed with requests
+// out) is released, whether or not this run publishes anything, and older
+// owners are fenced out. A job with no budget of its own whose tenant has
+// no spend per day reserves nothing: its cost is spent about once a second
+// and at the end (the day's and the job's spent figures stay current), and
+// it starts reserving once a limit appears (its cost so far spent first).
 //
 // A reservation refused because reservations in flight stand in the way
 // (they may settle for less) waits: the requests are not published yet
@@ -59,6 +68,10 @@ var errBudgetBusy = errors.New("coordinator: budget busy")
 // errPaused: the job's owner releases the lease as for a pause.
 var errBudgetExhausted = fmt.Errorf("%w: budget exhausted", errPaused)
 
+// errNoArbitration: the job's budget or its tenant's day cannot hold what
+// an arbitration may cost; a person decides the step instead.
+var errNoArbitration = errors.New("coordinator: no room for an arbitration")
+
 // jobBudget is a job's side of the budgets while this coordinator runs it.
 type jobBudget struct {
 	budgets *quota.Budgets
@@ -81,11 +94,6 @@ type jobBudget struct {
 	// holds are the reservations of published requests not answered yet,
 	// by sample id.
 	holds map[string]hold
-	// bound caches the cost bound of a request, for the job's model and
-	// the stronger one, by the request's prompt bound and
-	// max_output_tokens (boundAt).
-	boundAt                [2]int64
-	boundBase, boundStrong quota.Nano
 	// the last figures Redis returned
 	figs quota.Figures
 }
@@ -104,10 +112,6 @@ type hold struct {
 	due    time.Time // its answer is overdue from then (it may still come)
 }
 
-// priced reports whether budgets apply to the job: without pricing its
-// samples cost nothing the fleet can count.
-func (r *jobRun) priced() bool { return r.spec.Pricing != nil }
-
 // jobBudget returns the job's budget state, creating it on first use.
 func (r *jobRun) budget() (*jobBudget, error) {
 	if r.bud != nil {
@@ -117,7 +121,7 @@ func (r *jobRun) budget() (*jobBudget, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.bud = &jobBudget{budgets: b, token: r.token, holds: map[string]hold{}, boundAt: [2]int64{-1, -1}}
+	r.bud = &jobBudget{budgets: b, token: r.token, holds: map[string]hold{}}
 	return r.bud, nil
 }
 
@@ -128,14 +132,11 @@ const (
 	lookEvery  = time.Second
 )
 
-// openBudget claims a priced job's budget at the start of a run, before
+// openBudget claims the job's budget at the start of a run, before
 // anything else: what earlier owners left reserved is released even when
 // this run never publishes (the job ends, is cancelled, or waits for a
 // person), so another job of the tenant never waits on it.
 func (r *jobRun) openBudget(ctx context.Context) error {
-	if !r.priced() {
-		return nil
-	}
 	b, err := r.budget()
 	if err != nil {
 		return err
@@ -199,66 +200,40 @@ func (r *jobRun) dayLimit(ctx context.Context) (quota.Nano, error) {
 // budget_exhausted (checkpointed, status and registry written); the
 // caller returns it. Any other error fails the job's run.
 func (r *jobRun) reserve(ctx context.Context, reqs []*schemas.SampleRequest) error {
-	if !r.priced() || len(reqs) == 0 {
+	if len(reqs) == 0 {
 		return nil
 	}
-	b, err := r.budget()
-	if err != nil {
-		return err
-	}
-	if err := r.claim(ctx, b); err != nil {
-		return err
-	}
-	limit, err := r.dayLimit(ctx)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	if !b.live {
-		switch on, err := r.limited(ctx, b, limit, now); {
-		case err != nil:
-			return err
-		case !on:
-			return nil // nothing to hold the cost to: publish
-		}
-		// A limit applies from now on: what the job counted without
-		// reserving is spent first, so the limits see it.
-		if err := r.settleIDs(ctx, nil); err != nil {
-			return err
-		}
-		b.live = true
+	b, limit, now, err := r.goLive(ctx)
+	if err != nil || !b.live {
+		return err // nil: nothing to hold the cost to, publish
 	}
 	amounts := make([]quota.Nano, len(reqs))
 	var total quota.Nano
 	for i, req := range reqs {
-		if amounts[i], err = r.bound(b, req); err != nil {
+		amount, priced, err := r.bound(req)
+		if err != nil {
 			return err
 		}
-		total += amounts[i]
+		if !priced {
+			return r.exhausted(ctx, pricing.Unpriced([]string{pricing.Name(req.Model)}, r.under(b, limit)))
+		}
+		amounts[i] = amount
+		total += amount
 	}
 	if total <= 0 {
 		return nil // free prices
 	}
 	day := quota.Day(now)
-	b.took = true // also when the reply is lost: the end releases it
-	f, err := b.budgets.Reserve(ctx, quota.Reservation{
-		Job: r.ref, Token: r.token, ID: b.id(), Day: day, Amount: total,
-		JobLimit: quota.USD(r.spec.BudgetUSD), DayLimit: limit,
-	})
-	var refusal *quota.Refusal
+	refusal, err := r.take(ctx, b, day, total, limit)
 	switch {
-	case err == nil:
-		b.figs, b.busySince = f, time.Time{}
+	case err != nil:
+		return err
+	case refusal == nil:
 		for i, req := range reqs {
 			b.holds[req.SampleID] = hold{day: day, amount: amounts[i], due: now.Add(r.m.timeout(req.Attempt))}
 		}
 		return nil
-	case errors.Is(err, quota.ErrStale):
-		return fmt.Errorf("%w: %v", errLeaseLost, err)
-	case !errors.As(err, &refusal):
-		return err
 	}
-	b.figs = refusal.Figures
 	if refusal.Busy {
 		waiting := !b.busySince.IsZero()
 		if b.waitFor(refusal.Scope, now, 2*r.m.timeout(0)) {
@@ -269,6 +244,114 @@ func (r *jobRun) reserve(ctx context.Context, reqs []*schemas.SampleRequest) err
 		}
 	}
 	return r.exhausted(ctx, refusal)
+}
+
+// goLive readies the job's budget for a reservation: claimed, with the
+// tenant's spend per day now (limit). Once a limit applies (live), the job
+// reserves before it publishes: what it counted without reserving is
+// spent first, so the limits see it, and a job whose models the fleet's
+// table does not all price pauses as budget_exhausted (an error wrapping
+// errBudgetExhausted) before anything more is published.
+func (r *jobRun) goLive(ctx context.Context) (b *jobBudget, limit quota.Nano, now time.Time, err error) {
+	if b, err = r.budget(); err != nil {
+		return nil, 0, now, err
+	}
+	if err := r.claim(ctx, b); err != nil {
+		return nil, 0, now, err
+	}
+	if limit, err = r.dayLimit(ctx); err != nil {
+		return nil, 0, now, err
+	}
+	now = time.Now()
+	if b.live {
+		return b, limit, now, nil
+	}
+	switch on, err := r.limited(ctx, b, limit, now); {
+	case err != nil:
+		return nil, 0, now, err
+	case !on:
+		return b, limit, now, nil
+	}
+	table, _ := r.c.prices.Table()
+	if missing := pricing.Missing(table, &r.spec); len(missing) > 0 {
+		return nil, 0, now, r.exhausted(ctx, pricing.Unpriced(missing, r.under(b, limit)))
+	}
+	if err := r.settleIDs(ctx, nil); err != nil {
+		return nil, 0, now, err
+	}
+	b.live = true
+	return b, limit, now, nil
+}
+
+// under names the limits the job is under now: its budget (its spec's, or
+// one set in Redis since) and its tenant's spend per day.
+func (r *jobRun) under(b *jobBudget, dayLimit quota.Nano) string {
+	budget := max(b.jobLimit, quota.USD(r.spec.BudgetUSD))
+	return pricing.Under(r.spec.Tenant, budget.USD(), dayLimit.USD())
+}
+
+// arbitrationHold names the hold of step's arbitration among the job's
+// reservations.
+func arbitrationHold(step int64) string { return "arbitration/" + strconv.FormatInt(step, 10) }
+
+// reserveArbitration reserves what an arbitration of step may cost
+// (Config.ArbitrationReserveUSD) on the job's budget and its tenant's day,
+// when a limit applies, and returns it: the judge is told to spend no
+// more. 0: no limit applies and nothing is reserved (the arbitration's
+// cost is spent once the judge reports it). An error wrapping
+// errNoArbitration, saying why, when the budget or the day cannot hold
+// it: the step gets no arbitration, a person decides it.
+func (r *jobRun) reserveArbitration(ctx context.Context, step int64) (quota.Nano, error) {
+	b, limit, now, err := r.goLive(ctx)
+	if err != nil || !b.live {
+		return 0, err
+	}
+	id := arbitrationHold(step)
+	if h, ok := b.holds[id]; ok {
+		return h.amount, nil // asked again (a pause, a takeover): held already
+	}
+	amount, day := quota.USD(r.c.cfg.ArbitrationReserveUSD), quota.Day(now)
+	switch refusal, err := r.take(ctx, b, day, amount, limit); {
+	case err != nil:
+		return 0, err
+	case refusal != nil:
+		return 0, fmt.Errorf("%w: an arbitration may cost up to %v, and %v", errNoArbitration, amount, refusal)
+	}
+	b.holds[id] = hold{day: day, amount: amount, due: now.Add(arbitrationWait)}
+	return amount, nil
+}
+
+// take reserves amount on the job's budget and its tenant's day (limit:
+// its spend per day now), both or neither: a refusal (the figures kept)
+// says why not; an error wrapping errLeaseLost means a later owner holds
+// the job. The caller files the hold.
+func (r *jobRun) take(ctx context.Context, b *jobBudget, day string, amount, limit quota.Nano) (*quota.Refusal, error) {
+	b.took = true // also when the reply is lost: the end releases it
+	f, err := b.budgets.Reserve(ctx, quota.Reservation{
+		Job: r.ref, Token: r.token, ID: b.id(), Day: day, Amount: amount,
+		JobLimit: quota.USD(r.spec.BudgetUSD), DayLimit: limit,
+	})
+	var refusal *quota.Refusal
+	switch {
+	case err == nil:
+		b.figs, b.busySince = f, time.Time{}
+		return nil, nil
+	case errors.Is(err, quota.ErrStale):
+		return nil, fmt.Errorf("%w: %v", errLeaseLost, err)
+	case errors.As(err, &refusal):
+		b.figs = refusal.Figures
+		return refusal, nil
+	}
+	return nil, err
+}
+
+// settleArbitration releases step's arbitration hold and spends the job's
+// cost so far, which holds what the arbitration cost.
+func (r *jobRun) settleArbitration(ctx context.Context, step int64) error {
+	if r.bud == nil {
+		return nil
+	}
+	return r.settleIDs(ctx, []string{arbitrationHold(step)})
 }
 
 // waitFor reports whether a busy refusal is worth waiting on: the job's
@@ -294,42 +377,45 @@ func (b *jobBudget) waitFor(scope string, now time.Time, patience time.Duration)
 	return now.Sub(b.busySince) < patience
 }
 
-// bound is the cost bound of req: the bound of the prompt the voter
-// builds for it (claims.go: the same bound its answer's claims are held
-// to) and max_output_tokens out, at the job's pricing, or the stronger
-// model's for a request to it.
-func (r *jobRun) bound(b *jobBudget, req *schemas.SampleRequest) (quota.Nano, error) {
+// bound is the cost bound of req at the fleet's price of the model it
+// names: the bound of the prompt the voter builds for it (claims.go: the
+// same bound its answer's claims are held to) and max_output_tokens out.
+// priced is false when the fleet's table does not price that model.
+func (r *jobRun) bound(req *schemas.SampleRequest) (amount quota.Nano, priced bool, err error) {
 	prompt, err := r.m.promptBound(req)
 	if err != nil {
-		return 0, fmt.Errorf("coordinator: the prompt of step %d, to bound its cost: %w", req.Step, err)
+		return 0, false, fmt.Errorf("coordinator: the prompt of step %d, to bound its cost: %w", req.Step, err)
 	}
-	if at := [2]int64{prompt, int64(req.MaxOutputTokens)}; b.boundAt != at {
-		b.boundBase = quota.Cost(r.spec.Pricing, prompt, int64(req.MaxOutputTokens))
-		b.boundStrong = quota.Cost(r.strongerPricing(), prompt, int64(req.MaxOutputTokens))
-		b.boundAt = at
+	p, ok := r.fleetPrice(req.Model)
+	if !ok {
+		return 0, false, nil
 	}
-	if req.Model != "" {
-		return b.boundStrong, nil
-	}
-	return b.boundBase, nil
+	return quota.Cost(&p, prompt, int64(req.MaxOutputTokens)), true, nil
 }
 
-// strongerPricing prices the stronger model's tokens: its own pricing,
-// else the job's (as the report does).
-func (r *jobRun) strongerPricing() *schemas.Pricing {
-	if e := r.spec.Escalation; e != nil && e.StrongerPricing != nil {
-		return e.StrongerPricing
-	}
-	return r.spec.Pricing
+// fleetPrice is the fleet's price of a sample whose request names model
+// ("": the voters' own, the default record), from its table now.
+func (r *jobRun) fleetPrice(model string) (schemas.Pricing, bool) {
+	t, _ := r.c.prices.Table()
+	return t.Price(model)
 }
 
-// cost is what the job's figures cost so far, rounded up to a whole
-// nano-dollar: the amount its report prices (samples; not the judge's
-// arbitrations).
+// priceOf prices the job's answers for its machine (pricing.Of on the
+// fleet's table now).
+func (r *jobRun) priceOf(model string, stronger bool) (schemas.Pricing, pricing.Source) {
+	t, _ := r.c.prices.Table()
+	return pricing.Of(t, &r.spec, model, stronger)
+}
+
+// cost is what the job's figures cost so far at the fleet's prices, in
+// whole nano-dollars: its answers, each priced as it was counted, and the
+// judge's arbitrations (rounded up). What its report says it cost.
 func (r *jobRun) cost() quota.Nano {
+	if r.m == nil {
+		return 0 // the run failed before its machine was made
+	}
 	f := &r.m.acct.Figures
-	return quota.Cost(r.spec.Pricing, f.PromptTokens-f.StrongerPromptTokens, f.CompletionTokens-f.StrongerCompletionTokens) +
-		quota.Cost(r.strongerPricing(), f.StrongerPromptTokens, f.StrongerCompletionTokens)
+	return quota.Nano(f.SampleCostNanoUSD) + quota.USDUp(f.ArbiterCostUSD)
 }
 
 // settleBatch is called once a batch of result messages is handled, with
@@ -343,7 +429,7 @@ func (r *jobRun) cost() quota.Nano {
 // A job that reserves nothing (no limit applies) spends its cost about
 // once per spendEvery instead.
 func (r *jobRun) settleBatch(ctx context.Context, msgs []jetstream.Msg, settled []bool) error {
-	if !r.priced() || r.bud == nil {
+	if r.bud == nil {
 		return nil
 	}
 	if b := r.bud; !b.live {
@@ -441,9 +527,6 @@ func spendPlan(spent, cost quota.Nano, released map[string]quota.Nano, today str
 // nothing since, there is nothing to release. Failures are logged: the
 // next run's claim releases what is left.
 func (r *jobRun) releaseBudget(ctx context.Context) {
-	if !r.priced() {
-		return
-	}
 	b, err := r.budget()
 	if err != nil {
 		r.log.Warn("release the job's reservations; the next owner does", "err", err)
@@ -468,11 +551,12 @@ func (r *jobRun) releaseBudget(ctx context.Context) {
 	b.claimed, b.took, b.figs.Job, b.jobLimit = true, false, a, a.Limit
 }
 
-// exhausted pauses the job as budget_exhausted for refusal: its cost so
-// far spent, checkpointed, its reservations released, its status saying
-// what finishing is expected to cost, paused in the registry (so no
-// coordinator takes it until it is resumed).
-func (r *jobRun) exhausted(ctx context.Context, refusal *quota.Refusal) error {
+// exhausted pauses the job as budget_exhausted for why (a refused
+// reservation, or work the fleet does not price): its cost so far spent,
+// checkpointed, its reservations released, its status saying why and what
+// finishing is expected to cost, paused in the registry (so no coordinator
+// takes it until it is resumed).
+func (r *jobRun) exhausted(ctx context.Context, why error) error {
 	r.m.dropAhead(0) // nothing ahead is kept across a pause
 	if err := r.settleIDs(ctx, nil); err != nil {
 		return err
@@ -482,20 +566,24 @@ func (r *jobRun) exhausted(ctx context.Context, refusal *quota.Refusal) error {
 	}
 	r.releaseBudget(ctx)
 	finish := r.finishCost()
-	r.log.Warn("budget exhausted: the job pauses until its budget is raised and it is resumed",
-		"why", refusal.Error(), "finish_cost_usd", finish)
+	if errors.Is(why, pricing.ErrUnpriced) {
+		r.log.Warn("unpriced work: the job pauses until the fleet prices it and it is resumed", "why", why.Error())
+	} else {
+		r.log.Warn("budget exhausted: the job pauses until its budget is raised and it is resumed",
+			"why", why.Error(), "finish_cost_usd", finish)
+	}
 	if _, err := jobs.Control(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.ControlPause); err != nil {
 		if !errors.Is(err, jobs.ErrFinished) {
 			return err
 		}
 		// Being cancelled: the next owner ends it so.
-		return fmt.Errorf("%w: %v", errBudgetExhausted, refusal)
+		return fmt.Errorf("%w: %v", errBudgetExhausted, why)
 	}
-	r.publishBudgetStatus(ctx, finish)
+	r.publishBudgetStatus(ctx, finish, why.Error())
 	if err := jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StateBudgetExhausted); err != nil {
 		return err
 	}
-	return fmt.Errorf("%w: %v", errBudgetExhausted, refusal)
+	return fmt.Errorf("%w: %v", errBudgetExhausted, why)
 }
 
 // finishCost is what finishing the job is expected to cost from here:
@@ -520,24 +608,25 @@ func (r *jobRun) finishCost() float64 {
 	perStep := plan.ExpectedVotes(p, m.k()) / v
 	var perSample float64
 	if n := m.acct.Samples + m.acct.LateSamples + m.acct.SkippedSamples + m.acct.CancelledSamples; n > 0 {
-		perSample = r.cost().USD() / float64(n)
-	} else if b := r.bud; b != nil {
-		perSample = b.boundBase.USD()
+		perSample = quota.Nano(m.acct.SampleCostNanoUSD).USD() / float64(n)
+	} else if p, ok := r.fleetPrice(""); ok {
+		// No answer counted yet: the bound of the largest request sent.
+		perSample = quota.Cost(&p, m.claims.topPrompt, int64(r.spec.MaxOutputTokens)).USD()
 	}
 	return float64(left) * perStep * perSample
 }
 
 // publishBudgetStatus stores the job's status as budget_exhausted: no
-// owner, what it spent, and what finishing is expected to cost.
-func (r *jobRun) publishBudgetStatus(ctx context.Context, finish float64) {
+// owner, what it spent, what finishing is expected to cost, and why.
+func (r *jobRun) publishBudgetStatus(ctx context.Context, finish float64, why string) {
 	st := r.status(schemas.StateBudgetExhausted)
-	st.Coordinator, st.FinishCostUSD = "", finish
+	st.Coordinator, st.FinishCostUSD, st.Reason = "", finish, why
 	r.putStatus(ctx, &st)
 }
 
 // money is the job's spent and reserved figures for its status, as Redis
-// last returned them (zero without pricing, or before the job reserved
-// anything under this owner).
+// last returned them (zero before the job spent or reserved anything
+// under this owner).
 func (r *jobRun) money() (spent, reserved float64) {
 	if b := r.bud; b != nil {
 		return b.figs.Job.Spent.USD(), b.figs.Job.Reserved.USD()

@@ -24,8 +24,13 @@ import (
 	"github.com/makerfleet/makerfleet/voter"
 )
 
-// budgetPricing prices a token at a dollar per million, in and out.
+// budgetPricing prices a token at a dollar per million, in and out: the
+// fleet's default price in these tests (priceFleet).
 var budgetPricing = &schemas.Pricing{InputUSDPerMTok: 1, OutputUSDPerMTok: 1}
+
+// priceFleet sets budgetPricing as the fleet's default price: what the
+// voters' own model's samples cost.
+func priceFleet(env *fleettest.Env) { env.SetPrice("", *budgetPricing) }
 
 // sampleBound is the budgets' upper bound of one sample of a hanoi job
 // with disks disks, at budgetPricing, in dollars.
@@ -69,6 +74,15 @@ func awaitBudgetEnd(t *testing.T, env *fleettest.Env, spec schemas.JobSpec) budg
 		return err == nil && out.status.State == schemas.StateBudgetExhausted && rec.Control == schemas.ControlPause
 	}, "job %s neither ended nor paused as budget_exhausted", spec.JobID)
 	return out
+}
+
+// awaitUnderWay waits until spec has decided two steps.
+func awaitUnderWay(t *testing.T, env *fleettest.Env, spec schemas.JobSpec) {
+	t.Helper()
+	fleettest.Eventually(t, fleettest.JobTimeout, func() bool {
+		st, err := jobs.Status(context.Background(), env.Topo, spec.Tenant, spec.JobID)
+		return err == nil && st.Steps >= 2
+	}, "the job is under way")
 }
 
 func budgetsOf(t *testing.T, env *fleettest.Env) *quota.Budgets {
@@ -115,6 +129,7 @@ func budgetsUnderConcurrency(t *testing.T, limits schemas.TenantQuota) {
 	if _, err := quota.New(env.Topo).Set(ctx, limits); err != nil {
 		t.Fatal(err)
 	}
+	priceFleet(env)
 	env.StartCoordinator(coordinator.Config{ID: "coordinator-1"})
 	env.StartCoordinator(coordinator.Config{ID: "coordinator-2"})
 	sim := fleettest.StartSim(t, simllm.Config{Accuracy: 0.95, Seed: 3})
@@ -135,7 +150,7 @@ func budgetsUnderConcurrency(t *testing.T, limits schemas.TenantQuota) {
 		}
 		spec := fleettest.HanoiSpec(disks, 2, int64(50+i))
 		spec.Tenant, spec.JobID = tenant, fmt.Sprintf("budget-%02d", i)
-		spec.Pricing, spec.BudgetUSD = budgetPricing, budget
+		spec.BudgetUSD = budget
 		all = append(all, job{spec, disks})
 	}
 	day := quota.Day(time.Now())
@@ -216,9 +231,10 @@ func TestBudgetExhaustedResume(t *testing.T) {
 	ctx := context.Background()
 	const disks = 4
 	env, _, _ := simFleet(t, simllm.Config{Accuracy: 0.95, Seed: 8}, llm.Config{}, voter.Config{Concurrency: 8})
+	priceFleet(env)
 	bound := sampleBound(t, env, disks)
 	spec := fleettest.HanoiSpec(disks, 2, 77)
-	spec.Pricing, spec.BudgetUSD = budgetPricing, 4*bound
+	spec.BudgetUSD = 4 * bound
 	env.Submit(&spec)
 	out := awaitBudgetEnd(t, env, spec)
 	if out.rep != nil {
@@ -278,8 +294,9 @@ func TestBudgetDeadOwnerReservationReleased(t *testing.T) {
 	bound3 := sampleBound(t, env, 3)
 	dayLimit := 30 * bound3
 	setQuota(t, env, schemas.TenantQuota{Tenant: tenant, SpendPerDayUSD: dayLimit})
+	priceFleet(env)
 	dead := fleettest.HanoiSpec(3, 2, 1)
-	dead.Tenant, dead.JobID, dead.Pricing, dead.BudgetUSD = tenant, "dead", budgetPricing, 100*bound3
+	dead.Tenant, dead.JobID, dead.BudgetUSD = tenant, "dead", 100*bound3
 	env.Submit(&dead)
 	// What a coordinator SIGKILLed right after reserving a wave leaves
 	// (lease token 1): 29 sample bounds on the tenant's day.
@@ -309,7 +326,7 @@ func TestBudgetDeadOwnerReservationReleased(t *testing.T) {
 	}
 
 	next := fleettest.HanoiSpec(3, 2, 2)
-	next.Tenant, next.JobID, next.Pricing, next.BudgetUSD = tenant, "next", budgetPricing, 100*bound3
+	next.Tenant, next.JobID, next.BudgetUSD = tenant, "next", 100*bound3
 	env.Submit(&next)
 	out := awaitBudgetEnd(t, env, next)
 	if out.rep == nil {
@@ -332,6 +349,7 @@ func TestBudgetTenantBusyWaitBounded(t *testing.T) {
 	bound3 := sampleBound(t, env, 3)
 	dayLimit := 30 * bound3
 	setQuota(t, env, schemas.TenantQuota{Tenant: tenant, SpendPerDayUSD: dayLimit})
+	priceFleet(env)
 	b := budgetsOf(t, env)
 	ghost := store.JobRef{Tenant: tenant, JobID: "ghost"}
 	if _, err := b.Reserve(ctx, quota.Reservation{
@@ -341,7 +359,7 @@ func TestBudgetTenantBusyWaitBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := fleettest.HanoiSpec(3, 2, 3)
-	spec.Tenant, spec.Pricing, spec.SampleTimeoutMS = tenant, budgetPricing, 300
+	spec.Tenant, spec.SampleTimeoutMS = tenant, 300
 	env.Submit(&spec)
 	out := awaitBudgetEnd(t, env, spec)
 	if out.rep != nil {
@@ -377,11 +395,11 @@ func evalCalls(t *testing.T, env *fleettest.Env) int {
 	return n
 }
 
-// TestBudgetUnlimitedNoScripts: a job with pricing but no budget, whose
-// tenant has no spend per day, reserves nothing: its budget costs a few
-// Redis scripts per run (a claim at the start, a spend about once a second
-// and at the end), not some per step; what it spent is still in Redis, on
-// the job and on the tenant's day.
+// TestBudgetUnlimitedNoScripts: a job the fleet prices but with no budget,
+// whose tenant has no spend per day, reserves nothing: its budget costs a
+// few Redis scripts per run (a claim at the start, a spend about once a
+// second and at the end), not some per step; what it spent is still in
+// Redis, on the job and on the tenant's day.
 func TestBudgetUnlimitedNoScripts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -392,13 +410,14 @@ func TestBudgetUnlimitedNoScripts(t *testing.T) {
 	spec = fleettest.HanoiSpec(5, 2, 1)
 	rep := env.Run(&spec)
 	b := evalCalls(t, env)
+	priceFleet(env)
 	spec = fleettest.HanoiSpec(5, 2, 1)
-	spec.JobID, spec.Pricing = "priced", budgetPricing
+	spec.JobID = "priced"
 	day := quota.Day(time.Now())
 	priced := env.Run(&spec)
 	c := evalCalls(t, env)
 	extra, allowed := (c-b)-(b-a), 3+int(priced.WallSeconds)+1 // a spend a second
-	t.Logf("steps %d: scripts without pricing %d, with pricing and no budget %d", rep.Steps, b-a, c-b)
+	t.Logf("steps %d: scripts without a price %d, with the fleet's price and no budget %d", rep.Steps, b-a, c-b)
 	if extra > allowed {
 		t.Errorf("a job without any budget ran %d more Redis scripts (%.1f a step) for its pricing, want at most %d",
 			extra, float64(extra)/float64(rep.Steps), allowed)
@@ -418,21 +437,18 @@ func TestBudgetUnlimitedNoScripts(t *testing.T) {
 	}
 }
 
-// TestBudgetLimitSetLive: a priced job without a budget starts reserving
-// when its tenant gets a spend per day while it runs: set below what it
-// already spent, it pauses as budget_exhausted.
+// TestBudgetLimitSetLive: a job the fleet prices, without a budget,
+// starts reserving when its tenant gets a spend per day while it runs: set
+// below what it already spent, it pauses as budget_exhausted.
 func TestBudgetLimitSetLive(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	env, _, _ := simFleet(t, simllm.Config{Accuracy: 1, Seed: 6, Latency: 20 * time.Millisecond}, llm.Config{}, voter.Config{Concurrency: 8})
 	const tenant = "later"
+	priceFleet(env)
 	spec := fleettest.HanoiSpec(6, 2, 4)
-	spec.Tenant, spec.Pricing = tenant, budgetPricing
+	spec.Tenant = tenant
 	env.Submit(&spec)
-	fleettest.Eventually(t, fleettest.JobTimeout, func() bool {
-		st, err := jobs.Status(ctx, env.Topo, tenant, spec.JobID)
-		return err == nil && st.Steps >= 2
-	}, "the job is under way")
+	awaitUnderWay(t, env, spec)
 	setQuota(t, env, schemas.TenantQuota{Tenant: tenant, SpendPerDayUSD: sampleBound(t, env, 6) / 2})
 	out := awaitBudgetEnd(t, env, spec)
 	if out.rep != nil {

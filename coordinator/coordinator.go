@@ -17,6 +17,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/lease"
 	"github.com/makerfleet/makerfleet/internal/metrics"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -63,6 +64,13 @@ type Config struct {
 	// requests its quotas deferred (a token bucket's next token may come
 	// later). Default 10ms.
 	AdmitRetry time.Duration
+	// ArbitrationReserveUSD is what a job under a limit (its budget, or
+	// its tenant's spend per day) holds on it before asking the judge's
+	// panel to arbitrate a step, in US dollars: the judge is told to
+	// spend no more, and a job whose limits cannot hold it gets no
+	// arbitration (a person decides the step). Default 1.00, the judge's
+	// default arbitration budget; at most schemas.MaxBudgetUSD.
+	ArbitrationReserveUSD float64
 	// RetentionInterval is how often the coordinator sweeps finished work
 	// past its retention policy (internal/retention; coordinators share
 	// one lease). Negative: never. Default 10m.
@@ -132,6 +140,12 @@ func (c *Config) defaults() error {
 	if c.AdmitRetry < time.Millisecond {
 		return fmt.Errorf("%w: AdmitRetry must be >= 1ms", ErrConfig)
 	}
+	if c.ArbitrationReserveUSD == 0 {
+		c.ArbitrationReserveUSD = 1
+	}
+	if !(c.ArbitrationReserveUSD > 0 && c.ArbitrationReserveUSD <= schemas.MaxBudgetUSD) {
+		return fmt.Errorf("%w: ArbitrationReserveUSD must be in (0, %d], got %v", ErrConfig, schemas.MaxBudgetUSD, c.ArbitrationReserveUSD)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -149,6 +163,7 @@ type Coordinator struct {
 	leases *lease.Manager
 	tasks  *taskreg.Registry // built-ins and the fleet's task specs; set by Run
 	fair   *fairness         // quotas, limits and fair shares (schedule.go, admit.go)
+	prices *pricing.Cache    // the fleet's price table (pricing.go); set by Run
 
 	mu      sync.Mutex
 	running map[string]bool // registry keys of the jobs this coordinator runs
@@ -171,7 +186,7 @@ func New(nc *nats.Conn, st *store.Store, cfg Config) (*Coordinator, error) {
 		return nil, fmt.Errorf("coordinator: jetstream: %w", err)
 	}
 	c := &Coordinator{cfg: cfg, nc: nc, js: js, store: st, log: cfg.Logger.With("coordinator", cfg.ID), running: map[string]bool{},
-		fair: newFairness(st, cfg)}
+		fair: newFairness(st, cfg), prices: pricing.NewCache(nil)}
 	cfg.Metrics.JobsRunning(func() int {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -206,7 +221,8 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if c.sampleKey, err = c.store.SampleKey(ctx); err != nil {
 		return err
 	}
-	// Quotas: a watch-fed cache of the quota bucket, until Run returns.
+	// Quotas and prices: watch-fed caches of their buckets, until Run
+	// returns.
 	stopFair, err := c.startFair(ctx, topo)
 	if err != nil {
 		return err
@@ -339,6 +355,11 @@ func (c *Coordinator) register(ctx context.Context, topo *bus.Topology, msg jets
 	if _, err := task.BindRef(ctx, c.tasks, jobs.TaskRef(spec), spec.Params); err != nil {
 		reason = err.Error()
 		rec.Finished, rec.State = true, schemas.StateFailed
+	} else if err := c.checkPriced(ctx, &spec); err != nil {
+		// Refused as the HTTP API refuses it at submit: under a limit,
+		// only work the fleet prices runs.
+		reason = "refused: " + err.Error()
+		rec.Finished, rec.State = true, schemas.StateFailed
 	}
 	if err := jobs.Register(ctx, topo, &rec); err != nil {
 		if errors.Is(err, jobs.ErrConflict) {
@@ -356,6 +377,21 @@ func (c *Coordinator) register(ctx context.Context, topo *bus.Topology, msg jets
 	}
 	_ = msg.Ack()
 	return nil
+}
+
+// checkPriced refuses a job under a limit (its budget, or its tenant's
+// spend per day) that may ask a model the fleet's price table does not
+// price (pricing.Check), at intake: nothing of it runs.
+func (c *Coordinator) checkPriced(ctx context.Context, spec *schemas.JobSpec) error {
+	q, err := c.tenantQuota(ctx, spec.Tenant)
+	if err != nil {
+		return nil // the run holds it to its limits all the same
+	}
+	t, err := c.prices.Current(ctx)
+	if err != nil {
+		return nil // likewise
+	}
+	return pricing.Check(t, spec, q.SpendPerDayUSD)
 }
 
 // failJob stores a failed report for spec.

@@ -104,6 +104,7 @@ func (m *machine) apply(e *schemas.JournalEntry, replay bool) error {
 			delete(m.strongerAt, at)
 		}
 	}
+	m.forgetAsked()
 	m.resetStep()
 	return nil
 }

@@ -70,10 +70,14 @@ func TestEscalationLadder(t *testing.T) {
 			spec.MaxSamplesPerStep = 5
 			pol := tc.policy
 			spec.Escalation = &pol
-			ownPrice := &schemas.Pricing{InputUSDPerMTok: 1, OutputUSDPerMTok: 2}
-			spec.Pricing = ownPrice
+			// The fleet's prices, not the job's claims (0 for both), price
+			// the samples.
+			ownPrice, strongPrice := &schemas.Pricing{InputUSDPerMTok: 1, OutputUSDPerMTok: 2}, &schemas.Pricing{InputUSDPerMTok: 10, OutputUSDPerMTok: 40}
+			env.SetPrice("", *ownPrice)
+			env.SetPrice("strong", *strongPrice)
+			spec.Pricing = &schemas.Pricing{}
 			if pol.StrongerModel != "" {
-				pol.StrongerPricing = &schemas.Pricing{InputUSDPerMTok: 10, OutputUSDPerMTok: 40}
+				pol.StrongerPricing = &schemas.Pricing{}
 			}
 
 			rep := env.Run(&spec)
@@ -93,9 +97,11 @@ func TestEscalationLadder(t *testing.T) {
 				t.Errorf("arbiter cost %v with %d arbiter decisions", rep.ArbiterCostUSD, tc.arbiters)
 			}
 			wantCost := ownPrice.Cost(rep.PromptTokens-rep.StrongerPromptTokens, rep.CompletionTokens-rep.StrongerCompletionTokens) +
-				pol.StrongerPricing.Cost(rep.StrongerPromptTokens, rep.StrongerCompletionTokens) + rep.ArbiterCostUSD
-			if math.Abs(rep.CostUSD-wantCost) > 1e-12 || rep.CostUSD <= ownPrice.Cost(rep.PromptTokens, rep.CompletionTokens) {
-				t.Errorf("cost %v, want %v: the stronger model or the panel priced at the job's price", rep.CostUSD, wantCost)
+				strongPrice.Cost(rep.StrongerPromptTokens, rep.StrongerCompletionTokens) + rep.ArbiterCostUSD
+			// Each answer is priced on its own, rounded up to a nano-dollar.
+			if math.Abs(rep.CostUSD-wantCost) > 1e-9*float64(rep.Samples+rep.WastedSamples+1) || rep.CostUSD <= ownPrice.Cost(rep.PromptTokens, rep.CompletionTokens) ||
+				rep.UnverifiedCostUSD != 0 {
+				t.Errorf("cost %v (unverified %v), want %v: the stronger model or the panel priced at the job's price", rep.CostUSD, rep.UnverifiedCostUSD, wantCost)
 			}
 			if rep.Escalations != tc.escal || rep.ArbiterDecisions != tc.arbiters {
 				t.Errorf("escalations %d, arbiter decisions %d; want %d, %d", rep.Escalations, rep.ArbiterDecisions, tc.escal, tc.arbiters)

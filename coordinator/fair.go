@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -59,22 +60,29 @@ func newFairness(st *store.Store, cfg Config) *fairness {
 	}
 }
 
-// startFair binds the quota bucket, loads the limiter's scripts and starts
-// the quota watch; stop ends the watch and waits for it.
+// startFair binds the quota and price buckets, loads the limiter's
+// scripts and starts both watches; stop ends them and waits for them.
 func (c *Coordinator) startFair(ctx context.Context, topo *bus.Topology) (stop func(), err error) {
 	c.fair.quotas = quota.New(topo)
+	c.prices = pricing.NewCache(topo.Prices)
 	if err := c.fair.limiter.Load(ctx); err != nil {
 		return nil, err
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	if err := c.fair.quotas.Start(wctx); err != nil {
-		cancel()
-		return nil, fmt.Errorf("coordinator: quotas: %w", err)
-	}
-	return func() {
+	stop = func() {
 		cancel()
 		c.fair.quotas.Wait()
-	}, nil
+		c.prices.Wait()
+	}
+	if err := c.fair.quotas.Start(wctx); err != nil {
+		stop()
+		return nil, fmt.Errorf("coordinator: quotas: %w", err)
+	}
+	if err := c.prices.Start(wctx); err != nil {
+		stop()
+		return nil, fmt.Errorf("coordinator: prices: %w", err)
+	}
+	return stop, nil
 }
 
 // tenantQuota is the tenant's quota record (from the watch-fed cache).

@@ -102,6 +102,7 @@ func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int6
 		token: token, owner: c.cfg.ID, checkpointEvery: c.cfg.CheckpointEvery, crashAt: crashAt, log: r.log,
 		sampleKey: c.sampleKey,
 	})
+	r.m.price = r.priceOf // pricing.go
 	r.initMetrics()
 	r.m.tok.on = r.met.t != nil
 	defer r.flushTokens()

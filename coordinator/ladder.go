@@ -138,12 +138,16 @@ func (m *machine) arbitrate() []action {
 // task cannot evaluate (a spec's next expression failing) fails the job,
 // as a vote's would.
 func (m *machine) arbitrated(now time.Time, d *schemas.ArbiterDecision) ([]action, error) {
+	d = m.billable(d)
 	if d.Outcome != schemas.ArbiterDecided {
+		m.billPanel(d)
 		return m.needsHuman(d.Reason), nil
 	}
 	if _, err := m.inst.Next(m.state, task.Vote{Key: d.VoteKey}); errors.Is(err, task.ErrEval) {
+		m.billPanel(d)
 		return m.failEval(err), nil
 	} else if err != nil {
+		m.billPanel(d)
 		return m.needsHuman(fmt.Sprintf("the judge's choice %q is not a move the task can take: %v", d.VoteKey, err)), nil
 	}
 	m.log.Warn("arbiter decision", "step", m.step, "vote_key", d.VoteKey, "confidence", d.Confidence, "judge", d.JudgeModel)
@@ -151,6 +155,33 @@ func (m *machine) arbitrated(now time.Time, d *schemas.ArbiterDecision) ([]actio
 	e.VoteKey, e.Rung, e.Prior, e.Arbiter = d.VoteKey, schemas.RungPanel, m.prior, d
 	// The last rung's answers, recorded under this epoch, stay known.
 	return m.commit(now, &e, m.counters.Next)
+}
+
+// billable is d as the job is billed for it: its cost at most what the
+// shell reserved for the arbitration (the judge was told to spend no
+// more; a job is never billed beyond its limits).
+func (m *machine) billable(d *schemas.ArbiterDecision) *schemas.ArbiterDecision {
+	if m.arbCap <= 0 || d.CostUSD <= m.arbCap {
+		return d
+	}
+	m.log.Warn("the judge reported more than the arbitration's budget: the job is billed its budget",
+		"step", m.step, "cost_usd", d.CostUSD, "budget_usd", m.arbCap)
+	c := *d
+	c.CostUSD = m.arbCap
+	return &c
+}
+
+// billPanel adds what an arbitration that decides nothing cost to the
+// figures, once: asked again after a pause or a takeover, the judge gives
+// the same stored answer (its request id is the step's), which the
+// figures hold already (panelBilled, kept by the checkpoint). A decided
+// arbitration is billed by its journal entry instead (countDecision).
+func (m *machine) billPanel(d *schemas.ArbiterDecision) {
+	if d.CostUSD <= 0 || d.RequestID == m.panelBilled {
+		return
+	}
+	m.acct.ArbiterCostUSD += d.CostUSD
+	m.panelBilled = d.RequestID
 }
 
 // person records a person's answer (maker decide) for the open step, as

@@ -58,6 +58,18 @@ type machine struct {
 	// (step, epoch) pairs sampled by the stronger model, so its answers'
 	// tokens, late ones included, are priced as its own
 	strongerAt map[[2]int64]bool
+	// price prices an answer's tokens (pricing.go; nil: nothing is
+	// priced); asked is the decorrelation model each such request named;
+	// unpricedSeen the models said to be unpriced already
+	price        priceFunc
+	asked        map[sampleAt]string
+	unpricedSeen map[string]bool
+	// arbCap is what the open step's arbitration may be billed (what the
+	// shell reserved for it; 0: no cap); panelBilled the arbitration
+	// request whose cost the figures hold already though it decided
+	// nothing (ladder.go)
+	arbCap      float64
+	panelBilled string
 
 	// the open step
 	dispatched int              // indices published (0 … dispatched-1)

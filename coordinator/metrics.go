@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/makerfleet/makerfleet/internal/metrics"
+	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -11,11 +12,10 @@ import (
 // Metrics: then every hook returns at once) and the waves of sample
 // requests the open step published.
 type jobMetrics struct {
-	t         *metrics.CoordinatorTenant
-	waveStep  int64
-	waves     int
-	strongerP *schemas.Pricing
-	pending   func() // counts the entry in flight (journal Start), once stored
+	t        *metrics.CoordinatorTenant
+	waveStep int64
+	waves    int
+	pending  func() // counts the entry in flight (journal Start), once stored
 }
 
 // initMetrics takes the job's handles from the coordinator's metrics.
@@ -25,10 +25,6 @@ func (r *jobRun) initMetrics() {
 		return
 	}
 	r.met.waveStep = -1
-	r.met.strongerP = r.spec.Pricing
-	if e := r.spec.Escalation; e != nil && e.StrongerPricing != nil {
-		r.met.strongerP = e.StrongerPricing
-	}
 }
 
 // noteSent counts a wave of sample requests published.
@@ -132,7 +128,8 @@ func (r *jobRun) countStored() {
 func (r *jobRun) flushTokens() { r.takeTokens()() }
 
 // takeTokens takes the tokens the machine tallied since the last take,
-// priced as the report prices them; the function returned counts them.
+// at the fleet's prices as the report counts them; the function returned
+// counts them.
 func (r *jobRun) takeTokens() func() {
 	mt := &r.met
 	if mt.t == nil || r.m == nil {
@@ -144,12 +141,8 @@ func (r *jobRun) takeTokens() func() {
 		usd                float64
 	}
 	var all []taken
-	r.m.tok.drain(func(model string, stronger bool, prompt, completion int64) {
-		p := r.spec.Pricing
-		if stronger {
-			p = mt.strongerP
-		}
-		all = append(all, taken{model, prompt, completion, p.Cost(prompt, completion)})
+	r.m.tok.drain(func(model string, prompt, completion int64, cost quota.Nano) {
+		all = append(all, taken{model, prompt, completion, cost.USD()})
 	})
 	t := mt.t
 	return func() {
@@ -172,10 +165,14 @@ type tokenKey struct {
 	stronger bool
 }
 
-type tokenCount struct{ prompt, completion, sentPrompt, sentCompletion int64 }
+type tokenCount struct {
+	prompt, completion, sentPrompt, sentCompletion int64
+	cost, sentCost                                 quota.Nano
+}
 
-// add adds (or, negative, takes back) an answer's tokens.
-func (t *tokenTally) add(model string, stronger bool, prompt, completion int64) {
+// add adds (or, negative, takes back) an answer's tokens and what the
+// fleet priced them at.
+func (t *tokenTally) add(model string, stronger bool, prompt, completion int64, cost quota.Nano) {
 	if !t.on {
 		return
 	}
@@ -193,19 +190,21 @@ func (t *tokenTally) add(model string, stronger bool, prompt, completion int64) 
 	}
 	c.prompt += prompt
 	c.completion += completion
+	c.cost += cost
 }
 
 // drain hands fn what grew since the last drain. A count that went down
 // (tokens taken back) stays pending, set off against later ones: a
 // counter never goes down.
-func (t *tokenTally) drain(fn func(model string, stronger bool, prompt, completion int64)) {
+func (t *tokenTally) drain(fn func(model string, prompt, completion int64, cost quota.Nano)) {
 	for k, c := range t.byModel {
-		p, cc := max(c.prompt-c.sentPrompt, 0), max(c.completion-c.sentCompletion, 0)
-		if p == 0 && cc == 0 {
+		p, cc, usd := max(c.prompt-c.sentPrompt, 0), max(c.completion-c.sentCompletion, 0), max(c.cost-c.sentCost, 0)
+		if p == 0 && cc == 0 && usd == 0 {
 			continue
 		}
 		c.sentPrompt += p
 		c.sentCompletion += cc
-		fn(k.model, k.stronger, p, cc)
+		c.sentCost += usd
+		fn(k.model, p, cc, usd)
 	}
 }

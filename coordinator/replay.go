@@ -30,6 +30,7 @@ func (m *machine) restore(c *schemas.Checkpoint) error {
 	m.acct.reset(c.Progress.Figures)
 	m.step = c.Step
 	m.climb(c.Rung, c.Prior)
+	m.panelBilled = c.PanelBilled
 	m.resetStep()
 	m.restoreReliability(c.Receipt)
 	return nil
@@ -95,6 +96,6 @@ func (m *machine) snapshot(seq uint64, started time.Time) (*schemas.Checkpoint, 
 		Header: schemas.NewHeader(schemas.KindCheckpoint), Tenant: m.spec.Tenant, JobID: m.spec.JobID,
 		Token: m.token, JournalSeq: seq, Step: m.step, State: []byte(m.state),
 		Trace: tr, Progress: schemas.Progress{Figures: m.acct.Figures.Clone(), StartedAt: started.UTC()},
-		Rung: m.rung, Prior: m.prior, Receipt: m.receipt(), At: time.Now().UTC(),
+		Rung: m.rung, Prior: m.prior, PanelBilled: m.panelBilled, Receipt: m.receipt(), At: time.Now().UTC(),
 	}, nil
 }

@@ -38,12 +38,8 @@ func summarize(rep *schemas.JobReport, spec schemas.JobSpec, trace string, now t
 		rep.ExpectedVotesPerStep = votes
 		rep.ExpectedSamplesPerStep = votes / v
 	}
-	strongerPrice := spec.Pricing
-	if e := spec.Escalation; e != nil && e.StrongerPricing != nil {
-		strongerPrice = e.StrongerPricing
-	}
-	rep.CostUSD = spec.Pricing.Cost(rep.PromptTokens-rep.StrongerPromptTokens, rep.CompletionTokens-rep.StrongerCompletionTokens) +
-		strongerPrice.Cost(rep.StrongerPromptTokens, rep.StrongerCompletionTokens) + rep.ArbiterCostUSD
+	// Each answer was priced as it was counted (pricing.go).
+	rep.CostUSD, rep.UnverifiedCostUSD = reportCost(&rep.Figures)
 }
 
 // failedReport is the report of a job that failed before (or without)

@@ -166,12 +166,10 @@ func TestSpeculationHeldBack(t *testing.T) {
 	job := func(tenant string, depth int, budget float64) schemas.JobReport {
 		s := fleettest.HanoiSpec(5, 2, 12)
 		s.Tenant, s.SpeculationDepth, s.SampleTimeoutMS = tenant, depth, 3000
-		if budget > 0 {
-			s.Pricing = &schemas.Pricing{InputUSDPerMTok: 1, OutputUSDPerMTok: 1}
-			s.BudgetUSD = budget
-		}
+		s.BudgetUSD = budget
 		return env.Run(&s)
 	}
+	env.SetPrice("", schemas.Pricing{InputUSDPerMTok: 1, OutputUSDPerMTok: 1})
 	base := job("free", 0, 0)
 	setQuota(t, env, schemas.TenantQuota{Tenant: "acme", MaxInflightSamples: 64})
 	for _, tc := range []struct {

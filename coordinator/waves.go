@@ -57,7 +57,8 @@ func (m *machine) publish(now time.Time, index, attempt int) action {
 	}
 	m.pending[index] = &pending{attempt: attempt, sentAt: now}
 	m.decorrelate(req)
-	m.noteSent(req)
+	m.noteSent(req)  // claims.go: what its answer may claim
+	m.noteAsked(req) // pricing.go: the model it names
 	return action{kind: actPublish, req: req}
 }
 

@@ -431,8 +431,12 @@ func TestAPIQuotasAndBudgets(t *testing.T) {
 		runs = append(runs, rep)
 	}
 
-	// Budgets under concurrency.
-	pricing := map[string]any{"input_usd_per_mtok": 2.0, "output_usd_per_mtok": 8.0}
+	// Budgets under concurrency, at the fleet's prices (the jobs' own
+	// claim of 0 is no price).
+	if res := runMaker(t, cmdTimeout, "prices", "set", "--default", "--input", "2", "--output", "8", "--nats", svc.natsURL); res.code != 0 {
+		t.Fatalf("prices set: exit %d: %s", res.code, res.stderr)
+	}
+	pricing := map[string]any{"input_usd_per_mtok": 0.0, "output_usd_per_mtok": 0.0}
 	job := func(seed int, budget float64) map[string]any {
 		m := map[string]any{"task": "hanoi", "params": map[string]any{"disks": 4}, "k": 2, "seed": seed,
 			"pricing": pricing, "max_output_tokens": 64}

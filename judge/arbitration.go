@@ -34,7 +34,9 @@ type arbitration struct {
 }
 
 // newArbitration starts the response to req with the panel, judge model
-// and budget of s (nil: none, for a denial).
+// and budget of s (nil: none, for a denial): the arbitration section's
+// budget, or what the job holds for the call (req.BudgetUSD) when that is
+// less.
 func newArbitration(req *schemas.ArbitrationRequest, s *Settings) *arbitration {
 	c := &arbitration{req: req, resp: &schemas.ArbitrationResponse{
 		Header:    schemas.NewHeader(schemas.KindArbitrationResponse),
@@ -43,6 +45,9 @@ func newArbitration(req *schemas.ArbitrationRequest, s *Settings) *arbitration {
 	if s != nil {
 		c.panel, c.judgeModel = slices.Clone(s.Arbitration.Panel), s.Arbitration.JudgeModel
 		c.resp.Cost.BudgetUSD = s.Arbitration.BudgetUSD
+		if b := req.BudgetUSD; b > 0 && b < c.resp.Cost.BudgetUSD {
+			c.resp.Cost.BudgetUSD = b
+		}
 	}
 	return c
 }
@@ -127,7 +132,7 @@ func (sv *Service) arbitrate(ctx context.Context, req *schemas.ArbitrationReques
 
 	// 4. The cost gate, with approval.
 	decision, reason := costGate(held, req.RequestID, &c.approver, func(approved bool) (string, string) {
-		return sv.s.ArbitrationGate(estimate, approved)
+		return sv.s.ArbitrationGate(estimate, c.resp.Cost.BudgetUSD, approved)
 	})
 	switch {
 	case decision == gateDenied:
@@ -142,9 +147,16 @@ func (sv *Service) arbitrate(ctx context.Context, req *schemas.ArbitrationReques
 		return sv.finishArbitration(ctx, c, schemas.BreakGlassHeld, reason, nil)
 	}
 
-	// 5. Per-job limits, atomically across replicas.
-	key, jl, seed := bus.JudgeJobKey(req.Tenant, req.JobID), sv.s.jobLimits(), sv.auditSeed(req.Tenant, req.JobID, schemas.KindArbitrationRequest, 0)
+	// 5. Per-job limits, then the tenant's over its rolling window (its
+	// break-glass calls and its jobs' arbitrations together), atomically
+	// across replicas.
+	key, jl, seed := bus.JudgeJobKey(req.Tenant, req.JobID), sv.s.jobLimits(), sv.auditSeed(req.Tenant, req.JobID, 0, schemas.KindArbitrationRequest)
 	reason, err = reserve(ctx, sv.topo.Sessions, key, req.RequestID, estimate, jl, seed)
+	if err == nil && reason == "" {
+		if reason, err = sv.reserveTenant(ctx, req.Tenant, req.RequestID, estimate); err == nil && reason != "" {
+			err = release(ctx, sv.topo.Sessions, key, req.RequestID)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -161,6 +173,9 @@ func (sv *Service) arbitrate(ctx context.Context, req *schemas.ArbitrationReques
 		return ctx.Err() // stopped mid-call: another judge retries (the reservation is kept)
 	}
 	if err := settle(ctx, sv.topo.Sessions, key, req.RequestID, c.resp.Cost.ActualUSD, jl, seed); err != nil {
+		return err
+	}
+	if err := sv.settleTenant(ctx, req.Tenant, req.RequestID, c.resp.Cost.ActualUSD); err != nil {
 		return err
 	}
 	c.resp.Members, c.resp.FailedMembers = con.members, con.failed

@@ -327,3 +327,94 @@ func TestArbitrationRequestIDs(t *testing.T) {
 		t.Errorf("request ids %v: want one a step", ids)
 	}
 }
+
+// TestArbitrationTenantWindow: the arbitrations of a tenant's jobs count
+// against its break-glass window, with its break-glass calls: five jobs
+// of one tenant, two steps each, get at most the window's calls to the
+// panel, and the rest are refused (needs_human) before any model is
+// called; a break-glass call is refused then too; deleting the window's
+// counters gives nothing back (they are rebuilt from the audit, both
+// kinds). Another tenant's window is its own.
+func TestArbitrationTenantWindow(t *testing.T) {
+	t.Parallel()
+	env := judgetest.Start(t, simllm.Config{})
+	s := judgetest.TestSettings()
+	s.TenantInvocations = 3
+	env.StartJudge(s)
+	env.StartJudge(s)
+	ctx, cancel := context.WithTimeout(context.Background(), judgetest.Timeout)
+	defer cancel()
+	var decided, refused int
+	for job := range 5 {
+		for step := range int64(2) {
+			d, err := env.Arbitrate(arbitration(fmt.Sprintf("j-window-%d", job), step))
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case d.Outcome == schemas.ArbiterDecided:
+				decided++
+			case strings.Contains(d.Reason, "tenant limit: 3 of 3 judge calls (break glass and arbitrations) already made in the tenant's last 24h0m0s"):
+				refused++
+				if d.CostUSD != 0 {
+					t.Errorf("a refused arbitration cost %v", d.CostUSD)
+				}
+			default:
+				t.Errorf("job %d step %d: %+v", job, step, d)
+			}
+		}
+	}
+	if decided != 3 || refused != 7 {
+		t.Errorf("%d arbitrations decided, %d refused: want the window's 3 and 7", decided, refused)
+	}
+	calls := env.Sim.Stats().Requests
+	if calls != 3*4 { // 3 panel members and the judge each
+		t.Errorf("%d model calls, want %d", calls, 3*4)
+	}
+	if resp, err := env.Ask(judgetest.Request("bg-after", "s1", "a crash in the parser")); !errors.Is(err, judgeclient.ErrRefused) ||
+		!strings.Contains(resp.Reason, "tenant limit: 3 of 3") {
+		t.Errorf("break glass after the window's arbitrations: %v", err)
+	}
+	topo, err := bus.OpenJudge(ctx, env.JS, bus.JudgeConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := topo.Sessions.Purge(ctx, bus.JudgeTenantKey("acme")); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := env.Arbitrate(arbitration("j-window-9", 1)); err != nil || !strings.Contains(d.Reason, "tenant limit: 3 of 3") {
+		t.Errorf("after the window's counters were purged: %+v, %v", d, err)
+	}
+	if n := env.Sim.Stats().Requests; n != calls {
+		t.Errorf("the models were called %d more times", n-calls)
+	}
+	other := arbitration("j-window-0", 0)
+	other.Tenant = "beta"
+	if d, err := env.Arbitrate(other); err != nil || d.Outcome != schemas.ArbiterDecided {
+		t.Errorf("another tenant's arbitration: %+v, %v", d, err)
+	}
+}
+
+// TestArbitrationJobBudget: an arbitration request carries what its job
+// holds for it; the judge spends no more, and refuses a call whose
+// estimate is over it before any model is called.
+func TestArbitrationJobBudget(t *testing.T) {
+	t.Parallel()
+	env := judgetest.Start(t, simllm.Config{})
+	env.StartJudge(judgetest.TestSettings())
+	req := arbitration("j-budget", 1)
+	req.BudgetUSD = 0.0001
+	d, err := env.Arbitrate(req)
+	if err != nil || d.Outcome != schemas.ArbiterNeedsHuman || !strings.Contains(d.Reason, "over the call's budget $0.00") ||
+		!strings.Contains(d.Reason, "the job holds no more for it") {
+		t.Fatalf("%+v, %v", d, err)
+	}
+	if n := env.Sim.Stats().Requests; n != 0 {
+		t.Errorf("the model was called %d times", n)
+	}
+	req = arbitration("j-budget", 2)
+	req.BudgetUSD = 0.5
+	if d, err := env.Arbitrate(req); err != nil || d.Outcome != schemas.ArbiterDecided || d.CostUSD > 0.5 {
+		t.Errorf("within the job's hold: %+v, %v", d, err)
+	}
+}

@@ -69,10 +69,15 @@ func (s *Settings) RequestGate(declared, detected string, estimate, budget float
 }
 
 // ArbitrationGate is Gate for an arbitration: the arbitration section's
-// threshold and budget.
-func (s *Settings) ArbitrationGate(estimate float64, approved bool) (decision, reason string) {
+// threshold, and the call's budget (the section's, or less when the job
+// holds less for it: ArbitrationRequest.BudgetUSD).
+func (s *Settings) ArbitrationGate(estimate, budget float64, approved bool) (decision, reason string) {
 	a := s.Arbitration
-	return s.gate("the arbitration threshold", a.Threshold, estimate, a.BudgetUSD, "raise arbitration.budget_usd", approved)
+	raise := "raise arbitration.budget_usd"
+	if budget < a.BudgetUSD {
+		raise = "the job holds no more for it: raise its budget or its tenant's spend per day"
+	}
+	return s.gate("the arbitration threshold", a.Threshold, estimate, budget, raise, approved)
 }
 
 func (s *Settings) gate(threshold string, th, estimate, budget float64, raise string, approved bool) (decision, reason string) {

@@ -77,10 +77,13 @@
 //     candidates and rung tallies fenced as data; a candidate holding a
 //     key-like string, or a prompt over the token cap, is refused;
 //  4. cost gate (Settings.ArbitrationGate): as above, with the
-//     arbitration section's threshold and budget, and the same approval
-//     flow;
+//     arbitration section's threshold and budget (or what the job holds
+//     for the call, the request's budget_usd, when less), and the same
+//     approval flow;
 //  5. per-job limits (Settings.Arbitration's JobInvocations and JobUSD),
-//     reserved atomically like session limits, keyed by the job;
+//     reserved atomically like session limits, keyed by the job; then the
+//     tenant's limits over its rolling window, which count its jobs'
+//     arbitrations and its break-glass calls together;
 //  6. panel and judge synthesis, whose vote key must be a candidate;
 //  7. the decision: decided only for a full (not degraded) answer naming a
 //     candidate with confidence at least the request's min confidence;

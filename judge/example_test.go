@@ -35,7 +35,7 @@ func ExampleSettings_Gate() {
 func ExampleSettings_ArbitrationGate() {
 	s := judge.DefaultSettings()
 	for _, est := range []float64{0.25, 0.95} {
-		decision, reason := s.ArbitrationGate(est, false)
+		decision, reason := s.ArbitrationGate(est, s.Arbitration.BudgetUSD, false)
 		fmt.Println(strings.TrimSuffix(decision+": "+reason, ": "))
 	}
 	// Output:

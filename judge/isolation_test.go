@@ -155,7 +155,7 @@ func TestLimitsNotResettable(t *testing.T) {
 	if _, err := ask("b1", "s2"); err != nil {
 		t.Fatalf("the tenant's fourth call: %v", err)
 	}
-	refused("b2", "s2", "tenant limit: 4 of 4 break-glass calls already made in the tenant's last 24h0m0s")
+	refused("b2", "s2", "tenant limit: 4 of 4 judge calls (break glass and arbitrations) already made in the tenant's last 24h0m0s")
 	refused("c1", "s3", "tenant limit: 4 of 4")
 
 	// Deleting or purging the tenant's counters gives it nothing back.

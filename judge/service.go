@@ -575,25 +575,42 @@ func (sv *Service) history(ctx context.Context, req *schemas.BreakGlassRequest) 
 // missing (auditSeed), so deleting one resets nothing.
 func (sv *Service) reserveCall(ctx context.Context, req *schemas.BreakGlassRequest, estimate float64) (reason string, err error) {
 	skey, sl := bus.JudgeSessionKey(req.Tenant, req.Session), sv.s.sessionLimits()
-	reason, err = reserve(ctx, sv.topo.Sessions, skey, req.RequestID, estimate, sl, sv.auditSeed(req.Tenant, req.Session, schemas.KindBreakGlassRequest, 0))
+	reason, err = reserve(ctx, sv.topo.Sessions, skey, req.RequestID, estimate, sl, sv.auditSeed(req.Tenant, req.Session, 0, schemas.KindBreakGlassRequest))
 	if err != nil || reason != "" {
 		return reason, err
 	}
-	tl := sv.s.tenantLimits()
-	reason, err = reserve(ctx, sv.topo.Sessions, bus.JudgeTenantKey(req.Tenant), req.RequestID, estimate, tl, sv.auditSeed(req.Tenant, "", schemas.KindBreakGlassRequest, tl.window))
+	reason, err = sv.reserveTenant(ctx, req.Tenant, req.RequestID, estimate)
 	if err == nil && reason != "" {
 		err = release(ctx, sv.topo.Sessions, skey, req.RequestID)
 	}
 	return reason, err
 }
 
+// reserveTenant counts request id against its tenant's limits over the
+// rolling window: break-glass calls and arbitrations alike. The tenant's
+// counters are rebuilt from the audit trail (both kinds) when missing.
+func (sv *Service) reserveTenant(ctx context.Context, tenant, id string, estimate float64) (reason string, err error) {
+	tl := sv.s.tenantLimits()
+	return reserve(ctx, sv.topo.Sessions, bus.JudgeTenantKey(tenant), id, estimate, tl, sv.tenantSeed(tenant))
+}
+
+// settleTenant replaces request id's reservation on its tenant's window
+// with its actual cost.
+func (sv *Service) settleTenant(ctx context.Context, tenant, id string, actual float64) error {
+	return settle(ctx, sv.topo.Sessions, bus.JudgeTenantKey(tenant), id, actual, sv.s.tenantLimits(), sv.tenantSeed(tenant))
+}
+
+// tenantSeed rebuilds a tenant's window from the audit trail: every call
+// of either kind that ran the panel within the window.
+func (sv *Service) tenantSeed(tenant string) seedFunc {
+	return sv.auditSeed(tenant, "", sv.s.tenantLimits().window, schemas.KindBreakGlassRequest, schemas.KindArbitrationRequest)
+}
+
 // settleCall replaces a call's reservations with its actual cost.
 func (sv *Service) settleCall(ctx context.Context, req *schemas.BreakGlassRequest, actual float64) error {
-	sl, tl := sv.s.sessionLimits(), sv.s.tenantLimits()
-	if err := settle(ctx, sv.topo.Sessions, bus.JudgeSessionKey(req.Tenant, req.Session), req.RequestID, actual, sl,
-		sv.auditSeed(req.Tenant, req.Session, schemas.KindBreakGlassRequest, 0)); err != nil {
+	if err := settle(ctx, sv.topo.Sessions, bus.JudgeSessionKey(req.Tenant, req.Session), req.RequestID, actual, sv.s.sessionLimits(),
+		sv.auditSeed(req.Tenant, req.Session, 0, schemas.KindBreakGlassRequest)); err != nil {
 		return err
 	}
-	return settle(ctx, sv.topo.Sessions, bus.JudgeTenantKey(req.Tenant), req.RequestID, actual, tl,
-		sv.auditSeed(req.Tenant, "", schemas.KindBreakGlassRequest, tl.window))
+	return sv.settleTenant(ctx, req.Tenant, req.RequestID, actual)
 }

@@ -3,6 +3,7 @@ package judge
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,8 +30,10 @@ func (s *Settings) sessionLimits() limits {
 	return limits{s.SessionInvocations, s.SessionUSD, 0, "session", "break-glass calls", "this session"}
 }
 
+// tenantLimits hold a tenant's judge calls over its rolling window: its
+// break-glass calls and the arbitrations of its jobs' steps together.
 func (s *Settings) tenantLimits() limits {
-	return limits{s.TenantInvocations, s.TenantUSD, s.TenantWindow, "tenant", "break-glass calls", "the tenant's last " + s.TenantWindow.String()}
+	return limits{s.TenantInvocations, s.TenantUSD, s.TenantWindow, "tenant", "judge calls (break glass and arbitrations)", "the tenant's last " + s.TenantWindow.String()}
 }
 
 func (s *Settings) jobLimits() limits {
@@ -207,14 +210,14 @@ func ranPanel(rec *schemas.BreakGlassAudit) bool {
 }
 
 // auditSeed rebuilds a key's counters from the audit stream: the calls of
-// tenant (and session, "" for all of the tenant's) of request kind that
-// ran the panel, at their actual cost, and only those recorded since
+// tenant (and session, "" for all of the tenant's) of the request kinds
+// that ran the panel, at their actual cost, and only those recorded since
 // now-window when window is set. The audit stream is append-only for
 // every identity but the judge's and the admin's, so a client that could
 // delete a counter still cannot make the judge forget what it spent.
 // Calls that were running when the key went are not in the audit yet,
 // and are not counted: the gap is at most the calls in flight.
-func (sv *Service) auditSeed(tenant, session, kind string, window time.Duration) seedFunc {
+func (sv *Service) auditSeed(tenant, session string, window time.Duration, kinds ...string) seedFunc {
 	return func(ctx context.Context) (*sessionState, error) {
 		recs, err := ListAudit(ctx, sv.js, sv.topo.NS, tenant, session)
 		if err != nil {
@@ -228,7 +231,7 @@ func (sv *Service) auditSeed(tenant, session, kind string, window time.Duration)
 			if k == "" {
 				k = schemas.KindBreakGlassRequest
 			}
-			if k != kind || !ranPanel(rec) || rec.Tenant != tenant || window > 0 && rec.At.Before(since) {
+			if !slices.Contains(kinds, k) || !ranPanel(rec) || rec.Tenant != tenant || window > 0 && rec.At.Before(since) {
 				continue
 			}
 			st.Calls[rec.RequestID] = rec.ActualUSD

@@ -204,6 +204,8 @@ type JobView struct {
 	SpentUSD      float64 `json:"spent_usd,omitempty"`
 	ReservedUSD   float64 `json:"reserved_usd,omitempty"`
 	FinishCostUSD float64 `json:"finish_cost_usd,omitempty"`
+	// Reason says why a budget_exhausted job stopped (its status's).
+	Reason string `json:"reason,omitempty"`
 	// BatchID and BatchLine name the batch and input line the job came
 	// from (absent for a job submitted alone).
 	BatchID   string `json:"batch_id,omitempty"`

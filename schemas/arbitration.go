@@ -98,6 +98,12 @@ type ArbitrationRequest struct {
 	// MinConfidence is the least judge confidence that decides the step
 	// (the job's escalation policy), in (0, 1].
 	MinConfidence float64 `json:"min_confidence"`
+	// BudgetUSD is the most the job pays for this arbitration: what its
+	// coordinator reserved for it on the job's budget and the tenant's
+	// spend for the day (0: the job holds no reservation, the judge's own
+	// budget alone applies). The judge caps the call's budget at it, and
+	// refuses a call whose estimate is over it.
+	BudgetUSD float64 `json:"budget_usd,omitempty"`
 	// SubmittedAt is when the request was sent.
 	SubmittedAt time.Time `json:"submitted_at"`
 }
@@ -134,6 +140,9 @@ func (r *ArbitrationRequest) Validate() error {
 	}
 	if !(r.MinConfidence > 0 && r.MinConfidence <= 1) {
 		return invalid(k, "min_confidence must be in (0, 1], got %v", r.MinConfidence)
+	}
+	if !inRange(r.BudgetUSD, 0, MaxBudgetUSD) {
+		return invalid(k, "budget_usd must be between 0 and %d, got %v", MaxBudgetUSD, r.BudgetUSD)
 	}
 	if n := len(r.Candidates); n < 1 || n > MaxArbitrationCandidates {
 		return invalid(k, "candidates holds %d entries, want 1 to %d", n, MaxArbitrationCandidates)

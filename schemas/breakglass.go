@@ -516,8 +516,11 @@ type EscalationPolicy struct {
 	StrongerModel string `json:"stronger_model,omitempty"`
 	// StrongerSamples caps the stronger model's samples. Default 10.
 	StrongerSamples int `json:"stronger_samples,omitempty"`
-	// StrongerPricing prices the stronger model's tokens in the report
-	// (optional; without it they are priced at the job's pricing).
+	// StrongerPricing is the job's own claim of the stronger model's
+	// price (optional; without it, the job's pricing), used as Pricing is:
+	// only where the fleet has no price table, and only for the report's
+	// unverified_cost_usd. The fleet prices the stronger model's samples
+	// with its own table.
 	StrongerPricing *Pricing `json:"stronger_pricing,omitempty"`
 	// Panel opts the job in to the break-glass panel as the last rung.
 	Panel bool `json:"panel,omitempty"`

@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -351,6 +352,11 @@ type Checkpoint struct {
 	// entry: empty while the job's own model samples it.
 	Rung  string      `json:"rung,omitempty" jsonschema:"enum=,enum=stronger_model,enum=panel"`
 	Prior []RungTally `json:"prior,omitempty"`
+	// PanelBilled is the arbitration request of the open step whose cost
+	// Progress holds already, though it decided nothing (the job paused
+	// for a person): asked again, the judge gives the same stored answer,
+	// which is not billed twice.
+	PanelBilled string `json:"panel_billed,omitempty"`
 	// Receipt is the job's running reliability receipt (the estimate of p,
 	// the k schedule, the histograms), which the entries after JournalSeq
 	// go on from; absent from checkpoints of older releases.
@@ -393,6 +399,8 @@ func (c *Checkpoint) Validate() error {
 		return invalid(k, "the open step's rung is %s or %s, got %q", RungStrongerModel, RungPanel, c.Rung)
 	case c.Rung != "" && len(c.Prior) == 0:
 		return invalid(k, "the open step on rung %s needs the tallies of the rungs below (prior)", c.Rung)
+	case c.PanelBilled != "" && (!strings.HasPrefix(c.PanelBilled, ArbitrationIDPrefix) || len(c.PanelBilled) > 100):
+		return invalid(k, "panel_billed %q is not an arbitration request id", c.PanelBilled)
 	}
 	if c.Receipt != nil {
 		if err := c.Receipt.check(k, "receipt."); err != nil {

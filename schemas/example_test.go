@@ -85,4 +85,5 @@ func ExampleAll() {
 	// api_key https://makerfleet.dev/schemas/v1/api_key.schema.json
 	// retention_policy https://makerfleet.dev/schemas/v1/retention_policy.schema.json
 	// calibration https://makerfleet.dev/schemas/v1/calibration.schema.json
+	// model_price https://makerfleet.dev/schemas/v1/model_price.schema.json
 }

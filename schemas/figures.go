@@ -68,9 +68,22 @@ type Figures struct {
 	CompletionTokens         int64 `json:"completion_tokens"`
 	StrongerPromptTokens     int64 `json:"stronger_prompt_tokens,omitempty"`
 	StrongerCompletionTokens int64 `json:"stronger_completion_tokens,omitempty"`
-	// ArbiterCostUSD is what the judge's panel calls that decided steps
-	// cost, as the judge reported it.
+	// ArbiterCostUSD is what the judge's panel calls on the job's steps
+	// cost, as the judge reported it: those that decided a step and those
+	// that left it to a person.
 	ArbiterCostUSD float64 `json:"arbiter_cost_usd,omitempty"`
+	// SampleCostNanoUSD is what the answers counted cost at the fleet's
+	// prices (its price table, by the model each request named), in
+	// nano-dollars (10⁻⁹ USD): each answer priced as it is counted,
+	// rounded up to a whole nano-dollar. Budgets and the tenant's spend
+	// for the day count it.
+	SampleCostNanoUSD int64 `json:"sample_cost_nanousd,omitempty"`
+	// UnverifiedCostNanoUSD is what answers the fleet did not price cost
+	// at the job's own pricing (JobSpec.Pricing, the escalation's
+	// stronger_pricing), in nano-dollars: only on a fleet without a price
+	// table, for a job under no budget or spend limit. A claim, counted
+	// against nothing.
+	UnverifiedCostNanoUSD int64 `json:"unverified_cost_nanousd,omitempty"`
 	// Escalations counts steps the job's stronger model decided after its
 	// own model reached no consensus; ArbiterDecisions those the judge's
 	// panel or a person settled (a choice, not votes), ArbiterSteps the
@@ -124,6 +137,8 @@ func (f *Figures) Add(d Figures) {
 	f.StrongerPromptTokens += d.StrongerPromptTokens
 	f.StrongerCompletionTokens += d.StrongerCompletionTokens
 	f.ArbiterCostUSD += d.ArbiterCostUSD
+	f.SampleCostNanoUSD += d.SampleCostNanoUSD
+	f.UnverifiedCostNanoUSD += d.UnverifiedCostNanoUSD
 	f.Escalations += d.Escalations
 	f.ArbiterDecisions += d.ArbiterDecisions
 	f.ArbiterSteps = appendSteps(f.ArbiterSteps, d.ArbiterSteps)
@@ -151,6 +166,8 @@ func (f Figures) Sub(base Figures) Figures {
 		StrongerPromptTokens:     pos(f.StrongerPromptTokens - base.StrongerPromptTokens),
 		StrongerCompletionTokens: pos(f.StrongerCompletionTokens - base.StrongerCompletionTokens),
 		ArbiterCostUSD:           max(f.ArbiterCostUSD-base.ArbiterCostUSD, 0),
+		SampleCostNanoUSD:        pos(f.SampleCostNanoUSD - base.SampleCostNanoUSD),
+		UnverifiedCostNanoUSD:    pos(f.UnverifiedCostNanoUSD - base.UnverifiedCostNanoUSD),
 		Escalations:              pos(f.Escalations - base.Escalations), ArbiterDecisions: pos(f.ArbiterDecisions - base.ArbiterDecisions),
 		ArbiterSteps:        tail(f.ArbiterSteps, base.ArbiterSteps),
 		SpeculativeSamples:  pos(f.SpeculativeSamples - base.SpeculativeSamples),
@@ -203,6 +220,7 @@ func (f *Figures) check(k, prefix string) error {
 		count{p("stronger_completion_tokens"), f.StrongerCompletionTokens},
 		count{p("escalations"), f.Escalations}, count{p("arbiter_decisions"), f.ArbiterDecisions},
 		count{p("correlated_steps"), f.CorrelatedSteps}, count{p("decorrelated_samples"), f.DecorrelatedSamples},
+		count{p("sample_cost_nanousd"), f.SampleCostNanoUSD}, count{p("unverified_cost_nanousd"), f.UnverifiedCostNanoUSD},
 	); err != nil {
 		return err
 	}

@@ -93,6 +93,8 @@ func TestInvalid(t *testing.T) {
 		{"decide_request.negative_step", schemas.ErrInvalid, "step must be >= 0, got -1", "rejects"},
 		{"control_reply.record_and_problem", schemas.ErrInvalid, "a reply holds either the record or a problem", "accepts"},
 		{"dead_letter.truncated_without_hash", schemas.ErrInvalid, "a truncated dead letter needs the original's sequence, size and sha256", "accepts"},
+		{"model_price.negative_price", schemas.ErrInvalid, "input_usd_per_mtok must be between 0 and 10000, got -5", "rejects"},
+		{"model_price.default_with_model", schemas.ErrInvalid, `the default record names no model, got "openai/gpt-5.5"`, "accepts"},
 	}
 	listed := make(map[string]bool)
 	for _, tt := range tests {

@@ -122,7 +122,12 @@ type JobSpec struct {
 	// turn instead of the voters' own model. Voters must allow them
 	// (their model policy).
 	Models []string `json:"models,omitempty"`
-	// Pricing turns token usage into a cost in the report (optional).
+	// Pricing is the job's own claim of what its model's tokens cost
+	// (optional, kept for compatibility). The fleet prices every sample
+	// with its own price table (ModelPrice), never with this: it counts
+	// only on a fleet without a price table, for a job under no budget and
+	// no spend limit, and then only as the report's unverified_cost_usd,
+	// against nothing.
 	Pricing *Pricing `json:"pricing,omitempty"`
 	// Escalation is what a step that spends MaxSamplesPerStep without a
 	// decision does next (optional; without it the job ends no_consensus):
@@ -132,7 +137,8 @@ type JobSpec struct {
 	// BudgetUSD caps what the job may spend, in US dollars (optional; 0:
 	// no cap of its own). Each wave reserves its expected cost before it is
 	// published; a job that would go over pauses as budget_exhausted.
-	// Needs Pricing.
+	// Needs the fleet's price table to price every model the job may ask
+	// (a job it does not is refused at submit, or paused).
 	BudgetUSD float64 `json:"budget_usd,omitempty"`
 	// Priority orders a tenant's own jobs: higher runs first, from 0 (the
 	// default) to 9.
@@ -260,12 +266,6 @@ func (s *JobSpec) Validate() error {
 	if !inRange(s.BudgetUSD, 0, MaxBudgetUSD) {
 		return invalid(k, "budget_usd must be between 0 and %g, got %v", float64(MaxBudgetUSD), s.BudgetUSD)
 	}
-	if s.BudgetUSD > 0 && s.Pricing == nil {
-		return invalid(k, "budget_usd needs pricing: a job without prices costs nothing that a budget could count")
-	}
-	if e := s.Escalation; s.BudgetUSD > 0 && e != nil && e.StrongerModel != "" && e.StrongerPricing == nil {
-		return invalid(k, "budget_usd with escalation.stronger_model needs escalation.stronger_pricing: the budget must price the stronger model's samples")
-	}
 	if s.Priority < MinPriority || s.Priority > MaxPriority {
 		return invalid(k, "priority must be between %d and %d, got %d", MinPriority, MaxPriority, s.Priority)
 	}
@@ -390,6 +390,10 @@ type JobStatus struct {
 	// FinishCostUSD is set on a budget_exhausted job: what finishing it is
 	// expected to cost from here.
 	FinishCostUSD float64 `json:"finish_cost_usd,omitempty"`
+	// Reason says why a budget_exhausted job stopped: the budget that
+	// cannot pay for its next samples, or the model the fleet's price
+	// table does not price.
+	Reason string `json:"reason,omitempty"`
 	// UpdatedAt is when these figures were taken.
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -489,11 +493,17 @@ type JobReport struct {
 	// TraceSHA256 is the sha256 of the decided vote keys in step order, one
 	// per line ("\n"-terminated).
 	TraceSHA256 string `json:"trace_sha256"`
-	// CostUSD is the job's cost: its own model's tokens at the job's
-	// pricing, the stronger model's at the escalation's stronger_pricing
-	// (else the job's), plus ArbiterCostUSD. Tokens without a price count
-	// nothing.
+	// CostUSD is the job's cost at the fleet's prices: each answer's
+	// tokens at the fleet's price of the model its request named
+	// (SampleCostNanoUSD), plus ArbiterCostUSD. What budgets and the
+	// tenant's spend for the day counted. Tokens the fleet does not price
+	// count nothing here.
 	CostUSD float64 `json:"cost_usd"`
+	// UnverifiedCostUSD is what the answers the fleet did not price cost
+	// at the job's own pricing (UnverifiedCostNanoUSD): on a fleet without
+	// a price table only. The job's own claim, never counted against a
+	// budget or quota.
+	UnverifiedCostUSD float64 `json:"unverified_cost_usd,omitempty"`
 	// NoConsensus is set when State is no_consensus.
 	NoConsensus *NoConsensus `json:"no_consensus,omitempty"`
 	// Receipt is the job's reliability receipt: p estimated from its votes
@@ -551,7 +561,7 @@ func (r *JobReport) Validate() error {
 		figure{"samples_per_step", r.SamplesPerStep}, figure{"votes_per_step", r.VotesPerStep},
 		figure{"expected_samples_per_step", r.ExpectedSamplesPerStep},
 		figure{"expected_votes_per_step", r.ExpectedVotesPerStep},
-		figure{"p_estimate", r.PEstimate}, figure{"cost_usd", r.CostUSD},
+		figure{"p_estimate", r.PEstimate}, figure{"cost_usd", r.CostUSD}, figure{"unverified_cost_usd", r.UnverifiedCostUSD},
 	); err != nil {
 		return err
 	}

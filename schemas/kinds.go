@@ -42,6 +42,7 @@ func All() []MessageType {
 		{KindAPIKey, func() Message { return new(APIKey) }},
 		{KindRetentionPolicy, func() Message { return new(RetentionPolicy) }},
 		{KindCalibration, func() Message { return new(Calibration) }},
+		{KindModelPrice, func() Message { return new(ModelPrice) }},
 	}
 }
 
@@ -70,6 +71,7 @@ var (
 	_ Message = (*APIKey)(nil)
 	_ Message = (*RetentionPolicy)(nil)
 	_ Message = (*Calibration)(nil)
+	_ Message = (*ModelPrice)(nil)
 	_ Message = (*ArbitrationResponse)(nil)
 	_ Message = (*ArbiterDecision)(nil)
 	_ Message = (*TaskRecord)(nil)

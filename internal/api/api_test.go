@@ -219,7 +219,7 @@ func TestRefusals(t *testing.T) {
 		{"k zero", "POST", "/v1/jobs", "application/json", `{"task":"hanoi","params":{"disks":3}}`, 422, api.TypeInvalid, []string{"/k"}},
 		{"k too large", "POST", "/v1/jobs", "application/json", `{"task":"hanoi","params":{"disks":3},"k":5000}`, 422, api.TypeInvalid, []string{"/k"}},
 		{"priority", "POST", "/v1/jobs", "application/json", `{"task":"hanoi","params":{"disks":3},"k":2,"priority":10}`, 422, api.TypeInvalid, []string{"/priority"}},
-		{"budget without pricing", "POST", "/v1/jobs", "application/json", `{"task":"hanoi","params":{"disks":3},"k":2,"budget_usd":1}`, 422, api.TypeInvalid, []string{"/budget_usd"}},
+		{"budget without a fleet price", "POST", "/v1/jobs", "application/json", `{"task":"hanoi","params":{"disks":3},"k":2,"budget_usd":1,"pricing":{"input_usd_per_mtok":1,"output_usd_per_mtok":1}}`, 422, api.TypeUnpriced, nil},
 		{"negative price", "POST", "/v1/jobs", "application/json", `{"task":"hanoi","params":{"disks":3},"k":2,"pricing":{"input_usd_per_mtok":-1,"output_usd_per_mtok":1}}`, 422, api.TypeInvalid, []string{"/pricing/input_usd_per_mtok"}},
 		{"bad job id", "POST", "/v1/jobs", "application/json", `{"job_id":"a b","task":"hanoi","params":{"disks":3},"k":2}`, 422, api.TypeInvalid, []string{"/job_id"}},
 		{"samples below k", "POST", "/v1/jobs", "application/json", `{"task":"hanoi","params":{"disks":3},"k":5,"max_samples_per_step":3}`, 422, api.TypeInvalid, []string{"/max_samples_per_step"}},
@@ -228,6 +228,8 @@ func TestRefusals(t *testing.T) {
 		{"decide by a tenant key", "POST", "/v1/jobs/x/decide", "application/json", `{"step":1,"answer":"a"}`, 403, api.TypeForbidden, nil},
 		{"admin route", "PUT", "/v1/quotas/alpha", "application/json", `{"max_running_jobs":1}`, 403, api.TypeForbidden, nil},
 		{"admin task register", "POST", "/v1/tasks", "application/yaml", `name: x`, 403, api.TypeForbidden, nil},
+		{"admin price route", "PUT", "/v1/prices/default", "application/json", `{"input_usd_per_mtok":0,"output_usd_per_mtok":0}`, 403, api.TypeForbidden, nil},
+		{"admin price removal", "DELETE", "/v1/prices/sim-1", "", ``, 403, api.TypeForbidden, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -87,6 +87,18 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, p apikey.Pr
 		}
 		o.Window = n
 	}
+	// Lines under a limit run only work the fleet prices (pricing.Check),
+	// and budgets are admitted at the fleet's prices.
+	ctx, cancel := s.timeout(r.Context())
+	if o.Prices, err = s.priceTable(ctx); err == nil {
+		var q schemas.TenantQuota
+		q, err = s.quotaOf(ctx, p.Tenant)
+		o.SpendPerDayUSD = q.SpendPerDayUSD
+	}
+	cancel()
+	if err != nil {
+		return err
+	}
 	if err := limitBody(w, r, s.cfg.MaxBatchBytes); err != nil {
 		return err
 	}

@@ -69,13 +69,24 @@ func (s *Server) putBudget(w http.ResponseWriter, r *http.Request, p apikey.Prin
 	switch {
 	case math.IsNaN(body.BudgetUSD) || body.BudgetUSD < 0 || body.BudgetUSD > schemas.MaxBudgetUSD:
 		return invalidField("/budget_usd", "budget_usd must be between 0 and %d", schemas.MaxBudgetUSD)
-	case rec.Spec.Pricing == nil:
-		return invalidField("/budget_usd", "job %s has no pricing: a budget would count nothing", rec.JobID)
 	case rec.Finished:
 		return problem(TypeFinished, "job %s has finished", rec.JobID)
 	}
 	ctx, cancel := s.timeout(r.Context())
 	defer cancel()
+	if body.BudgetUSD > 0 {
+		// A budget holds the job to the fleet's prices: every model it
+		// may ask must have one.
+		prices, err := s.priceTable(ctx)
+		if err != nil {
+			return err
+		}
+		spec := rec.Spec
+		spec.BudgetUSD = body.BudgetUSD
+		if err := checkPriced(prices, &spec, schemas.TenantQuota{}); err != nil {
+			return err
+		}
+	}
 	if err := s.deps.Budgets.SetJobLimit(ctx, store.JobRef{Tenant: rec.Tenant, JobID: rec.JobID}, quota.USD(body.BudgetUSD)); err != nil {
 		return fmt.Errorf("%w: %w", jobs.ErrUnavailable, err)
 	}

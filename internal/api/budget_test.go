@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,9 +18,13 @@ import (
 func TestAdmission(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, options{forecast: quota.Forecast})
+	// Without a price table the forecast has no cost.
+	if nc := e.submit(alpha, hanoi(4)); nc.Forecast == nil || nc.Forecast.CostUSD != 0 || nc.Forecast.Steps != 15 {
+		t.Errorf("unpriced forecast %+v", nc.Forecast)
+	}
+	e.price("default", 1, 4)
 	priced := func(budget float64) schemas.JobRequest {
 		r := hanoi(3)
-		r.Pricing = &schemas.Pricing{InputUSDPerMTok: 1, OutputUSDPerMTok: 4}
 		r.BudgetUSD = budget
 		return r
 	}
@@ -36,9 +41,11 @@ func TestAdmission(t *testing.T) {
 	if f == nil || f.Steps != 7 || f.SamplesExpected < 14 || !(0 < f.CostLowUSD && f.CostLowUSD <= f.CostUSD && f.CostUSD <= f.CostHighUSD) || f.Basis == "" {
 		t.Fatalf("forecast %+v", f)
 	}
-	// Without pricing the forecast has no cost.
-	if nc := e.submit(alpha, hanoi(4)); nc.Forecast == nil || nc.Forecast.CostUSD != 0 || nc.Forecast.Steps != 15 {
-		t.Errorf("unpriced forecast %+v", nc.Forecast)
+	// The fleet's price, whatever the job claims.
+	claim := hanoi(4)
+	claim.Pricing = &schemas.Pricing{}
+	if nc := e.submit(alpha, claim); nc.Forecast == nil || nc.Forecast.CostUSD <= 0 || !strings.Contains(nc.Forecast.Basis, "fleet's price") {
+		t.Errorf("forecast of a job claiming a price of 0: %+v", nc.Forecast)
 	}
 
 	var b schemas.JobBudget
@@ -58,8 +65,14 @@ func TestAdmission(t *testing.T) {
 			t.Errorf("%s: %+v", body, pe)
 		}
 	}
-	unpriced := e.submit(beta, hanoi(3))
-	e.json(http.MethodPut, "/v1/jobs/"+unpriced.ID+"/budget", e.key[beta], `{"budget_usd":1}`).problem(t, http.StatusUnprocessableEntity, api.TypeInvalid)
+	// A budget holds a job to the fleet's prices: one whose stronger model
+	// the fleet does not price gets none.
+	unpricedReq := hanoi(3)
+	unpricedReq.Escalation = &schemas.EscalationPolicy{StrongerModel: "big", StrongerSamples: 4}
+	unpriced := e.submit(beta, unpricedReq)
+	if p := e.json(http.MethodPut, "/v1/jobs/"+unpriced.ID+"/budget", e.key[beta], `{"budget_usd":1}`).problem(t, http.StatusUnprocessableEntity, api.TypeUnpriced); !strings.Contains(p.Detail, `"big"`) {
+		t.Errorf("budget of a job asking an unpriced model: %q", p.Detail)
+	}
 	e.json(http.MethodPut, "/v1/jobs/"+unpriced.ID+"/budget", e.key[alpha], `{"budget_usd":1}`).problem(t, http.StatusNotFound, api.TypeNotFound)
 
 	// The usage shows the tenant's jobs and quota.
@@ -67,7 +80,7 @@ func TestAdmission(t *testing.T) {
 	r = e.json(http.MethodGet, "/v1/usage", e.key[alpha], nil)
 	checkBody(t, "Usage", r.body)
 	r.decode(t, http.StatusOK, &u)
-	if u.Tenant != alpha || u.Jobs[schemas.StateQueued] != 2 || u.Day == "" || u.Quota.Tenant != alpha {
+	if u.Tenant != alpha || u.Jobs[schemas.StateQueued] != 3 || u.Day == "" || u.Quota.Tenant != alpha {
 		t.Errorf("usage %+v", u)
 	}
 }

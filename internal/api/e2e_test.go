@@ -41,13 +41,15 @@ func TestBudgetsThroughAPI(t *testing.T) {
 	const dayLimit = 0.01
 	e := newEnv(t, options{run: true, setup: func(e *apiEnv) {
 		e.json(http.MethodPut, "/v1/quotas/alpha", e.admin, fmt.Sprintf(`{"spend_per_day_usd":%g}`, dayLimit)).decode(e.t, http.StatusOK, &schemas.TenantQuota{})
+		e.price("default", 1, 1)
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	priced := func(budget float64, seed int64) schemas.JobRequest {
 		r := hanoi(3)
 		r.Seed = seed
-		r.Pricing = &schemas.Pricing{InputUSDPerMTok: 1, OutputUSDPerMTok: 1}
+		// The job's own claim is no price: the fleet's is.
+		r.Pricing = &schemas.Pricing{}
 		r.BudgetUSD = budget
 		return r
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -83,12 +84,25 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p apikey.Prin
 	ctx, cancel := s.timeout(r.Context())
 	defer cancel()
 	spec := req.Spec(p.Tenant)
-	if err := jobs.PrepareAdmitted(ctx, &spec, s.tasks); err != nil {
+	prices, err := s.priceTable(ctx)
+	if err != nil {
+		return err
+	}
+	if err := jobs.PrepareAdmitted(ctx, &spec, s.tasks, prices); err != nil {
 		return specProblem(err)
+	}
+	q, err := s.quotaOf(ctx, spec.Tenant)
+	if err != nil {
+		return err
+	}
+	// Under a limit (its budget, its tenant's spend quota), only work the
+	// fleet prices: the job's own pricing is no price.
+	if err := checkPriced(prices, &spec, q); err != nil {
+		return err
 	}
 	// jobs.PrepareAdmitted refused a budget below the forecast's low end
 	// (quota.Admit); the forecast is the answer's, with the tenant's rate.
-	fc, err := s.forecast(ctx, spec)
+	fc, err := s.forecast(ctx, spec, q, prices)
 	if err != nil {
 		return err
 	}
@@ -104,8 +118,21 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p apikey.Prin
 	return writeJSON(w, status, schemas.JobCreated{ID: spec.JobID, Tenant: spec.Tenant, Duplicate: dup, Forecast: fc})
 }
 
-// forecast is the prepared spec's forecast (nil without a forecaster).
-func (s *Server) forecast(ctx context.Context, spec schemas.JobSpec) (*schemas.Forecast, error) {
+// quotaOf is the tenant's quota (none without a quota store).
+func (s *Server) quotaOf(ctx context.Context, tenant string) (schemas.TenantQuota, error) {
+	if s.deps.Quotas == nil {
+		return schemas.TenantQuota{}, nil
+	}
+	q, err := s.deps.Quotas.Get(ctx, tenant)
+	if err != nil {
+		return q, fmt.Errorf("%w: quota of %s: %w", jobs.ErrUnavailable, tenant, err)
+	}
+	return q, nil
+}
+
+// forecast is the prepared spec's forecast for its tenant's quota q at
+// prices (nil without a forecaster).
+func (s *Server) forecast(ctx context.Context, spec schemas.JobSpec, q schemas.TenantQuota, prices pricing.Table) (*schemas.Forecast, error) {
 	if s.deps.Forecast == nil {
 		return nil, nil
 	}
@@ -113,13 +140,7 @@ func (s *Server) forecast(ctx context.Context, spec schemas.JobSpec) (*schemas.F
 	if err != nil {
 		return nil, specProblem(err)
 	}
-	var q schemas.TenantQuota
-	if s.deps.Quotas != nil {
-		if q, err = s.deps.Quotas.Get(ctx, spec.Tenant); err != nil {
-			return nil, fmt.Errorf("%w: quota of %s: %w", jobs.ErrUnavailable, spec.Tenant, err)
-		}
-	}
-	fc := s.deps.Forecast(spec, inst, q)
+	fc := s.deps.Forecast(spec, inst, q, prices)
 	return &fc, nil
 }
 
@@ -196,7 +217,7 @@ func jobView(rec schemas.JobRecord, st schemas.JobStatus) schemas.JobView {
 		State: st.State, Finished: rec.Finished, Control: st.Control, Asked: rec.Control,
 		Progress: st.Progress, Steps: st.Steps, TotalSteps: st.TotalSteps,
 		Samples: st.Samples, Votes: st.Votes, RedFlagged: st.RedFlagged, Errors: st.Errors, Rung: st.Rung, Coordinator: st.Coordinator,
-		SpentUSD: st.SpentUSD, ReservedUSD: st.ReservedUSD, FinishCostUSD: st.FinishCostUSD,
+		SpentUSD: st.SpentUSD, ReservedUSD: st.ReservedUSD, FinishCostUSD: st.FinishCostUSD, Reason: st.Reason,
 		BatchID: sp.BatchID, BatchLine: sp.BatchLine, SubmittedAt: sp.SubmittedAt, UpdatedAt: st.UpdatedAt,
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +132,16 @@ func newEnv(t *testing.T, o options) *apiEnv {
 		f.StartVoter(fleettest.SimClient(t, sim, llm.Config{}), voter.Config{Concurrency: 8})
 	}
 	return e
+}
+
+// price sets model's price ("default": the default record) through the
+// admin's key.
+func (e *apiEnv) price(model string, in, out float64) schemas.ModelPrice {
+	e.t.Helper()
+	var p schemas.ModelPrice
+	e.json(http.MethodPut, "/v1/prices/"+url.PathEscape(model), e.admin,
+		schemas.ModelPrice{InputUSDPerMTok: in, OutputUSDPerMTok: out}).decode(e.t, http.StatusOK, &p)
+	return p
 }
 
 // reply is an answer read whole.

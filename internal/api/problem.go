@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -33,6 +34,7 @@ const (
 	TypeUnsupportedMedia = "unsupported-media-type"
 	TypeInvalid          = "invalid-request"
 	TypeOverBudget       = "over-budget"
+	TypeUnpriced         = "unpriced"
 	TypeRateLimited      = "rate-limited"
 	TypeInternal         = "internal"
 	TypeNotImplemented   = "not-implemented"
@@ -59,6 +61,7 @@ var titles = map[string]struct {
 	TypeUnsupportedMedia: {http.StatusUnsupportedMediaType, "Unsupported media type"},
 	TypeInvalid:          {http.StatusUnprocessableEntity, "Invalid request"},
 	TypeOverBudget:       {http.StatusUnprocessableEntity, "Budget below the forecast"},
+	TypeUnpriced:         {http.StatusUnprocessableEntity, "Work the fleet does not price"},
 	TypeRateLimited:      {http.StatusTooManyRequests, "Too many requests"},
 	TypeInternal:         {http.StatusInternalServerError, "Internal error"},
 	TypeNotImplemented:   {http.StatusNotImplemented, "Not implemented"},
@@ -149,7 +152,8 @@ func detailOf(err error) string {
 var prefixes = strings.NewReplacer(
 	jobs.ErrInvalid.Error()+": ", "", schemas.ErrInvalid.Error()+": ", "",
 	task.ErrInvalidParams.Error()+": ", "params: ", task.ErrUnknownTask.Error(), "unknown task",
-	schemas.KindJobSpec+": ", "", schemas.KindDecideRequest+": ", "", schemas.KindTenantQuota+": ", "",
+	schemas.KindJobSpec+": ", "", schemas.KindDecideRequest+": ", "", schemas.KindTenantQuota+": ", "", schemas.KindModelPrice+": ", "",
+	pricing.ErrUnpriced.Error()+": ", "",
 	"jobs: ", "", "taskreg: ", "",
 )
 

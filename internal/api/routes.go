@@ -224,5 +224,20 @@ func (s *Server) routes() []route {
 			summary: "Set a tenant's quota (admin); every coordinator applies it within a second",
 			body:    jsonOf[schemas.TenantQuota](), ok: http.StatusOK, okBody: jsonOf[schemas.TenantQuota](),
 			errs: []int{400, 403, 404, 413, 415, 422, 501}},
+
+		{method: http.MethodGet, path: "/v1/prices", access: tenant, h: s.listPrices, id: "listPrices",
+			summary: "The fleet's price table: what each model's tokens cost, the default record first",
+			desc: "Every sample is priced by the model its request named (the default record for the voters' own model), " +
+				"at these prices: the job's own pricing is not taken.",
+			ok: http.StatusOK, okBody: jsonOf[schemas.PriceList]()},
+		{method: http.MethodPut, path: "/v1/prices/{model}", access: admin, h: s.putPrice, id: "setPrice",
+			summary: "Set a model's price (admin); every coordinator prices its samples at it within a second",
+			desc: "{model} is the model name, percent-encoded (openai%2Fgpt-5.5), or default for the default record, which prices the voters' own model. " +
+				"The body's model, default, kind and version may be left out.",
+			body: jsonOf[schemas.ModelPrice](), ok: http.StatusOK, okBody: jsonOf[schemas.ModelPrice](),
+			errs: []int{400, 403, 404, 413, 415, 422}},
+		{method: http.MethodDelete, path: "/v1/prices/{model}", access: admin, h: s.deletePrice, id: "deletePrice",
+			summary: "Remove a model's price (admin): its samples are unpriced, and jobs under a limit that ask it pause",
+			ok:      http.StatusNoContent, errs: []int{403, 404}},
 	}
 }

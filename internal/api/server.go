@@ -18,6 +18,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/internal/batch"
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
@@ -40,8 +41,9 @@ type Quotas interface {
 }
 
 // Forecaster is the planner's forecast of a prepared job (spec defaults
-// applied, task bound) for a tenant with quota q: quota.Forecast.
-type Forecaster func(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota) schemas.Forecast
+// applied, task bound) for a tenant with quota q, at the prices of the
+// fleet's table: quota.Forecast.
+type Forecaster func(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota, prices pricing.Table) schemas.Forecast
 
 var _ Forecaster = quota.Forecast
 
@@ -71,7 +73,18 @@ type Deps struct {
 	// Inflight counts a tenant's samples in flight for the usage
 	// (*quota.Limiter; nil: 0).
 	Inflight Inflight
+	// Prices is the fleet's price table (*pricing.Cache, started): submits
+	// and budgets are checked against it, forecasts priced at it (nil:
+	// each read asks Topo.Prices).
+	Prices Prices
 }
+
+// Prices is the fleet's price table now: *pricing.Cache.
+type Prices interface {
+	Current(ctx context.Context) (pricing.Table, error)
+}
+
+var _ Prices = (*pricing.Cache)(nil)
 
 // Budgets reads and sets budgets: *quota.Budgets.
 type Budgets interface {

@@ -9,7 +9,8 @@
 //
 //	coordinator   runs jobs: the topology, samples, journal, decisions,
 //	              registry, status, reports, leases; serves controls and
-//	              decisions. Never publishes a result.
+//	              decisions; reads quotas and prices. Never publishes a
+//	              result, never writes a quota, price or API key.
 //	voter         pulls sample requests, publishes results and dead
 //	              letters, reads the task registry, hears step-decided.
 //	judge         the break-glass and arbitration streams and buckets.
@@ -17,9 +18,10 @@
 //	              judge calls; reads every job's registry, status, report.
 //	api           `maker serve`, acting for every tenant whose API key it
 //	              checked: registers and queues jobs, asks controls and
-//	              decisions, reads jobs, tasks, quotas and API keys, keeps
-//	              batches; writes quotas and task specs (admin keys'
-//	              routes). Never a status, report, lease or API key.
+//	              decisions, reads jobs, tasks, quotas, prices and API
+//	              keys, keeps batches; writes quotas, prices and task specs
+//	              (admin keys' routes). Never a status, report, lease or
+//	              API key.
 //	admin         the operator: everything (the only one to write the
 //	              retention policies and the models' calibrations).
 //
@@ -103,14 +105,15 @@ func (n names) fleetStreams() []string {
 
 func (n names) fleetBuckets() []string {
 	return []string{n.ns.JobsBucket(), n.ns.StatusBucket(), n.ns.ReportsBucket(), n.ns.LeasesBucket(), n.ns.TasksBucket(),
-		n.ns.QuotasBucket(), n.ns.APIKeysBucket(), n.ns.BatchesBucket()}
+		n.ns.QuotasBucket(), n.ns.APIKeysBucket(), n.ns.BatchesBucket(), n.ns.PricesBucket()}
 }
 
-// guarded are the buckets only the admin (and, for quotas and task specs,
-// the api) writes: quotas and API keys decide what a tenant may do, the
-// task registry what a job runs.
+// guarded are the buckets only the admin (and, for quotas, prices and
+// task specs, the api) writes: quotas and API keys decide what a tenant
+// may do, the price table what its work costs, the task registry what a
+// job runs.
 func (n names) guarded() []string {
-	return []string{n.ns.TasksBucket(), n.ns.QuotasBucket(), n.ns.APIKeysBucket()}
+	return []string{n.ns.TasksBucket(), n.ns.QuotasBucket(), n.ns.APIKeysBucket(), n.ns.PricesBucket()}
 }
 
 // readCalibrations lets a client read the models' calibrations
@@ -229,9 +232,9 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 			n.subj("arbitrate") + "*",
 		}
 		// Every fleet bucket but the guarded ones (task registry, quotas,
-		// API keys), which only the admin writes (maker task register,
-		// maker quota set, maker keys); and batches' lines (the batch
-		// runner runs in the coordinators).
+		// API keys, prices), which only the admin writes (maker task
+		// register, maker quota set, maker keys, maker prices); and
+		// batches' lines (the batch runner runs in the coordinators).
 		for _, b := range n.fleetBuckets() {
 			if !slices.Contains(n.guarded(), b) {
 				p.Publish.Allow = append(p.Publish.Allow, "$KV."+b+".>")
@@ -242,9 +245,10 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 		// themselves are the admin's.
 		p.Publish.Allow = append(p.Publish.Allow, "$KV."+n.ns.RetentionBucket()+".sweep.lease")
 		p.Publish.Deny = []string{n.subj("result") + ">", n.subj("judge") + ">", n.subj("judge_approve") + ">"}
-		// It creates the quota and API key buckets (bus.Ensure) and may
-		// raise their replicas, but never writes, purges or deletes them.
-		for _, b := range []string{n.ns.QuotasBucket(), n.ns.APIKeysBucket()} {
+		// It creates the quota, API key and price buckets (bus.Ensure)
+		// and may raise their replicas, but never writes, purges or
+		// deletes them: the prices it bills by are the operator's.
+		for _, b := range []string{n.ns.QuotasBucket(), n.ns.APIKeysBucket(), n.ns.PricesBucket()} {
 			p.Publish.Deny = append(p.Publish.Deny, "$KV."+b+".>")
 			for _, op := range []string{"DELETE", "PURGE", "MSG.DELETE"} {
 				p.Publish.Deny = append(p.Publish.Deny, "$JS.API.STREAM."+op+"."+kvStream(b))
@@ -311,9 +315,9 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 		// answered), asks controls and a person's decisions (the registry
 		// is its fallback when no coordinator answers, as for the CLI),
 		// asks the judge for break glass, reads every tenant's jobs, dead
-		// letters, judge answers, tasks, quotas and keys, and keeps the
-		// batches. Admin keys' routes write quotas and task specs. No
-		// status, report, lease or API key write; no topology.
+		// letters, judge answers, tasks, quotas, prices and keys, and keeps
+		// the batches. Admin keys' routes write quotas, prices and task
+		// specs. No status, report, lease or API key write; no topology.
 		p.Publish.Allow = append(info(append(n.fleetStreams(), n.judgeStreams()...), append(n.fleetBuckets(), n.judgeBuckets()...)),
 			n.subj("job")+"*",
 			n.subj("control")+"*.*",
@@ -327,7 +331,7 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 			}
 		}
 		p.Publish.Allow = append(p.Publish.Allow, kvRead(n.ns.JudgeAnswersBucket(), ">")...)
-		for _, b := range []string{n.ns.JobsBucket(), n.ns.QuotasBucket(), n.ns.TasksBucket(), n.ns.BatchesBucket()} {
+		for _, b := range []string{n.ns.JobsBucket(), n.ns.QuotasBucket(), n.ns.TasksBucket(), n.ns.BatchesBucket(), n.ns.PricesBucket()} {
 			p.Publish.Allow = append(p.Publish.Allow, "$KV."+b+".>")
 		}
 		p.Publish.Allow = append(p.Publish.Allow, n.readCalibrations()...)

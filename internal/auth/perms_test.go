@@ -80,20 +80,20 @@ func TestAuthGuardedBuckets(t *testing.T) {
 		return (slices.Contains(p.Publish.Allow, w) || slices.Contains(p.Publish.Allow, ">")) && !slices.Contains(p.Publish.Deny, w)
 	}
 	for _, tc := range []struct {
-		id                       string
-		quotas, apikeys, batches bool
+		id                               string
+		quotas, apikeys, batches, prices bool
 	}{
-		{auth.Admin, true, true, true},
-		{auth.API, true, false, true},
-		{auth.Coordinator, false, false, true},
-		{auth.Voter, false, false, false},
-		{auth.Judge, false, false, false},
-		{auth.Approver, false, false, false},
+		{auth.Admin, true, true, true, true},
+		{auth.API, true, false, true, true}, // admin keys' routes
+		{auth.Coordinator, false, false, true, false},
+		{auth.Voter, false, false, false, false},
+		{auth.Judge, false, false, false, false},
+		{auth.Approver, false, false, false, false},
 	} {
 		for _, b := range []struct {
 			bucket string
 			want   bool
-		}{{ns.QuotasBucket(), tc.quotas}, {ns.APIKeysBucket(), tc.apikeys}, {ns.BatchesBucket(), tc.batches}} {
+		}{{ns.QuotasBucket(), tc.quotas}, {ns.APIKeysBucket(), tc.apikeys}, {ns.BatchesBucket(), tc.batches}, {ns.PricesBucket(), tc.prices}} {
 			if got := writes(tc.id, b.bucket); got != b.want {
 				t.Errorf("%s writes every key of %s: %v, want %v", tc.id, b.bucket, got, b.want)
 			}

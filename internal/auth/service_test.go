@@ -13,6 +13,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/auth/authtest"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -104,12 +105,44 @@ func registerJob(tenant string) action {
 	}
 }
 
+// priceSet sets a model's price in the fleet's price table, as maker
+// prices set (or PUT /v1/prices/{model}) does.
+func priceSet(model string) action {
+	return func(ctx context.Context, c *authtest.Conn) error {
+		topo, err := openTopo(ctx, c)
+		if err != nil {
+			return err
+		}
+		_, err = pricing.Set(ctx, topo.Prices, schemas.ModelPrice{Model: model, InputUSDPerMTok: 0, OutputUSDPerMTok: 0})
+		return err
+	}
+}
+
+// priceCache starts and stops the price table's cache, as every
+// coordinator and maker serve keep it.
+func priceCache() action {
+	return func(ctx context.Context, c *authtest.Conn) error {
+		topo, err := openTopo(ctx, c)
+		if err != nil {
+			return err
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		cache := pricing.NewCache(topo.Prices)
+		err = cache.Start(cctx)
+		cancel()
+		cache.Wait()
+		return err
+	}
+}
+
 // TestAuthRefusedService: the service's buckets and stream (quotas, API
-// keys, batches) and the api identity of maker serve, on a nats-server
-// running the auth.conf `maker auth init` wrote. Only the admin makes API
-// keys; only the admin and the api write quotas; the coordinator reads
-// both; the voter reaches neither; the api acts for every tenant but never
-// writes a status, report, lease or key.
+// keys, batches, prices) and the api identity of maker serve, on a
+// nats-server running the auth.conf `maker auth init` wrote. Only the
+// admin makes API keys; only the admin and the api write quotas and
+// prices; the coordinator reads them; the voter reaches none of them; the
+// api acts for every tenant but never writes a status, report, lease or
+// key.
 func TestAuthRefusedService(t *testing.T) {
 	t.Parallel()
 	srv := authtest.Start(t)
@@ -127,7 +160,7 @@ func TestAuthRefusedService(t *testing.T) {
 	for _, v := range c.Violations() {
 		t.Errorf("coordinator was refused: %v", v)
 	}
-	keys, quotas, batches := ns.APIKeysBucket(), ns.QuotasBucket(), ns.BatchesBucket()
+	keys, quotas, batches, prices := ns.APIKeysBucket(), ns.QuotasBucket(), ns.BatchesBucket(), ns.PricesBucket()
 	lines := ns.BatchesStream()
 	direct := func(bucket string) string { return "$JS.API.DIRECT.GET.KV_" + bucket }
 	cases := []refusal{
@@ -153,6 +186,24 @@ func TestAuthRefusedService(t *testing.T) {
 		{"coordinator sets a quota", auth.Coordinator, kvPut(quotas, "alpha"), "$KV." + quotas + ".alpha"},
 		{"coordinator purges the quotas", auth.Coordinator, request("$JS.API.STREAM.PURGE.KV_" + quotas), "$JS.API.STREAM.PURGE.KV_" + quotas},
 		{"voter reads a quota", auth.Voter, kvGet(quotas, "alpha"), direct(quotas)},
+		// Prices: what every tenant's work costs. Written by the admin
+		// and the api (admin keys' route), read live by the coordinators
+		// and the api; no coordinator, voter, judge or approver
+		// writes one (a coordinator pricing its work at 0 would bill
+		// nothing).
+		{"admin sets a price", auth.Admin, priceSet("sim-1"), ""},
+		{"api sets a price", auth.API, priceSet("sim-2"), ""},
+		{"coordinator keeps the price cache", auth.Coordinator, priceCache(), ""},
+		{"api keeps the price cache", auth.API, priceCache(), ""},
+		{"coordinator sets a price", auth.Coordinator, priceSet("sim-1"), "$KV." + prices + ".model.sim-1"},
+		{"coordinator purges the prices", auth.Coordinator, request("$JS.API.STREAM.PURGE.KV_" + prices), "$JS.API.STREAM.PURGE.KV_" + prices},
+		{"coordinator deletes the prices", auth.Coordinator, request("$JS.API.STREAM.DELETE.KV_" + prices), "$JS.API.STREAM.DELETE.KV_" + prices},
+		{"coordinator deletes a price", auth.Coordinator, request("$JS.API.STREAM.MSG.DELETE.KV_" + prices), "$JS.API.STREAM.MSG.DELETE.KV_" + prices},
+		{"voter sets a price", auth.Voter, priceSet("sim-1"), "$KV." + prices + ".model.sim-1"},
+		{"voter reads a price", auth.Voter, kvGet(prices, "default"), direct(prices)},
+		{"approver sets a price", auth.Approver, priceSet("sim-1"), "$KV." + prices + ".model.sim-1"},
+		{"judge sets a price", auth.Judge, kvPut(prices, "default"), "$JS.API.STREAM.INFO.KV_" + prices},
+		{"api deletes the prices", auth.API, request("$JS.API.STREAM.DELETE.KV_" + prices), "$JS.API.STREAM.DELETE.KV_" + prices},
 		// Batches: kept by the api (for the key's tenant) and run by the
 		// coordinators.
 		{"voter stores a batch line", auth.Voter, publish(ns.BatchSubject("alpha", "b1")), ns.BatchSubject("alpha", "b1")},

@@ -22,6 +22,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -76,6 +77,14 @@ type CreateOptions struct {
 	// stops at the first line over) and again before the batch is kept.
 	// Default DefaultMaxOpenBytes (512 MiB).
 	MaxOpenBytes int64
+	// Prices is the fleet's price table, and SpendPerDayUSD the tenant's
+	// spend quota (0: none): a line whose job is under a limit (the quota,
+	// or its own budget_usd) and asks a model the table does not price is
+	// refused with invalid_spec (pricing.Check), and budgets are admitted
+	// against the forecast at these prices. The zero Table prices nothing:
+	// the coordinators still pause such a job before it runs anything.
+	Prices         pricing.Table
+	SpendPerDayUSD float64
 }
 
 func (o *CreateOptions) defaults() error {
@@ -363,11 +372,14 @@ func (c *creator) item(ctx context.Context, n int64, line []byte, tooLong bool) 
 	if err := spec.Validate(); err != nil {
 		return fail(schemas.BatchErrInvalidSpec, "%s", trimInvalid(err))
 	}
-	if err := jobs.PrepareAdmitted(ctx, &spec, c.s.tasks); err != nil {
+	if err := jobs.PrepareAdmitted(ctx, &spec, c.s.tasks, c.o.Prices); err != nil {
 		if ctx.Err() != nil {
 			return it, ctx.Err()
 		}
 		return fail(schemas.BatchErrInvalidParams, "%s", trimInvalid(err))
+	}
+	if err := pricing.Check(c.o.Prices, &spec, c.o.SpendPerDayUSD); err != nil {
+		return fail(schemas.BatchErrInvalidSpec, "%s", err)
 	}
 	it.Spec = &spec
 	return it, nil

@@ -36,6 +36,7 @@
 //	KV maker_tasks        <name>.<version>                 registered task specs (immutable)
 //	KV maker_status       <tenant>.<job>                   job progress, a few updates a second
 //	KV maker_reports      <tenant>.<job>                   final job reports
+//	KV maker_prices       <model> (bus.SafeKey), _default  the fleet's price table (operator only)
 package bus
 
 import (
@@ -232,6 +233,9 @@ type Topology struct {
 	Quotas  jetstream.KeyValue
 	APIKeys jetstream.KeyValue
 	Batches jetstream.KeyValue
+	// Prices is the fleet's price table: schemas.ModelPrice by model
+	// (internal/pricing).
+	Prices jetstream.KeyValue
 }
 
 // Ensure creates the streams, shared consumers and buckets that are missing.
@@ -462,6 +466,7 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topol
 		{&topo.Quotas, ns.QuotasBucket(), "makerfleet tenant quotas, read live by every coordinator"},
 		{&topo.APIKeys, ns.APIKeysBucket(), "makerfleet API keys, by the SHA-256 of the key"},
 		{&topo.Batches, ns.BatchesBucket(), "makerfleet batch records"},
+		{&topo.Prices, ns.PricesBucket(), "makerfleet price table: what each model's tokens cost, set by the operator"},
 	} {
 		kv, err := ensureKVLog(ctx, js, cfg.Logger, jetstream.KeyValueConfig{
 			Bucket: b.name, Description: b.desc, History: 1, Storage: cfg.Storage, Replicas: cfg.Replicas,
@@ -622,7 +627,7 @@ func Teardown(ctx context.Context, js jetstream.JetStream, ns Namespace) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, name := range []string{ns.StatusBucket(), ns.ReportsBucket(), ns.JobsBucket(), ns.LeasesBucket(), ns.TasksBucket(), ns.QuotasBucket(), ns.APIKeysBucket(), ns.BatchesBucket(), ns.RetentionBucket(), ns.CalibrationsBucket()} {
+	for _, name := range []string{ns.StatusBucket(), ns.ReportsBucket(), ns.JobsBucket(), ns.LeasesBucket(), ns.TasksBucket(), ns.QuotasBucket(), ns.APIKeysBucket(), ns.BatchesBucket(), ns.PricesBucket(), ns.RetentionBucket(), ns.CalibrationsBucket()} {
 		if err := js.DeleteKeyValue(ctx, name); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			errs = append(errs, err)
 		}

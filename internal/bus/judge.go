@@ -125,7 +125,8 @@ func JudgeAnswerKey(tenant, id string) string   { return tenant + "." + id }
 func JudgeApprovalKey(tenant, id string) string { return tenant + "." + id }
 
 // JudgeTenantKey is a tenant's key in the sessions bucket, for the limits
-// on all its break-glass calls in a rolling window. Sessions hold no dot,
+// on all its judge calls (break glass and its jobs' arbitrations) in a
+// rolling window. Sessions hold no dot,
 // and its middle token is not "job", so it names no session and no job.
 func JudgeTenantKey(tenant string) string { return tenant + ".tenant.window" }
 

@@ -1,6 +1,8 @@
 package bus
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -68,6 +70,11 @@ func (ns Namespace) TasksBucket() string { return ns.bucket("tasks") }
 func (ns Namespace) QuotasBucket() string  { return ns.bucket("quotas") }
 func (ns Namespace) APIKeysBucket() string { return ns.bucket("apikeys") }
 func (ns Namespace) BatchesBucket() string { return ns.bucket("batches") }
+
+// PricesBucket holds the fleet's price table (schemas.ModelPrice): what
+// each model's tokens cost, by model, and the default record
+// (internal/pricing). Only the operator writes it.
+func (ns Namespace) PricesBucket() string { return ns.bucket("prices") }
 
 // RetentionBucket holds the retention policies (schemas.RetentionPolicy):
 // the fleet's, tenants' and jobs' (internal/retention).
@@ -151,3 +158,31 @@ func SplitJobKey(key string) (tenant, rest string, ok bool) {
 	tenant, rest, ok = strings.Cut(key, ".")
 	return tenant, rest, ok && schemas.ValidTenant(tenant) == nil
 }
+
+// SafeKey is name as one token of a KV key: as it is when it is a plain
+// token (1-64 of A-Z, a-z, 0-9, '_' and '-'), else its plain characters (at
+// most 40, others as '_'), '=' and 12 hex digits of its SHA-256. Any name
+// (dots, slashes, spaces, control characters, a long one) gives a valid
+// token, and two names never share one ('=' marks a hashed name and is
+// never in a plain one). Readers check the record under a key names what
+// they asked for: a hash could in principle be another name's.
+func SafeKey(name string) string {
+	if plainKey.MatchString(name) {
+		return name
+	}
+	var b strings.Builder
+	for _, r := range name {
+		if b.Len() >= 40 {
+			break
+		}
+		if r < 0x80 && (r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	sum := sha256.Sum256([]byte(name))
+	return b.String() + "=" + hex.EncodeToString(sum[:6])
+}
+
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)

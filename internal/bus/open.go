@@ -42,6 +42,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, e
 				ns.StatusBucket(): &topo.Status, ns.ReportsBucket(): &topo.Reports,
 				ns.JobsBucket(): &topo.Jobs, ns.LeasesBucket(): &topo.Leases, ns.TasksBucket(): &topo.Tasks,
 				ns.QuotasBucket(): &topo.Quotas, ns.APIKeysBucket(): &topo.APIKeys, ns.BatchesBucket(): &topo.Batches,
+				ns.PricesBucket(): &topo.Prices,
 			},
 			ErrNoFleet, ns, "start a coordinator, or run maker topology create")
 		if err != nil {

@@ -2,13 +2,9 @@ package calibrate
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -60,34 +56,11 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, c
 }
 
 // Key is the bucket key of a calibration: <task>.<model>.<prompt version>,
-// each part as it is when it is a plain token (1-64 of A-Z, a-z, 0-9, '_'
-// and '-'), else its plain characters (at most 40, others as '_'), '=' and
-// 12 hex digits of its SHA-256: dots, slashes, spaces and long names give
-// valid keys, and two names never share one ('=' marks a hashed part and
-// is never in a plain one).
+// each part a bus.SafeKey (a plain token as it is, any other name as its
+// plain characters and a hash of it): dots, slashes, spaces and long
+// names give valid keys, and two names never share one.
 func Key(task, model, promptVersion string) string {
-	return keyPart(task) + "." + keyPart(model) + "." + keyPart(promptVersion)
-}
-
-var plainPart = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-func keyPart(s string) string {
-	if plainPart.MatchString(s) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if b.Len() >= 40 {
-			break
-		}
-		if r < 0x80 && (r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	sum := sha256.Sum256([]byte(s))
-	return b.String() + "=" + hex.EncodeToString(sum[:6])
+	return bus.SafeKey(task) + "." + bus.SafeKey(model) + "." + bus.SafeKey(promptVersion)
 }
 
 // Put stores c under Key(c.Task, c.Model, c.PromptVersion), replacing the

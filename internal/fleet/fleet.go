@@ -33,9 +33,11 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/devserver"
 	"github.com/makerfleet/makerfleet/internal/llm"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
 	"github.com/makerfleet/makerfleet/voter"
@@ -82,6 +84,10 @@ type Options struct {
 	Voters       int
 	Coordinator  coordinator.Config
 	Voter        voter.Config
+	// Prices are set in the fleet's price table (internal/pricing) before
+	// any role starts: a private fleet's prices are its operator's own
+	// (maker run takes them from its price flags). Default: none.
+	Prices []schemas.ModelPrice
 	// Logger receives every role's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -178,6 +184,11 @@ func Start(ctx context.Context, o Options) (_ *Fleet, err error) {
 	f.mu.Lock()
 	f.Registry = taskreg.New(f.Topo.Tasks, f.Tasks)
 	f.mu.Unlock()
+	for _, p := range o.Prices {
+		if _, err := pricing.Set(ctx, f.Topo.Prices, p); err != nil {
+			return nil, err
+		}
+	}
 	for range o.Coordinators {
 		if _, err := f.AddCoordinator(o.Coordinator); err != nil {
 			return nil, err

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -79,20 +80,21 @@ type Tasks interface {
 // checks spec completely, including the task's own params, without
 // sending anything.
 func Prepare(ctx context.Context, spec *schemas.JobSpec, tasks Tasks) error {
-	return prepare(ctx, spec, tasks, false)
+	return prepare(ctx, spec, tasks, false, pricing.Table{})
 }
 
 // PrepareAdmitted is Prepare, and admission: a budget below the lowest
-// cost the planner forecasts for the job (quota.Admit) is refused with an
-// error wrapping ErrInvalid and quota.ErrOverBudget. Submitters use it
-// (the CLI and the public client through the Admission option, the HTTP
-// API, batch lines); the fleet itself enforces a budget however it was
-// set, so tests and tools may still queue a job with a smaller one.
-func PrepareAdmitted(ctx context.Context, spec *schemas.JobSpec, tasks Tasks) error {
-	return prepare(ctx, spec, tasks, true)
+// cost the planner forecasts for the job at the prices of the fleet's
+// table (quota.Admit) is refused with an error wrapping ErrInvalid and
+// quota.ErrOverBudget. Submitters use it (the CLI and the public client
+// through the Admission option, the HTTP API, batch lines); the fleet
+// itself enforces a budget however it was set, so tests and tools may
+// still queue a job with a smaller one.
+func PrepareAdmitted(ctx context.Context, spec *schemas.JobSpec, tasks Tasks, prices pricing.Table) error {
+	return prepare(ctx, spec, tasks, true, prices)
 }
 
-func prepare(ctx context.Context, spec *schemas.JobSpec, tasks Tasks, admit bool) error {
+func prepare(ctx context.Context, spec *schemas.JobSpec, tasks Tasks, admit bool, prices pricing.Table) error {
 	spec.ApplyDefaults()
 	if spec.JobID == "" {
 		spec.JobID = NewJobID()
@@ -116,7 +118,7 @@ func prepare(ctx context.Context, spec *schemas.JobSpec, tasks Tasks, admit bool
 	}
 	spec.Params = inst.Params()
 	if admit && spec.BudgetUSD > 0 {
-		if err := quota.Admit(*spec, quota.Forecast(*spec, inst, schemas.TenantQuota{})); err != nil {
+		if err := quota.Admit(*spec, quota.Forecast(*spec, inst, schemas.TenantQuota{}, prices)); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 	}
@@ -140,11 +142,17 @@ type Submitted struct {
 // SubmitOption changes how Submit sends a job.
 type SubmitOption func(*submitSettings)
 
-type submitSettings struct{ intakeOnly, admit bool }
+type submitSettings struct {
+	intakeOnly, admit bool
+	prices            pricing.Table
+}
 
 // Admission makes Submit refuse a budget below the forecast's lowest cost
-// (PrepareAdmitted) before anything is sent.
-func Admission() SubmitOption { return func(s *submitSettings) { s.admit = true } }
+// (PrepareAdmitted) before anything is sent, the forecast at prices (the
+// fleet's table; the zero Table when the client cannot read it).
+func Admission(prices pricing.Table) SubmitOption {
+	return func(s *submitSettings) { s.admit, s.prices = true, prices }
+}
 
 // IntakeOnly makes Submit only queue the job on the job stream, the
 // fleet's intake, where a coordinator registers it: what a tenant's
@@ -175,7 +183,7 @@ func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *s
 	_, lookupErr := builtin.Lookup(spec.Task)
 	isBuiltin := lookupErr == nil && spec.TaskVersion == ""
 	if isBuiltin {
-		if err := prepare(ctx, spec, taskreg.New(nil, builtin), set.admit); err != nil {
+		if err := prepare(ctx, spec, taskreg.New(nil, builtin), set.admit, set.prices); err != nil {
 			return Submitted{}, err
 		}
 	}
@@ -188,7 +196,7 @@ func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *s
 		return Submitted{}, err
 	}
 	if !isBuiltin {
-		if err := prepare(ctx, spec, taskreg.New(topo.Tasks, builtin), set.admit); err != nil {
+		if err := prepare(ctx, spec, taskreg.New(topo.Tasks, builtin), set.admit, set.prices); err != nil {
 			return Submitted{}, err
 		}
 	}

@@ -49,7 +49,7 @@ func NewCoordinator(r *Registry) *Coordinator {
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_tokens_total",
 			Help: "Model tokens the jobs' samples used, by model and kind (prompt, completion). " + modelHelp}, []string{"tenant", "model", "kind"}),
 		cost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_cost_usd_total",
-			Help: "What the jobs' samples (and arbitrations) cost in US dollars, by the job's pricing. " + modelHelp}, []string{"tenant", "model"}),
+			Help: "What the jobs' samples (and arbitrations) cost in US dollars, at the fleet's prices (maker prices). " + modelHelp}, []string{"tenant", "model"}),
 		forged: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_forged_results_total",
 			Help: "Result messages dropped because their token is not the one issued for their sample: answers for samples their sender was never handed."}, []string{"tenant"}),
 		overclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "maker_overclaimed_results_total",

@@ -71,6 +71,7 @@ func TestFleetMetrics(t *testing.T) {
 	cm := metrics.NewCoordinator(creg)
 	vreg := metrics.NewRegistry("voter", "test")
 	vm := metrics.NewVoter(vreg)
+	e.SetPrice("", schemas.Pricing{InputUSDPerMTok: 3, OutputUSDPerMTok: 15}) // the fleet's, which the metrics count
 	e.StartCoordinator(coordinator.Config{Metrics: cm})
 	e.StartVoter(client, voter.Config{ID: "voter-a", Metrics: vm})
 	e.StartVoter(client, voter.Config{ID: "voter-b", Metrics: vm})
@@ -86,7 +87,6 @@ func TestFleetMetrics(t *testing.T) {
 	defer vsrv.Close()
 
 	spec := fleettest.HanoiSpec(4, 3, 5)
-	spec.Pricing = &schemas.Pricing{InputUSDPerMTok: 3, OutputUSDPerMTok: 15}
 	rep := e.Run(&spec)
 	if rep.State != schemas.StateSolved || rep.Steps != 15 {
 		t.Fatalf("state %s, %d steps: %s", rep.State, rep.Steps, rep.Reason)
@@ -171,6 +171,8 @@ func TestFleetMetricsEscalation(t *testing.T) {
 	const disks, k, jobSeed, hard = 3, 2, 47, 3
 	e := fleettest.New(t)
 	reg := metrics.NewRegistry("coordinator", "test")
+	e.SetPrice("", schemas.Pricing{InputUSDPerMTok: 1, OutputUSDPerMTok: 2})
+	e.SetPrice("strong", schemas.Pricing{InputUSDPerMTok: 10, OutputUSDPerMTok: 40})
 	e.StartCoordinator(coordinator.Config{Metrics: metrics.NewCoordinator(reg)})
 	// The own model splits its votes at step hard (no lead of 2 within 5
 	// samples); the model named "strong" is always right.
@@ -183,9 +185,7 @@ func TestFleetMetricsEscalation(t *testing.T) {
 	e.StartVoter(fleettest.NewFakeModel(fleettest.SeedTable(jobSeed, 1<<disks-1, 64), split), voter.Config{Concurrency: 4})
 	spec := fleettest.HanoiSpec(disks, k, jobSeed)
 	spec.MaxSamplesPerStep = 5
-	spec.Pricing = &schemas.Pricing{InputUSDPerMTok: 1, OutputUSDPerMTok: 2}
-	spec.Escalation = &schemas.EscalationPolicy{StrongerModel: "strong", StrongerSamples: 6,
-		StrongerPricing: &schemas.Pricing{InputUSDPerMTok: 10, OutputUSDPerMTok: 40}}
+	spec.Escalation = &schemas.EscalationPolicy{StrongerModel: "strong", StrongerSamples: 6}
 	rep := e.Run(&spec)
 	if rep.State != schemas.StateSolved || rep.Escalations != 1 {
 		t.Fatalf("state %s, %d escalations: %s", rep.State, rep.Escalations, rep.Reason)

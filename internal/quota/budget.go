@@ -79,6 +79,15 @@ func USD(usd float64) Nano {
 	return Nano(math.Floor(usd*1e9 + 1e-6))
 }
 
+// USDUp converts a cost in dollars to Nano, rounding up: a cost is never
+// lowered by rounding (0 for anything not above 0).
+func USDUp(usd float64) Nano {
+	if !(usd > 0) {
+		return 0
+	}
+	return Nano(math.Ceil(usd*1e9 - 1e-6))
+}
+
 // USD is n in dollars.
 func (n Nano) USD() float64 { return float64(n) / 1e9 }
 

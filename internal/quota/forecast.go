@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/makerfleet/makerfleet/internal/plan"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -53,12 +54,14 @@ var ErrOverBudget = errors.New("quota: budget below the forecast")
 //   - A sample's cost: the prompt of the task's first state at
 //     BytesPerToken bytes a token (low and expected) or its upper bound
 //     (PromptTokensBound: high), and LowOutputShare, ExpectedOutputShare
-//     or all of max_output_tokens, at the job's pricing (no pricing: no
-//     cost). The spec's token estimates (a calibration's) replace the
-//     expected figure's, the band widened to hold them.
+//     or all of max_output_tokens, at the fleet's price of the voters'
+//     own model from its table (pricing.Of: on a fleet without a table,
+//     the job's own pricing, said to be unverified; else no cost). The
+//     spec's token estimates (a calibration's) replace the expected
+//     figure's, the band widened to hold them.
 //   - Time: samples over the tenant's samples per second, when it has a
 //     rate limit (else none is given).
-func Forecast(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota) schemas.Forecast {
+func Forecast(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota, prices pricing.Table) schemas.Forecast {
 	spec.ApplyDefaults()
 	var basis []string
 	steps := inst.TotalSteps()
@@ -98,7 +101,12 @@ func Forecast(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota) s
 	}
 	promptTokens := float64(promptBytes) / BytesPerToken
 	maxOut := float64(spec.MaxOutputTokens)
-	cost := func(prompt, out float64) float64 { return usd(spec.Pricing, prompt, out) }
+	var price *schemas.Pricing
+	p0, src := pricing.Of(prices, &spec, "", false)
+	if src != pricing.None {
+		price = &p0
+	}
+	cost := func(prompt, out float64) float64 { return usd(price, prompt, out) }
 	lowC, expC, highC := cost(promptTokens, LowOutputShare*maxOut), cost(promptTokens, ExpectedOutputShare*maxOut),
 		cost(float64(promptBound), maxOut)
 	if in, out := spec.PromptTokensEstimate, spec.CompletionTokensEstimate; in > 0 || out > 0 {
@@ -114,10 +122,13 @@ func Forecast(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota) s
 		lowC, highC = math.Min(lowC, expC), math.Max(highC, expC)
 		basis = append(basis, fmt.Sprintf("tokens per call from the job: %.0f in, %.0f out", in, out))
 	}
-	if spec.Pricing == nil {
-		basis = append(basis, "no pricing: no cost")
-	} else {
-		basis = append(basis, "pricing from the job")
+	switch src {
+	case pricing.Fleet:
+		basis = append(basis, "priced at the fleet's price")
+	case pricing.Job:
+		basis = append(basis, "priced at the job's own pricing, unverified: the fleet has no price table")
+	default:
+		basis = append(basis, "no price: no cost")
 	}
 
 	s := float64(steps)

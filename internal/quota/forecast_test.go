@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/makerfleet/makerfleet/internal/plan"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
@@ -41,9 +42,15 @@ func TestForecast(t *testing.T) {
 		t.Fatal(err)
 	}
 	bound := quota.SampleBound(price, msgs, 750).USD()
+	// The fleet's table prices the voters' own model at price: a job's
+	// claim of 0 changes nothing.
+	fleet := pricing.NewTable([]schemas.ModelPrice{{Header: schemas.NewHeader(schemas.KindModelPrice), Default: true,
+		InputUSDPerMTok: price.InputUSDPerMTok, OutputUSDPerMTok: price.OutputUSDPerMTok}})
+	noDefault := pricing.NewTable([]schemas.ModelPrice{{Header: schemas.NewHeader(schemas.KindModelPrice), Model: "big", InputUSDPerMTok: 1}})
 	for _, tc := range []struct {
 		name      string
 		spec      schemas.JobSpec
+		table     pricing.Table
 		inst      task.Instance
 		q         schemas.TenantQuota
 		p         float64
@@ -52,16 +59,20 @@ func TestForecast(t *testing.T) {
 		wantTime  bool
 		wantSteps int64
 	}{
+		{name: "fleet's price, not the job's 0", spec: schemas.JobSpec{K: 3, Pricing: &schemas.Pricing{}}, table: fleet, inst: inst, p: quota.DefaultP, basis: "priced at the fleet's price", wantSteps: 15},
+		{name: "fleet's price, no claim", spec: schemas.JobSpec{K: 3}, table: fleet, inst: inst, p: quota.DefaultP, basis: "priced at the fleet's price", wantSteps: 15},
+		{name: "a table without the default record", spec: schemas.JobSpec{K: 3, Pricing: price}, table: noDefault, inst: inst, p: quota.DefaultP, basis: "no price", noCost: true, wantSteps: 15},
 		{name: "default p", spec: schemas.JobSpec{K: 3, Pricing: price}, inst: inst, p: quota.DefaultP, basis: "assumed", wantSteps: 15},
 		{name: "job's p", spec: schemas.JobSpec{K: 3, Pricing: price, PEstimate: 0.95}, inst: inst, p: 0.95, basis: "from the job", wantSteps: 15},
 		{name: "task's p", spec: schemas.JobSpec{K: 3, Pricing: price}, inst: declared{inst, 0.9}, p: 0.9, basis: "declared by the task", wantSteps: 15},
 		{name: "job's p wins", spec: schemas.JobSpec{K: 3, Pricing: price, PEstimate: 0.95}, inst: declared{inst, 0.9}, p: 0.95, basis: "from the job", wantSteps: 15},
 		{name: "step limit", spec: schemas.JobSpec{K: 2, Pricing: price, StepLimit: 5}, inst: inst, p: quota.DefaultP, basis: "assumed", wantSteps: 5},
-		{name: "no pricing", spec: schemas.JobSpec{K: 3}, inst: inst, p: quota.DefaultP, basis: "no pricing", noCost: true, wantSteps: 15},
+		{name: "no pricing", spec: schemas.JobSpec{K: 3}, inst: inst, p: quota.DefaultP, basis: "no price", noCost: true, wantSteps: 15},
+		{name: "no table: the job's own, unverified", spec: schemas.JobSpec{K: 3, Pricing: price}, inst: inst, p: quota.DefaultP, basis: "unverified", wantSteps: 15},
 		{name: "rate", spec: schemas.JobSpec{K: 3, Pricing: price}, inst: inst, q: schemas.TenantQuota{SamplesPerSecond: 10}, p: quota.DefaultP, basis: "10 samples/s", wantTime: true, wantSteps: 15},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := quota.Forecast(tc.spec, tc.inst, tc.q)
+			f := quota.Forecast(tc.spec, tc.inst, tc.q, tc.table)
 			if f.Steps != tc.wantSteps {
 				t.Errorf("steps %d, want %d", f.Steps, tc.wantSteps)
 			}
@@ -100,7 +111,7 @@ func TestAdmit(t *testing.T) {
 	t.Parallel()
 	inst := hanoi(t, 4)
 	spec := schemas.JobSpec{K: 3, Pricing: &schemas.Pricing{InputUSDPerMTok: 0.4, OutputUSDPerMTok: 1.6}}
-	f := quota.Forecast(spec, inst, schemas.TenantQuota{})
+	f := quota.Forecast(spec, inst, schemas.TenantQuota{}, pricing.Table{})
 	for _, tc := range []struct {
 		budget float64
 		ok     bool

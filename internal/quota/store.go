@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,18 +22,13 @@ var (
 )
 
 // Store reads and writes tenants' quotas (schemas.TenantQuota) in the quota
-// bucket. After Start, reads come from a cache the bucket's watch keeps
-// current (a change applies within a second, no KV round trip per read);
-// before it, each read asks the bucket. Safe for concurrent use.
+// bucket. After Start, reads come from a mirror the bucket's watch keeps
+// current (bus.Mirror: a change applies within a second, no KV round trip
+// per read); before it, each read asks the bucket. Safe for concurrent use.
 type Store struct {
-	raw jetstream.KeyValue
-	kv  *bus.KV[schemas.TenantQuota]
-
-	mu      sync.RWMutex
-	cache   map[string]schemas.TenantQuota // by key (tenant, or FleetQuotaKey)
-	synced  bool                           // the watch delivered the initial values
-	changed chan struct{}                  // closed and replaced on every change
-	stopped chan struct{}                  // closed when the watch ends (nil: never started)
+	raw    jetstream.KeyValue
+	kv     *bus.KV[schemas.TenantQuota]
+	mirror *bus.Mirror[schemas.TenantQuota]
 }
 
 // New returns the store over the topology's quota bucket.
@@ -49,7 +43,11 @@ func New(topo *bus.Topology) *Store {
 // NewKV returns the store over bucket kv (nil: every tenant unlimited, Set
 // fails with ErrNoBucket).
 func NewKV(kv jetstream.KeyValue) *Store {
-	s := &Store{raw: kv, cache: map[string]schemas.TenantQuota{}, changed: make(chan struct{})}
+	s := &Store{raw: kv, mirror: bus.NewMirror(kv, func(data []byte) (schemas.TenantQuota, error) {
+		var q schemas.TenantQuota
+		err := schemas.Decode(data, &q)
+		return q, err
+	})}
 	if kv != nil {
 		s.kv = bus.NewKV(kv, bus.MessageCodec[schemas.TenantQuota]())
 	}
@@ -61,105 +59,24 @@ func NewKV(kv jetstream.KeyValue) *Store {
 // values are in the cache, or with the error that kept the watch from
 // starting.
 func (s *Store) Start(ctx context.Context) error {
-	if s.raw == nil {
-		s.mu.Lock()
-		s.synced = true
-		s.mu.Unlock()
-		return nil
+	if err := s.mirror.Start(ctx); err != nil {
+		return fmt.Errorf("quota: %w", err)
 	}
-	w, err := s.raw.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("quota: watch: %w", err)
-	}
-	ready, stopped := make(chan struct{}), make(chan struct{})
-	s.mu.Lock()
-	s.stopped = stopped
-	s.mu.Unlock()
-	go func() { // owned: ends with ctx; Wait waits for it
-		defer close(stopped)
-		s.watch(ctx, w, ready)
-	}()
-	select {
-	case <-ready:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return nil
 }
 
 // Wait waits for the watch Start began to end (at once if none).
-func (s *Store) Wait() {
-	s.mu.RLock()
-	stopped := s.stopped
-	s.mu.RUnlock()
-	if stopped != nil {
-		<-stopped
-	}
-}
-
-// watch applies the bucket's updates to the cache until ctx ends or the
-// watcher closes; then the cache is given up (reads ask the bucket again).
-func (s *Store) watch(ctx context.Context, w jetstream.KeyWatcher, ready chan struct{}) {
-	defer func() { _ = w.Stop() }()
-	defer func() {
-		s.mu.Lock()
-		s.synced = false
-		s.mu.Unlock()
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			s.apply(e, ready)
-		}
-	}
-}
-
-// apply puts one watch entry into the cache (nil: the initial values are in).
-func (s *Store) apply(e jetstream.KeyValueEntry, ready chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e == nil {
-		if !s.synced {
-			s.synced = true
-			close(ready)
-		}
-		return
-	}
-	if e.Operation() != jetstream.KeyValuePut {
-		delete(s.cache, e.Key())
-	} else {
-		var q schemas.TenantQuota
-		if err := schemas.Decode(e.Value(), &q); err != nil {
-			return // unreadable: keep what we had (Set never writes one)
-		}
-		s.cache[e.Key()] = q
-	}
-	close(s.changed)
-	s.changed = make(chan struct{})
-}
+func (s *Store) Wait() { s.mirror.Wait() }
 
 // Changed returns a channel closed at the next change the watch sees.
-func (s *Store) Changed() <-chan struct{} {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.changed
-}
+func (s *Store) Changed() <-chan struct{} { return s.mirror.Changed() }
 
 // Cached returns key's record from the cache without blocking, and whether
 // the cache is live (Start ran and the watch holds). A key with no record
 // is the zero TenantQuota.
 func (s *Store) Cached(key string) (schemas.TenantQuota, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if !s.synced {
-		return schemas.TenantQuota{}, false
-	}
-	return s.cache[key], true
+	q, _, live := s.mirror.Get(key)
+	return q, live
 }
 
 // Get returns the tenant's quotas: the zero value (no limits, weight 1)
@@ -233,14 +150,10 @@ func (s *Store) Delete(ctx context.Context, tenant string) error {
 // by tenant.
 func (s *Store) List(ctx context.Context) ([]schemas.TenantQuota, error) {
 	var out []schemas.TenantQuota
-	s.mu.RLock()
-	if s.synced {
-		for _, q := range s.cache {
-			out = append(out, q)
-		}
+	all, synced := s.mirror.All()
+	for _, q := range all {
+		out = append(out, q)
 	}
-	synced := s.synced
-	s.mu.RUnlock()
 	if !synced && s.kv != nil {
 		keys, err := s.raw.Keys(ctx)
 		if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {

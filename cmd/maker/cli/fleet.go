@@ -13,6 +13,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/fleet"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/voter"
 )
 
@@ -42,7 +43,34 @@ type fleetOptions struct {
 	// maxJobs is how many jobs the coordinator runs at once (default
 	// coordinator.Config's).
 	maxJobs int
-	log     *slog.Logger
+	// prices are the private fleet's price table: the job's own prices,
+	// which on the operator's own fleet are the fleet's (jobPrices).
+	prices []schemas.ModelPrice
+	log    *slog.Logger
+}
+
+// jobPrices are the prices spec claims (its pricing, the escalation's
+// stronger_pricing) as a price table: maker run's own fleet prices its
+// one job as the job says, since the operator is the tenant.
+func jobPrices(spec *schemas.JobSpec) []schemas.ModelPrice {
+	var out []schemas.ModelPrice
+	add := func(model string, p *schemas.Pricing) {
+		if p != nil {
+			out = append(out, schemas.ModelPrice{Model: model, Default: model == "", InputUSDPerMTok: p.InputUSDPerMTok, OutputUSDPerMTok: p.OutputUSDPerMTok})
+		}
+	}
+	add("", spec.Pricing)
+	for _, m := range spec.Models {
+		add(m, spec.Pricing)
+	}
+	if e := spec.Escalation; e != nil && e.StrongerModel != "" {
+		if e.StrongerPricing != nil {
+			add(e.StrongerModel, e.StrongerPricing)
+		} else {
+			add(e.StrongerModel, spec.Pricing)
+		}
+	}
+	return out
 }
 
 // startFleet starts a private fleet (a namespace of its own, removed at
@@ -57,6 +85,7 @@ func startFleet(ctx context.Context, o fleetOptions) (*fleet.Fleet, error) {
 		// flags are the user's own: its voter takes whatever the job asks.
 		Voters: 1, Voter: voter.Config{ID: "voter-inproc", Concurrency: o.concurrency, Policy: voter.Policy{
 			AllowModels: []string{voter.AnyModel}, MaxTokensCeiling: 1_000_000, TemperatureMax: 2}}, // a job spec's own limits
+		Prices: o.prices,
 	})
 	if errors.Is(err, fleet.ErrOptions) {
 		return nil, usageError{err}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/plan"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
@@ -73,9 +74,9 @@ func addJobFlags(cmd *cobra.Command, f *jobFlags, defaultP string) {
 	fl.DurationVar(&f.sampleTimeout, "sample-timeout", time.Duration(schemas.DefaultSampleTimeoutMS)*time.Millisecond, "re-sample a sample with no answer after this long")
 	fl.Float64Var(&f.tempFirst, "temperature-first", 0, "temperature of each step's first sample")
 	fl.Float64Var(&f.tempRest, "temperature-rest", schemas.DefaultTemperatureRest, "temperature of every later sample")
-	fl.Float64Var(&f.inputPrice, "input-price", 0, "model price, USD per million input tokens (for the report's cost)")
-	fl.Float64Var(&f.outputPrice, "output-price", 0, "model price, USD per million output tokens (for the report's cost)")
-	fl.Float64Var(&f.budget, "budget-usd", 0, "most the job may spend, in USD (needs --input-price/--output-price); refused below the forecast's lowest cost, paused as budget_exhausted before it would go over")
+	fl.Float64Var(&f.inputPrice, "input-price", 0, "model price, USD per million input tokens: maker run's own fleet's price; on a fleet, the job's own claim, which the fleet does not bill by (maker prices)")
+	fl.Float64Var(&f.outputPrice, "output-price", 0, "model price, USD per million output tokens (like --input-price)")
+	fl.Float64Var(&f.budget, "budget-usd", 0, "most the job may spend, in USD, at the fleet's prices (maker run: --input-price/--output-price); refused below the forecast's lowest cost, paused as budget_exhausted before it would go over")
 	fl.IntVar(&f.priority, "priority", 0, "priority among the tenant's own jobs, 0 to 9 (higher first)")
 	fl.IntVar(&f.specDepth, "speculation-depth", defaultSpeculationDepth, fmt.Sprintf("sample up to this many steps ahead of the open one, from a guess of each winner (0 turns it off, at most %d); decisions are unchanged, samples of guesses that lose are wasted", schemas.MaxSpeculationDepth))
 	fl.Float64Var(&f.specMaxWaste, "speculation-max-waste", schemas.DefaultSpeculationMaxWaste, "stop speculating while the samples lost guesses threw away exceed this share of the job's samples, in (0, 1]")
@@ -246,7 +247,10 @@ func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFrac
 	if f.inputPrice > 0 || f.outputPrice > 0 {
 		spec.Pricing = &schemas.Pricing{InputUSDPerMTok: f.inputPrice, OutputUSDPerMTok: f.outputPrice}
 	}
-	if err := jobs.PrepareAdmitted(ctx, &spec, tasks); err != nil {
+	// Admitted at the job's own prices: the client does not read the
+	// fleet's table (maker run makes them its own fleet's; a fleet holds a
+	// submitted job to its table).
+	if err := jobs.PrepareAdmitted(ctx, &spec, tasks, pricing.Table{}); err != nil {
 		return schemas.JobSpec{}, nil, usageError{err}
 	}
 	return spec, inst, nil

@@ -211,6 +211,9 @@ func statusCmd(e *env) *cobra.Command {
 		if st.Coordinator != "" {
 			fmt.Fprintf(e.stdout, ", on %s", st.Coordinator)
 		}
+		if st.Reason != "" {
+			fmt.Fprintf(e.stdout, ": %s", st.Reason)
+		}
 		fmt.Fprintln(e.stdout)
 		return nil
 	})

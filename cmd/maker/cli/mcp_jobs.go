@@ -28,7 +28,7 @@ type submitJobArgs struct {
 	K                 int            `json:"k" jsonschema:"Voting margin: a step is decided when one answer leads every other by k valid votes (3 or 4 suits most tasks)"`
 	Seed              int64          `json:"seed,omitempty" jsonschema:"Seed: a job is reproducible from it (default 0)"`
 	JobID             string         `json:"job_id,omitempty" jsonschema:"Job id (default: generated); the same job submitted again under it is a no-op"`
-	BudgetUSD         float64        `json:"budget_usd,omitempty" jsonschema:"The most the job may spend, in USD (needs the fleet's pricing); the job pauses as budget_exhausted rather than go over"`
+	BudgetUSD         float64        `json:"budget_usd,omitempty" jsonschema:"The most the job may spend, in USD, at the fleet's prices (every model it may ask must have one); the job pauses as budget_exhausted rather than go over"`
 	Priority          int            `json:"priority,omitempty" jsonschema:"Priority among this tenant's jobs, 0 to 9 (higher first)"`
 	MaxSamplesPerStep int            `json:"max_samples_per_step,omitempty" jsonschema:"Most samples one step may draw before the job ends as no_consensus (default 100)"`
 	SpeculationDepth  int            `json:"speculation_depth,omitempty" jsonschema:"Sample up to this many steps ahead of the open one from a guess of each winner, for speed (0: off, the default; at most 64); decisions are unchanged"`

@@ -17,23 +17,13 @@ import (
 // and bad input is refused before anything is written.
 func TestQuotaSetShow(t *testing.T) {
 	t.Parallel()
-	srv := testkit.StartNATS(t)
-	_, js := testkit.Connect(t, srv.URL)
-	if _, err := bus.Ensure(t.Context(), js, bus.Config{Storage: jetstream.MemoryStorage}); err != nil {
-		t.Fatal(err)
-	}
-	maker := func(args ...string) outcome { return runMain(t, append(args, "--nats", srv.URL)...) }
+	maker := onFleet(t)
 	decode := func(o outcome, v any) {
 		t.Helper()
-		if o.code != 0 {
-			t.Fatalf("exit %d: %s", o.code, o.stderr)
-		}
 		if q, ok := v.(*schemas.TenantQuota); ok {
 			*q = schemas.TenantQuota{} // fields left out (omitempty) are zero
 		}
-		if err := json.Unmarshal([]byte(o.stdout), v); err != nil {
-			t.Fatalf("%v: %s", err, o.stdout)
-		}
+		decodeOK(t, o, v)
 	}
 	var q schemas.TenantQuota
 	decode(maker("quota", "set", "--tenant", "acme", "--max-running-jobs", "2", "--rate", "50", "--weight", "3", "--json"), &q)
@@ -75,5 +65,28 @@ func TestQuotaSetShow(t *testing.T) {
 	decode(maker("quota", "show", "--tenant", "acme", "--json"), &q)
 	if q.MaxRunningJobs != 2 {
 		t.Fatalf("a refused set changed the record: %+v", q)
+	}
+}
+
+// onFleet starts a nats-server with the fleet's topology and returns maker
+// run against it.
+func onFleet(t *testing.T) func(args ...string) outcome {
+	t.Helper()
+	srv := testkit.StartNATS(t)
+	_, js := testkit.Connect(t, srv.URL)
+	if _, err := bus.Ensure(t.Context(), js, bus.Config{Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	return func(args ...string) outcome { return runMain(t, append(args, "--nats", srv.URL)...) }
+}
+
+// decodeOK checks that o succeeded and decodes its JSON output into v.
+func decodeOK(t *testing.T, o outcome, v any) {
+	t.Helper()
+	if o.code != ExitOK {
+		t.Fatalf("exit %d: %s", o.code, o.stderr)
+	}
+	if err := json.Unmarshal([]byte(o.stdout), v); err != nil {
+		t.Fatalf("%v: %s", err, o.stdout)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -179,6 +180,12 @@ the smallest margin that reaches --target at p = --sim-accuracy.`,
 				return err
 			}
 			opts.simHTTP = sf.http
+			// Its own fleet: the job's prices are the operator's, and a
+			// budget needs them (the fleet would pause the job for good).
+			opts.prices = jobPrices(&spec)
+			if err := pricing.Check(pricing.NewTable(opts.prices), &spec, 0); err != nil {
+				return usagef("--budget-usd needs --input-price and --output-price (maker run's fleet prices its job by them): %v", err)
+			}
 			if procs < 0 {
 				return usagef("--gomaxprocs must be >= 0")
 			}
@@ -421,6 +428,9 @@ func printReport(w io.Writer, rep schemas.JobReport, asJSON bool) error {
 		if rep.ArbiterCostUSD > 0 {
 			fmt.Fprintf(w, " (panel $%.4f)", rep.ArbiterCostUSD)
 		}
+	}
+	if rep.UnverifiedCostUSD > 0 {
+		fmt.Fprintf(w, "   $%.4f at the job's own prices (unverified: the fleet has no price table)", rep.UnverifiedCostUSD)
 	}
 	fmt.Fprintln(w)
 	if rep.Escalations+rep.ArbiterDecisions > 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/dashboard"
 	"github.com/makerfleet/makerfleet/internal/metrics"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
@@ -184,8 +185,8 @@ func dialRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
 }
 
 // newAPIServer assembles the API on the fleet's topology and Redis: keys
-// (watched from their bucket), quotas, budgets, samples in flight and
-// batches. stop ends the watches.
+// (watched from their bucket), quotas and prices (watched too), budgets,
+// samples in flight and batches. stop ends the watches.
 func newAPIServer(ctx context.Context, log *slog.Logger, nc *nats.Conn, topo *bus.Topology, rdb redis.UniversalClient, keys *apikey.Store, cfg api.Config) (_ *api.Server, stop func(), err error) {
 	var stops []func()
 	stop = func() {
@@ -206,6 +207,10 @@ func newAPIServer(ctx context.Context, log *slog.Logger, nc *nats.Conn, topo *bu
 	if err := quotas.Start(ctx); err != nil {
 		return nil, nil, err
 	}
+	prices := pricing.NewCache(topo.Prices)
+	if err := prices.Start(ctx); err != nil {
+		return nil, nil, err
+	}
 	budgets, err := quota.NewBudgets(rdb, quota.BudgetConfig{})
 	if err != nil {
 		return nil, nil, err
@@ -213,7 +218,7 @@ func newAPIServer(ctx context.Context, log *slog.Logger, nc *nats.Conn, topo *bu
 	cfg.Logger = log
 	tasks := builtin.Registry()
 	srv, err := api.New(api.Deps{
-		NC: nc, Topo: topo, Tasks: tasks, Auth: keys, Quotas: quotas, Forecast: quota.Forecast,
+		NC: nc, Topo: topo, Tasks: tasks, Auth: keys, Quotas: quotas, Prices: prices, Forecast: quota.Forecast,
 		Budgets: budgets, Inflight: quota.NewLimiter(rdb, store.DefaultKeyPrefix),
 		Batches: batch.NewStore(topo, taskreg.New(topo.Tasks, tasks)),
 	}, cfg)

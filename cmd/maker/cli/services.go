@@ -23,6 +23,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
 	"github.com/makerfleet/makerfleet/voter"
@@ -156,6 +157,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 		maxJobs, checkpointEvery, replicas int
 		leaseTTL, slice                    time.Duration
 		retentionInterval                  time.Duration // purge.go
+		arbReserve                         float64
 	)
 	cmd := &cobra.Command{
 		Use:     "coordinator",
@@ -168,6 +170,9 @@ func coordinatorCmd(e *env) *cobra.Command {
 			}
 			if replicas < 1 || replicas > 5 {
 				return usagef("--replicas must be 1..5")
+			}
+			if !(arbReserve > 0 && arbReserve <= schemas.MaxBudgetUSD) {
+				return usagef("--arbitration-reserve-usd %v must be above 0 and at most %d", arbReserve, schemas.MaxBudgetUSD)
 			}
 			if crashAt != "" {
 				if _, _, err := coordinator.ParseCrashAt(crashAt); err != nil {
@@ -209,7 +214,8 @@ func coordinatorCmd(e *env) *cobra.Command {
 			c, err := coordinator.New(nc, st, coordinator.Config{
 				ID: id, Tasks: builtin.Registry(), MaxJobs: maxJobs, Logger: log,
 				LeaseTTL: leaseTTL, CheckpointEvery: checkpointEvery, CrashAt: crashAt, Slice: slice, RetentionInterval: retentionInterval,
-				Bus: bus.Config{Replicas: replicas, Logger: log}, Metrics: met,
+				ArbitrationReserveUSD: arbReserve,
+				Bus:                   bus.Config{Replicas: replicas, Logger: log}, Metrics: met,
 			})
 			if err != nil {
 				return usageError{err}
@@ -232,6 +238,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 	cmd.Flags().DurationVar(&retentionInterval, "retention-interval", 10*time.Minute, "sweep finished work past its retention policy (maker retention) this often, one coordinator at a time (negative: never)")
 	cmd.Flags().IntVar(&checkpointEvery, "checkpoint-every", 1000, "steps between checkpoints (a resume reads at most this many journal entries)")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the streams and buckets this coordinator creates (3 on a clustered nats-server)")
+	cmd.Flags().Float64Var(&arbReserve, "arbitration-reserve-usd", 1, "what a job under a budget or a spend quota holds for an arbitration of the judge's panel, in USD; the judge spends no more, and a job that cannot hold it gets a person instead")
 	metricsFlag(cmd, &metricsAddr)
 	cmd.Flags().StringVar(&crashAt, "crash-at", "", "fault injection for the fault suite: exit as if killed at <point>:<step>")
 	_ = cmd.Flags().MarkHidden("crash-at")
