@@ -39,7 +39,9 @@ func TestEvery(t *testing.T) {
 		}
 	}
 	var zero throttle.Every
-	if !zero.Allow() || !zero.Allow() {
-		t.Error("the zero Every held an event back")
+	for i := range 2 {
+		if !zero.Allow() {
+			t.Errorf("the zero Every held event %d back", i+1)
+		}
 	}
 }

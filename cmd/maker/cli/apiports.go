@@ -331,12 +331,12 @@ type apiBudgets struct{ c *httpapi.Client }
 func (apiBudgets) Close() {}
 
 func (b apiBudgets) Job(ctx context.Context, tenant, job string) (accountJSON, error) {
-	jb, err := apiFleet{b.c}.in(tenant).Budget(ctx, job)
+	jb, err := apiFleet(b).in(tenant).Budget(ctx, job)
 	return jobAccount(jb), apiErr(err)
 }
 
 func (b apiBudgets) SetJob(ctx context.Context, tenant, job string, usd float64) (accountJSON, error) {
-	jb, err := apiFleet{b.c}.in(tenant).SetBudget(ctx, job, usd)
+	jb, err := apiFleet(b).in(tenant).SetBudget(ctx, job, usd)
 	return jobAccount(jb), apiErr(err)
 }
 
