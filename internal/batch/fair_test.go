@@ -144,6 +144,20 @@ func TestRunnerTakesFairly(t *testing.T) {
 	}
 }
 
+// streamMsgs counts the messages the batch stream holds.
+func streamMsgs(t *testing.T, ctx context.Context, topo *bus.Topology) uint64 {
+	t.Helper()
+	st, err := topo.JS.Stream(ctx, topo.NS.BatchesStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
 // TestCreateMaxOpen: a tenant with MaxOpen batches open is refused
 // (ErrTooMany) before anything is stored; ended batches and other tenants'
 // do not count.
@@ -155,22 +169,11 @@ func TestCreateMaxOpen(t *testing.T) {
 	b1 := create(t, s, "acme", o)
 	create(t, s, "acme", o)
 	create(t, s, "other", o)
-	msgs := func() uint64 {
-		st, err := topo.JS.Stream(ctx, topo.NS.BatchesStream())
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.State.Msgs
-	}
-	before := msgs()
+	before := streamMsgs(t, ctx, topo)
 	if _, err := s.Create(ctx, "acme", strings.NewReader(oneLine), o); !errors.Is(err, batch.ErrTooMany) {
 		t.Fatalf("a third open batch: %v, want ErrTooMany", err)
 	}
-	if after := msgs(); after != before {
+	if after := streamMsgs(t, ctx, topo); after != before {
 		t.Errorf("a refused batch stored %d lines", after-before)
 	}
 	if _, err := s.Cancel(ctx, "acme", b1.ID); err != nil {

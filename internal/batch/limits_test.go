@@ -53,22 +53,11 @@ func TestCreateMaxOpenBytes(t *testing.T) {
 	}
 	// A single batch bigger than the whole allowance stops at the line
 	// that goes over, and keeps nothing.
-	msgs := func() uint64 {
-		st, err := topo.JS.Stream(ctx, topo.NS.BatchesStream())
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.State.Msgs
-	}
-	before := msgs()
+	before := streamMsgs(t, ctx, topo)
 	if _, err := s.Create(ctx, "gamma", strings.NewReader(lines(50)), o); !errors.Is(err, batch.ErrTooMany) {
 		t.Fatalf("a batch over the allowance alone: %v, want ErrTooMany", err)
 	}
-	if after := msgs(); after != before {
+	if after := streamMsgs(t, ctx, topo); after != before {
 		t.Errorf("a refused batch left %d lines stored", after-before)
 	}
 	// Another tenant is not held back by beta's bytes.
