@@ -43,11 +43,12 @@ func TestOverclaimedResultsBounded(t *testing.T) {
 		}
 		return fleettest.Right(c), nil
 	})
+	priceFleet(env)
 	env.StartCoordinator(coordinator.Config{})
 	env.StartVoter(model, voter.Config{Concurrency: 8})
 	spec := fleettest.HanoiSpec(disks, k, jobSeed)
 	spec.Tenant = tenant
-	spec.Pricing, spec.BudgetUSD = budgetPricing, 40*bound
+	spec.BudgetUSD = 40 * bound
 	day := quota.Day(time.Now())
 
 	keys, _ := fleettest.Golden(disks)

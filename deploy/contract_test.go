@@ -39,6 +39,7 @@ var contract = map[string]metricDef{
 	"maker_cost_usd_total":                {"counter", []string{"tenant", "model"}},
 	"maker_forged_results_total":          {"counter", []string{"tenant"}},
 	"maker_overclaimed_results_total":     {"counter", []string{"tenant"}},
+	"maker_records_refused_total":         {"counter", []string{"tenant", "reason"}},
 	"maker_samples_answered_total":        {"counter", []string{"model"}},
 	"maker_voter_red_flagged_total":       {"counter", []string{"model", "reason"}},
 	"maker_model_latency_seconds":         {"histogram", []string{"model"}},

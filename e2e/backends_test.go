@@ -24,12 +24,14 @@ import (
 
 // storeACL are the rights of the coordinator's Redis user (after "user
 // NAME on >PASSWORD"), for the default key prefix "maker": its keys only,
-// no channels, and the commands the store and go-redis's connection
-// set-up (also for Cluster) send. docs/security.md shows the same line.
+// no channels, and the commands the store, the budgets and quotas
+// (internal/quota) and go-redis's connection set-up (also for Cluster)
+// send. docs/security.md shows the same line.
 const storeACL = "resetkeys ~maker:* resetchannels -@all " +
 	"+hello +auth +ping +client|setname +select " +
 	"+command +cluster|slots +cluster|shards " +
-	"+evalsha +eval +script|load +hget +hmget +hset +hsetnx +hgetall +hincrby +pexpire " +
+	"+evalsha +eval +script|load +hget +hmget +hset +hsetnx +hgetall +hincrby +hkeys +hdel +pexpire +pttl +time " +
+	"+zadd +zcard +zcount +zrange +zrangebyscore +zrem +zremrangebyscore +zscore " +
 	"+del +unlink +incr +expire +multi +exec"
 
 // TestRedisTLSWithACLUser: the fleet's store on a redis-server that takes

@@ -123,11 +123,13 @@ func (a *apiFleetEnv) startJudge(t *testing.T, approvalUSD float64) {
 func TestAPIJobCommands(t *testing.T) {
 	t.Parallel()
 	a := newAPIFleetEnv(t)
+	// The fleet's prices: a job under a budget runs only priced work.
+	a.SetPrice("", schemas.Pricing{InputUSDPerMTok: 1, OutputUSDPerMTok: 2})
 	a.StartCoordinator(coordinator.Config{})
 	a.StartVoter(fleettest.NewFakeModel(nil, nil), voter.Config{Concurrency: 4})
 	a.startJudge(t, 0)
 
-	// Submit and wait, with prices and a budget (the budget's account).
+	// Submit and wait, with a budget (the budget's account).
 	submit := []string{"submit", "--task", "hanoi", "--disks", "3", "--k", "1", "--job-id", "a1",
 		"--input-price", "1", "--output-price", "2", "--budget-usd", "1"}
 	res := a.api(t, a.acme, append(submit, "--wait", "--json")...)
