@@ -225,7 +225,7 @@ func (v JobView) Status() JobStatus {
 		Steps: v.Steps, TotalSteps: v.TotalSteps, Progress: v.Progress,
 		Samples: v.Samples, Votes: v.Votes, RedFlagged: v.RedFlagged, Errors: v.Errors,
 		Coordinator: v.Coordinator, Rung: v.Rung, Control: v.Control,
-		SpentUSD: v.SpentUSD, ReservedUSD: v.ReservedUSD, FinishCostUSD: v.FinishCostUSD, UpdatedAt: v.UpdatedAt,
+		SpentUSD: v.SpentUSD, ReservedUSD: v.ReservedUSD, FinishCostUSD: v.FinishCostUSD, Reason: v.Reason, UpdatedAt: v.UpdatedAt,
 	}
 }
 
