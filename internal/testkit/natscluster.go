@@ -19,20 +19,51 @@ type NATSCluster struct {
 
 // StartNATSCluster starts n nats-servers (random client ports, each its
 // own store dir) in one cluster and waits until every route is up and
-// JetStream has a meta leader every server follows.
+// JetStream has a meta leader every server follows. The route ports are
+// picked free ahead of the servers, so another process may take one
+// meanwhile: a cluster whose server cannot listen is shut down and started
+// again on other ports (at most 3 times).
 func StartNATSCluster(tb testing.TB, n int) *NATSCluster {
+	tb.Helper()
+	var c *NATSCluster
+	var err error
+	for range 3 {
+		if c, err = startNATSCluster(tb, n); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	Eventually(tb, 30*time.Second, func() bool {
+		leader := false
+		for _, s := range c.Servers {
+			if s.NumRoutes() < n-1 || !s.JetStreamIsCurrent() {
+				return false
+			}
+			leader = leader || s.JetStreamIsLeader()
+		}
+		return leader
+	}, "nats cluster: routes or JetStream meta leader not up")
+	return c
+}
+
+// startNATSCluster makes one attempt: on an error, the servers it started
+// are shut down.
+func startNATSCluster(tb testing.TB, n int) (*NATSCluster, error) {
 	tb.Helper()
 	ports := make([]int, n)
 	routes := make([]*url.URL, n)
 	for i := range n {
 		p, err := FreePort()
 		if err != nil {
-			tb.Fatal(err)
+			return nil, err
 		}
 		ports[i] = p
 		routes[i] = &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", p)}
 	}
 	c := &NATSCluster{tb: tb}
+	stop := func(s *server.Server) { s.Shutdown(); s.WaitForShutdown() }
 	for i := range n {
 		opts := &server.Options{
 			ServerName: fmt.Sprintf("n%d", i+1),
@@ -49,27 +80,23 @@ func StartNATSCluster(tb testing.TB, n int) *NATSCluster {
 			Routes: routes,
 		}
 		s, err := server.NewServer(opts)
+		if err == nil {
+			s.Start()
+			if !s.ReadyForConnections(10 * time.Second) {
+				stop(s)
+				err = fmt.Errorf("nats-server %d not ready (its route port %d may have been taken)", i+1, ports[i])
+			}
+		}
 		if err != nil {
-			tb.Fatalf("nats-server %d: %v", i+1, err)
+			for _, started := range c.Servers {
+				stop(started)
+			}
+			return nil, fmt.Errorf("nats-server %d: %w", i+1, err)
 		}
-		s.Start()
-		tb.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-		if !s.ReadyForConnections(10 * time.Second) {
-			tb.Fatalf("nats-server %d not ready", i+1)
-		}
+		tb.Cleanup(func() { stop(s) })
 		c.Servers = append(c.Servers, s)
 	}
-	Eventually(tb, 30*time.Second, func() bool {
-		leader := false
-		for _, s := range c.Servers {
-			if s.NumRoutes() < n-1 || !s.JetStreamIsCurrent() {
-				return false
-			}
-			leader = leader || s.JetStreamIsLeader()
-		}
-		return leader
-	}, "nats cluster: routes or JetStream meta leader not up")
-	return c
+	return c, nil
 }
 
 // URL lists every server's client URL, for a client that may reconnect
