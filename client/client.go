@@ -14,6 +14,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
@@ -88,14 +89,14 @@ type Client struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	own     bool // Dial made nc: Close closes it
-	cfg     bus.Config
+	cfg     topology.Config
 	tenant  string
 	intake  bool
 	builtin *task.Registry
 	closed  atomic.Bool
 
 	mu   sync.Mutex
-	topo *bus.Topology // bound on first use
+	topo *topology.Topology // bound on first use
 }
 
 // Dial connects to the NATS server at url (several separated by commas)
@@ -170,7 +171,7 @@ func newClient(nc *nats.Conn, s settings) (*Client, error) {
 		return nil, err
 	}
 	return &Client{
-		nc: nc, js: js, cfg: bus.Config{Namespace: ns}, tenant: s.tenant, intake: s.intakeOnly,
+		nc: nc, js: js, cfg: topology.Config{Namespace: ns}, tenant: s.tenant, intake: s.intakeOnly,
 		builtin: builtin.Registry(),
 	}, nil
 }
@@ -198,7 +199,7 @@ func (c *Client) CheckFleet(ctx context.Context) error {
 }
 
 // topology binds the fleet's streams and buckets once, creating nothing.
-func (c *Client) topology(ctx context.Context) (*bus.Topology, error) {
+func (c *Client) topology(ctx context.Context) (*topology.Topology, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -209,7 +210,7 @@ func (c *Client) topology(ctx context.Context) (*bus.Topology, error) {
 	}
 	cfg := c.cfg
 	cfg.StartupWait = fleetWait
-	topo, err := bus.Open(ctx, c.js, cfg)
+	topo, err := topology.Open(ctx, c.js, cfg)
 	if err != nil {
 		return nil, wrap(err)
 	}

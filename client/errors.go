@@ -4,8 +4,8 @@ import (
 	"errors"
 
 	"github.com/makerfleet/makerfleet/internal/batch"
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
 // Sentinel errors. An error a Client returns matches (errors.Is) at most
@@ -57,7 +57,7 @@ var internalSentinels = []struct{ internal, public error }{
 	{jobs.ErrFinished, ErrFinished},
 	{jobs.ErrNotWaiting, ErrNotWaiting},
 	{jobs.ErrUnavailable, ErrUnavailable},
-	{bus.ErrNoFleet, ErrNoFleet},
+	{topology.ErrNoFleet, ErrNoFleet},
 	{batch.ErrInvalid, ErrInvalid},
 	{batch.ErrNotFound, ErrNotFound},
 	{batch.ErrFinished, ErrFinished},

@@ -10,6 +10,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/pricing"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -270,7 +271,7 @@ func (c *Client) QueuedReason(ctx context.Context, id string) (string, error) {
 }
 
 // jobRef reads id and binds the fleet.
-func (c *Client) jobRef(ctx context.Context, id string) (tenant, job string, topo *bus.Topology, err error) {
+func (c *Client) jobRef(ctx context.Context, id string) (tenant, job string, topo *topology.Topology, err error) {
 	if tenant, job, err = c.ref(id, schemas.ValidJobID); err != nil {
 		return "", "", nil, err
 	}

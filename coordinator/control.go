@@ -13,6 +13,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -28,7 +29,7 @@ const controlTimeout = 5 * time.Second
 // same checks a client writing the registry itself meets.
 type controlService struct {
 	c       *Coordinator
-	topo    *bus.Topology
+	topo    *topology.Topology
 	replies *auth.ReplyGuard
 	subs    []*nats.Subscription
 
@@ -40,7 +41,7 @@ type controlService struct {
 // serveControl subscribes the control service. The subscriptions deliver
 // to one goroutine each, owned by the NATS connection; stop unsubscribes
 // and waits for the requests in hand.
-func (c *Coordinator) serveControl(ctx context.Context, topo *bus.Topology) (stop func(), err error) {
+func (c *Coordinator) serveControl(ctx context.Context, topo *topology.Topology) (stop func(), err error) {
 	s := &controlService{c: c, topo: topo, replies: auth.NewReplyGuard(c.nc, topo.NS, c.log)}
 	for _, subject := range []string{topo.NS.ControlWildcard(), topo.NS.DecideWildcard()} {
 		sub, err := c.nc.QueueSubscribe(subject, bus.QueueCoordinators, func(m *nats.Msg) { s.handle(ctx, m) })

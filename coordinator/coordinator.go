@@ -20,6 +20,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -76,7 +77,7 @@ type Config struct {
 	// one lease). Negative: never. Default 10m.
 	RetentionInterval time.Duration
 	// Bus configures the streams when this coordinator creates them.
-	Bus bus.Config
+	Bus topology.Config
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
 	// Metrics receives the coordinator's metrics (internal/metrics). Nil:
@@ -199,7 +200,7 @@ func New(nc *nats.Conn, st *store.Store, cfg Config) (*Coordinator, error) {
 // has stopped at a step boundary and its lease is released, so another
 // coordinator resumes it at once.
 func (c *Coordinator) Run(ctx context.Context) error {
-	topo, err := bus.Ensure(ctx, c.js, c.cfg.Bus)
+	topo, err := topology.Ensure(ctx, c.js, c.cfg.Bus)
 	if err != nil {
 		return err
 	}
@@ -292,7 +293,7 @@ const jobPullWait = 250 * time.Millisecond
 // every coordinator can see them; a message is acked once its job is
 // registered (or found registered already). It pulls through a bus.Worker
 // until ctx is done.
-func (c *Coordinator) intake(ctx context.Context, topo *bus.Topology, cons jetstream.Consumer, poke chan<- struct{}) {
+func (c *Coordinator) intake(ctx context.Context, topo *topology.Topology, cons jetstream.Consumer, poke chan<- struct{}) {
 	w, err := bus.NewWorker(c.js, cons, func(ctx context.Context, msg jetstream.Msg) error {
 		if err := c.register(ctx, topo, msg); err != nil {
 			c.log.Warn("register job; will retry", "err", err)
@@ -307,7 +308,7 @@ func (c *Coordinator) intake(ctx context.Context, topo *bus.Topology, cons jetst
 		// Gone (reset by an operator, lost by a server): create it again,
 		// so intake resumes on its own.
 		Recreate: func(ctx context.Context) (jetstream.Consumer, error) {
-			if _, err := bus.Ensure(ctx, c.js, c.cfg.Bus); err != nil {
+			if _, err := topology.Ensure(ctx, c.js, c.cfg.Bus); err != nil {
 				return nil, err
 			}
 			return c.js.Consumer(ctx, topo.NS.JobsStream(), bus.ConsumerCoordinators)
@@ -329,7 +330,7 @@ func (c *Coordinator) intake(ctx context.Context, topo *bus.Topology, cons jetst
 // resubmission of a registered job is dropped, and a job the registry or
 // the task refuses is terminated (with a failed report when it has a
 // readable id).
-func (c *Coordinator) register(ctx context.Context, topo *bus.Topology, msg jetstream.Msg) error {
+func (c *Coordinator) register(ctx context.Context, topo *topology.Topology, msg jetstream.Msg) error {
 	var spec schemas.JobSpec
 	if err := schemas.Decode(msg.Data(), &spec); err != nil {
 		c.log.Error("dropping malformed job message", "err", err)
@@ -395,7 +396,7 @@ func (c *Coordinator) checkPriced(ctx context.Context, spec *schemas.JobSpec) er
 }
 
 // failJob stores a failed report for spec.
-func (c *Coordinator) failJob(ctx context.Context, topo *bus.Topology, spec schemas.JobSpec, reason string) {
+func (c *Coordinator) failJob(ctx context.Context, topo *topology.Topology, spec schemas.JobSpec, reason string) {
 	rep := failedReport(spec, reason)
 	data, err := schemas.Encode(&rep)
 	if err == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -41,7 +42,7 @@ const consumerCheckEvery = 5 * time.Second
 // reads them are consumed by it and counted in its report as late
 // (late_samples); these can no longer reach a report, so they are
 // counted in the log.
-func (c *Coordinator) deadLetters(ctx context.Context, topo *bus.Topology, sub *nats.Subscription, events <-chan *nats.Msg) {
+func (c *Coordinator) deadLetters(ctx context.Context, topo *topology.Topology, sub *nats.Subscription, events <-chan *nats.Msg) {
 	defer func() { _ = sub.Unsubscribe() }()
 	sweep := time.NewTimer(0)
 	defer sweep.Stop()
@@ -75,7 +76,7 @@ func (c *Coordinator) deadLetters(ctx context.Context, topo *bus.Topology, sub *
 	}
 }
 
-func (c *Coordinator) deadLetter(ctx context.Context, topo *bus.Topology, ev bus.MaxDeliveriesEvent) error {
+func (c *Coordinator) deadLetter(ctx context.Context, topo *topology.Topology, ev bus.MaxDeliveriesEvent) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	s, err := c.js.Stream(ctx, ev.Stream)
@@ -114,7 +115,7 @@ func (c *Coordinator) deadLetter(ctx context.Context, topo *bus.Topology, ev bus
 }
 
 // sweepOrphans removes the results no consumer will read, and logs them.
-func (c *Coordinator) sweepOrphans(ctx context.Context, topo *bus.Topology) {
+func (c *Coordinator) sweepOrphans(ctx context.Context, topo *topology.Topology) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	removed, err := bus.PurgeOrphanResults(ctx, c.js, topo.NS, c.log)
@@ -132,14 +133,14 @@ func (c *Coordinator) restoreTopology(ctx context.Context) {
 	defer cancel()
 	cfg := c.cfg.Bus
 	cfg.StartupWait = time.Second // a server that does not answer: next time
-	if _, err := bus.Ensure(ctx, c.js, cfg); err != nil && ctx.Err() == nil {
+	if _, err := topology.Ensure(ctx, c.js, cfg); err != nil && ctx.Err() == nil {
 		c.log.Warn("restore the fleet topology; trying again later", "err", err)
 	}
 }
 
 // consumersIntact reports whether the shared consumers exist (an answer
 // other than "not found" counts as intact: the next look will tell).
-func (c *Coordinator) consumersIntact(ctx context.Context, topo *bus.Topology) bool {
+func (c *Coordinator) consumersIntact(ctx context.Context, topo *topology.Topology) bool {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for _, sc := range [][2]string{{topo.NS.SamplesStream(), bus.ConsumerVoters}, {topo.NS.JobsStream(), bus.ConsumerCoordinators}} {

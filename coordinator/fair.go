@@ -17,6 +17,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -62,7 +63,7 @@ func newFairness(st *store.Store, cfg Config) *fairness {
 
 // startFair binds the quota and price buckets, loads the limiter's
 // scripts and starts both watches; stop ends them and waits for them.
-func (c *Coordinator) startFair(ctx context.Context, topo *bus.Topology) (stop func(), err error) {
+func (c *Coordinator) startFair(ctx context.Context, topo *topology.Topology) (stop func(), err error) {
 	c.fair.quotas = quota.New(topo)
 	c.prices = pricing.NewCache(topo.Prices)
 	if err := c.fair.limiter.Load(ctx); err != nil {
@@ -299,7 +300,7 @@ const maxLeaseChecks = 8
 // a job of a tenant below that share waits for a coordinator (its lease
 // is free): so one tenant's long job cannot starve another's, even with
 // MaxJobs 1. One hand-back at a time.
-func (f *fairness) slice(ctx context.Context, topo *bus.Topology, q *fairQueue, minRun time.Duration, log *slog.Logger) {
+func (f *fairness) slice(ctx context.Context, topo *topology.Topology, q *fairQueue, minRun time.Duration, log *slog.Logger) {
 	waiting := q.order()
 	if len(waiting) == 0 || minRun < 0 {
 		return
@@ -357,7 +358,7 @@ func (f *fairness) slice(ctx context.Context, topo *bus.Topology, q *fairQueue, 
 // leaseFree reports whether nobody holds rec's job (it waits for a
 // coordinator): no lease, or one expired or released, and not held off
 // for a retry.
-func leaseFree(ctx context.Context, topo *bus.Topology, rec schemas.JobRecord) bool {
+func leaseFree(ctx context.Context, topo *topology.Topology, rec schemas.JobRecord) bool {
 	e, err := topo.Leases.Get(ctx, bus.JobKey(rec.Tenant, rec.JobID))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return true

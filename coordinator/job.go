@@ -17,6 +17,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/journal"
 	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -27,7 +28,7 @@ import (
 // outcomes back to it. It is owned by one goroutine.
 type jobRun struct {
 	c        *Coordinator
-	topo     *bus.Topology
+	topo     *topology.Topology
 	log      *slog.Logger
 	spec     schemas.JobSpec
 	ref      store.JobRef
@@ -64,7 +65,7 @@ type jobRun struct {
 // (the report is returned and stored), is paused (errPaused) or the lease
 // is lost (errLeaseLost). A spec the task registry refuses gets a failed
 // report and an error wrapping ErrInvalidJob.
-func (c *Coordinator) runJob(ctx context.Context, topo *bus.Topology, token int64, rec schemas.JobRecord) (schemas.JobReport, error) {
+func (c *Coordinator) runJob(ctx context.Context, topo *topology.Topology, token int64, rec schemas.JobRecord) (schemas.JobReport, error) {
 	spec := rec.Spec
 	r := &jobRun{
 		c: c, topo: topo, spec: spec, token: token,

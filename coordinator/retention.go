@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/retention"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
 // defaultRetentionInterval is Config.RetentionInterval's default.
@@ -18,7 +18,7 @@ const defaultRetentionInterval = 10 * time.Minute
 // interval after start, until ctx is done. Coordinators share one lease:
 // one sweeps at a time, the others skip their turn. The goroutine is
 // wg's.
-func (c *Coordinator) startRetention(ctx context.Context, topo *bus.Topology, wg *sync.WaitGroup) {
+func (c *Coordinator) startRetention(ctx context.Context, topo *topology.Topology, wg *sync.WaitGroup) {
 	every := c.cfg.RetentionInterval
 	if every == 0 {
 		every = defaultRetentionInterval

@@ -14,13 +14,14 @@ import (
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/lease"
 	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
 // schedule watches the registry and, every ScanInterval (or when poked),
 // takes the lease of unfinished, unpaused jobs that have no live owner,
 // while it has room, in fair order (fair.go), and runs them.
-func (c *Coordinator) schedule(ctx context.Context, topo *bus.Topology, poke <-chan struct{}, wg *sync.WaitGroup) {
+func (c *Coordinator) schedule(ctx context.Context, topo *topology.Topology, poke <-chan struct{}, wg *sync.WaitGroup) {
 	open := map[string]schemas.JobRecord{} // unfinished jobs, by registry key
 	var updates <-chan jetstream.KeyValueEntry
 	var watcher jetstream.KeyWatcher
@@ -71,7 +72,7 @@ func (c *Coordinator) schedule(ctx context.Context, topo *bus.Topology, poke <-c
 // (fair.go), within each tenant's running-job quota; when it is
 // full and a job of a tenant below its share waits, it asks the job most
 // over its share to hand itself back (time slicing).
-func (c *Coordinator) take(ctx context.Context, topo *bus.Topology, open map[string]schemas.JobRecord, wg *sync.WaitGroup) {
+func (c *Coordinator) take(ctx context.Context, topo *topology.Topology, open map[string]schemas.JobRecord, wg *sync.WaitGroup) {
 	q := c.fair.queue(open, c.isRunning)
 	for c.hasRoom() {
 		key, rec, ok := q.next()
@@ -94,7 +95,7 @@ func (c *Coordinator) take(ctx context.Context, topo *bus.Topology, open map[str
 // the lease (only the job's lease holder takes or gives back its slot),
 // after a cheap look at the tenant's count spares a lease write when the
 // tenant is plainly full.
-func (c *Coordinator) start(ctx context.Context, topo *bus.Topology, open map[string]schemas.JobRecord, key string, rec schemas.JobRecord, wg *sync.WaitGroup) (started, refused bool) {
+func (c *Coordinator) start(ctx context.Context, topo *topology.Topology, open map[string]schemas.JobRecord, key string, rec schemas.JobRecord, wg *sync.WaitGroup) (started, refused bool) {
 	if c.fair.full(ctx, rec.Tenant) {
 		return false, true
 	}
@@ -170,7 +171,7 @@ func (c *Coordinator) setRunning(key string, on bool) {
 
 // own runs a job this coordinator holds the lease of, renewing the lease
 // meanwhile, and settles the lease and registry by how the run ended.
-func (c *Coordinator) own(ctx context.Context, topo *bus.Topology, l *lease.Lease, rec schemas.JobRecord) {
+func (c *Coordinator) own(ctx context.Context, topo *topology.Topology, l *lease.Lease, rec schemas.JobRecord) {
 	spec := rec.Spec
 	// The renewer owns l from here on: take what the job needs by value.
 	token, expires := l.Token, l.ExpiresAt
@@ -304,7 +305,7 @@ func (c *Coordinator) renew(ctx context.Context, stop context.CancelCauseFunc, l
 
 // runJobSafely runs the job, turning a panic (a task's bug, say) into an
 // error, so one job cannot take down the others on this coordinator.
-func (c *Coordinator) runJobSafely(ctx context.Context, topo *bus.Topology, token int64, rec schemas.JobRecord) (rep schemas.JobReport, err error) {
+func (c *Coordinator) runJobSafely(ctx context.Context, topo *topology.Topology, token int64, rec schemas.JobRecord) (rep schemas.JobReport, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("coordinator: panic running job: %v", p)

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -133,7 +133,7 @@ func TestNATSClusterOwnerNodeKilled(t *testing.T) {
 	nc := testkit.StartNATSCluster(t, 3)
 	env := newBackendEnv(t, fleettest.Backends{
 		NATS: &testkit.NATS{URL: nc.URL()},
-		Bus:  &bus.Config{Replicas: 3},
+		Bus:  &topology.Config{Replicas: 3},
 	})
 	runBackendJob(t, env, func(schemas.JobSpec) {
 		i := nc.ServerOf("coordinator-test")

@@ -39,6 +39,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/journal"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -240,7 +241,7 @@ func newChaosFleet(t *testing.T, o chaosOpts) *chaosFleet {
 		// No coordinator yet to create the topology the voters wait for:
 		// the operator's part (maker topology create).
 		ctx, cancel := opCtx()
-		_, err := bus.Ensure(ctx, f.js, bus.Config{})
+		_, err := topology.Ensure(ctx, f.js, topology.Config{})
 		cancel()
 		if err != nil {
 			t.Fatal(err)

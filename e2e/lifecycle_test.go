@@ -12,6 +12,7 @@ import (
 	"github.com/makerfleet/makerfleet/cmd/maker/cli"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -61,11 +62,11 @@ func (s *services) jobStatus(t *testing.T, ref string) schemas.JobStatus {
 	return st
 }
 
-func (s *services) topology(t *testing.T) *bus.Topology {
+func (s *services) topology(t *testing.T) *topology.Topology {
 	t.Helper()
 	ctx, cancel := opCtx()
 	defer cancel()
-	topo, err := bus.Ensure(ctx, s.js, bus.Config{})
+	topo, err := topology.Ensure(ctx, s.js, topology.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

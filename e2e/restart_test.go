@@ -71,8 +71,8 @@ func (r *restartableNATS) restart(t *testing.T) {
 // solution.
 //
 // "pre-provisioned streams" creates MAKER_SAMPLES and MAKER_RESULTS before
-// the roles start (bus.Ensure leaves existing streams alone), as an
-// operator could; "default topology" uses the streams bus.Ensure creates.
+// the roles start (topology.Ensure leaves existing streams alone), as an
+// operator could; "default topology" uses the streams topology.Ensure creates.
 // Both are file-stored, so a restarted server still has them.
 func TestNATSRestartMidRun(t *testing.T) {
 	t.Run("pre-provisioned streams", func(t *testing.T) { testNATSRestart(t, true) })

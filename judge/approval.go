@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -324,7 +325,7 @@ func deniedArbitration(ctx context.Context, answers jetstream.KeyValue, a *schem
 // Pending lists the requests waiting for approval, of every tenant: for
 // the approver and the admin.
 func Pending(ctx context.Context, js jetstream.JetStream, ns bus.Namespace) ([]schemas.BreakGlassApproval, error) {
-	topo, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{Namespace: ns})
+	topo, err := topology.OpenJudge(ctx, js, topology.JudgeConfig{Namespace: ns})
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -375,7 +376,7 @@ func TestArbitrationTenantWindow(t *testing.T) {
 		!strings.Contains(resp.Reason, "tenant limit: 3 of 3") {
 		t.Errorf("break glass after the window's arbitrations: %v", err)
 	}
-	topo, err := bus.OpenJudge(ctx, env.JS, bus.JudgeConfig{})
+	topo, err := topology.OpenJudge(ctx, env.JS, topology.JudgeConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

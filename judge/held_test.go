@@ -12,6 +12,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -45,7 +46,7 @@ type askResult struct {
 // approvalsKV is the judge's approvals bucket.
 func approvalsKV(ctx context.Context, t *testing.T, env *judgetest.Env) jetstream.KeyValue {
 	t.Helper()
-	topo, err := bus.OpenJudge(ctx, env.JS, bus.JudgeConfig{Namespace: bus.DefaultNamespace})
+	topo, err := topology.OpenJudge(ctx, env.JS, topology.JudgeConfig{Namespace: bus.DefaultNamespace})
 	if err != nil {
 		t.Fatal(err)
 	}

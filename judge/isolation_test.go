@@ -9,6 +9,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -52,7 +53,7 @@ func TestAnswersPerTenant(t *testing.T) {
 		t.Errorf("acme's answer after beta's: %+v, %v", got, err)
 	}
 	// The bucket holds one key a tenant, none named by the id alone.
-	topo, err := bus.OpenJudge(ctx, env.JS, bus.JudgeConfig{})
+	topo, err := topology.OpenJudge(ctx, env.JS, topology.JudgeConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestForgedTenantRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), judgetest.Timeout)
 	defer cancel()
 	ns := bus.DefaultNamespace
-	topo, err := bus.OpenJudge(ctx, env.JS, bus.JudgeConfig{})
+	topo, err := topology.OpenJudge(ctx, env.JS, topology.JudgeConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestLimitsNotResettable(t *testing.T) {
 	env.StartJudge(s)
 	ctx, cancel := context.WithTimeout(context.Background(), judgetest.Timeout)
 	defer cancel()
-	topo, err := bus.OpenJudge(ctx, env.JS, bus.JudgeConfig{})
+	topo, err := topology.OpenJudge(ctx, env.JS, topology.JudgeConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

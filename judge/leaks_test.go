@@ -23,6 +23,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -419,7 +420,7 @@ func TestAuditHoldsNoProsePassword(t *testing.T) {
 	if len(recs) != 1 || !strings.Contains(recs[0].Problem, "Log in as admin with password "+judge.Redacted) {
 		t.Fatalf("audit %+v", recs)
 	}
-	topo, err := bus.OpenJudge(ctx, env.JS, bus.JudgeConfig{Namespace: bus.DefaultNamespace})
+	topo, err := topology.OpenJudge(ctx, env.JS, topology.JudgeConfig{Namespace: bus.DefaultNamespace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +480,7 @@ func TestHeldArbitrationHoldsNoSecret(t *testing.T) {
 	if d := <-denied; d == nil || d.Outcome != schemas.ArbiterNeedsHuman || holdsAny(d.Reason, []string{denyPW}) != "" {
 		t.Errorf("denied: %+v", d)
 	}
-	topo, err := bus.OpenJudge(ctx, env.JS, bus.JudgeConfig{Namespace: bus.DefaultNamespace})
+	topo, err := topology.OpenJudge(ctx, env.JS, topology.JudgeConfig{Namespace: bus.DefaultNamespace})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/metrics"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -58,7 +59,7 @@ type Service struct {
 	js     jetstream.JetStream
 	cfg    Config
 	s      *Settings
-	topo   *bus.JudgeTopology
+	topo   *topology.JudgeTopology
 	models *models
 	log    *slog.Logger
 	// replies checks the reply subjects of approval decisions.
@@ -108,7 +109,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 	if err := ms.reachable(); err != nil {
 		return nil, err
 	}
-	topo, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{Namespace: cfg.Namespace, Storage: cfg.Storage})
+	topo, err := topology.EnsureJudge(ctx, js, topology.JudgeConfig{Namespace: cfg.Namespace, Storage: cfg.Storage})
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +181,7 @@ func (sv *Service) streams() []stream {
 	} {
 		out = append(out, stream{process: st.process, consumer: func(ctx context.Context) (jetstream.Consumer, error) {
 			// Create the judge's topology again where it is missing.
-			if _, err := bus.EnsureJudge(ctx, sv.js, bus.JudgeConfig{Namespace: sv.cfg.Namespace, Storage: sv.cfg.Storage}); err != nil {
+			if _, err := topology.EnsureJudge(ctx, sv.js, topology.JudgeConfig{Namespace: sv.cfg.Namespace, Storage: sv.cfg.Storage}); err != nil {
 				return nil, err
 			}
 			cons, err := sv.js.Consumer(ctx, st.name, bus.ConsumerJudges)

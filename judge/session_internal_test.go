@@ -11,8 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
 // reserve under contention, from two connections (two replicas): exactly
@@ -24,7 +24,7 @@ func TestReserveConcurrent(t *testing.T) {
 	var kvs []jetstream.KeyValue
 	for range 2 {
 		_, js := testkit.Connect(t, url)
-		topo, err := bus.EnsureJudge(context.Background(), js, bus.JudgeConfig{})
+		topo, err := topology.EnsureJudge(context.Background(), js, topology.JudgeConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestReserveWindowAndSeed(t *testing.T) {
 	url := testkit.StartNATS(t).URL
 	_, js := testkit.Connect(t, url)
 	ctx := context.Background()
-	topo, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{})
+	topo, err := topology.EnsureJudge(ctx, js, topology.JudgeConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,6 +68,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/sampling"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/throttle"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -105,7 +106,7 @@ type Config struct {
 	// tokens, temperature 0 to 1.
 	Policy Policy
 	// Bus configures the streams when this voter creates them.
-	Bus bus.Config
+	Bus topology.Config
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
 	// Metrics receives the voter's metrics (internal/metrics): model
@@ -213,7 +214,7 @@ func (v *Voter) Stats() Stats {
 // samples in hand finish for up to DrainTimeout, cancels the rest (handing
 // them back to the stream) and returns.
 func (v *Voter) Run(ctx context.Context) error {
-	topo, err := bus.Ensure(ctx, v.js, v.cfg.Bus)
+	topo, err := topology.Ensure(ctx, v.js, v.cfg.Bus)
 	if err != nil {
 		return err
 	}
@@ -256,7 +257,7 @@ func (v *Voter) Run(ctx context.Context) error {
 // consumer returns the shared sample consumer, creating the topology
 // (again) where it is missing.
 func (v *Voter) consumer(ctx context.Context) (jetstream.Consumer, error) {
-	topo, err := bus.Ensure(ctx, v.js, v.cfg.Bus)
+	topo, err := topology.Ensure(ctx, v.js, v.cfg.Bus)
 	if err != nil {
 		return nil, err
 	}

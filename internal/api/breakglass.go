@@ -10,6 +10,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -20,7 +21,7 @@ const maxAnswerWait = 60 * time.Second
 // judgeErr is the problem of a judge client error.
 func judgeErr(err error) error {
 	switch {
-	case errors.Is(err, bus.ErrNoJudge):
+	case errors.Is(err, topology.ErrNoJudge):
 		return problem(TypeUnavailable, "no judge serves this fleet (its topology is missing): ask the operator to start maker judge")
 	case errors.Is(err, judgeclient.ErrNoAnswer):
 		return problem(TypeNotFound, "no answer yet: the judges have not answered this request of your tenant (it may still be queued), or there is no such request")

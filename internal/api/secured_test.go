@@ -15,9 +15,9 @@ import (
 	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/auth/authtest"
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/journal"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
 )
@@ -30,7 +30,7 @@ type securedEnv struct {
 	*apiEnv
 	srv   *authtest.Server
 	admin jetstream.JetStream
-	topo  *bus.Topology // the admin's
+	topo  *topology.Topology // the admin's
 }
 
 func newSecuredEnv(t *testing.T, cfg api.Config) *securedEnv {
@@ -42,7 +42,7 @@ func newSecuredEnv(t *testing.T, cfg api.Config) *securedEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topo, err := bus.Ensure(ctx, admin, bus.Config{Storage: jetstream.MemoryStorage})
+	topo, err := topology.Ensure(ctx, admin, topology.Config{Storage: jetstream.MemoryStorage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,13 +80,13 @@ func newSecuredEnv(t *testing.T, cfg api.Config) *securedEnv {
 }
 
 // openAs binds the fleet's topology on c's identity, as maker serve does.
-func openAs(ctx context.Context, t *testing.T, c *authtest.Conn) *bus.Topology {
+func openAs(ctx context.Context, t *testing.T, c *authtest.Conn) *topology.Topology {
 	t.Helper()
 	js, err := jetstream.New(c.Conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	topo, err := bus.Open(ctx, js, bus.Config{})
+	topo, err := topology.Open(ctx, js, topology.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,11 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/internal/batch"
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -50,9 +50,9 @@ var _ Forecaster = quota.Forecast
 // Deps are what the server acts on. NC, Topo, Tasks and Auth are required.
 type Deps struct {
 	// NC is the server's NATS connection; Topo the fleet's topology bound
-	// on it (bus.Open).
+	// on it (topology.Open).
 	NC   *nats.Conn
-	Topo *bus.Topology
+	Topo *topology.Topology
 	// Tasks are the built-in tasks (task/builtin.Registry()); registered
 	// specs are read from Topo.Tasks.
 	Tasks *task.Registry

@@ -18,6 +18,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/dashboard"
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -211,7 +212,7 @@ func stepTail(r *http.Request) (uint64, error) {
 // The job's entries share the journal stream with other jobs': the start
 // is placed by their density between the job's first and last entry,
 // exact when nothing else was written in between.
-func tailStart(ctx context.Context, topo *bus.Topology, tenant, job string, n uint64) (uint64, error) {
+func tailStart(ctx context.Context, topo *topology.Topology, tenant, job string, n uint64) (uint64, error) {
 	last, err := lastJournalSeq(ctx, topo, tenant, job)
 	if err != nil || last == 0 {
 		return 0, err
@@ -267,7 +268,7 @@ func stepEvent(out *deadlineWriter, seq uint64, data []byte) error {
 // decisions (bus.SubjectSeq, followJournal): what the api identity may
 // read of it on a secured fleet (internal/auth), where a message get
 // would read any job's entries and checkpoints.
-func lastJournalSeq(ctx context.Context, topo *bus.Topology, tenant, job string) (uint64, error) {
+func lastJournalSeq(ctx context.Context, topo *topology.Topology, tenant, job string) (uint64, error) {
 	seq, err := bus.SubjectSeq(ctx, topo.JS, topo.NS.JournalStream(), topo.NS.JournalSubject(tenant, job), true)
 	if err != nil {
 		return 0, fmt.Errorf("%w: journal: %w", jobs.ErrUnavailable, err)

@@ -31,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -133,7 +134,7 @@ type Store struct {
 }
 
 // New returns a Store over topo's API key bucket.
-func New(topo *bus.Topology) *Store {
+func New(topo *topology.Topology) *Store {
 	s := &Store{log: slog.Default(), now: time.Now, cache: map[string]entry{}}
 	if topo != nil && topo.APIKeys != nil {
 		s.raw = topo.APIKeys

@@ -14,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/makerfleet/makerfleet/internal/apikey"
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -43,7 +43,7 @@ func (s *syncBuffer) String() string {
 // again on another connection: another process.
 type env struct {
 	url  string
-	topo *bus.Topology
+	topo *topology.Topology
 	log  *syncBuffer
 }
 
@@ -56,15 +56,15 @@ func setup(t *testing.T) *env {
 }
 
 // open connects anew and binds the topology (create: makes it).
-func (e *env) open(t *testing.T, create bool) *bus.Topology {
+func (e *env) open(t *testing.T, create bool) *topology.Topology {
 	t.Helper()
 	_, js := testkit.Connect(t, e.url)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cfg := bus.Config{Storage: jetstream.MemoryStorage, Logger: slog.New(slog.NewTextHandler(e.log, nil))}
-	open := bus.Open
+	cfg := topology.Config{Storage: jetstream.MemoryStorage, Logger: slog.New(slog.NewTextHandler(e.log, nil))}
+	open := topology.Open
 	if create {
-		open = bus.Ensure
+		open = topology.Ensure
 	}
 	topo, err := open(ctx, js, cfg)
 	if err != nil {
@@ -75,7 +75,7 @@ func (e *env) open(t *testing.T, create bool) *bus.Topology {
 
 // started returns a Store on topo with its cache running until the test
 // ends.
-func started(t *testing.T, topo *bus.Topology) *apikey.Store {
+func started(t *testing.T, topo *topology.Topology) *apikey.Store {
 	t.Helper()
 	s := apikey.New(topo)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -484,7 +484,7 @@ func TestStartStop(t *testing.T) {
 	}
 	s.Stop()
 	s.Stop()
-	none := apikey.New(&bus.Topology{})
+	none := apikey.New(&topology.Topology{})
 	if err := none.Start(ctx); !errors.Is(err, apikey.ErrNoBucket) {
 		t.Errorf("Start without the bucket = %v", err)
 	}

@@ -12,13 +12,13 @@ import (
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/auth/authtest"
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
@@ -41,7 +41,7 @@ func TestVoterForgesOnlyItsOwnSample(t *testing.T) {
 	const steps = 1<<disks - 1
 	srv := authtest.Start(t)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	busCfg := bus.Config{Storage: jetstream.MemoryStorage}
+	busCfg := topology.Config{Storage: jetstream.MemoryStorage}
 	tasks := builtin.Registry()
 	coordConn := srv.Connect(t, auth.Coordinator)
 	voterConn := srv.Connect(t, auth.Voter)
@@ -113,7 +113,7 @@ func TestVoterForgesOnlyItsOwnSample(t *testing.T) {
 
 // runCoordinator runs a coordinator on conn (the coordinator identity),
 // its store on a redis-server of its own, until cleanup.
-func runCoordinator(t *testing.T, conn *authtest.Conn, busCfg bus.Config, tasks *task.Registry, log *slog.Logger) {
+func runCoordinator(t *testing.T, conn *authtest.Conn, busCfg topology.Config, tasks *task.Registry, log *slog.Logger) {
 	t.Helper()
 	st, err := store.New(testkit.StartRedis(t).Client(t), store.Config{})
 	if err != nil {
@@ -128,15 +128,15 @@ func runCoordinator(t *testing.T, conn *authtest.Conn, busCfg bus.Config, tasks 
 
 // openTopology waits until conn sees the topology the coordinator alone
 // makes (the others bind to it), and returns conn's JetStream and it.
-func openTopology(ctx context.Context, t *testing.T, conn *authtest.Conn, busCfg bus.Config) (jetstream.JetStream, *bus.Topology) {
+func openTopology(ctx context.Context, t *testing.T, conn *authtest.Conn, busCfg topology.Config) (jetstream.JetStream, *topology.Topology) {
 	t.Helper()
 	js, err := jetstream.New(conn.Conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var topo *bus.Topology
+	var topo *topology.Topology
 	testkit.Eventually(t, 30*time.Second, func() bool {
-		topo, err = bus.Open(ctx, js, busCfg)
+		topo, err = topology.Open(ctx, js, busCfg)
 		return err == nil
 	}, "%s never saw the coordinator's topology: %v", conn.Identity, err)
 	return js, topo

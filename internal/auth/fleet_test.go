@@ -22,6 +22,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
 	"github.com/makerfleet/makerfleet/voter"
@@ -81,7 +82,7 @@ func TestAuthFleetGolden(t *testing.T) {
 	want := readGolden(t, "odd disks")
 	srv := authtest.Start(t)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	busCfg := bus.Config{Storage: jetstream.MemoryStorage}
+	busCfg := topology.Config{Storage: jetstream.MemoryStorage}
 	tasks := builtin.Registry()
 
 	coordConn := srv.Connect(t, auth.Coordinator)

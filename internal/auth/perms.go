@@ -98,7 +98,7 @@ type names struct{ ns bus.Namespace }
 func (n names) subj(kind string) string { return n.ns.String() + ".v1." + kind + "." }
 
 // fleetStreams are the fleet's streams; fleetBuckets its buckets: what
-// bus.Open binds.
+// topology.Open binds.
 func (n names) fleetStreams() []string {
 	return []string{n.ns.JobsStream(), n.ns.SamplesStream(), n.ns.ResultsStream(), n.ns.JournalStream(), n.ns.DLQStream(), n.ns.BatchesStream()}
 }
@@ -135,7 +135,7 @@ func (n names) judgeBuckets() []string {
 func kvStream(bucket string) string { return "KV_" + bucket }
 
 // info lets a client bind streams and buckets and look at their durable
-// consumers: what bus.Open, bus.Ensure on an existing topology and
+// consumers: what topology.Open, topology.Ensure on an existing topology and
 // js.KeyValue do. Read-only.
 func info(streams, buckets []string) []string {
 	var out []string
@@ -245,7 +245,7 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 		// themselves are the admin's.
 		p.Publish.Allow = append(p.Publish.Allow, "$KV."+n.ns.RetentionBucket()+".sweep.lease")
 		p.Publish.Deny = []string{n.subj("result") + ">", n.subj("judge") + ">", n.subj("judge_approve") + ">"}
-		// It creates the quota, API key and price buckets (bus.Ensure)
+		// It creates the quota, API key and price buckets (topology.Ensure)
 		// and may raise their replicas, but never writes, purges or
 		// deletes them: the prices it bills by are the operator's.
 		for _, b := range []string{n.ns.QuotasBucket(), n.ns.APIKeysBucket(), n.ns.PricesBucket()} {

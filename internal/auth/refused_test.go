@@ -13,6 +13,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/auth/authtest"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
 // action is something a client does; it returns when done, or when ctx
@@ -129,7 +130,7 @@ func jobList(tenant string) action {
 		if err != nil {
 			return err
 		}
-		topo, err := bus.Open(ctx, js, bus.Config{})
+		topo, err := topology.Open(ctx, js, topology.Config{})
 		if err != nil {
 			return err
 		}
@@ -156,9 +157,9 @@ func TestAuthRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		if id == auth.Coordinator {
-			_, err = bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage})
+			_, err = topology.Ensure(ctx, js, topology.Config{Storage: jetstream.MemoryStorage})
 		} else {
-			_, err = bus.EnsureJudge(ctx, js, bus.JudgeConfig{Storage: jetstream.MemoryStorage})
+			_, err = topology.EnsureJudge(ctx, js, topology.JudgeConfig{Storage: jetstream.MemoryStorage})
 		}
 		if err != nil {
 			t.Fatalf("%s makes its topology: %v (violations %v)", id, err, c.Violations())

@@ -20,6 +20,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
 	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -99,7 +100,7 @@ func TestAuthReplyOwnInbox(t *testing.T) {
 	t.Parallel()
 	srv := authtest.Start(t)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	busCfg := bus.Config{Storage: jetstream.MemoryStorage}
+	busCfg := topology.Config{Storage: jetstream.MemoryStorage}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -118,9 +119,9 @@ func TestAuthReplyOwnInbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var topo *bus.Topology
+	var topo *topology.Topology
 	testkit.Eventually(t, 30*time.Second, func() bool {
-		topo, err = bus.Open(ctx, apiJS, busCfg)
+		topo, err = topology.Open(ctx, apiJS, busCfg)
 		return err == nil
 	}, "the api never saw the coordinator's topology: %v", err)
 	spec := schemas.JobSpec{Header: schemas.NewHeader(schemas.KindJobSpec), Tenant: "acme", JobID: "j1", Task: "hanoi",

@@ -16,18 +16,19 @@ import (
 	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
 )
 
 // openTopo binds the fleet's topology on c's identity, as every client
 // command does.
-func openTopo(ctx context.Context, c *authtest.Conn) (*bus.Topology, error) {
+func openTopo(ctx context.Context, c *authtest.Conn) (*topology.Topology, error) {
 	js, err := jetstream.New(c.Conn)
 	if err != nil {
 		return nil, err
 	}
-	return bus.Open(ctx, js, bus.Config{})
+	return topology.Open(ctx, js, topology.Config{})
 }
 
 // readLines reads a stream's messages on subject in order, as a batch's
@@ -154,7 +155,7 @@ func TestAuthRefusedService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage}); err != nil {
+	if _, err := topology.Ensure(ctx, js, topology.Config{Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatalf("the coordinator makes the topology: %v (violations %v)", err, c.Violations())
 	}
 	for _, v := range c.Violations() {
@@ -257,7 +258,7 @@ func TestAuthKeysEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	atopo, err := bus.Ensure(ctx, ajs, bus.Config{Storage: jetstream.MemoryStorage})
+	atopo, err := topology.Ensure(ctx, ajs, topology.Config{Storage: jetstream.MemoryStorage})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ const (
 	DefaultMaxOpen = 16
 	// DefaultMaxOpenBytes is how many bytes of lines a tenant's open
 	// batches may hold together in the batch stream, which every tenant
-	// shares (bus.Limits.BatchesBytes, 4 GiB by default).
+	// shares (topology.Limits.BatchesBytes, 4 GiB by default).
 	DefaultMaxOpenBytes = 512 << 20
 	// MaxLineBytesLimit keeps a stored line (its prepared job spec, a
 	// little larger than the line) within a bus message.

@@ -22,12 +22,13 @@ import (
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
 )
 
 // newStore is a batch store on a fresh in-process nats-server.
-func newStore(t *testing.T) (*batch.Store, *bus.Topology) {
+func newStore(t *testing.T) (*batch.Store, *topology.Topology) {
 	t.Helper()
 	_, topo := testkit.StartTopology(t)
 	return batch.NewStore(topo, taskreg.New(topo.Tasks, builtin.Registry())), topo
@@ -64,7 +65,7 @@ func output(t *testing.T, ctx context.Context, s *batch.Store, tenant, id string
 }
 
 // stored counts the messages the batch stream holds for a batch.
-func stored(t *testing.T, ctx context.Context, topo *bus.Topology, tenant, id string) uint64 {
+func stored(t *testing.T, ctx context.Context, topo *topology.Topology, tenant, id string) uint64 {
 	t.Helper()
 	st, err := topo.JS.Stream(ctx, topo.NS.BatchesStream())
 	if err != nil {
@@ -297,7 +298,7 @@ func TestCreateTenantsAndIDs(t *testing.T) {
 }
 
 // putReport stores a report for tenant's job, ended in state.
-func putReport(t *testing.T, ctx context.Context, topo *bus.Topology, tenant, job, state string) {
+func putReport(t *testing.T, ctx context.Context, topo *topology.Topology, tenant, job, state string) {
 	t.Helper()
 	data, err := os.ReadFile("../../schemas/testdata/job_report.json")
 	if err != nil {

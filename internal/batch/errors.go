@@ -17,7 +17,7 @@ var (
 	// cancelled) before another is taken.
 	ErrTooMany = errors.New("too many open batches")
 	// ErrFull: the batch stream every tenant shares is at its size limit
-	// (bus.Limits.BatchesBytes): nothing of the batch is kept; asking again
+	// (topology.Limits.BatchesBytes): nothing of the batch is kept; asking again
 	// once batches have ended may succeed.
 	ErrFull = errors.New("the fleet's batch store is full")
 	// ErrUnavailable: the fleet could not be read or written; asking again

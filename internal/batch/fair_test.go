@@ -11,6 +11,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/batch"
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -19,7 +20,7 @@ import (
 const oneLine = `{"custom_id":"a","task":"hanoi","params":{"disks":3},"k":1}` + "\n"
 
 // startRunner runs a batch runner (no coordinator) until the test ends.
-func startRunner(t *testing.T, topo *bus.Topology, maxBatches int) {
+func startRunner(t *testing.T, topo *topology.Topology, maxBatches int) {
 	t.Helper()
 	runRunner(t, topo, batch.RunnerConfig{
 		Owner: "runner-1", MaxBatches: maxBatches, LeaseTTL: 3 * time.Second, ScanInterval: 50 * time.Millisecond,
@@ -27,7 +28,7 @@ func startRunner(t *testing.T, topo *bus.Topology, maxBatches int) {
 }
 
 // runRunner runs a batch runner of cfg until the test ends.
-func runRunner(t *testing.T, topo *bus.Topology, cfg batch.RunnerConfig) *batch.Runner {
+func runRunner(t *testing.T, topo *topology.Topology, cfg batch.RunnerConfig) *batch.Runner {
 	t.Helper()
 	r, err := batch.NewRunner(topo, cfg)
 	if err != nil {
@@ -73,7 +74,7 @@ func create(t *testing.T, s *batch.Store, tenant string, o batch.CreateOptions) 
 }
 
 // readLease returns the lease on tenant's batch id, nil if it has none.
-func readLease(t *testing.T, topo *bus.Topology, tenant, id string) *schemas.Lease {
+func readLease(t *testing.T, topo *topology.Topology, tenant, id string) *schemas.Lease {
 	t.Helper()
 	e, err := topo.Batches.Get(ctxFor(t), bus.JobKey(tenant, id+"-lease"))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -90,7 +91,7 @@ func readLease(t *testing.T, topo *bus.Topology, tenant, id string) *schemas.Lea
 }
 
 // liveLeases names the batches whose lease is held now.
-func liveLeases(t *testing.T, topo *bus.Topology, recs ...schemas.BatchRecord) map[string]bool {
+func liveLeases(t *testing.T, topo *topology.Topology, recs ...schemas.BatchRecord) map[string]bool {
 	t.Helper()
 	live := map[string]bool{}
 	for _, rec := range recs {
@@ -145,7 +146,7 @@ func TestRunnerTakesFairly(t *testing.T) {
 }
 
 // streamMsgs counts the messages the batch stream holds.
-func streamMsgs(t *testing.T, ctx context.Context, topo *bus.Topology) uint64 {
+func streamMsgs(t *testing.T, ctx context.Context, topo *topology.Topology) uint64 {
 	t.Helper()
 	st, err := topo.JS.Stream(ctx, topo.NS.BatchesStream())
 	if err != nil {

@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/batch"
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/task/builtin"
 )
 
@@ -91,7 +91,7 @@ func waitTerminal(t *testing.T, s *batch.Store, tenant string, ids ...string) {
 }
 
 // TestCreateStreamFull: when the batch stream every tenant shares is at
-// its size limit (bus.Limits.BatchesBytes), a new batch is refused with
+// its size limit (topology.Limits.BatchesBytes), a new batch is refused with
 // ErrFull, and nothing of it is kept.
 func TestCreateStreamFull(t *testing.T) {
 	t.Parallel()
@@ -106,7 +106,7 @@ func TestCreateStreamFull(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	topo, err := bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage, Limits: bus.Limits{BatchesBytes: 16 << 10}})
+	topo, err := topology.Ensure(ctx, js, topology.Config{Storage: jetstream.MemoryStorage, Limits: topology.Limits{BatchesBytes: 16 << 10}})
 	if err != nil {
 		t.Fatal(err)
 	}

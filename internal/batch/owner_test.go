@@ -14,12 +14,13 @@ import (
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
 // forge stores body under key of the batches bucket, as a tenant's own
 // identity may (its keys <tenant>.>), and returns its revision.
-func forge(t *testing.T, topo *bus.Topology, key string, rec *schemas.BatchRecord) {
+func forge(t *testing.T, topo *topology.Topology, key string, rec *schemas.BatchRecord) {
 	t.Helper()
 	data, err := schemas.Encode(rec)
 	if err != nil {

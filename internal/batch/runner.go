@@ -13,10 +13,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/lease"
 	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/internal/throttle"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -78,7 +78,7 @@ func (c *RunnerConfig) defaults() error {
 // Runner feeds batches' jobs into the fleet: one per coordinator, each
 // batch fed by the one runner holding its lease.
 type Runner struct {
-	topo   *bus.Topology
+	topo   *topology.Topology
 	cfg    RunnerConfig
 	log    *slog.Logger
 	leases *lease.Manager
@@ -104,7 +104,7 @@ type openBatch struct {
 }
 
 // NewRunner returns a Runner feeding topo's batches.
-func NewRunner(topo *bus.Topology, cfg RunnerConfig) (*Runner, error) {
+func NewRunner(topo *topology.Topology, cfg RunnerConfig) (*Runner, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}

@@ -12,13 +12,14 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
 // Store creates batches and reads and cancels them. It holds no state of
 // its own: build one wherever a topology is at hand.
 type Store struct {
-	topo  *bus.Topology
+	topo  *topology.Topology
 	tasks jobs.Tasks
 	recs  *bus.KV[schemas.BatchRecord]
 }
@@ -26,11 +27,11 @@ type Store struct {
 // NewStore returns a Store on topo's batches bucket and stream; tasks
 // checks the lines' tasks and params (a *taskreg.Registry). tasks may be
 // nil for a Store that never creates batches.
-func NewStore(topo *bus.Topology, tasks jobs.Tasks) *Store {
+func NewStore(topo *topology.Topology, tasks jobs.Tasks) *Store {
 	return &Store{topo: topo, tasks: tasks, recs: records(topo)}
 }
 
-func records(topo *bus.Topology) *bus.KV[schemas.BatchRecord] {
+func records(topo *topology.Topology) *bus.KV[schemas.BatchRecord] {
 	return bus.NewKV(topo.Batches, bus.MessageCodec[schemas.BatchRecord]())
 }
 

@@ -14,11 +14,12 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
 // dlqFleet connects to a fresh server with the topology in place.
-func dlqFleet(t *testing.T) (jetstream.JetStream, *bus.Topology) {
+func dlqFleet(t *testing.T) (jetstream.JetStream, *topology.Topology) {
 	t.Helper()
 	js, topo := testkit.StartTopology(t)
 	return js, topo

@@ -2,9 +2,6 @@ package bus
 
 import "time"
 
-// Covers exposes covers to the tests.
-var Covers = covers
-
 // KeepAlive exposes the worker's keep-alive to the tests.
 var KeepAlive = keepAlive
 

@@ -95,6 +95,13 @@ func (ns Namespace) BatchSubject(tenant, batch string) string {
 
 func (ns Namespace) subject(kind string) string { return ns.String() + ".v1." + kind + "." }
 
+// StreamSubjects is the subject filter of a stream of kind's subjects,
+// those with tokens tokens after the kind: StreamSubjects("sample", 2) is
+// maker.v1.sample.*.* (<tenant>.<job>).
+func (ns Namespace) StreamSubjects(kind string, tokens int) string {
+	return ns.subject(kind) + strings.Repeat("*.", tokens-1) + "*"
+}
+
 // JobSubject is where jobs of tenant are submitted.
 func (ns Namespace) JobSubject(tenant string) string { return ns.subject("job") + tenant }
 
@@ -137,6 +144,13 @@ func (ns Namespace) DecidedSubject(tenant, job string) string {
 
 // DecidedWildcard matches every job's step-decided events.
 func (ns Namespace) DecidedWildcard() string { return ns.subject("decided") + ">" }
+
+// Names of the shared durable consumers (one per stream, so not
+// namespaced).
+const (
+	ConsumerVoters       = "voters"
+	ConsumerCoordinators = "coordinators"
+)
 
 // ResultConsumer is the durable name of a job's result consumer for lease
 // generation gen. Tenants hold no '_', so the name is unambiguous.
@@ -186,3 +200,106 @@ func SafeKey(name string) string {
 }
 
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// The judge's names. Every key of the judge's buckets starts with the
+// tenant the request's subject names, so that a server's permissions can
+// let tenant T read only keys T.> (internal/topology has the whole
+// picture).
+
+// ConsumerJudges is the durable every judge pulls requests from, on each
+// of its request streams.
+const ConsumerJudges = "judges"
+
+// JudgeStream names the namespace's break-glass request stream.
+func (ns Namespace) JudgeStream() string { return ns.stream("JUDGE") }
+
+// ArbitrateStream names the namespace's arbitration request stream.
+func (ns Namespace) ArbitrateStream() string { return ns.stream("ARBITRATE") }
+
+// JudgeAuditStream names the namespace's audit stream.
+func (ns Namespace) JudgeAuditStream() string { return ns.stream("JUDGE_AUDIT") }
+
+// JudgeSubject is where break-glass requests of tenant go.
+func (ns Namespace) JudgeSubject(tenant string) string { return ns.subject("judge") + tenant }
+
+// ArbitrateSubject is where the arbitration requests of tenant go.
+func (ns Namespace) ArbitrateSubject(tenant string) string { return ns.subject("arbitrate") + tenant }
+
+// JudgeAuditSubject is where the audit records of one session go.
+func (ns Namespace) JudgeAuditSubject(tenant, session string) string {
+	return ns.subject("judge_audit") + tenant + "." + session
+}
+
+// JudgeAuditFilter matches the audit records of tenant and session; an
+// empty tenant or session matches every one.
+func (ns Namespace) JudgeAuditFilter(tenant, session string) string {
+	if tenant == "" {
+		tenant = "*"
+	}
+	if session == "" {
+		session = "*"
+	}
+	return ns.JudgeAuditSubject(tenant, session)
+}
+
+// judgeBucket names the judge's bucket of kind: <ns>_judge_<kind>.
+func (ns Namespace) judgeBucket(kind string) string {
+	return strings.ReplaceAll(ns.String(), "-", "_") + "_judge_" + kind
+}
+
+// JudgeAnswersBucket, JudgeSessionsBucket and JudgeApprovalsBucket name
+// the judge's KV buckets.
+func (ns Namespace) JudgeAnswersBucket() string   { return ns.judgeBucket("answers") }
+func (ns Namespace) JudgeSessionsBucket() string  { return ns.judgeBucket("sessions") }
+func (ns Namespace) JudgeApprovalsBucket() string { return ns.judgeBucket("approvals") }
+
+// JudgeApproveSubject is where identity sends its approvals and denials
+// of held requests (core NATS request and reply).
+func (ns Namespace) JudgeApproveSubject(identity string) string {
+	return ns.subject("judge_approve") + identity
+}
+
+// JudgeApproveFilter matches every identity's approvals.
+func (ns Namespace) JudgeApproveFilter() string { return ns.subject("judge_approve") + "*" }
+
+// JudgeRequestTenant returns the tenant a break-glass or arbitration
+// request subject names (its last token), or false when subject is
+// neither kind's in ns.
+func (ns Namespace) JudgeRequestTenant(subject string) (string, bool) {
+	for _, kind := range []string{"judge", "arbitrate"} {
+		if t, ok := strings.CutPrefix(subject, ns.subject(kind)); ok && t != "" && !strings.ContainsAny(t, ".*>") {
+			return t, true
+		}
+	}
+	return "", false
+}
+
+// JudgeApproveIdentity returns the identity an approval subject names, or
+// false when subject is not one.
+func (ns Namespace) JudgeApproveIdentity(subject string) (string, bool) {
+	id, ok := strings.CutPrefix(subject, ns.subject("judge_approve"))
+	if !ok || id == "" || strings.ContainsAny(id, ".*>") {
+		return "", false
+	}
+	return id, true
+}
+
+// JudgeAnswerKey is a request's key in the answers bucket, and
+// JudgeApprovalKey its key in the approvals bucket: the tenant first (see
+// the topology above).
+func JudgeAnswerKey(tenant, id string) string   { return tenant + "." + id }
+func JudgeApprovalKey(tenant, id string) string { return tenant + "." + id }
+
+// JudgeTenantKey is a tenant's key in the sessions bucket, for the limits
+// on all its judge calls (break glass and its jobs' arbitrations) in a
+// rolling window. Sessions hold no dot,
+// and its middle token is not "job", so it names no session and no job.
+func JudgeTenantKey(tenant string) string { return tenant + ".tenant.window" }
+
+// JudgeSessionKey is a session's key in the sessions bucket.
+func JudgeSessionKey(tenant, session string) string { return tenant + "." + session }
+
+// JudgeJobKey is a job's key in the sessions bucket, for its
+// arbitrations. Sessions and job ids hold no dot, so it never names a
+// session.
+func JudgeJobKey(tenant, job string) string { return tenant + ".job." + job }

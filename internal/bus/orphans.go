@@ -87,7 +87,7 @@ func PurgeOrphanResults(ctx context.Context, js jetstream.JetStream, ns Namespac
 	}
 	out := OrphanResults{}
 	for _, subject := range slices.Sorted(maps.Keys(info.State.Subjects)) {
-		if slices.ContainsFunc(filters, func(f string) bool { return f != "" && covers(f, subject) }) {
+		if slices.ContainsFunc(filters, func(f string) bool { return f != "" && Covers(f, subject) }) {
 			continue
 		}
 		tenant, job, gen, ok := ns.parseResultSubject(subject)

@@ -5,14 +5,17 @@ import (
 	"time"
 )
 
-// retryTransient runs attempt, each try bounded by ensureAttemptTimeout,
+// AttemptTimeout bounds one try of RetryTransient.
+const AttemptTimeout = 10 * time.Second
+
+// RetryTransient runs attempt, each try bounded by AttemptTimeout,
 // until it succeeds, fails for a reason other than Transient, ctx ends or
 // wait has passed, backing off from 100ms to 2s between tries.
-func retryTransient[T any](ctx context.Context, wait time.Duration, attempt func(context.Context) (T, error)) (T, error) {
+func RetryTransient[T any](ctx context.Context, wait time.Duration, attempt func(context.Context) (T, error)) (T, error) {
 	deadline := time.Now().Add(wait)
 	backoff := 100 * time.Millisecond
 	for {
-		actx, cancel := context.WithTimeout(ctx, ensureAttemptTimeout)
+		actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
 		v, err := attempt(actx)
 		cancel()
 		if err == nil || !Transient(err) || ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {

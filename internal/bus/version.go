@@ -67,11 +67,11 @@ func parseVersion(v string) ([3]int, bool) {
 	return out, true
 }
 
-// checkServer refuses a server older than MinServerVersion, at start
-// (Ensure, EnsureJudge, Open and OpenJudge). A client that is not connected yet (a role started
+// CheckServer refuses a server older than MinServerVersion, at start
+// (topology.Ensure, EnsureJudge, Open and OpenJudge). A client that is not connected yet (a role started
 // before its server, still retrying) is not refused here: its first
 // request fails as Transient and is retried.
-func checkServer(js jetstream.JetStream) error {
+func CheckServer(js jetstream.JetStream) error {
 	nc := js.Conn()
 	if nc == nil || !nc.IsConnected() {
 		return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
 // TestCheckServerVersion: servers older than the minimum, or whose
@@ -94,10 +95,10 @@ func TestOldServerRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, start := range map[string]func() error{
-		"Ensure":      func() error { _, err := bus.Ensure(ctx, js, bus.Config{}); return err },
-		"Open":        func() error { _, err := bus.Open(ctx, js, bus.Config{}); return err },
-		"EnsureJudge": func() error { _, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{}); return err },
-		"OpenJudge":   func() error { _, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{}); return err },
+		"Ensure":      func() error { _, err := topology.Ensure(ctx, js, topology.Config{}); return err },
+		"Open":        func() error { _, err := topology.Open(ctx, js, topology.Config{}); return err },
+		"EnsureJudge": func() error { _, err := topology.EnsureJudge(ctx, js, topology.JudgeConfig{}); return err },
+		"OpenJudge":   func() error { _, err := topology.OpenJudge(ctx, js, topology.JudgeConfig{}); return err },
 	} {
 		err := start()
 		if !errors.Is(err, bus.ErrServerVersion) || !strings.Contains(err.Error(), bus.MinServerVersion) || !strings.Contains(err.Error(), version) {

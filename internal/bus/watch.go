@@ -34,8 +34,8 @@ var errWatchAttempt = errors.New("bus: watch not started in time")
 // jetstream builds them on its own.
 type watchKV struct{ jetstream.KeyValue }
 
-// resilient returns kv with watches that survive a node loss (watchKV).
-func resilient(kv jetstream.KeyValue) jetstream.KeyValue {
+// Resilient returns kv with watches that survive a node loss (watchKV).
+func Resilient(kv jetstream.KeyValue) jetstream.KeyValue {
 	if kv == nil {
 		return nil
 	}

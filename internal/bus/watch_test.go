@@ -12,6 +12,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
 // fakeWatcher is a started watch.
@@ -108,7 +109,7 @@ func TestWatchStartErrors(t *testing.T) {
 func TestTopologyBucketListings(t *testing.T) {
 	_, js := testkit.Connect(t, testkit.StartNATS(t).URL)
 	ctx := opCtx(t)
-	topo, err := bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage})
+	topo, err := topology.Ensure(ctx, js, topology.Config{Storage: jetstream.MemoryStorage})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
 // bench is a work-queue stream "W" on a fresh server, with one durable
@@ -475,7 +476,7 @@ func TestWorkerDrop(t *testing.T) {
 			t.Parallel()
 			url := testkit.StartNATS(t).URL
 			nc, js := testkit.Connect(t, url)
-			topo, err := bus.Ensure(opCtx(t), js, bus.Config{Storage: jetstream.MemoryStorage})
+			topo, err := topology.Ensure(opCtx(t), js, topology.Config{Storage: jetstream.MemoryStorage})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -37,6 +37,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
@@ -72,7 +73,7 @@ type Options struct {
 	// Bus is the topology's configuration. With Private set and no
 	// namespace, the fleet gets a namespace of its own (run-<random>) for
 	// NATS and Redis alike, removed at Close from servers it did not start.
-	Bus     bus.Config
+	Bus     topology.Config
 	Private bool
 	// Tasks resolves tasks. Default builtin.Registry().
 	Tasks *task.Registry
@@ -96,7 +97,7 @@ type Options struct {
 // started it (submitting jobs, watching subjects); Close ends it all.
 type Fleet struct {
 	// Bus is the topology's configuration, its namespace settled.
-	Bus bus.Config
+	Bus topology.Config
 	// NATSURL and RedisURL are where the servers are; RedisKind says which
 	// Redis: external, redis-server or miniredis.
 	NATSURL   string
@@ -113,7 +114,7 @@ type Fleet struct {
 	// NC, JS and Topo are the fleet's own client connection and topology.
 	NC   *nats.Conn
 	JS   jetstream.JetStream
-	Topo *bus.Topology
+	Topo *topology.Topology
 
 	log       *slog.Logger
 	modelName string
@@ -178,7 +179,7 @@ func Start(ctx context.Context, o Options) (_ *Fleet, err error) {
 	if f.JS, err = jetstream.New(f.NC); err != nil {
 		return nil, err
 	}
-	if f.Topo, err = bus.Ensure(ctx, f.JS, f.Bus); err != nil {
+	if f.Topo, err = topology.Ensure(ctx, f.JS, f.Bus); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -333,7 +334,7 @@ func (f *Fleet) teardownNATS(ns bus.Namespace) {
 	if f.JS == nil {
 		return
 	}
-	if err := bus.Teardown(ctx, f.JS, ns); err != nil {
+	if err := topology.Teardown(ctx, f.JS, ns); err != nil {
 		f.log.Warn("remove this run's streams", "namespace", ns, "err", err)
 	}
 }

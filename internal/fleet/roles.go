@@ -11,6 +11,7 @@ import (
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/voter"
 )
 
@@ -83,7 +84,7 @@ func (f *Fleet) AddCoordinator(cfg coordinator.Config) (*Role, error) {
 	if cfg.Tasks == nil {
 		cfg.Tasks = f.Tasks
 	}
-	if cfg.Bus == (bus.Config{}) {
+	if cfg.Bus == (topology.Config{}) {
 		cfg.Bus = f.Bus
 	}
 	if cfg.Logger == nil {
@@ -123,7 +124,7 @@ func (f *Fleet) AddVoter(m voter.Model, cfg voter.Config) (*Role, error) {
 	if cfg.Tasks == nil {
 		cfg.Tasks = f.Tasks
 	}
-	if cfg.Bus == (bus.Config{}) {
+	if cfg.Bus == (topology.Config{}) {
 		cfg.Bus = f.Bus
 	}
 	if cfg.Logger == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -42,14 +43,14 @@ type Outcome struct {
 // coordinator once asked to run, and a paused job that is cancelled is
 // ended by the next coordinator that looks. Asking for the control the job
 // already has writes nothing.
-func Control(ctx context.Context, topo *bus.Topology, tenant, job, control string) (schemas.JobRecord, error) {
+func Control(ctx context.Context, topo *topology.Topology, tenant, job, control string) (schemas.JobRecord, error) {
 	out, err := setControl(ctx, topo, tenant, job, control)
 	return out.Record, err
 }
 
 // Apply carries out a person's control request for tenant/job (pause,
 // resume or cancel), with Control's checks.
-func Apply(ctx context.Context, topo *bus.Topology, tenant, job string, req schemas.ControlRequest) (Outcome, error) {
+func Apply(ctx context.Context, topo *topology.Topology, tenant, job string, req schemas.ControlRequest) (Outcome, error) {
 	if req.Header == (schemas.Header{}) {
 		req.Header = schemas.NewHeader(schemas.KindControlRequest)
 	}
@@ -59,7 +60,7 @@ func Apply(ctx context.Context, topo *bus.Topology, tenant, job string, req sche
 	return setControl(ctx, topo, tenant, job, schemas.ControlOf(req.Action))
 }
 
-func setControl(ctx context.Context, topo *bus.Topology, tenant, job, control string) (Outcome, error) {
+func setControl(ctx context.Context, topo *topology.Topology, tenant, job, control string) (Outcome, error) {
 	switch control {
 	case schemas.ControlRun, schemas.ControlPause, schemas.ControlCancel:
 	default:
@@ -96,7 +97,7 @@ func setControl(ctx context.Context, topo *bus.Topology, tenant, job, control st
 // panel (paused for a person, or waiting for the panel); anything else is
 // ErrNotWaiting. The open step and its rung are read from the status the
 // job's owner publishes (only a coordinator writes it).
-func Decide(ctx context.Context, topo *bus.Topology, tenant, job string, d schemas.PersonDecision) (schemas.JobRecord, error) {
+func Decide(ctx context.Context, topo *topology.Topology, tenant, job string, d schemas.PersonDecision) (schemas.JobRecord, error) {
 	if d.Step < 0 || d.VoteKey == "" || d.By == "" {
 		return schemas.JobRecord{}, fmt.Errorf("%w: a decision needs a step >= 0, a vote key and who decides", ErrInvalid)
 	}
@@ -118,7 +119,7 @@ func Decide(ctx context.Context, topo *bus.Topology, tenant, job string, d schem
 
 // waiting is nil when step is the step tenant/job waits for a person at,
 // as its owner last reported; else ErrNotWaiting saying where the job is.
-func waiting(ctx context.Context, topo *bus.Topology, tenant, job string, step int64) error {
+func waiting(ctx context.Context, topo *topology.Topology, tenant, job string, step int64) error {
 	e, err := topo.Status.Get(ctx, bus.JobKey(tenant, job))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("%w: %s/%s has not started: no step of it waits for a person", ErrNotWaiting, tenant, job)

@@ -24,6 +24,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -158,7 +159,7 @@ func Admission(prices pricing.Table) SubmitOption {
 // fleet's intake, where a coordinator registers it: what a tenant's
 // identity may do on a secured fleet (it may read its own registry keys,
 // never write them, nor create the topology). The topology is bound, never
-// created: on a server without a fleet Submit fails with bus.ErrNoFleet. A
+// created: on a server without a fleet Submit fails with topology.ErrNoFleet. A
 // resubmission is found in the registry once a coordinator has registered
 // the job, and before that by the job stream's Nats-Msg-Id deduplication
 // (checked against the registry: see below).
@@ -173,7 +174,7 @@ func IntakeOnly() SubmitOption { return func(s *submitSettings) { s.intakeOnly =
 //
 // builtin are the tasks that ship; a job may also name a task spec
 // registered in the fleet's task registry.
-func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *schemas.JobSpec, builtin *task.Registry, opts ...SubmitOption) (Submitted, error) {
+func Submit(ctx context.Context, js jetstream.JetStream, cfg topology.Config, spec *schemas.JobSpec, builtin *task.Registry, opts ...SubmitOption) (Submitted, error) {
 	var set submitSettings
 	for _, o := range opts {
 		o(&set)
@@ -187,11 +188,11 @@ func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *s
 			return Submitted{}, err
 		}
 	}
-	topology := bus.Ensure
+	bind := topology.Ensure
 	if set.intakeOnly {
-		topology = bus.Open
+		bind = topology.Open
 	}
-	topo, err := topology(ctx, js, cfg)
+	topo, err := bind(ctx, js, cfg)
 	if err != nil {
 		return Submitted{}, err
 	}
@@ -269,7 +270,7 @@ func Submit(ctx context.Context, js jetstream.JetStream, cfg bus.Config, spec *s
 
 // Wait blocks until the job's report exists and returns it. onStatus, if
 // set, receives each status update meanwhile (from this goroutine).
-func Wait(ctx context.Context, topo *bus.Topology, tenant, job string, onStatus func(schemas.JobStatus)) (schemas.JobReport, error) {
+func Wait(ctx context.Context, topo *topology.Topology, tenant, job string, onStatus func(schemas.JobStatus)) (schemas.JobReport, error) {
 	key := bus.JobKey(tenant, job)
 	reports, err := topo.Reports.Watch(ctx, key)
 	if err != nil {
@@ -321,7 +322,7 @@ func Wait(ctx context.Context, topo *bus.Topology, tenant, job string, onStatus 
 // registry decides the submission (the same job: a duplicate; another
 // job under its id: ErrConflict; a failed read), false when the id is
 // free.
-func registered(ctx context.Context, topo *bus.Topology, spec *schemas.JobSpec) (sub Submitted, done bool, err error) {
+func registered(ctx context.Context, topo *topology.Topology, spec *schemas.JobSpec) (sub Submitted, done bool, err error) {
 	switch cur, _, err := Get(ctx, topo, spec.Tenant, spec.JobID); {
 	case err == nil:
 		if err := sameAs(cur, *spec); !errors.Is(err, ErrExists) {

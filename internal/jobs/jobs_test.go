@@ -17,6 +17,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
 )
@@ -50,8 +51,8 @@ func TestSubmitFinishedJob(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cfg := bus.Config{Storage: jetstream.MemoryStorage}
-	topo, err := bus.Ensure(ctx, js, cfg)
+	cfg := topology.Config{Storage: jetstream.MemoryStorage}
+	topo, err := topology.Ensure(ctx, js, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,10 +163,10 @@ func TestSubmitIntakeOnly(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cfg := bus.Config{Storage: jetstream.MemoryStorage}
+	cfg := topology.Config{Storage: jetstream.MemoryStorage}
 
 	spec := hanoiSpec("i1", 3, 1)
-	if _, err := jobs.Submit(ctx, js, cfg, &spec, builtin.Registry(), jobs.IntakeOnly()); !errors.Is(err, bus.ErrNoFleet) {
+	if _, err := jobs.Submit(ctx, js, cfg, &spec, builtin.Registry(), jobs.IntakeOnly()); !errors.Is(err, topology.ErrNoFleet) {
 		t.Fatalf("intake-only submit without a fleet: %v, want ErrNoFleet", err)
 	}
 	names := js.StreamNames(ctx)
@@ -173,7 +174,7 @@ func TestSubmitIntakeOnly(t *testing.T) {
 		t.Fatalf("intake-only submit without a fleet created %d streams (%v)", n, names.Err())
 	}
 
-	topo, err := bus.Ensure(ctx, js, cfg)
+	topo, err := topology.Ensure(ctx, js, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -22,7 +23,7 @@ const NoCoordinator = "no coordinator has taken it yet"
 // slot (some hold live leases on other jobs, all of them busy or about to
 // take it), or taken by no coordinator at all (none holds a live lease:
 // none is running, as far as the bucket can tell).
-func QueuedReason(ctx context.Context, topo *bus.Topology, tenant, job string) (string, error) {
+func QueuedReason(ctx context.Context, topo *topology.Topology, tenant, job string) (string, error) {
 	now := time.Now()
 	lister, err := topo.Leases.ListKeys(ctx)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -36,7 +37,7 @@ var (
 // Register adds rec to the job registry. A registered job with the same
 // id is ErrExists if it is the same job (the same spec, see SpecDiff), else
 // ErrConflict; either way nothing is written.
-func Register(ctx context.Context, topo *bus.Topology, rec *schemas.JobRecord) error {
+func Register(ctx context.Context, topo *topology.Topology, rec *schemas.JobRecord) error {
 	if err := rec.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -53,7 +54,7 @@ func Register(ctx context.Context, topo *bus.Topology, rec *schemas.JobRecord) e
 }
 
 // registry is the typed view of the job registry bucket.
-func registry(topo *bus.Topology) *bus.KV[schemas.JobRecord] {
+func registry(topo *topology.Topology) *bus.KV[schemas.JobRecord] {
 	return bus.NewKV(topo.Jobs, bus.MessageCodec[schemas.JobRecord]())
 }
 
@@ -71,7 +72,7 @@ func sameAs(cur schemas.JobRecord, spec schemas.JobSpec) error {
 }
 
 // Get returns the registry record of tenant/job and its revision.
-func Get(ctx context.Context, topo *bus.Topology, tenant, job string) (schemas.JobRecord, uint64, error) {
+func Get(ctx context.Context, topo *topology.Topology, tenant, job string) (schemas.JobRecord, uint64, error) {
 	if err := checkRef(tenant, job); err != nil {
 		return schemas.JobRecord{}, 0, err
 	}
@@ -98,7 +99,7 @@ func checkRef(tenant, job string) error {
 // update applies fn to tenant/job's record with compare-and-set, retrying
 // when another writer got in between, and returns the record written.
 // fn may return bus.ErrAbort to write nothing: update returns errUnchanged.
-func update(ctx context.Context, topo *bus.Topology, tenant, job string, fn func(*schemas.JobRecord) error) (schemas.JobRecord, error) {
+func update(ctx context.Context, topo *topology.Topology, tenant, job string, fn func(*schemas.JobRecord) error) (schemas.JobRecord, error) {
 	if err := checkRef(tenant, job); err != nil {
 		return schemas.JobRecord{}, err
 	}
@@ -122,7 +123,7 @@ func update(ctx context.Context, topo *bus.Topology, tenant, job string, fn func
 }
 
 // MarkFinished records that tenant/job ended in state.
-func MarkFinished(ctx context.Context, topo *bus.Topology, tenant, job, state string) error {
+func MarkFinished(ctx context.Context, topo *topology.Topology, tenant, job, state string) error {
 	_, err := update(ctx, topo, tenant, job, func(r *schemas.JobRecord) error {
 		r.Finished, r.State = true, state
 		return nil
@@ -131,7 +132,7 @@ func MarkFinished(ctx context.Context, topo *bus.Topology, tenant, job, state st
 }
 
 // MarkState records the state a job was left in (running, paused).
-func MarkState(ctx context.Context, topo *bus.Topology, tenant, job, state string) error {
+func MarkState(ctx context.Context, topo *topology.Topology, tenant, job, state string) error {
 	_, err := update(ctx, topo, tenant, job, func(r *schemas.JobRecord) error {
 		if !r.Finished {
 			r.State = state
@@ -146,7 +147,7 @@ func MarkState(ctx context.Context, topo *bus.Topology, tenant, job, state strin
 // listing pages by key and reads just its page's records (Get). One
 // tenant's keys are listed by a key filter, so the listing reads only
 // that tenant's keys (what a tenant's identity may read).
-func Keys(ctx context.Context, topo *bus.Topology, tenant string) ([]string, error) {
+func Keys(ctx context.Context, topo *topology.Topology, tenant string) ([]string, error) {
 	var lister jetstream.KeyLister
 	var err error
 	if tenant == "" {
@@ -175,7 +176,7 @@ func Keys(ctx context.Context, topo *bus.Topology, tenant string) ([]string, err
 // List returns every registered job of tenant ("" for all tenants), oldest
 // submission first. It reads every record, one by one: a tenant's
 // listing in pages reads Keys and Gets only its page.
-func List(ctx context.Context, topo *bus.Topology, tenant string) ([]schemas.JobRecord, error) {
+func List(ctx context.Context, topo *topology.Topology, tenant string) ([]schemas.JobRecord, error) {
 	keys, err := Keys(ctx, topo, tenant)
 	if err != nil {
 		return nil, err
@@ -204,7 +205,7 @@ func List(ctx context.Context, topo *bus.Topology, tenant string) ([]schemas.Job
 // Status returns tenant/job's latest progress. A registered job no
 // coordinator has reported on yet is queued (or paused, or finished) as
 // its record says. A queued or paused job names no coordinator.
-func Status(ctx context.Context, topo *bus.Topology, tenant, job string) (schemas.JobStatus, error) {
+func Status(ctx context.Context, topo *topology.Topology, tenant, job string) (schemas.JobStatus, error) {
 	rec, _, err := Get(ctx, topo, tenant, job)
 	if err != nil {
 		return schemas.JobStatus{}, err
@@ -247,7 +248,7 @@ func Status(ctx context.Context, topo *bus.Topology, tenant, job string) (schema
 }
 
 // Result returns tenant/job's final report.
-func Result(ctx context.Context, topo *bus.Topology, tenant, job string) (schemas.JobReport, error) {
+func Result(ctx context.Context, topo *topology.Topology, tenant, job string) (schemas.JobReport, error) {
 	if err := checkRef(tenant, job); err != nil {
 		return schemas.JobReport{}, err
 	}

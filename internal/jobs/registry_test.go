@@ -16,6 +16,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
 )
@@ -23,13 +24,13 @@ import (
 // registry is a fresh server with the topology, for registry tests.
 type registry struct {
 	js   jetstream.JetStream
-	cfg  bus.Config
-	topo *bus.Topology
+	cfg  topology.Config
+	topo *topology.Topology
 }
 
 func newRegistry(t *testing.T) registry {
 	t.Helper()
-	cfg := bus.Config{Storage: jetstream.MemoryStorage}
+	cfg := topology.Config{Storage: jetstream.MemoryStorage}
 	js, topo := testkit.StartTopology(t)
 	return registry{js: js, cfg: cfg, topo: topo}
 }

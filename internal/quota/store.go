@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -32,7 +33,7 @@ type Store struct {
 }
 
 // New returns the store over the topology's quota bucket.
-func New(topo *bus.Topology) *Store {
+func New(topo *topology.Topology) *Store {
 	var kv jetstream.KeyValue
 	if topo != nil {
 		kv = topo.Quotas

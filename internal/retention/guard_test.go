@@ -14,6 +14,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/lease"
 	"github.com/makerfleet/makerfleet/internal/retention"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -164,7 +165,7 @@ func TestSweepManyDeadLetters(t *testing.T) {
 	nsrv := testkit.StartNATS(t)
 	nc, js := testkit.Connect(t, nsrv.URL)
 	ctx := t.Context()
-	topo, err := bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage})
+	topo, err := topology.Ensure(ctx, js, topology.Config{Storage: jetstream.MemoryStorage})
 	if err != nil {
 		t.Fatal(err)
 	}

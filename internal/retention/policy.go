@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -92,7 +93,7 @@ func Due(ended, now time.Time, age time.Duration) bool {
 
 // OpenBucket returns the retention bucket of topo's namespace, created
 // (like the fleet's other buckets) when missing.
-func OpenBucket(ctx context.Context, topo *bus.Topology) (jetstream.KeyValue, error) {
+func OpenBucket(ctx context.Context, topo *topology.Topology) (jetstream.KeyValue, error) {
 	name := topo.NS.RetentionBucket()
 	kv, err := topo.JS.KeyValue(ctx, name)
 	if err == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/lease"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -55,7 +56,7 @@ type Config struct {
 
 // Sweeper removes finished work past its retention.
 type Sweeper struct {
-	topo   *bus.Topology
+	topo   *topology.Topology
 	kv     jetstream.KeyValue
 	leases *lease.Manager
 	log    *slog.Logger
@@ -65,7 +66,7 @@ type Sweeper struct {
 }
 
 // New returns a Sweeper on topo, creating the retention bucket if missing.
-func New(ctx context.Context, topo *bus.Topology, cfg Config) (*Sweeper, error) {
+func New(ctx context.Context, topo *topology.Topology, cfg Config) (*Sweeper, error) {
 	if topo == nil || cfg.Owner == "" {
 		return nil, fmt.Errorf("retention: a sweeper needs a topology and an owner")
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/retention"
 	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/voter"
 )
@@ -53,7 +54,7 @@ func runJob(t *testing.T, env *fleettest.Env, tenant string, disks int) string {
 
 // journalMsgs is how many journal messages (entries and checkpoints)
 // tenant's job has; "" counts every job's.
-func journalMsgs(t *testing.T, topo *bus.Topology, tenant, job string) uint64 {
+func journalMsgs(t *testing.T, topo *topology.Topology, tenant, job string) uint64 {
 	t.Helper()
 	s, err := topo.JS.Stream(t.Context(), topo.NS.JournalStream())
 	if err != nil {
@@ -94,12 +95,12 @@ type kept struct {
 	report, status, record bool
 }
 
-func left(t *testing.T, topo *bus.Topology, tenant, job string) kept {
+func left(t *testing.T, topo *topology.Topology, tenant, job string) kept {
 	key := bus.JobKey(tenant, job)
 	return kept{journalMsgs(t, topo, tenant, job) > 0, has(t, topo.Reports, key), has(t, topo.Status, key), has(t, topo.Jobs, key)}
 }
 
-func newSweeper(t *testing.T, topo *bus.Topology, owner string) *retention.Sweeper {
+func newSweeper(t *testing.T, topo *topology.Topology, owner string) *retention.Sweeper {
 	t.Helper()
 	sw, err := retention.New(t.Context(), topo, retention.Config{Owner: owner})
 	if err != nil {

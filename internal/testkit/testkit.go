@@ -22,8 +22,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/devserver"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
 var fallbackNotice sync.Once
@@ -120,7 +120,7 @@ func FreePort() (int, error) {
 // StartTopology starts a nats-server (StartNATS), connects a JetStream
 // client to it and creates the fleet's topology (memory storage, default
 // namespace).
-func StartTopology(tb testing.TB) (jetstream.JetStream, *bus.Topology) {
+func StartTopology(tb testing.TB) (jetstream.JetStream, *topology.Topology) {
 	tb.Helper()
 	nc, err := nats.Connect(StartNATS(tb).URL)
 	if err != nil {
@@ -133,7 +133,7 @@ func StartTopology(tb testing.TB) (jetstream.JetStream, *bus.Topology) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	topo, err := bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage})
+	topo, err := topology.Ensure(ctx, js, topology.Config{Storage: jetstream.MemoryStorage})
 	if err != nil {
 		tb.Fatal(err)
 	}

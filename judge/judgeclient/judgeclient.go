@@ -36,6 +36,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -207,7 +208,7 @@ func send[R any, PR interface {
 	if err != nil {
 		return nil, err
 	}
-	topo, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{Namespace: ns})
+	topo, err := topology.EnsureJudge(ctx, js, topology.JudgeConfig{Namespace: ns})
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +290,7 @@ func nextAnswer[R any, PR interface {
 // Post sends a break-glass request to the judges of namespace ns without
 // waiting for the answer (Await reads it): for a client that may not
 // create the judge's topology (maker serve's api identity), so the
-// judge's streams must exist (bus.ErrNoJudge otherwise). It fills the
+// judge's streams must exist (topology.ErrNoJudge otherwise). It fills the
 // header and SubmittedAt when unset.
 func Post(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, req *schemas.BreakGlassRequest) error {
 	if req.Kind == "" {
@@ -305,7 +306,7 @@ func Post(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, req *sc
 	if err != nil {
 		return err
 	}
-	if _, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{Namespace: ns}); err != nil {
+	if _, err := topology.OpenJudge(ctx, js, topology.JudgeConfig{Namespace: ns}); err != nil {
 		return err
 	}
 	return publish(ctx, js, ns.JudgeSubject(req.Tenant), req.Tenant, req.RequestID, data)
@@ -317,7 +318,7 @@ func Post(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, req *sc
 // is stored by then (never asked, asked by another tenant, or still
 // queued for a judge).
 func Await(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, tenant, id string, wait time.Duration) (*schemas.BreakGlassResponse, error) {
-	topo, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{Namespace: ns})
+	topo, err := topology.OpenJudge(ctx, js, topology.JudgeConfig{Namespace: ns})
 	if err != nil {
 		return nil, err
 	}
@@ -369,7 +370,7 @@ func Await(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, tenant
 // final. An id tenant never asked for, even one another tenant did, is
 // ErrNoAnswer: the answers are keyed by tenant.
 func Answer(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, tenant, id string, r schemas.Message) error {
-	topo, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{Namespace: ns})
+	topo, err := topology.OpenJudge(ctx, js, topology.JudgeConfig{Namespace: ns})
 	if err != nil {
 		return err
 	}

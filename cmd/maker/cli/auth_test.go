@@ -21,6 +21,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/auth/authtest"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
 // TestAuthInit: maker auth init makes a seed (0600) per fleet role and
@@ -143,7 +144,7 @@ func TestAuthPermissionDenied(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage}); err != nil {
+	if _, err := topology.Ensure(ctx, js, topology.Config{Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
 	spec := filepath.Join("..", "..", "..", "examples", "tasks", "multiply.yaml")
@@ -175,7 +176,7 @@ func TestAuthEnv(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage}); err != nil {
+	if _, err := topology.Ensure(ctx, js, topology.Config{Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("MAKER_NATS_URL", srv.URL)
@@ -290,7 +291,7 @@ func TestConnCreds(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage}); err != nil {
+	if _, err := topology.Ensure(ctx, js, topology.Config{Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
 	if res := runMain(t, "task", "list", "--nats", srv.URL, "--nats-creds", creds("voter")); res.code != ExitOK {
@@ -322,7 +323,7 @@ func TestConnMutualTLS(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage}); err != nil {
+	if _, err := topology.Ensure(ctx, js, topology.Config{Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
 	res := runMain(t, "task", "list", "--nats", url,

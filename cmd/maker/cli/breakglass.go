@@ -17,6 +17,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -340,8 +341,8 @@ func awaitJudge(ctx context.Context, js jetstream.JetStream, identity string, w 
 	}
 	said := false
 	for {
-		_, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{})
-		if !errors.Is(err, bus.ErrNoJudge) {
+		_, err := topology.OpenJudge(ctx, js, topology.JudgeConfig{})
+		if !errors.Is(err, topology.ErrNoJudge) {
 			return err
 		}
 		if !said {

@@ -16,6 +16,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/auth/authtest"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -25,7 +26,7 @@ func TestDLQReplayAllEmpty(t *testing.T) {
 	t.Parallel()
 	srv := testkit.StartNATS(t)
 	_, js := testkit.Connect(t, srv.URL)
-	if _, err := bus.Ensure(t.Context(), js, bus.Config{Storage: jetstream.MemoryStorage}); err != nil {
+	if _, err := topology.Ensure(t.Context(), js, topology.Config{Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -52,7 +53,7 @@ func TestDLQReference(t *testing.T) {
 	srv := testkit.StartNATS(t)
 	_, js := testkit.Connect(t, srv.URL)
 	ctx := t.Context()
-	topo, err := bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage})
+	topo, err := topology.Ensure(ctx, js, topology.Config{Storage: jetstream.MemoryStorage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func TestDLQReplayForgedSecured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topo, err := bus.Open(ctx, admin, bus.Config{})
+	topo, err := topology.Open(ctx, admin, topology.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,10 +9,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/coordinator"
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/fleet"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/voter"
 )
@@ -94,8 +94,8 @@ func startFleet(ctx context.Context, o fleetOptions) (*fleet.Fleet, error) {
 }
 
 // busConfig is the topology's configuration for the fleet.
-func (o fleetOptions) busConfig() bus.Config {
-	var c bus.Config
+func (o fleetOptions) busConfig() topology.Config {
+	var c topology.Config
 	if o.ownServer {
 		// Work in flight only: a lost sample is drawn again (docs/durability.md).
 		c.WorkStorage = jetstream.MemoryStorage

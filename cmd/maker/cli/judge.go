@@ -16,6 +16,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/metrics"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -357,8 +358,8 @@ func withJudgeAdmin(cmd *cobra.Command, natsURL string, fn func(context.Context,
 	defer closeNC()
 	ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
 	defer cancel()
-	if _, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{StartupWait: 10 * time.Second}); err != nil {
-		if errors.Is(err, bus.ErrNoJudge) {
+	if _, err := topology.OpenJudge(ctx, js, topology.JudgeConfig{StartupWait: 10 * time.Second}); err != nil {
+		if errors.Is(err, topology.ErrNoJudge) {
 			return fmt.Errorf("%s: %w", bus.RedactURL(natsURL), err)
 		}
 		return err

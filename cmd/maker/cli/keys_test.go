@@ -11,8 +11,8 @@ import (
 	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/auth/authtest"
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
 // TestKeysCommands: maker keys create prints a key once (JSON or text),
@@ -32,7 +32,7 @@ func TestKeysCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, js := testkit.Connect(t, url)
-	topo, err := bus.Open(ctx, js, bus.Config{})
+	topo, err := topology.Open(ctx, js, topology.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/makerfleet/makerfleet/client"
 	"github.com/makerfleet/makerfleet/client/httpapi"
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -26,7 +27,7 @@ import (
 // (dialClient).
 type fleetConn struct {
 	nc   *nats.Conn
-	topo *bus.Topology
+	topo *topology.Topology
 }
 
 func (f *fleetConn) Close() { f.nc.Close() }
@@ -45,10 +46,10 @@ func dialFleet(ctx context.Context, natsURL, name string) (*fleetConn, error) {
 		nc.Close()
 		return nil, err
 	}
-	topo, err := bus.Open(ctx, js, bus.Config{StartupWait: 10 * time.Second})
+	topo, err := topology.Open(ctx, js, topology.Config{StartupWait: 10 * time.Second})
 	if err != nil {
 		nc.Close()
-		if errors.Is(err, bus.ErrNoFleet) {
+		if errors.Is(err, topology.ErrNoFleet) {
 			return nil, fmt.Errorf("%s: %w", bus.RedactURL(natsURL), err)
 		}
 		return nil, err

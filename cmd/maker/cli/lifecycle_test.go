@@ -18,6 +18,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
 )
@@ -69,7 +70,7 @@ func TestControlMessages(t *testing.T) {
 	srv := testkit.StartNATS(t)
 	_, js := testkit.Connect(t, srv.URL)
 	ctx := t.Context()
-	topo, err := bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage})
+	topo, err := topology.Ensure(ctx, js, topology.Config{Storage: jetstream.MemoryStorage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestControlMessages(t *testing.T) {
 
 // putJob registers tenant/id in state and control, and, when status is
 // set, stores it as the job's last status (as its owner left it).
-func putJob(t *testing.T, topo *bus.Topology, tenant, id, state, control string, status *schemas.JobStatus) {
+func putJob(t *testing.T, topo *topology.Topology, tenant, id, state, control string, status *schemas.JobStatus) {
 	t.Helper()
 	ctx := t.Context()
 	spec := schemas.JobSpec{Header: schemas.NewHeader(schemas.KindJobSpec), Tenant: tenant, JobID: id,
@@ -186,7 +187,7 @@ func TestLifecycleTenantScoping(t *testing.T) {
 	t.Parallel()
 	srv := testkit.StartNATS(t)
 	_, js := testkit.Connect(t, srv.URL)
-	topo, err := bus.Ensure(t.Context(), js, bus.Config{Storage: jetstream.MemoryStorage})
+	topo, err := topology.Ensure(t.Context(), js, topology.Config{Storage: jetstream.MemoryStorage})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/makerfleet/makerfleet/internal/apikey"
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
 var metricsLine = regexp.MustCompile(`(?m)^metrics listening on (http://127\.0\.0\.1:\d+)/metrics$`)
@@ -159,7 +159,7 @@ func TestVoterReadiness(t *testing.T) {
 		t.Errorf("/readyz before the topology: %d %q", code, body)
 	}
 	_, js := testkit.Connect(t, ns.URL)
-	if _, err := bus.Ensure(t.Context(), js, bus.Config{}); err != nil {
+	if _, err := topology.Ensure(t.Context(), js, topology.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 30*time.Second, func() bool {

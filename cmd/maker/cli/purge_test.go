@@ -15,6 +15,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/voter"
 )
@@ -143,7 +144,7 @@ func TestRetentionCommands(t *testing.T) {
 	t.Parallel()
 	nsrv := testkit.StartNATS(t)
 	_, js := testkit.Connect(t, nsrv.URL)
-	if _, err := bus.Ensure(t.Context(), js, bus.Config{Storage: jetstream.MemoryStorage}); err != nil {
+	if _, err := topology.Ensure(t.Context(), js, topology.Config{Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
 	srv := nsrv.URL

@@ -24,6 +24,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/task/builtin"
 )
 
@@ -89,7 +90,7 @@ create to make it) and reads budgets and samples in flight from the fleet's Redi
 			defer stopMetrics()
 			// The topology is the coordinators' to create: started first,
 			// serve waits for it.
-			topo, err := bus.Ensure(ctx, js, bus.Config{Await: true, Logger: log})
+			topo, err := topology.Ensure(ctx, js, topology.Config{Await: true, Logger: log})
 			if err != nil {
 				return err
 			}
@@ -187,7 +188,7 @@ func dialRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
 // newAPIServer assembles the API on the fleet's topology and Redis: keys
 // (watched from their bucket), quotas and prices (watched too), budgets,
 // samples in flight and batches. stop ends the watches.
-func newAPIServer(ctx context.Context, log *slog.Logger, nc *nats.Conn, topo *bus.Topology, rdb redis.UniversalClient, keys *apikey.Store, cfg api.Config) (_ *api.Server, stop func(), err error) {
+func newAPIServer(ctx context.Context, log *slog.Logger, nc *nats.Conn, topo *topology.Topology, rdb redis.UniversalClient, keys *apikey.Store, cfg api.Config) (_ *api.Server, stop func(), err error) {
 	var stops []func()
 	stop = func() {
 		for i := len(stops) - 1; i >= 0; i-- {

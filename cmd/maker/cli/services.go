@@ -23,6 +23,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
@@ -215,7 +216,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 				ID: id, Tasks: builtin.Registry(), MaxJobs: maxJobs, Logger: log,
 				LeaseTTL: leaseTTL, CheckpointEvery: checkpointEvery, CrashAt: crashAt, Slice: slice, RetentionInterval: retentionInterval,
 				ArbitrationReserveUSD: arbReserve,
-				Bus:                   bus.Config{Replicas: replicas, Logger: log}, Metrics: met,
+				Bus:                   topology.Config{Replicas: replicas, Logger: log}, Metrics: met,
 			})
 			if err != nil {
 				return usageError{err}
@@ -343,7 +344,7 @@ func voterCmd(e *env) *cobra.Command {
 				Concurrency: concurrency, DrainTimeout: drain, Logger: log, SimHints: simHints, Policy: policy,
 				// The topology is the coordinators' to create, with their
 				// --replicas: a voter started first waits for it.
-				Bus: bus.Config{Await: true, Logger: log}})
+				Bus: topology.Config{Await: true, Logger: log}})
 			if err != nil {
 				return usageError{err}
 			}
@@ -413,7 +414,7 @@ func (l *lazyRegistry) Task(ctx context.Context, ref task.Ref) (task.Task, error
 	l.mu.Lock()
 	reg := l.reg
 	if reg == nil {
-		topo, err := bus.Open(ctx, l.js, bus.Config{})
+		topo, err := topology.Open(ctx, l.js, topology.Config{})
 		if err != nil {
 			l.mu.Unlock()
 			return nil, fmt.Errorf("%w: %w", task.ErrUnknownTask, err)

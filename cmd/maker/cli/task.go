@@ -16,6 +16,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
 	"github.com/makerfleet/makerfleet/task/spec"
@@ -366,12 +367,12 @@ func taskRegistry(ctx context.Context, natsURL string, write bool) (*taskreg.Reg
 		nc.Close()
 		return nil, nil, err
 	}
-	cfg := bus.Config{StartupWait: 10 * time.Second}
-	var topo *bus.Topology
+	cfg := topology.Config{StartupWait: 10 * time.Second}
+	var topo *topology.Topology
 	if write {
-		topo, err = bus.Ensure(ctx, js, cfg)
+		topo, err = topology.Ensure(ctx, js, cfg)
 	} else {
-		topo, err = bus.Open(ctx, js, cfg)
+		topo, err = topology.Open(ctx, js, cfg)
 	}
 	if err != nil {
 		nc.Close()

@@ -17,6 +17,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/spec"
 )
@@ -742,7 +743,7 @@ func TestSubmitTaskSpec(t *testing.T) {
 	if n := s.jobMessages(t); n != 1 {
 		t.Errorf("the job stream holds %d messages after one submit, want 1", n)
 	}
-	topo, err := bus.Open(t.Context(), s.js, bus.Config{})
+	topo, err := topology.Open(t.Context(), s.js, topology.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
 // topologyCmd is the operator's handle on the fleet's streams and
@@ -50,11 +51,11 @@ Streams found with fewer replicas than asked for are raised, never lowered.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
 			defer cancel()
 			log := e.logger(slog.LevelInfo)
-			if _, err := bus.Ensure(ctx, js, bus.Config{Replicas: replicas, StartupWait: 10 * time.Second, Logger: log}); err != nil {
+			if _, err := topology.Ensure(ctx, js, topology.Config{Replicas: replicas, StartupWait: 10 * time.Second, Logger: log}); err != nil {
 				return fmt.Errorf("%s: %w", natsURL, err)
 			}
 			if judge {
-				if _, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{Replicas: replicas, StartupWait: 10 * time.Second}); err != nil {
+				if _, err := topology.EnsureJudge(ctx, js, topology.JudgeConfig{Replicas: replicas, StartupWait: 10 * time.Second}); err != nil {
 					return fmt.Errorf("%s: judge topology: %w", natsURL, err)
 				}
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/hanoi"
 )
@@ -66,7 +67,7 @@ func TestVoterChecksModel(t *testing.T) {
 		defer cancel()
 		// The topology is the coordinators' to create; a voter waits for it.
 		_, js := testkit.Connect(t, srv.URL)
-		if _, err := bus.Ensure(t.Context(), js, bus.Config{}); err != nil {
+		if _, err := topology.Ensure(t.Context(), js, topology.Config{}); err != nil {
 			t.Fatal(err)
 		}
 		var out, errb syncBuffer
@@ -146,7 +147,7 @@ func TestVoterPolicyFlags(t *testing.T) {
 	t.Setenv("MAKER_ALLOW_MODELS", "strong")
 	srv := testkit.StartNATS(t)
 	_, js := testkit.Connect(t, srv.URL)
-	if _, err := bus.Ensure(t.Context(), js, bus.Config{}); err != nil { // the coordinators' part
+	if _, err := topology.Ensure(t.Context(), js, topology.Config{}); err != nil { // the coordinators' part
 		t.Fatal(err)
 	}
 	var (

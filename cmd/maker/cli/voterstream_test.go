@@ -17,6 +17,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/hanoi"
 )
@@ -47,7 +48,7 @@ func TestVoterStreams(t *testing.T) {
 	t.Setenv("MAKER_LLM_STREAM", "true")
 	srv := testkit.StartNATS(t)
 	_, js := testkit.Connect(t, srv.URL)
-	if _, err := bus.Ensure(t.Context(), js, bus.Config{}); err != nil {
+	if _, err := topology.Ensure(t.Context(), js, topology.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	var log lockedLog

@@ -27,13 +27,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/coordinator"
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/fleet"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
@@ -53,12 +53,12 @@ const LogEnv = "MAKER_TEST_LOG"
 type Env struct {
 	TB    testing.TB
 	NATS  *testkit.NATS
-	Bus   bus.Config
+	Bus   topology.Config
 	Tasks *task.Registry
 	Fleet *fleet.Fleet
 	NC    *nats.Conn
 	JS    jetstream.JetStream
-	Topo  *bus.Topology
+	Topo  *topology.Topology
 	Log   *slog.Logger
 
 	redis    *testkit.Redis
@@ -82,7 +82,7 @@ type Backends struct {
 	RedisURL string
 	// Bus is the topology's configuration (e.g. Replicas 3 on a
 	// cluster). Default: memory storage, one replica.
-	Bus *bus.Config
+	Bus *topology.Config
 }
 
 // NewWith is New on the given servers.
@@ -93,7 +93,7 @@ func NewWith(tb testing.TB, b Backends) *Env {
 		TB:       tb,
 		NATS:     b.NATS,
 		redisURL: b.RedisURL,
-		Bus:      bus.Config{Storage: jetstream.MemoryStorage},
+		Bus:      topology.Config{Storage: jetstream.MemoryStorage},
 		Tasks:    builtin.Registry(),
 		Log:      log,
 	}

@@ -1,4 +1,4 @@
-package bus_test
+package topology_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/testkit"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
 // notices is a log that signals once a line holding want is written.
@@ -37,10 +38,10 @@ func (n *notices) logger() *slog.Logger { return slog.New(slog.NewTextHandler(n,
 
 // awaitRole starts what a voter does at start, Ensure with Await, and
 // returns its outcome once it has one.
-func awaitRole(ctx context.Context, js jetstream.JetStream, cfg bus.Config) <-chan error {
+func awaitRole(ctx context.Context, js jetstream.JetStream, cfg topology.Config) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		_, err := bus.Ensure(ctx, js, cfg)
+		_, err := topology.Ensure(ctx, js, cfg)
 		done <- err
 	}()
 	return done
@@ -66,9 +67,9 @@ func streamNames(t *testing.T, ctx context.Context, js jetstream.JetStream) []st
 func TestAwaitTopology(t *testing.T) {
 	t.Parallel()
 	_, js := testkit.Connect(t, testkit.StartNATS(t).URL)
-	ctx := dlqCtx(t)
+	ctx := longCtx(t)
 	log := newNotices("waiting for the fleet topology")
-	voter := awaitRole(ctx, js, bus.Config{Await: true, Logger: log.logger()})
+	voter := awaitRole(ctx, js, topology.Config{Await: true, Logger: log.logger()})
 	select {
 	case <-log.seen:
 	case err := <-voter:
@@ -79,8 +80,8 @@ func TestAwaitTopology(t *testing.T) {
 	if got := streamNames(t, ctx, js); len(got) != 0 {
 		t.Fatalf("a waiting voter created streams %v", got)
 	}
-	coord := bus.Config{Storage: jetstream.MemoryStorage, MaxMsgSize: 2 << 20, SampleAckWait: 45 * time.Second}
-	if _, err := bus.Ensure(ctx, js, coord); err != nil {
+	coord := topology.Config{Storage: jetstream.MemoryStorage, MaxMsgSize: 2 << 20, SampleAckWait: 45 * time.Second}
+	if _, err := topology.Ensure(ctx, js, coord); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-voter; err != nil {
@@ -103,7 +104,7 @@ func TestAwaitTopology(t *testing.T) {
 
 	// A wait ends with its ctx.
 	cctx, cancel := context.WithCancel(ctx)
-	waiting := awaitRole(cctx, js, bus.Config{Namespace: "other", Await: true, Logger: slog.New(slog.DiscardHandler)})
+	waiting := awaitRole(cctx, js, topology.Config{Namespace: "other", Await: true, Logger: slog.New(slog.DiscardHandler)})
 	cancel()
 	if err := <-waiting; err == nil || cctx.Err() == nil {
 		t.Errorf("a cancelled wait returned %v", err)
@@ -132,20 +133,20 @@ func TestReplicasFromTheCreator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	log := newNotices("waiting for the fleet topology")
-	voter := awaitRole(ctx, js, bus.Config{Await: true, Logger: log.logger()})
+	voter := awaitRole(ctx, js, topology.Config{Await: true, Logger: log.logger()})
 	select {
 	case <-log.seen:
 	case err := <-voter:
 		t.Fatalf("the voter did not wait for the topology: %v", err)
 	}
 	// An older client creating it first (as submit on a bare server does).
-	if _, err := bus.Ensure(ctx, js, bus.Config{}); err != nil {
+	if _, err := topology.Ensure(ctx, js, topology.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-voter; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bus.Ensure(ctx, js, bus.Config{Replicas: 3, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+	if _, err := topology.Ensure(ctx, js, topology.Config{Replicas: 3, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		t.Fatal(err)
 	}
 	ns := bus.DefaultNamespace
@@ -160,7 +161,7 @@ func TestReplicasFromTheCreator(t *testing.T) {
 		}
 	}
 	// Never lowered: a creator asking for fewer leaves them.
-	if _, err := bus.Ensure(ctx, js, bus.Config{Replicas: 1}); err != nil {
+	if _, err := topology.Ensure(ctx, js, topology.Config{Replicas: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if s, err := js.Stream(ctx, ns.SamplesStream()); err != nil || s.CachedInfo().Config.Replicas != 3 {

@@ -1,4 +1,4 @@
-package bus_test
+package topology_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
 // The work queues' storage and the duplicate windows are the config's;
@@ -20,22 +20,22 @@ func TestEnsureWorkStorageAndWindows(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name                      string
-		cfg                       bus.Config
+		cfg                       topology.Config
 		samples, results, journal want
 	}{
-		{"defaults", bus.Config{},
+		{"defaults", topology.Config{},
 			want{jetstream.FileStorage, 2 * time.Minute}, want{jetstream.FileStorage, 2 * time.Minute}, want{jetstream.FileStorage, 10 * time.Minute}},
 		{"work queues in memory, short windows",
-			bus.Config{WorkStorage: jetstream.MemoryStorage, WorkDuplicates: 30 * time.Second, JournalDuplicates: time.Minute},
+			topology.Config{WorkStorage: jetstream.MemoryStorage, WorkDuplicates: 30 * time.Second, JournalDuplicates: time.Minute},
 			want{jetstream.MemoryStorage, 30 * time.Second}, want{jetstream.MemoryStorage, 30 * time.Second}, want{jetstream.FileStorage, time.Minute}},
-		{"everything in memory", bus.Config{Storage: jetstream.MemoryStorage},
+		{"everything in memory", topology.Config{Storage: jetstream.MemoryStorage},
 			want{jetstream.MemoryStorage, 2 * time.Minute}, want{jetstream.MemoryStorage, 2 * time.Minute}, want{jetstream.MemoryStorage, 10 * time.Minute}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			js := jetStream(t)
 			ctx := opCtx(t)
-			topo, err := bus.Ensure(ctx, js, tc.cfg)
+			topo, err := topology.Ensure(ctx, js, tc.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package bus_test
+package topology_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
 // TestLimitsPerTenant: the server itself bounds what one tenant (or one
@@ -22,10 +23,10 @@ func TestLimitsPerTenant(t *testing.T) {
 	t.Parallel()
 	js := jetStream(t)
 	ctx := opCtx(t)
-	cfg := bus.Config{Storage: jetstream.MemoryStorage, Limits: bus.Limits{
+	cfg := topology.Config{Storage: jetstream.MemoryStorage, Limits: topology.Limits{
 		QueuedJobsPerTenant: 3, DeadLettersPerJob: 2, BatchesBytes: 64 << 10, ResultsBytes: 64 << 10,
 	}}
-	topo, err := bus.Ensure(ctx, js, cfg)
+	topo, err := topology.Ensure(ctx, js, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestLimitsOnExistingStreams(t *testing.T) {
 		Storage: jetstream.MemoryStorage, MaxBytes: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bus.Ensure(ctx, js, bus.Config{Namespace: ns, Storage: jetstream.MemoryStorage}); err != nil {
+	if _, err := topology.Ensure(ctx, js, topology.Config{Namespace: ns, Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
 	cfgOf := func(name string) jetstream.StreamConfig {
@@ -122,13 +123,13 @@ func TestLimitsOnExistingStreams(t *testing.T) {
 		}
 		return s.CachedInfo().Config
 	}
-	if c := cfgOf(ns.DLQStream()); c.MaxBytes != bus.MemoryStreamBytes || c.MaxMsgsPerSubject != 1000 || c.Discard != jetstream.DiscardOld {
+	if c := cfgOf(ns.DLQStream()); c.MaxBytes != topology.MemoryStreamBytes || c.MaxMsgsPerSubject != 1000 || c.Discard != jetstream.DiscardOld {
 		t.Errorf("old dead-letter stream: max_bytes %d, per subject %d, discard %v; want the defaults set", c.MaxBytes, c.MaxMsgsPerSubject, c.Discard)
 	}
 	if c := cfgOf(ns.BatchesStream()); c.MaxBytes != 1<<20 {
 		t.Errorf("the operator's batch limit became %d, want 1 MiB kept", c.MaxBytes)
 	}
-	if c := cfgOf(ns.JobsStream()); c.MaxMsgsPerSubject != 10_000 || !c.DiscardNewPerSubject || c.MaxBytes != bus.MemoryStreamBytes {
+	if c := cfgOf(ns.JobsStream()); c.MaxMsgsPerSubject != 10_000 || !c.DiscardNewPerSubject || c.MaxBytes != topology.MemoryStreamBytes {
 		t.Errorf("new jobs stream: %+v", c)
 	}
 }
@@ -138,7 +139,7 @@ func TestLimitReached(t *testing.T) {
 	t.Parallel()
 	js := jetStream(t)
 	ctx := opCtx(t)
-	topo, err := bus.Ensure(ctx, js, bus.Config{Storage: jetstream.MemoryStorage, Limits: bus.Limits{QueuedJobsPerTenant: 1}})
+	topo, err := topology.Ensure(ctx, js, topology.Config{Storage: jetstream.MemoryStorage, Limits: topology.Limits{QueuedJobsPerTenant: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

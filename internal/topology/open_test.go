@@ -1,4 +1,4 @@
-package bus_test
+package topology_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
 // TestOpen: Open and OpenJudge bind what Ensure and EnsureJudge created
@@ -19,24 +19,24 @@ func TestOpen(t *testing.T) {
 	js := jetStream(t)
 	ctx := opCtx(t)
 
-	_, err := bus.Open(ctx, js, bus.Config{})
-	if !errors.Is(err, bus.ErrNoFleet) || err.Error() != "no makerfleet topology on this server (namespace maker): start a coordinator, or run maker topology create" {
+	_, err := topology.Open(ctx, js, topology.Config{})
+	if !errors.Is(err, topology.ErrNoFleet) || err.Error() != "no makerfleet topology on this server (namespace maker): start a coordinator, or run maker topology create" {
 		t.Errorf("Open on an empty server: %v, want ErrNoFleet saying how to get one", err)
 	}
-	if _, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{}); !errors.Is(err, bus.ErrNoJudge) || !strings.Contains(err.Error(), "maker judge") {
+	if _, err := topology.OpenJudge(ctx, js, topology.JudgeConfig{}); !errors.Is(err, topology.ErrNoJudge) || !strings.Contains(err.Error(), "maker judge") {
 		t.Errorf("OpenJudge on an empty server: %v, want ErrNoJudge", err)
 	}
 	if got := names(t, js); len(got) != 0 {
 		t.Fatalf("Open and OpenJudge created %v", got)
 	}
 
-	cfg := bus.Config{Storage: jetstream.MemoryStorage}
-	made, err := bus.Ensure(ctx, js, cfg)
+	cfg := topology.Config{Storage: jetstream.MemoryStorage}
+	made, err := topology.Ensure(ctx, js, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	created := names(t, js)
-	topo, err := bus.Open(ctx, js, bus.Config{})
+	topo, err := topology.Open(ctx, js, topology.Config{})
 	if err != nil {
 		t.Fatalf("Open after Ensure: %v", err)
 	}
@@ -51,7 +51,7 @@ func TestOpen(t *testing.T) {
 	if e, err := topo.Jobs.Get(ctx, "default.j1"); err != nil || string(e.Value()) != "x" {
 		t.Errorf("the opened jobs bucket reads %v, %v; want what was put through Ensure's", e, err)
 	}
-	if _, err := bus.Open(ctx, js, bus.Config{Namespace: "other"}); !errors.Is(err, bus.ErrNoFleet) || !strings.Contains(err.Error(), "(namespace other)") {
+	if _, err := topology.Open(ctx, js, topology.Config{Namespace: "other"}); !errors.Is(err, topology.ErrNoFleet) || !strings.Contains(err.Error(), "(namespace other)") {
 		t.Errorf("Open of another namespace: %v, want ErrNoFleet naming it", err)
 	}
 
@@ -62,18 +62,18 @@ func TestOpen(t *testing.T) {
 	if err := js.DeleteKeyValue(ctx, made.NS.LeasesBucket()); err != nil {
 		t.Fatal(err)
 	}
-	_, err = bus.Open(ctx, js, bus.Config{})
-	if !errors.Is(err, bus.ErrNoFleet) || !strings.Contains(err.Error(), "bucket maker_leases, stream MAKER_DLQ missing") {
+	_, err = topology.Open(ctx, js, topology.Config{})
+	if !errors.Is(err, topology.ErrNoFleet) || !strings.Contains(err.Error(), "bucket maker_leases, stream MAKER_DLQ missing") {
 		t.Errorf("Open of part of the topology: %v, want ErrNoFleet naming the missing stream and bucket", err)
 	}
 	if got := len(names(t, js)); got != len(created)-2 {
 		t.Errorf("Open of part of the topology left %d streams, want the %d that were there", got, len(created)-2)
 	}
 
-	if _, err := bus.EnsureJudge(ctx, js, bus.JudgeConfig{Storage: jetstream.MemoryStorage}); err != nil {
+	if _, err := topology.EnsureJudge(ctx, js, topology.JudgeConfig{Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
-	jt, err := bus.OpenJudge(ctx, js, bus.JudgeConfig{})
+	jt, err := topology.OpenJudge(ctx, js, topology.JudgeConfig{})
 	if err != nil || jt.Answers == nil || jt.Sessions == nil || jt.Approvals == nil {
 		t.Errorf("OpenJudge after EnsureJudge: %+v, %v", jt, err)
 	}

@@ -1,4 +1,4 @@
-package bus_test
+package topology_test
 
 import (
 	"context"
@@ -14,12 +14,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/calibrate"
 	"github.com/makerfleet/makerfleet/internal/retention"
+	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/topology/*.json from what the server holds")
+var update = flag.Bool("update", false, "rewrite testdata/*.json from what the server holds")
 
 // serverTopology is what a server holds after the topology is created:
 // every stream's config (a bucket is the stream KV_<bucket>) and every
@@ -64,32 +64,32 @@ func readTopology(t *testing.T, ctx context.Context, js jetstream.JetStream) ser
 // TestTopologyGolden creates the fleet's and the judge's topology (and
 // the buckets features create when first written) with several configs,
 // and compares every stream, bucket and consumer the server then holds,
-// field by field, with testdata/topology: what the topology declares may
+// field by field, with testdata: what the topology declares may
 // move in the code, but what it makes on a server never changes unnoticed.
 func TestTopologyGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		fleet bus.Config
-		judge bus.JudgeConfig
+		fleet topology.Config
+		judge topology.JudgeConfig
 	}{
 		{name: "default"},
-		{name: "memory", fleet: bus.Config{Storage: jetstream.MemoryStorage}, judge: bus.JudgeConfig{Storage: jetstream.MemoryStorage}},
+		{name: "memory", fleet: topology.Config{Storage: jetstream.MemoryStorage}, judge: topology.JudgeConfig{Storage: jetstream.MemoryStorage}},
 		{name: "tuned",
-			fleet: bus.Config{Namespace: "team-a", WorkStorage: jetstream.MemoryStorage, WorkDuplicates: time.Minute,
+			fleet: topology.Config{Namespace: "team-a", WorkStorage: jetstream.MemoryStorage, WorkDuplicates: time.Minute,
 				JournalDuplicates: 3 * time.Minute, SampleAckWait: 45 * time.Second, SampleMaxDeliver: 4,
 				JobAckWait: 90 * time.Second, MaxMsgSize: 2 << 20,
-				Limits: bus.Limits{QueuedJobsPerTenant: -1, DeadLettersPerJob: 5, JobsBytes: 12 << 20, ResultsBytes: -1, DLQBytes: 3 << 20, BatchesBytes: 7 << 20}},
-			judge: bus.JudgeConfig{Namespace: "team-a", AckWait: 2 * time.Minute, MaxDeliver: 5, AnswerTTL: 48 * time.Hour,
+				Limits: topology.Limits{QueuedJobsPerTenant: -1, DeadLettersPerJob: 5, JobsBytes: 12 << 20, ResultsBytes: -1, DLQBytes: 3 << 20, BatchesBytes: 7 << 20}},
+			judge: topology.JudgeConfig{Namespace: "team-a", AckWait: 2 * time.Minute, MaxDeliver: 5, AnswerTTL: 48 * time.Hour,
 				MaxMsgSize: 512 << 10, QueuedPerTenant: -1, RequestBytes: 1 << 20}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			js := jetStream(t)
 			ctx := opCtx(t)
-			topo, err := bus.Ensure(ctx, js, tc.fleet)
+			topo, err := topology.Ensure(ctx, js, tc.fleet)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := bus.EnsureJudge(ctx, js, tc.judge); err != nil {
+			if _, err := topology.EnsureJudge(ctx, js, tc.judge); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := retention.OpenBucket(ctx, topo); err != nil {
@@ -102,7 +102,7 @@ func TestTopologyGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", "topology", tc.name+".json")
+			path := filepath.Join("testdata", tc.name+".json")
 			if *update {
 				if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
 					t.Fatal(err)
