@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -16,41 +17,26 @@ import (
 // version (or no calibration bucket exists yet).
 var ErrNotFound = errors.New("calibrate: no calibration stored")
 
-// History is how many calibrations the bucket keeps per key: the latest
-// and the ones it replaced.
-const History = 5
-
 // OpenBucket returns the calibrations bucket of namespace ns
-// (bus.Namespace.CalibrationsBucket). With create it is made when missing,
-// with the replicas of the fleet's job stream (1 without one): writing
-// needs the admin identity (internal/auth), as for the fleet's other
-// policies. Without create a missing bucket is ErrNotFound: nothing was
-// ever stored.
+// (bus.Namespace.CalibrationsBucket). With create it is made when missing
+// as the topology declares it (topology.FeatureBucket), with the replicas
+// of the fleet's job stream (1 without one): writing needs the admin
+// identity (internal/auth), as for the fleet's other policies. Without
+// create a missing bucket is ErrNotFound: nothing was ever stored.
 func OpenBucket(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, create bool) (jetstream.KeyValue, error) {
 	name := ns.CalibrationsBucket()
-	kv, err := js.KeyValue(ctx, name)
-	if err == nil {
-		return kv, nil
-	}
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("calibrate: bucket %s: %w", name, err)
-	}
-	if !create {
-		return nil, fmt.Errorf("%w: no bucket %s", ErrNotFound, name)
-	}
 	replicas := 1
-	if st, err := js.Stream(ctx, ns.JobsStream()); err == nil {
-		replicas = max(st.CachedInfo().Config.Replicas, 1)
+	if create {
+		if st, err := js.Stream(ctx, ns.JobsStream()); err == nil {
+			replicas = max(st.CachedInfo().Config.Replicas, 1)
+		}
 	}
-	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: name, Description: "makerfleet model calibrations: <task>.<model>.<prompt version>", History: History,
-		Storage: jetstream.FileStorage, Replicas: replicas,
-	})
-	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		kv, err = js.KeyValue(ctx, name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("calibrate: create bucket %s: %w", name, err)
+	kv, err := topology.FeatureBucket(ctx, js, topology.Config{Namespace: ns, Replicas: replicas}, name, create)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		return nil, fmt.Errorf("%w: no bucket %s", ErrNotFound, name)
+	case err != nil:
+		return nil, fmt.Errorf("calibrate: bucket %s: %w", name, err)
 	}
 	return kv, nil
 }
@@ -64,7 +50,7 @@ func Key(task, model, promptVersion string) string {
 }
 
 // Put stores c under Key(c.Task, c.Model, c.PromptVersion), replacing the
-// one before (the bucket keeps History of them).
+// one before (the bucket keeps topology.CalibrationHistory of them).
 func Put(ctx context.Context, kv jetstream.KeyValue, c schemas.Calibration) error {
 	data, err := schemas.Encode(&c)
 	if err != nil {

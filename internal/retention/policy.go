@@ -92,25 +92,11 @@ func Due(ended, now time.Time, age time.Duration) bool {
 }
 
 // OpenBucket returns the retention bucket of topo's namespace, created
-// (like the fleet's other buckets) when missing.
+// as the topology declares it (topology.FeatureBucket) when missing.
 func OpenBucket(ctx context.Context, topo *topology.Topology) (jetstream.KeyValue, error) {
-	name := topo.NS.RetentionBucket()
-	kv, err := topo.JS.KeyValue(ctx, name)
-	if err == nil {
-		return kv, nil
-	}
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("retention: bucket %s: %w", name, err)
-	}
-	kv, err = topo.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: name, Description: "makerfleet retention policies: fleet, tenants, jobs", History: 1,
-		Storage: topo.Config.Storage, Replicas: max(topo.Config.Replicas, 1),
-	})
-	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		kv, err = topo.JS.KeyValue(ctx, name)
-	}
+	kv, err := topology.FeatureBucket(ctx, topo.JS, topo.Config, topo.NS.RetentionBucket(), true)
 	if err != nil {
-		return nil, fmt.Errorf("retention: create bucket %s: %w", name, err)
+		return nil, fmt.Errorf("retention: bucket %s: %w", topo.NS.RetentionBucket(), err)
 	}
 	return kv, nil
 }
