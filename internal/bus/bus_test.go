@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,21 +52,6 @@ func opCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// names lists the streams on the server (KV buckets are streams KV_<bucket>).
-func names(t *testing.T, js jetstream.JetStream) []string {
-	t.Helper()
-	var out []string
-	l := js.StreamNames(opCtx(t))
-	for n := range l.Name() {
-		out = append(out, n)
-	}
-	if err := l.Err(); err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // TestNamespaceNames: the default namespace (and the empty one) keeps the

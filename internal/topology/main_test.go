@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
@@ -33,20 +32,18 @@ func jetStream(t *testing.T) jetstream.JetStream {
 // connect returns a JetStream client of the server at url.
 func connect(t *testing.T, url string) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := testkit.Connect(t, url)
 	return js
 }
 
-func opCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// opCtx bounds one operation of a test, and longCtx one that waits for
+// another role.
+func opCtx(t *testing.T) context.Context { return timeout(t, 10*time.Second) }
+
+func longCtx(t *testing.T) context.Context { return timeout(t, 20*time.Second) }
+
+func timeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -64,11 +61,4 @@ func names(t *testing.T, js jetstream.JetStream) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// longCtx bounds an operation that waits for another role.
-func longCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
