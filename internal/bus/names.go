@@ -201,6 +201,29 @@ func SafeKey(name string) string {
 
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
+// Covers reports whether subject filter f matches every subject filter
+// want matches.
+func Covers(f, want string) bool {
+	ft, wt := strings.Split(f, "."), strings.Split(want, ".")
+	for i, t := range ft {
+		if t == ">" {
+			return len(wt) > i
+		}
+		if i >= len(wt) {
+			return false
+		}
+		switch {
+		case t == "*":
+			if wt[i] == ">" {
+				return false
+			}
+		case t != wt[i]:
+			return false
+		}
+	}
+	return len(ft) == len(wt)
+}
+
 // The judge's names. Every key of the judge's buckets starts with the
 // tenant the request's subject names, so that a server's permissions can
 // let tenant T read only keys T.> (internal/topology has the whole

@@ -2,7 +2,12 @@ package bus
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // AttemptTimeout bounds one try of RetryTransient.
@@ -30,3 +35,30 @@ func RetryTransient[T any](ctx context.Context, wait time.Duration, attempt func
 		backoff = min(2*backoff, 2*time.Second)
 	}
 }
+
+// Transient reports whether err means the server did not answer in time
+// or not at all (yet), so the same request may succeed later.
+func Transient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return true
+	}
+	// A server still bringing JetStream up may fail to create a stream's
+	// or a consumer's store, or say it is not available yet.
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jsErrNotAvailable ||
+		(apiErr.ErrorCode == jsErrStreamCreate || apiErr.ErrorCode == jsErrConsumerCreate) &&
+			strings.HasPrefix(apiErr.Description, "error creating store")
+}
+
+// JetStream error codes nats.go has no name for.
+const (
+	jsErrStreamCreate   jetstream.ErrorCode = 10049 // stream create failed: "{err}"
+	jsErrConsumerCreate jetstream.ErrorCode = 10012 // consumer create failed: "{err}"
+	jsErrNotAvailable   jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
+)
