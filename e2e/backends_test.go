@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/makerfleet/makerfleet/internal/app/fleettest"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/testkit"
-	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

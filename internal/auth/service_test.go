@@ -9,13 +9,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/apikey"
+	"github.com/makerfleet/makerfleet/internal/app/fleettest"
 	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/auth/authtest"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
-	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
 )

@@ -18,10 +18,10 @@ import (
 	"github.com/makerfleet/makerfleet/client/httpapi"
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/apikey"
+	"github.com/makerfleet/makerfleet/internal/app/fleettest"
+	"github.com/makerfleet/makerfleet/internal/app/judgetest"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
-	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
-	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/voter"
 )

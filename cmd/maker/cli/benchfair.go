@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/fleet"
+	"github.com/makerfleet/makerfleet/internal/app/fleet"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/schemas"

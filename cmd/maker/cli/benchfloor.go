@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/makerfleet/makerfleet/internal/devserver"
+	"github.com/makerfleet/makerfleet/internal/app/devserver"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 )

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/makerfleet/makerfleet/coordinator"
-	"github.com/makerfleet/makerfleet/internal/fleet"
+	"github.com/makerfleet/makerfleet/internal/app/fleet"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"

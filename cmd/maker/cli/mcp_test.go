@@ -16,9 +16,9 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/makerfleet/makerfleet/internal/app/judgetest"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
-	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

@@ -13,10 +13,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/makerfleet/makerfleet/internal/apikey"
+	"github.com/makerfleet/makerfleet/internal/app/fleettest"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/testkit"
-	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
 )
 
 var metricsLine = regexp.MustCompile(`(?m)^metrics listening on (http://127\.0\.0\.1:\d+)/metrics$`)
