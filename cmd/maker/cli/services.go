@@ -211,9 +211,13 @@ func coordinatorCmd(e *env) *cobra.Command {
 			if reg != nil {
 				met = metrics.NewCoordinator(reg)
 			}
+			var crash func(string)
+			if crashAt != "" {
+				crash = func(string) { os.Exit(137) } // what a SIGKILL leaves
+			}
 			c, err := coordinator.New(nc, st, coordinator.Config{
 				ID: id, Tasks: builtin.Registry(), MaxJobs: maxJobs, Logger: log,
-				LeaseTTL: leaseTTL, CheckpointEvery: checkpointEvery, CrashAt: crashAt, Slice: slice, RetentionInterval: retentionInterval,
+				LeaseTTL: leaseTTL, CheckpointEvery: checkpointEvery, CrashAt: crashAt, Crash: crash, Slice: slice, RetentionInterval: retentionInterval,
 				ArbitrationReserveUSD: arbReserve,
 				Bus:                   bus.Config{Replicas: replicas, Logger: log}, Metrics: met,
 			})
