@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -167,12 +165,6 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 		}
 		return nil
 	}
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func statusCmd(e *env) *cobra.Command {
