@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -130,9 +129,7 @@ tenant and the requester are the API key's: --tenant and --requester are refused
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(e.stdout)
-				enc.SetIndent("", "  ")
-				if perr := enc.Encode(resp); perr != nil {
+				if perr := writeJSON(e.stdout, resp); perr != nil {
 					return perr
 				}
 			} else if err == nil {

@@ -9,50 +9,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/client"
 	"github.com/makerfleet/makerfleet/client/httpapi"
-	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/schemas"
 )
-
-// fleetConn is a connection to a running fleet and its topology, for
-// the operators' commands (dlq); the job commands use the public client
-// (dialClient).
-type fleetConn struct {
-	nc   *nats.Conn
-	topo *bus.Topology
-}
-
-func (f *fleetConn) Close() { f.nc.Close() }
-
-// dialFleet connects to the fleet at natsURL, within a bounded time: a
-// client command must not hang on a server that does not answer. It binds
-// the fleet's topology without creating it: a client command run against
-// the wrong server must not leave a fleet's streams on it.
-func dialFleet(ctx context.Context, natsURL, name string) (*fleetConn, error) {
-	nc, err := bus.Connect(natsURL, name, natsAuth(ctx))
-	if err != nil {
-		return nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	topo, err := bus.Open(ctx, js, bus.Config{StartupWait: 10 * time.Second})
-	if err != nil {
-		nc.Close()
-		if errors.Is(err, bus.ErrNoFleet) {
-			return nil, fmt.Errorf("%s: %w", bus.RedactURL(natsURL), err)
-		}
-		return nil, err
-	}
-	return &fleetConn{nc: nc, topo: topo}, nil
-}
 
 // jobRef reads a JOB argument: "job" (in --tenant) or "tenant/job".
 // tenantSet says --tenant was given: then a tenant/job naming another

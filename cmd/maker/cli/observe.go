@@ -155,16 +155,6 @@ func topologyReady(js jetstream.JetStream, streams ...string) metrics.Check {
 	}}
 }
 
-// connName is a role's NATS connection name, maker-<role>-<id>: its id
-// (without a leading "<role>-"), or host-pid when it has none.
-func connName(role, id string) string {
-	if id == "" {
-		host, _ := os.Hostname()
-		id = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
-	return "maker-" + role + "-" + strings.TrimPrefix(id, role+"-")
-}
-
 // startRoleMetrics serves a coordinator's, voter's or serve's metrics:
 // the queue lag of the default namespace's consumers, ready while NATS is
 // connected, the topology exists and (given) Redis answers.

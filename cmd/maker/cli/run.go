@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -386,9 +385,7 @@ func progressLine(st schemas.JobStatus, elapsed time.Duration) string {
 // printReport writes rep as JSON or as a short table.
 func printReport(w io.Writer, rep schemas.JobReport, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return writeJSON(w, rep)
 	}
 	verdict := strings.ToUpper(rep.State)
 	name := rep.Task
