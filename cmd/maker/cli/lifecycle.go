@@ -16,44 +16,6 @@ import (
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
-// jobRef reads a JOB argument: "job" (in --tenant) or "tenant/job".
-// tenantSet says --tenant was given: then a tenant/job naming another
-// tenant is refused rather than silently taking the job's tenant.
-func jobRef(arg, tenant string, tenantSet bool) (string, string, error) {
-	if strings.Count(arg, "/") > 1 {
-		return "", "", usagef("invalid JOB %q: JOB is id or tenant/id", arg)
-	}
-	if t, j, ok := strings.Cut(arg, "/"); ok {
-		if tenantSet && t != tenant {
-			return "", "", usagef("JOB %q names tenant %q, but --tenant is %q: give the job id alone, or the same tenant", arg, t, tenant)
-		}
-		tenant, arg = t, j
-	}
-	if err := checkTenant(tenant); err != nil {
-		return "", "", err
-	}
-	if err := checkJobID(arg); err != nil {
-		return "", "", err
-	}
-	return tenant, arg, nil
-}
-
-// checkTenant and checkJobID refuse a malformed id with a message for a
-// person; schemas' own errors are worded for messages on the wire.
-func checkTenant(t string) error {
-	if schemas.ValidTenant(t) != nil {
-		return usagef("invalid tenant %q: want %s", t, schemas.TenantRule)
-	}
-	return nil
-}
-
-func checkJobID(id string) error {
-	if schemas.ValidJobID(id) != nil {
-		return usagef("invalid job id %q: want %s", id, schemas.JobIDRule)
-	}
-	return nil
-}
-
 // clientErr marks the errors a client command gets for bad input (on
 // NATS, or the API's 400, 409, 413 and 422: apiErr).
 func clientErr(err error) error {
@@ -116,17 +78,6 @@ func openJobs(cmd *cobra.Command, hc *httpapi.Client, natsURL, name, tenant stri
 		return apiFleet{hc}, nil
 	}
 	return dialClient(cmd.Context(), natsURL, name, tenant)
-}
-
-// exactArgs is cobra.ExactArgs with a usage error that says what is
-// expected.
-func exactArgs(n int, what string) cobra.PositionalArgs {
-	return func(_ *cobra.Command, args []string) error {
-		if len(args) != n {
-			return usagef("expected %s, got %d arguments", what, len(args))
-		}
-		return nil
-	}
 }
 
 func statusCmd(e *env) *cobra.Command {

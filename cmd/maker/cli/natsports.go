@@ -131,7 +131,7 @@ func (n *natsClient) CancelBatch(ctx context.Context, tenant, id string) (schema
 	return n.c.CancelBatch(ctx, ref(tenant, id))
 }
 
-// DeadLetters reads the DLQ stream (fleetConn: lifecycle.go).
+// DeadLetters reads the DLQ stream (fleetConn: connect.go).
 func (f *fleetConn) DeadLetters(ctx context.Context, tenant string, all bool, job string, limit int) ([]schemas.StoredDeadLetter, error) {
 	if all {
 		tenant = ""
