@@ -60,21 +60,16 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 	}
 }
 
+// checkScope checks a retention policy's --tenant and --job: a job needs
+// its tenant.
 func checkScope(tenant, job string) error {
 	if job != "" && tenant == "" {
 		return usagef("--job needs --tenant")
 	}
-	if tenant != "" {
-		if err := checkTenant(tenant); err != nil {
-			return err
-		}
-	}
-	if job != "" {
-		return checkJobID(job)
-	}
-	return nil
+	return checkFilter(tenant, job)
 }
 
+// checkFilter checks an optional --tenant and --job (each "": any).
 func checkFilter(tenant, job string) error {
 	if tenant != "" {
 		if err := checkTenant(tenant); err != nil {

@@ -115,22 +115,15 @@ func Run(ctx context.Context, f *fleet.Fleet, cfg Config) (Result, error) {
 			return Result{}, err
 		}
 	}
-	run := func(s schemas.JobSpec) (schemas.JobReport, error) {
-		s.JobID = jobs.NewJobID()
-		if _, err := jobs.Submit(ctx, f.JS, f.Bus, &s, builtin.Registry()); err != nil {
-			return schemas.JobReport{}, err
-		}
-		return jobs.Wait(ctx, f.Topo, s.Tenant, s.JobID, nil)
-	}
 
 	// Warm-up: connections, scripts, JIT-free but cache-warm paths.
 	warm := spec
 	warm.Params = json.RawMessage(`{"disks":5}`)
-	if _, err := run(warm); err != nil {
+	if _, err := runJob(ctx, f, warm); err != nil {
 		return Result{}, err
 	}
 	if specJob != nil {
-		if _, err := run(*specJob); err != nil {
+		if _, err := runJob(ctx, f, *specJob); err != nil {
 			return Result{}, err
 		}
 	}
@@ -186,7 +179,7 @@ func Run(ctx context.Context, f *fleet.Fleet, cfg Config) (Result, error) {
 			if s == nil {
 				continue
 			}
-			rep, err := run(*s)
+			rep, err := runJob(ctx, f, *s)
 			if err != nil {
 				return Result{}, err
 			}
@@ -224,6 +217,15 @@ func Run(ctx context.Context, f *fleet.Fleet, cfg Config) (Result, error) {
 		res.Floor = floorOf(floorRuns, reps)
 	}
 	return res, nil
+}
+
+// runJob runs a copy of s under a new job id on f and waits for its report.
+func runJob(ctx context.Context, f *fleet.Fleet, s schemas.JobSpec) (schemas.JobReport, error) {
+	s.JobID = jobs.NewJobID()
+	if _, err := jobs.Submit(ctx, f.JS, f.Bus, &s, builtin.Registry()); err != nil {
+		return schemas.JobReport{}, err
+	}
+	return jobs.Wait(ctx, f.Topo, s.Tenant, s.JobID, nil)
 }
 
 // benchOf is the result of the runs in reps: the median run's figures

@@ -48,18 +48,11 @@ func Fair(ctx context.Context, f *fleet.Fleet, spec schemas.JobSpec, capacity, r
 	if _, err := quota.New(f.Topo).Set(ctx, schemas.TenantQuota{MaxInflightSamples: capacity}); err != nil {
 		return res, err
 	}
-	run := func(s schemas.JobSpec) (schemas.JobReport, error) {
-		s.JobID = jobs.NewJobID()
-		if _, err := jobs.Submit(ctx, f.JS, f.Bus, &s, builtin.Registry()); err != nil {
-			return schemas.JobReport{}, err
-		}
-		return jobs.Wait(ctx, f.Topo, s.Tenant, s.JobID, nil)
-	}
 	small := spec
 	small.Tenant = "small"
 	timed := func() (float64, error) {
 		start := time.Now()
-		rep, err := run(small)
+		rep, err := runJob(ctx, f, small)
 		if err == nil && !rep.Solved {
 			err = fmt.Errorf("small job %s: %s (%s)", rep.JobID, rep.State, rep.Reason)
 		}
