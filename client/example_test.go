@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/makerfleet/makerfleet/client"
-	"github.com/makerfleet/makerfleet/internal/fleet"
+	"github.com/makerfleet/makerfleet/internal/app/fleet"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/schemas"
 )

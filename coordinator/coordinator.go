@@ -85,10 +85,14 @@ type Config struct {
 	// its own).
 	Metrics *metrics.Coordinator
 
-	// CrashAt is a fault-injection hook for the fault suite: the process
-	// exits at once (as if killed) when a job reaches the named point; see
-	// crash.go. Empty in production.
+	// CrashAt and Crash are the fault suite's injection point: when a job
+	// reaches the point CrashAt names ("<point>:<step>", see crash.go) the
+	// coordinator calls Crash, which the CLI (maker coordinator --crash-at)
+	// makes exit the process at once, as a SIGKILL would. Crash is not
+	// expected to return; if it does, the job goes on. Crash nil (the
+	// default, production): no crash points, CrashAt is ignored.
 	CrashAt string
+	Crash   func(point string)
 }
 
 func (c *Config) defaults() error {

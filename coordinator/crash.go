@@ -41,8 +41,8 @@ func ParseCrashAt(s string) (point string, step int64, err error) {
 }
 
 // crash appends the crash action to acts when the job reaches point at
-// the configured step (the shell exits the process there, as a SIGKILL
-// would).
+// the configured step (the shell calls Config.Crash there, which in the
+// CLI exits the process as a SIGKILL would).
 func (m *machine) crash(acts []action, point string, step int64) []action {
 	if m.crashAt.point == point && m.crashAt.step == step {
 		return append(acts, action{kind: actCrash, point: point})

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -96,7 +95,7 @@ func (c *Coordinator) runJob(ctx context.Context, topo *topology.Topology, token
 		return rep, fmt.Errorf("%w: %v", ErrInvalidJob, err)
 	}
 	var crashAt crashPoint
-	if c.cfg.CrashAt != "" {
+	if c.cfg.Crash != nil && c.cfg.CrashAt != "" {
 		crashAt.point, crashAt.step, _ = ParseCrashAt(c.cfg.CrashAt)
 	}
 	r.m = newMachine(spec, inst, machineConfig{
@@ -454,8 +453,8 @@ func (r *jobRun) exec(ctx context.Context, a action) error {
 				return err
 			}
 		}
-		r.log.Error("crash point reached: exiting now", "point", a.point)
-		os.Exit(137) // what a SIGKILL leaves
+		r.log.Error("crash point reached", "point", a.point)
+		r.c.cfg.Crash(a.point) // the CLI exits here (crash.go)
 	default:
 		return fmt.Errorf("coordinator: unknown action %v", a)
 	}

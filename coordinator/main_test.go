@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
+	"github.com/makerfleet/makerfleet/internal/app/fleettest"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/makerfleet/makerfleet/internal/app/fleettest"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/testkit"
-	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )

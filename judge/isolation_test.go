@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/makerfleet/makerfleet/internal/app/judgetest"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
-	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/makerfleet/makerfleet/internal/app/fleettest"
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/hanoi"

@@ -7,12 +7,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/makerfleet/makerfleet/internal/app/fleettest"
+	"github.com/makerfleet/makerfleet/internal/app/judgetest"
 	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/auth/authtest"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
-	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
-	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/judge/judgeclient"
 )

@@ -1,9 +1,9 @@
 // Package testkit starts the real services integration tests run against:
 // an in-process nats-server with JetStream and a redis-server on a free
-// port (both from internal/devserver). Each helper registers its own
-// cleanup. Its subpackages are the other test kits: fleettest (a whole
+// port (both from internal/app/devserver). Each helper registers its own
+// cleanup. It imports no role; the test kits that do, fleettest (a whole
 // fleet in a test, a scriptable fake model) and judgetest (judge replicas
-// on the simulated model).
+// on the simulated model), live in the top layer, internal/app.
 package testkit
 
 import (
@@ -22,7 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/makerfleet/makerfleet/internal/devserver"
+	"github.com/makerfleet/makerfleet/internal/app/devserver"
 	"github.com/makerfleet/makerfleet/internal/topology"
 )
 

@@ -18,10 +18,11 @@ import (
 	"github.com/makerfleet/makerfleet/client/httpapi"
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/apikey"
+	"github.com/makerfleet/makerfleet/internal/app/fleettest"
+	"github.com/makerfleet/makerfleet/internal/app/judgetest"
+	mcpserver "github.com/makerfleet/makerfleet/internal/app/mcp"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
-	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
-	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/voter"
 )
@@ -300,8 +301,8 @@ func TestAPIJobCommands(t *testing.T) {
 	}
 	// The tenant and requester are what maker mcp's flags default to; the
 	// API takes both from the key.
-	cs := connectMCP(t, &mcpServer{judges: apiFleet{hc}, jobs: apiFleet{hc}, root: root, session: "mcp-s", tenant: schemas.DefaultTenant,
-		requester: "mcp-agent", timeout: judgetest.Timeout}, nil)
+	cs := connectMCP(t, mcpserver.Config{Judges: apiFleet{hc}, Jobs: apiFleet{hc}, Root: root, Session: "mcp-s", Tenant: schemas.DefaultTenant,
+		Requester: "mcp-agent", Timeout: judgetest.Timeout}, nil)
 	call := toolCaller(t, cs)
 	isErr, text := call("submit_job", map[string]any{"task": "hanoi", "params": map[string]any{"disks": 3}, "k": 1, "job_id": "mcp-1"})
 	if isErr || json.Unmarshal([]byte(text), &sub) != nil || sub != (client.Submitted{Tenant: "acme", JobID: "mcp-1"}) {

@@ -2,9 +2,9 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -110,10 +110,6 @@ func (e *env) natsAuth() (bus.Auth, error) {
 	return a, nil
 }
 
-// natsAuth returns the --nats-* flags of the running command, for
-// bus.Connect.
-func natsAuth(ctx context.Context) bus.Auth { return bus.AuthFromContext(ctx) }
-
 // userinfoRE matches the password of a URL's user info.
 var userinfoRE = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*):[^@\s/]*@`)
 
@@ -187,13 +183,7 @@ auth.conf is rewritten.`,
 			for _, f := range res.FormerTenantSeeds {
 				fmt.Fprintf(e.stderr, "maker: %s is a tenant identity of an earlier release: auth.conf no longer names it, so it connects to nothing; delete it and give the tenant an API key\n", f)
 			}
-			if asJSON {
-				enc := json.NewEncoder(e.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(res)
-			}
-			printInit(e, res)
-			return nil
+			return output(e.stdout, asJSON, res, func(io.Writer) { printInit(e, res) })
 		},
 	}
 	fl := cmd.Flags()

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/makerfleet/makerfleet/coordinator"
-	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
+	"github.com/makerfleet/makerfleet/internal/app/fleettest"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/voter"
 )

@@ -2,149 +2,28 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/makerfleet/makerfleet/internal/app/breakglass"
 	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/topology"
-	"github.com/makerfleet/makerfleet/judge"
-	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
-
-// Caps on what the requester reads for context; the judge caps again.
-const (
-	maxContextFileBytes = 64 << 10
-	maxLogBytes         = 128 << 10
-)
-
-// bgInput is what a person (maker breakglass) or an agent (the MCP tool)
-// gives for a break-glass request.
-type bgInput struct {
-	Problem     string
-	ProblemType string
-	Files       []string
-	LogPath     string
-	Constraints string // path; "" reads AGENTS.md from the root when present
-	BudgetUSD   float64
-	Tried       map[string]string
-	Session     string
-	Tenant      string
-	ID          string
-	Requester   string
-	Root        string
-	FusionBody  []byte // an OpenRouter fusion-shaped request, instead of Problem
-}
 
 // parentEnv, when set, marks every request as made from inside the panel
 // of that request id, which the judge refuses (panels never open panels):
 // an agent serving as a panel member runs its tools with it set.
 const parentEnv = "MAKER_BREAKGLASS_PARENT"
-
-// buildRequest turns in into a request, reading context under in.Root.
-// Withheld files are listed in the request (the judge audits them) and
-// returned as warnings. Errors are the caller's input errors.
-func buildRequest(in bgInput) (*schemas.BreakGlassRequest, []string, error) {
-	if in.ProblemType != "" && !schemas.ValidProblemType(in.ProblemType) {
-		return nil, nil, fmt.Errorf("problem type %q is not one of %s", in.ProblemType, strings.Join(schemas.ProblemTypes(), ", "))
-	}
-	if math.IsNaN(in.BudgetUSD) || math.IsInf(in.BudgetUSD, 0) || in.BudgetUSD < 0 {
-		return nil, nil, fmt.Errorf("budget must be a number >= 0, got %v", in.BudgetUSD)
-	}
-	req := &schemas.BreakGlassRequest{
-		Header:      schemas.NewHeader(schemas.KindBreakGlassRequest),
-		RequestID:   in.ID,
-		Tenant:      in.Tenant,
-		Session:     in.Session,
-		Requester:   in.Requester,
-		Problem:     in.Problem,
-		ProblemType: in.ProblemType,
-		BudgetUSD:   in.BudgetUSD,
-		SubmittedAt: time.Now().UTC(),
-		// The recursion guard: see parentEnv.
-		ParentRequestID: os.Getenv(parentEnv),
-	}
-	if req.RequestID == "" {
-		req.RequestID = judgeclient.NewRequestID("bg")
-	}
-	for _, kind := range schemas.RequiredAttempts() {
-		if note := strings.TrimSpace(in.Tried[kind]); note != "" {
-			req.PriorAttempts = append(req.PriorAttempts, schemas.PriorAttempt{Kind: kind, Note: note})
-		}
-	}
-	for kind := range in.Tried {
-		if !contains(schemas.RequiredAttempts(), kind) {
-			return nil, nil, fmt.Errorf("prior attempt %q is not one of %s", kind, strings.Join(schemas.RequiredAttempts(), ", "))
-		}
-	}
-	if in.FusionBody != nil {
-		if err := judge.FromFusion(in.FusionBody, req); err != nil {
-			return nil, nil, err
-		}
-	}
-	files, excluded, err := judge.ReadFiles(in.Root, in.Files, maxContextFileBytes)
-	if err != nil {
-		return nil, nil, err
-	}
-	req.Files, req.ExcludedFiles = files, excluded
-	var warnings []string
-	for _, x := range excluded {
-		warnings = append(warnings, fmt.Sprintf("withheld %s: %s", x.Path, x.Reason))
-	}
-	if in.LogPath != "" {
-		if req.BuildLog, err = judge.ReadText(in.Root, in.LogPath, maxLogBytes); err != nil {
-			return nil, nil, err
-		}
-	}
-	constraints := in.Constraints
-	if constraints == "" {
-		if _, err := os.Stat(filepath.Join(rootOrDot(in.Root), "AGENTS.md")); err == nil {
-			constraints = "AGENTS.md"
-		}
-	}
-	if constraints != "" {
-		c, err := judge.ReadText(in.Root, constraints, maxContextFileBytes)
-		if err != nil {
-			return nil, nil, err
-		}
-		req.Constraints = strings.TrimSpace(strings.Join([]string{req.Constraints, c}, "\n\n"))
-	}
-	data, err := schemas.Encode(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(data) > schemas.MaxMessageBytes {
-		return nil, nil, fmt.Errorf("the request is %d bytes, over the %d-byte message limit: send fewer or smaller files", len(data), schemas.MaxMessageBytes)
-	}
-	return req, warnings, nil
-}
-
-func rootOrDot(root string) string {
-	if root == "" {
-		return "."
-	}
-	return root
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
 
 // parseTried reads --tried KIND=NOTE values.
 func parseTried(vals []string) (map[string]string, error) {
@@ -155,7 +34,7 @@ func parseTried(vals []string) (map[string]string, error) {
 		if !ok || strings.TrimSpace(note) == "" {
 			return nil, fmt.Errorf("--tried %q: want KIND=NOTE, KIND one of %s", v, strings.Join(schemas.RequiredAttempts(), ", "))
 		}
-		if !contains(schemas.RequiredAttempts(), kind) {
+		if !slices.Contains(schemas.RequiredAttempts(), kind) {
 			return nil, fmt.Errorf("--tried %q: KIND must be one of %s", v, strings.Join(schemas.RequiredAttempts(), ", "))
 		}
 		out[kind] = note
@@ -166,7 +45,7 @@ func parseTried(vals []string) (map[string]string, error) {
 func breakglassCmd(e *env) *cobra.Command {
 	var (
 		natsURL, fusionPath string
-		in                  bgInput
+		in                  breakglass.Input
 		tried               []string
 		asJSON              bool
 		timeout             time.Duration
@@ -223,7 +102,8 @@ tenant and the requester are the API key's: --tenant and --requester are refused
 			if !cmd.Flags().Changed("budget") {
 				in.BudgetUSD = 0
 			}
-			req, warnings, err := buildRequest(in)
+			in.Parent = os.Getenv(parentEnv)
+			req, warnings, err := breakglass.Build(in)
 			if err != nil {
 				return usageError{err}
 			}
@@ -250,9 +130,7 @@ tenant and the requester are the API key's: --tenant and --requester are refused
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(e.stdout)
-				enc.SetIndent("", "  ")
-				if perr := enc.Encode(resp); perr != nil {
+				if perr := writeJSON(e.stdout, resp); perr != nil {
 					return perr
 				}
 			} else if err == nil {

@@ -117,7 +117,7 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 		budgetCmd(e),
 		keysCmd(e),
 		upCmd(e),
-		retentionCmd(e), // purge.go
+		retentionCmd(e),
 		calibrateCmd(e),
 	)
 	return root
@@ -191,13 +191,6 @@ func (e *env) logger(def slog.Level) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
 	}
 	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
-}
-
-func envOr(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		return v
-	}
-	return def
 }
 
 // apiKeyFromEnv returns the model API key from the environment.

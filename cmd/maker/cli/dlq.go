@@ -203,15 +203,3 @@ func payloadKept(d schemas.DeadLetter) string {
 	}
 	return fmt.Sprintf("reference: %d B sha256 %.12s…, first %d B kept", size, d.SHA256, len(d.Data))
 }
-
-func checkFilter(tenant, job string) error {
-	if tenant != "" {
-		if err := checkTenant(tenant); err != nil {
-			return err
-		}
-	}
-	if job != "" {
-		return checkJobID(job)
-	}
-	return nil
-}

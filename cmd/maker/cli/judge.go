@@ -119,20 +119,6 @@ Without --config every panel member and the judge live at --llm-base-url; a conf
 	return cmd
 }
 
-// connectJS connects to NATS for a short admin command.
-func connectJS(natsURL, name string, opts ...bus.ConnOption) (jetstream.JetStream, func(), error) {
-	nc, err := bus.Connect(natsURL, name, opts...)
-	if err != nil {
-		return nil, nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	return js, nc.Close, nil
-}
-
 // defaultApprover is the identity decisions are sent as by default: the
 // approver's (docs/security.md). On a server without authorization any
 // identity can be named; with it, the server lets each identity publish
@@ -258,9 +244,7 @@ is the API key, not the judge's model key of maker judge --api-key.`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(e.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(&resp)
+				return writeJSON(e.stdout, &resp)
 			}
 			if resp.Outcome == schemas.BreakGlassAnswered || resp.Outcome == schemas.BreakGlassDegraded {
 				printAnswer(e.stdout, &resp)

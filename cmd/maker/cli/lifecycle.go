@@ -2,98 +2,19 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/client"
 	"github.com/makerfleet/makerfleet/client/httpapi"
-	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
-
-// fleetConn is a connection to a running fleet and its topology, for
-// the operators' commands (dlq); the job commands use the public client
-// (dialClient).
-type fleetConn struct {
-	nc   *nats.Conn
-	topo *topology.Topology
-}
-
-func (f *fleetConn) Close() { f.nc.Close() }
-
-// dialFleet connects to the fleet at natsURL, within a bounded time: a
-// client command must not hang on a server that does not answer. It binds
-// the fleet's topology without creating it: a client command run against
-// the wrong server must not leave a fleet's streams on it.
-func dialFleet(ctx context.Context, natsURL, name string) (*fleetConn, error) {
-	nc, err := bus.Connect(natsURL, name, natsAuth(ctx))
-	if err != nil {
-		return nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	topo, err := topology.Open(ctx, js, topology.Config{StartupWait: 10 * time.Second})
-	if err != nil {
-		nc.Close()
-		if errors.Is(err, topology.ErrNoFleet) {
-			return nil, fmt.Errorf("%s: %w", bus.RedactURL(natsURL), err)
-		}
-		return nil, err
-	}
-	return &fleetConn{nc: nc, topo: topo}, nil
-}
-
-// jobRef reads a JOB argument: "job" (in --tenant) or "tenant/job".
-// tenantSet says --tenant was given: then a tenant/job naming another
-// tenant is refused rather than silently taking the job's tenant.
-func jobRef(arg, tenant string, tenantSet bool) (string, string, error) {
-	if strings.Count(arg, "/") > 1 {
-		return "", "", usagef("invalid JOB %q: JOB is id or tenant/id", arg)
-	}
-	if t, j, ok := strings.Cut(arg, "/"); ok {
-		if tenantSet && t != tenant {
-			return "", "", usagef("JOB %q names tenant %q, but --tenant is %q: give the job id alone, or the same tenant", arg, t, tenant)
-		}
-		tenant, arg = t, j
-	}
-	if err := checkTenant(tenant); err != nil {
-		return "", "", err
-	}
-	if err := checkJobID(arg); err != nil {
-		return "", "", err
-	}
-	return tenant, arg, nil
-}
-
-// checkTenant and checkJobID refuse a malformed id with a message for a
-// person; schemas' own errors are worded for messages on the wire.
-func checkTenant(t string) error {
-	if schemas.ValidTenant(t) != nil {
-		return usagef("invalid tenant %q: want %s", t, schemas.TenantRule)
-	}
-	return nil
-}
-
-func checkJobID(id string) error {
-	if schemas.ValidJobID(id) != nil {
-		return usagef("invalid job id %q: want %s", id, schemas.JobIDRule)
-	}
-	return nil
-}
 
 // clientErr marks the errors a client command gets for bad input (on
 // NATS, or the API's 400, 409, 413 and 422: apiErr).
@@ -157,23 +78,6 @@ func openJobs(cmd *cobra.Command, hc *httpapi.Client, natsURL, name, tenant stri
 		return apiFleet{hc}, nil
 	}
 	return dialClient(cmd.Context(), natsURL, name, tenant)
-}
-
-// exactArgs is cobra.ExactArgs with a usage error that says what is
-// expected.
-func exactArgs(n int, what string) cobra.PositionalArgs {
-	return func(_ *cobra.Command, args []string) error {
-		if len(args) != n {
-			return usagef("expected %s, got %d arguments", what, len(args))
-		}
-		return nil
-	}
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func statusCmd(e *env) *cobra.Command {

@@ -11,7 +11,8 @@ import (
 
 	"github.com/makerfleet/makerfleet/client"
 	"github.com/makerfleet/makerfleet/coordinator"
-	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
+	"github.com/makerfleet/makerfleet/internal/app/fleettest"
+	mcpserver "github.com/makerfleet/makerfleet/internal/app/mcp"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/voter"
 )
@@ -28,7 +29,7 @@ func TestMCPJobTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := newMCPServer(&mcpServer{jobs: &natsClient{c: jc, nc: env.NC}, tenant: "acme", timeout: time.Minute})
+	srv, err := mcpserver.New(mcpserver.Config{Jobs: &natsClient{c: jc, nc: env.NC}, Tenant: "acme", Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

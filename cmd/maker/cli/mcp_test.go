@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/makerfleet/makerfleet/internal/app/judgetest"
+	mcpserver "github.com/makerfleet/makerfleet/internal/app/mcp"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
-	"github.com/makerfleet/makerfleet/internal/testkit/judgetest"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -33,8 +33,8 @@ func TestMCPBreakGlassTool(t *testing.T) {
 	writeRootFile(t, filepath.Join(root, "main.go"), "package main\n\nfunc main() { panic(\"boom\") }\n")
 	writeRootFile(t, filepath.Join(root, ".env"), "OPENAI_API_KEY=sk-"+strings.Repeat("x1Y2", 8)+"\n")
 	progress := make(chan *mcp.ProgressNotificationParams, 1000)
-	cs := connectMCP(t, &mcpServer{judges: natsJudge{js: env.JS, ns: bus.DefaultNamespace, notes: io.Discard}, root: root, session: "mcp-s", tenant: "acme",
-		requester: "agent-7", timeout: judgetest.Timeout, progressEvery: 10 * time.Millisecond},
+	cs := connectMCP(t, mcpserver.Config{Judges: natsJudge{js: env.JS, ns: bus.DefaultNamespace, notes: io.Discard}, Root: root, Session: "mcp-s", Tenant: "acme",
+		Requester: "agent-7", Timeout: judgetest.Timeout, ProgressEvery: 10 * time.Millisecond},
 		&mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params }})
 
 	tools, err := cs.ListTools(t.Context(), nil)
@@ -126,8 +126,8 @@ func TestMCPBreakGlassRequestID(t *testing.T) {
 	env.StartJudge(judgetest.TestSettings())
 	root := t.TempDir()
 	writeRootFile(t, filepath.Join(root, "main.go"), "package main\n")
-	cs := connectMCP(t, &mcpServer{judges: natsJudge{js: env.JS, ns: bus.DefaultNamespace, notes: io.Discard}, root: root, session: "s1", tenant: "acme",
-		requester: "agent", timeout: judgetest.Timeout}, nil)
+	cs := connectMCP(t, mcpserver.Config{Judges: natsJudge{js: env.JS, ns: bus.DefaultNamespace, notes: io.Discard}, Root: root, Session: "s1", Tenant: "acme",
+		Requester: "agent", Timeout: judgetest.Timeout}, nil)
 	params := func(id string) *mcp.CallToolParams {
 		return &mcp.CallToolParams{Name: "break_glass", Arguments: map[string]any{
 			"problem": "break glass: main does nothing", "context_files": []string{"main.go"}, "request_id": id,
@@ -178,37 +178,10 @@ func TestMCPBreakGlassRequestID(t *testing.T) {
 	}
 }
 
-func TestPlainSchema(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ in, want string }{
-		{`{"type":["null","array"],"items":{"type":"string"}}`, `{"type":"array","items":{"type":"string"}}`},
-		{`{"type":["object","null"],"properties":{"a":{"type":["null","integer"]}}}`, `{"type":"object","properties":{"a":{"type":"integer"}}}`},
-		{`{"type":"object","additionalProperties":{"type":["null","array"],"items":{"type":["null","object"]}}}`,
-			`{"type":"object","additionalProperties":{"type":"array","items":{"type":"object"}}}`},
-		{`{"anyOf":[{"type":["null","string"]}],"$defs":{"d":{"type":["null","number"]}}}`, `{"anyOf":[{"type":"string"}],"$defs":{"d":{"type":"number"}}}`},
-		// Unions of two real types are kept.
-		{`{"type":["string","integer"]}`, `{"type":["string","integer"]}`},
-		{`{"type":["null","string","integer"]}`, `{"type":["null","string","integer"]}`},
-	} {
-		var s jsonschema.Schema
-		if err := json.Unmarshal([]byte(tc.in), &s); err != nil {
-			t.Fatal(err)
-		}
-		plainSchema(&s)
-		got, _ := json.Marshal(&s)
-		var g, w any
-		_ = json.Unmarshal(got, &g)
-		_ = json.Unmarshal([]byte(tc.want), &w)
-		if !reflect.DeepEqual(g, w) {
-			t.Errorf("plainSchema(%s) = %s; want %s", tc.in, got, tc.want)
-		}
-	}
-}
-
 // connectMCP serves s to a new client over in-memory transports.
-func connectMCP(t *testing.T, s *mcpServer, opts *mcp.ClientOptions) *mcp.ClientSession {
+func connectMCP(t *testing.T, s mcpserver.Config, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
-	srv, err := newMCPServer(s)
+	srv, err := mcpserver.New(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"time"
 
@@ -41,38 +39,6 @@ type natsClient struct {
 }
 
 func (n *natsClient) Close() { n.nc.Close() }
-
-// dialClient connects to the fleet at natsURL as dialFleet does (bounded,
-// creating nothing) and returns the public client on it, in tenant.
-func dialClient(ctx context.Context, natsURL, name, tenant string) (*natsClient, error) {
-	n, err := connectClient(ctx, natsURL, name, tenant)
-	if err != nil {
-		return nil, err
-	}
-	if err := n.c.CheckFleet(ctx); err != nil {
-		n.Close()
-		if errors.Is(err, client.ErrNoFleet) {
-			return nil, fmt.Errorf("%s: %w", bus.RedactURL(natsURL), err)
-		}
-		return nil, err
-	}
-	return n, nil
-}
-
-// connectClient is dialClient without the check that a fleet is there:
-// a job submitted to a server with no fleet yet waits there for one.
-func connectClient(ctx context.Context, natsURL, name, tenant string) (*natsClient, error) {
-	nc, err := bus.Connect(natsURL, name, natsAuth(ctx))
-	if err != nil {
-		return nil, err
-	}
-	c, err := client.New(nc, client.WithTenant(tenant))
-	if err != nil {
-		nc.Close()
-		return nil, usageError{err}
-	}
-	return &natsClient{c: c, nc: nc}, nil
-}
 
 // ref is a job or batch as package client names it: "id" in the client's
 // tenant, or "tenant/id".
@@ -165,7 +131,7 @@ func (n *natsClient) CancelBatch(ctx context.Context, tenant, id string) (schema
 	return n.c.CancelBatch(ctx, ref(tenant, id))
 }
 
-// DeadLetters reads the DLQ stream (fleetConn: lifecycle.go).
+// DeadLetters reads the DLQ stream (fleetConn: connect.go).
 func (f *fleetConn) DeadLetters(ctx context.Context, tenant string, all bool, job string, limit int) ([]schemas.StoredDeadLetter, error) {
 	if all {
 		tenant = ""

@@ -65,12 +65,6 @@ func checkLogFormatEnv() error {
 	return nil
 }
 
-// metricsFlag adds a service's --metrics-addr.
-func metricsFlag(cmd *cobra.Command, dst *string) {
-	cmd.Flags().StringVar(dst, "metrics-addr", envOr("MAKER_METRICS_ADDR", ""),
-		"serve /metrics (Prometheus), /healthz and /readyz on HOST:PORT (port 0: any free port; default off) [$MAKER_METRICS_ADDR]")
-}
-
 // checkMetricsAddr refuses a command's --metrics-addr (or
 // $MAKER_METRICS_ADDR) that is not HOST:PORT, before anything connects.
 func checkMetricsAddr(cmd *cobra.Command) error {
@@ -153,16 +147,6 @@ func topologyReady(js jetstream.JetStream, streams ...string) metrics.Check {
 		}
 		return nil
 	}}
-}
-
-// connName is a role's NATS connection name, maker-<role>-<id>: its id
-// (without a leading "<role>-"), or host-pid when it has none.
-func connName(role, id string) string {
-	if id == "" {
-		host, _ := os.Hostname()
-		id = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
-	return "maker-" + role + "-" + strings.TrimPrefix(id, role+"-")
 }
 
 // startRoleMetrics serves a coordinator's, voter's or serve's metrics:

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 
@@ -99,9 +98,7 @@ calibration stored in the fleet (maker calibrate) for --task and its current pro
 				return usageError{err}
 			}
 			if asJSON {
-				enc := json.NewEncoder(e.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(struct {
+				return writeJSON(e.stdout, struct {
 					plan.Plan
 					// PSource: where p came from, when not from --p.
 					PSource string `json:"p_source,omitempty"`

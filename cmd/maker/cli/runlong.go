@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/fleet"
+	"github.com/makerfleet/makerfleet/internal/app/fleet"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/journal"
 	"github.com/makerfleet/makerfleet/schemas"

@@ -168,23 +168,6 @@ func serveHTTP(ctx context.Context, e *env, log *slog.Logger, srv *api.Server, l
 	return err
 }
 
-// dialRedis connects to the fleet's Redis at url (a --redis) and checks
-// that it answers: one clear error naming the server (redacted), before
-// anything starts.
-func dialRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
-	rdb, ropts, err := store.NewRedisClient(url)
-	if err != nil {
-		return nil, usagef("--redis: %v", err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := rdb.Ping(pctx).Err(); err != nil {
-		_ = rdb.Close()
-		return nil, fmt.Errorf("redis at %s: %w", ropts.Redacted, err)
-	}
-	return rdb, nil
-}
-
 // newAPIServer assembles the API on the fleet's topology and Redis: keys
 // (watched from their bucket), quotas and prices (watched too), budgets,
 // samples in flight and batches. stop ends the watches.

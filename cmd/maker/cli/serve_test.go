@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/apikey"
-	"github.com/makerfleet/makerfleet/internal/testkit/fleettest"
+	"github.com/makerfleet/makerfleet/internal/app/fleettest"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

@@ -1,5 +1,5 @@
 // Package fleet assembles a MAKER fleet inside one process: the servers
-// (the ones named by URL, else development servers from internal/devserver),
+// (the ones named by URL, else development servers from internal/app/devserver),
 // the model (a real OpenAI-compatible endpoint, or the simulated model in
 // memory or on a loopback port), the topology, and any number of
 // coordinators and voters, each on a NATS connection and Redis client of
@@ -30,8 +30,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/makerfleet/makerfleet/coordinator"
+	"github.com/makerfleet/makerfleet/internal/app/devserver"
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/devserver"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/simllm"

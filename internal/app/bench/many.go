@@ -1,20 +1,19 @@
-package cli
+package bench
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
-	"os"
 	"runtime"
 	"runtime/pprof"
 	"time"
 
-	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/makerfleet/makerfleet/coordinator"
-	"github.com/makerfleet/makerfleet/internal/fleet"
+	"github.com/makerfleet/makerfleet/internal/app/fleet"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
@@ -28,36 +27,23 @@ import (
 // targetManySamplesPerSecond is the aggregate target.
 const targetManySamplesPerSecond = 10_000
 
-// manyFlags say how many jobs run at once and on how many roles.
-type manyFlags struct {
-	jobs, coordinators, voters int
-	// cpuProfile, when set, receives a CPU profile of the jobs at once.
-	cpuProfile string
+// ManyConfig says how many jobs run at once and on how many roles.
+type ManyConfig struct {
+	Jobs, Coordinators, Voters int
+	// CPUProfile, when set, opens where a CPU profile of the jobs at once
+	// is written (just before they are submitted); its error is returned
+	// as is.
+	CPUProfile func() (io.WriteCloser, error)
 }
 
-func addManyFlags(cmd *cobra.Command, m *manyFlags) {
-	fl := cmd.Flags()
-	fl.IntVar(&m.jobs, "jobs", 0, "measure N jobs at once instead (each --disks, k as for one), against one job alone on the same fleet")
-	fl.IntVar(&m.coordinators, "coordinators", 1, "with --jobs: coordinators in the fleet (the jobs are shared among them)")
-	fl.IntVar(&m.voters, "voters", 1, "with --jobs: voters in the fleet, each with --concurrency")
-}
-
-// check refuses flags that make no fleet.
-func (m manyFlags) check() error {
-	if m.jobs < 0 || m.coordinators < 1 || m.voters < 1 {
-		return usagef("--jobs must be >= 0, --coordinators and --voters >= 1")
-	}
-	return nil
-}
-
-// perCoordinator is how many jobs each coordinator runs at once: all of
+// PerCoordinator is how many jobs each coordinator runs at once: all of
 // them between the coordinators.
-func (m manyFlags) perCoordinator() int {
-	return max((m.jobs+m.coordinators-1)/m.coordinators, 16)
+func (m ManyConfig) PerCoordinator() int {
+	return max((m.Jobs+m.Coordinators-1)/m.Coordinators, 16)
 }
 
-// manyResult is what maker bench --jobs measured.
-type manyResult struct {
+// ManyResult is what maker bench --jobs measured.
+type ManyResult struct {
 	Jobs         int `json:"jobs"`
 	Coordinators int `json:"coordinators"`
 	Voters       int `json:"voters"`
@@ -80,21 +66,22 @@ type manyResult struct {
 	TargetSamplesPerS float64 `json:"target_samples_per_second"`
 }
 
-// benchMany runs one job alone, then m.jobs copies of spec at once, on f
-// grown to m.coordinators coordinators and m.voters voters.
-// f's first coordinator takes m.perCoordinator() jobs at once (startFleet,
-// fleetOptions.maxJobs), and so do the others.
-func benchMany(ctx context.Context, e *env, f *fleet.Fleet, spec schemas.JobSpec, m manyFlags, conc int, asJSON bool) error {
-	perCoord := m.perCoordinator()
-	for range m.coordinators - 1 {
+// Many runs one job alone, then m.Jobs copies of spec at once, on f grown
+// to m.Coordinators coordinators and m.Voters voters. f's first
+// coordinator must take m.PerCoordinator() jobs at once, as the others
+// added here do.
+func Many(ctx context.Context, f *fleet.Fleet, spec schemas.JobSpec, m ManyConfig, conc int) (ManyResult, error) {
+	var res ManyResult
+	perCoord := m.PerCoordinator()
+	for range m.Coordinators - 1 {
 		if _, err := f.AddCoordinator(coordinator.Config{MaxJobs: perCoord}); err != nil {
-			return err
+			return res, err
 		}
 	}
-	for range m.voters - 1 {
+	for range m.Voters - 1 {
 		if _, err := f.AddVoter(nil, voter.Config{Concurrency: conc, Policy: voter.Policy{
 			AllowModels: []string{voter.AnyModel}, MaxTokensCeiling: 1_000_000, TemperatureMax: 2}}); err != nil {
-			return err
+			return res, err
 		}
 	}
 	submit := func(s schemas.JobSpec) (schemas.JobSpec, error) {
@@ -107,14 +94,14 @@ func benchMany(ctx context.Context, e *env, f *fleet.Fleet, spec schemas.JobSpec
 	for range 2 {
 		s, err := submit(spec)
 		if err != nil {
-			return err
+			return res, err
 		}
 		if single, err = jobs.Wait(ctx, f.Topo, s.Tenant, s.JobID, nil); err != nil {
-			return err
+			return res, err
 		}
 	}
-	res := manyResult{
-		Jobs: m.jobs, Coordinators: m.coordinators, Voters: m.voters, Concurrency: conc, GoMaxProcs: runtime.GOMAXPROCS(0),
+	res = ManyResult{
+		Jobs: m.Jobs, Coordinators: m.Coordinators, Voters: m.Voters, Concurrency: conc, GoMaxProcs: runtime.GOMAXPROCS(0),
 		K: single.K, SingleStepsPerSecond: math.Round(single.StepsPerSecond), TargetSamplesPerS: targetManySamplesPerSecond,
 	}
 	if single.WallSeconds > 0 {
@@ -123,27 +110,27 @@ func benchMany(ctx context.Context, e *env, f *fleet.Fleet, spec schemas.JobSpec
 	_ = json.Unmarshal(spec.Params, &struct {
 		Disks *int `json:"disks"`
 	}{&res.Disks})
-	if m.cpuProfile != "" {
-		pf, err := os.Create(m.cpuProfile)
+	if m.CPUProfile != nil {
+		pf, err := m.CPUProfile()
 		if err != nil {
-			return usagef("--cpuprofile: %v", err)
+			return res, err
 		}
 		defer pf.Close()
 		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
+			return res, err
 		}
 		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
-	specs := make([]schemas.JobSpec, m.jobs)
+	specs := make([]schemas.JobSpec, m.Jobs)
 	for i := range specs {
 		s, err := submit(spec)
 		if err != nil {
-			return err
+			return res, err
 		}
 		specs[i] = s
 	}
-	reps := make([]schemas.JobReport, m.jobs)
+	reps := make([]schemas.JobReport, m.Jobs)
 	g, gctx := errgroup.WithContext(ctx)
 	for i, s := range specs {
 		g.Go(func() error {
@@ -153,7 +140,7 @@ func benchMany(ctx context.Context, e *env, f *fleet.Fleet, spec schemas.JobSpec
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return err
+		return res, err
 	}
 	res.WallSeconds = time.Since(start).Seconds()
 	for _, r := range reps {
@@ -169,19 +156,17 @@ func benchMany(ctx context.Context, e *env, f *fleet.Fleet, spec schemas.JobSpec
 	if res.SingleStepsPerSecond > 0 {
 		res.VsSingle = math.Round(res.StepsPerSecond/res.SingleStepsPerSecond*100) / 100
 	}
-	if asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	w := e.stdout
+	return res, nil
+}
+
+// PrintMany writes res as maker bench --jobs prints it.
+func PrintMany(w io.Writer, res ManyResult) {
 	fmt.Fprintf(w, "bench --jobs: %d hanoi %d-disk jobs at once (k=%d), %d coordinators, %d voters (concurrency %d), GOMAXPROCS %d, %d CPUs\n",
 		res.Jobs, res.Disks, res.K, res.Coordinators, res.Voters, res.Concurrency, res.GoMaxProcs, runtime.NumCPU())
 	fmt.Fprintf(w, "  one job alone      %8.0f steps/s  %8.0f samples/s\n", res.SingleStepsPerSecond, res.SingleSamplesPerSecond)
 	fmt.Fprintf(w, "  %d jobs at once   %8.0f steps/s  %8.0f samples/s  (%.2fx one job; target >= %d samples/s: %s)\n",
 		res.Jobs, res.StepsPerSecond, res.SamplesPerSecond, res.VsSingle, targetManySamplesPerSecond, okMark(res.SamplesPerSecond >= targetManySamplesPerSecond))
 	fmt.Fprintf(w, "  %d steps, %d samples in %.2fs; solved %d of %d, wrong steps %d\n", res.Steps, res.Samples, res.WallSeconds, res.Solved, res.Jobs, res.Errors)
-	return nil
 }
 
 func okMark(ok bool) string {

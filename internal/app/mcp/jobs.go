@@ -1,4 +1,4 @@
-package cli
+package mcp
 
 import (
 	"context"
@@ -7,14 +7,14 @@ import (
 	"fmt"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/makerfleet/makerfleet/client"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
 // The job tools of maker mcp: submit_job, job_status and job_result, in
-// the server's tenant (--tenant), through the public client. Their input
+// the server's tenant (the Jobs port's: --tenant, or the API key's). Their input
 // schemas are plain objects (no null unions, which some agents' tool
 // callers mishandle); their results are JSON, as structuredContent and
 // the same object as the text, described by their output schemas. None of
@@ -46,7 +46,7 @@ const (
 )
 
 // addJobTools adds the job tools to srv, acting through c.
-func addJobTools(srv *mcp.Server, c jobsPort) error {
+func addJobTools(srv *sdk.Server, c Jobs) error {
 	submitSchema, err := inputSchema[submitJobArgs]()
 	if err != nil {
 		return err
@@ -68,18 +68,18 @@ func addJobTools(srv *mcp.Server, c jobsPort) error {
 		return err
 	}
 	t := &mcpJobs{c: c}
-	mcp.AddTool(srv, &mcp.Tool{Name: "submit_job", Description: submitJobDescription, InputSchema: submitSchema, OutputSchema: submitted}, t.submit)
-	mcp.AddTool(srv, &mcp.Tool{Name: "job_status", Description: jobStatusDescription, InputSchema: jobSchema, OutputSchema: status}, t.status)
-	mcp.AddTool(srv, &mcp.Tool{Name: "job_result", Description: jobResultDescription, InputSchema: jobSchema, OutputSchema: report}, t.result)
+	sdk.AddTool(srv, &sdk.Tool{Name: "submit_job", Description: submitJobDescription, InputSchema: submitSchema, OutputSchema: submitted}, t.submit)
+	sdk.AddTool(srv, &sdk.Tool{Name: "job_status", Description: jobStatusDescription, InputSchema: jobSchema, OutputSchema: status}, t.status)
+	sdk.AddTool(srv, &sdk.Tool{Name: "job_result", Description: jobResultDescription, InputSchema: jobSchema, OutputSchema: report}, t.result)
 	return nil
 }
 
-type mcpJobs struct{ c jobsPort }
+type mcpJobs struct{ c Jobs }
 
 // submit is submit_job. A refused job (invalid, or its id taken by
 // another job) is a tool error with the reason; so is a fleet that cannot
 // be reached, which the agent may retry.
-func (t *mcpJobs) submit(ctx context.Context, _ *mcp.CallToolRequest, args submitJobArgs) (*mcp.CallToolResult, any, error) {
+func (t *mcpJobs) submit(ctx context.Context, _ *sdk.CallToolRequest, args submitJobArgs) (*sdk.CallToolResult, any, error) {
 	params, err := json.Marshal(args.Params)
 	if err != nil || args.Params == nil {
 		return toolError("invalid job: params must be a JSON object"), nil, nil
@@ -97,7 +97,7 @@ func (t *mcpJobs) submit(ctx context.Context, _ *mcp.CallToolRequest, args submi
 }
 
 // status is job_status.
-func (t *mcpJobs) status(ctx context.Context, _ *mcp.CallToolRequest, args jobArgs) (*mcp.CallToolResult, any, error) {
+func (t *mcpJobs) status(ctx context.Context, _ *sdk.CallToolRequest, args jobArgs) (*sdk.CallToolResult, any, error) {
 	st, err := t.c.Status(ctx, "", args.JobID)
 	if err != nil {
 		return toolError(jobToolError("status failed", err)), nil, nil
@@ -106,7 +106,7 @@ func (t *mcpJobs) status(ctx context.Context, _ *mcp.CallToolRequest, args jobAr
 }
 
 // result is job_result.
-func (t *mcpJobs) result(ctx context.Context, _ *mcp.CallToolRequest, args jobArgs) (*mcp.CallToolResult, any, error) {
+func (t *mcpJobs) result(ctx context.Context, _ *sdk.CallToolRequest, args jobArgs) (*sdk.CallToolResult, any, error) {
 	rep, err := t.c.Result(ctx, "", args.JobID)
 	if err != nil {
 		return toolError(jobToolError("no report", err)), nil, nil
@@ -129,7 +129,7 @@ func jobToolError(what string, err error) string {
 
 // toolJSON returns v as the result: the SDK validates it against the
 // tool's output schema and sends it as structuredContent and as the text.
-func toolJSON(v any) (*mcp.CallToolResult, any, error) {
+func toolJSON(v any) (*sdk.CallToolResult, any, error) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		return nil, nil, err

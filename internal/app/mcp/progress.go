@@ -1,4 +1,4 @@
-package cli
+package mcp
 
 import (
 	"context"
@@ -6,14 +6,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// defaultProgressInterval is how often a long tool call tells the client
+// DefaultProgressInterval is how often a long tool call tells the client
 // it is still working: well under the 60 s request timeout of the official
 // SDK clients, which a progress notification resets when the caller asks
 // for it (TypeScript: resetTimeoutOnProgress).
-const defaultProgressInterval = 5 * time.Second
+const DefaultProgressInterval = 5 * time.Second
 
 // progress sends notifications/progress for one tool call while it waits,
 // when the client asked for them (a progressToken in the request's _meta):
@@ -21,7 +21,7 @@ const defaultProgressInterval = 5 * time.Second
 // changes (held for approval). Progress counts up from 1; no total is
 // known. Stop ends it before the call returns its result.
 type progress struct {
-	req      *mcp.CallToolRequest
+	req      *sdk.CallToolRequest
 	token    any
 	interval time.Duration
 	start    time.Time
@@ -38,7 +38,7 @@ type progress struct {
 // startProgress starts the notifications of req's call, saying state
 // ("waiting for the panel"); without a progress token it does nothing and
 // the returned progress's methods are no-ops.
-func startProgress(ctx context.Context, req *mcp.CallToolRequest, interval time.Duration, state string) *progress {
+func startProgress(ctx context.Context, req *sdk.CallToolRequest, interval time.Duration, state string) *progress {
 	p := &progress{req: req, interval: interval, start: time.Now(), state: state, kick: make(chan struct{}, 1)}
 	if req == nil || req.Session == nil || req.Params == nil {
 		return p
@@ -47,7 +47,7 @@ func startProgress(ctx context.Context, req *mcp.CallToolRequest, interval time.
 		return p
 	}
 	if p.interval <= 0 {
-		p.interval = defaultProgressInterval
+		p.interval = DefaultProgressInterval
 	}
 	ctx, p.stop = context.WithCancel(ctx)
 	p.wg.Go(func() { p.run(ctx) })
@@ -74,7 +74,7 @@ func (p *progress) run(ctx context.Context) {
 func (p *progress) send(ctx context.Context) {
 	p.mu.Lock()
 	p.n++
-	params := &mcp.ProgressNotificationParams{
+	params := &sdk.ProgressNotificationParams{
 		ProgressToken: p.token,
 		Progress:      p.n,
 		Message:       fmt.Sprintf("%s (%s)", p.state, time.Since(p.start).Round(time.Second)),

@@ -1,5 +1,5 @@
 // Package fleettest runs a whole MAKER fleet inside a test: the shared
-// assembly of internal/fleet on a real in-process nats-server and a real
+// assembly of internal/app/fleet on a real in-process nats-server and a real
 // redis-server (package testkit), with coordinators and voters started on
 // demand. It also has a scriptable fake model (FakeModel) and the golden
 // Hanoi trace, for the coordinator and voter integration tests.
@@ -27,7 +27,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/coordinator"
-	"github.com/makerfleet/makerfleet/internal/fleet"
+	"github.com/makerfleet/makerfleet/internal/app/fleet"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/simllm"
@@ -47,7 +47,7 @@ const JobTimeout = 60 * time.Second
 // roles' logs, written to the test log. Default warn.
 const LogEnv = "MAKER_TEST_LOG"
 
-// Env is one test's fleet (internal/fleet) on a real nats-server and a
+// Env is one test's fleet (internal/app/fleet) on a real nats-server and a
 // real redis-server the test kit started: its connection and topology are
 // the test's own (submitting jobs, watching subjects).
 type Env struct {

@@ -1,21 +1,22 @@
-package cli
+package bench
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/fleet"
+	"github.com/makerfleet/makerfleet/internal/app/fleet"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
 )
 
-// fairResult is what maker bench --fair measured.
-type fairResult struct {
+// FairResult is what maker bench --fair measured.
+type FairResult struct {
 	// SmallDisks and BigDisks are the two tenants' jobs; BigK the big
 	// job's k (it asks that many samples a step, twice the capacity).
 	SmallDisks int `json:"small_disks"`
@@ -34,55 +35,51 @@ type fairResult struct {
 	Ratio         float64 `json:"ratio"`
 	Goal          float64 `json:"goal"`
 	MeetsGoal     bool    `json:"meets_goal"`
+
+	latency time.Duration // the model's, as Print shows it
 }
 
-// benchFair measures fair sharing on the private fleet f: tenant small's
+// Fair measures fair sharing on the private fleet f: tenant small's
 // job (spec) alone, then while tenant big's 16-disk job runs and asks for
 // twice what the fleet answers at once, runs times each, the fleet's
 // in-flight capacity set to the voter's concurrency.
-func benchFair(ctx context.Context, e *env, f *fleet.Fleet, spec schemas.JobSpec, capacity, runs int, latency time.Duration, asJSON bool) error {
+func Fair(ctx context.Context, f *fleet.Fleet, spec schemas.JobSpec, capacity, runs int, latency time.Duration) (FairResult, error) {
+	var res FairResult
 	if _, err := quota.New(f.Topo).Set(ctx, schemas.TenantQuota{MaxInflightSamples: capacity}); err != nil {
-		return err
-	}
-	run := func(s schemas.JobSpec) (schemas.JobReport, error) {
-		s.JobID = jobs.NewJobID()
-		if _, err := jobs.Submit(ctx, f.JS, f.Bus, &s, builtin.Registry()); err != nil {
-			return schemas.JobReport{}, err
-		}
-		return jobs.Wait(ctx, f.Topo, s.Tenant, s.JobID, nil)
+		return res, err
 	}
 	small := spec
 	small.Tenant = "small"
 	timed := func() (float64, error) {
 		start := time.Now()
-		rep, err := run(small)
+		rep, err := runJob(ctx, f, small)
 		if err == nil && !rep.Solved {
 			err = fmt.Errorf("small job %s: %s (%s)", rep.JobID, rep.State, rep.Reason)
 		}
 		return time.Since(start).Seconds(), err
 	}
 	if _, err := timed(); err != nil { // warm-up
-		return err
+		return res, err
 	}
 	bigK := 2 * capacity
-	res := fairResult{Capacity: capacity, LatencyMS: float64(latency) / float64(time.Millisecond), Runs: runs, BigDisks: 16, BigK: bigK, Goal: 1.5}
+	res = FairResult{latency: latency, Capacity: capacity, LatencyMS: float64(latency) / float64(time.Millisecond), Runs: runs, BigDisks: 16, BigK: bigK, Goal: 1.5}
 	if err := json.Unmarshal(small.Params, &struct {
 		Disks *int `json:"disks"`
 	}{&res.SmallDisks}); err != nil {
-		return err
+		return res, err
 	}
 	var alone, shared, ratios []float64
 	for i := range runs {
 		a, err := timed()
 		if err != nil {
-			return err
+			return res, err
 		}
 		big := spec
 		big.Tenant, big.K, big.JobID = "big", bigK, jobs.NewJobID()
 		big.Params = json.RawMessage(`{"disks":16}`)
 		big.Seed = int64(1000 + i)
 		if _, err := jobs.Submit(ctx, f.JS, f.Bus, &big, builtin.Registry()); err != nil {
-			return err
+			return res, err
 		}
 		for {
 			st, err := jobs.Status(ctx, f.Topo, big.Tenant, big.JobID)
@@ -91,39 +88,38 @@ func benchFair(ctx context.Context, e *env, f *fleet.Fleet, spec schemas.JobSpec
 			}
 			select {
 			case <-ctx.Done():
-				return ctx.Err()
+				return res, ctx.Err()
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
 		s, err := timed()
 		if err != nil {
-			return err
+			return res, err
 		}
 		if _, err := jobs.Control(ctx, f.Topo, big.Tenant, big.JobID, schemas.ControlCancel); err != nil {
-			return err
+			return res, err
 		}
 		if _, err := jobs.Wait(ctx, f.Topo, big.Tenant, big.JobID, nil); err != nil {
-			return err
+			return res, err
 		}
 		alone, shared, ratios = append(alone, a), append(shared, s), append(ratios, s/a)
 	}
 	res.AloneSeconds, res.SharedSeconds, res.Ratio = median(alone), median(shared), median(ratios)
 	res.MeetsGoal = res.Ratio <= res.Goal
-	if asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	fmt.Fprintf(e.stdout, "fair sharing: tenant small's %d-disk job, fleet capacity %d in flight, model latency %v, median of %d runs\n",
-		res.SmallDisks, capacity, latency, runs)
-	fmt.Fprintf(e.stdout, "  alone:                                  %.3fs\n", res.AloneSeconds)
-	fmt.Fprintf(e.stdout, "  while tenant big's 16-disk job runs:    %.3fs (big asks k=%d a step)\n", res.SharedSeconds, bigK)
+	return res, nil
+}
+
+// PrintFair writes res as maker bench --fair prints it.
+func PrintFair(w io.Writer, res FairResult) {
+	fmt.Fprintf(w, "fair sharing: tenant small's %d-disk job, fleet capacity %d in flight, model latency %v, median of %d runs\n",
+		res.SmallDisks, res.Capacity, res.latency, res.Runs)
+	fmt.Fprintf(w, "  alone:                                  %.3fs\n", res.AloneSeconds)
+	fmt.Fprintf(w, "  while tenant big's 16-disk job runs:    %.3fs (big asks k=%d a step)\n", res.SharedSeconds, res.BigK)
 	verdict := "meets"
 	if !res.MeetsGoal {
 		verdict = "misses"
 	}
-	fmt.Fprintf(e.stdout, "  ratio %.2f (%s the goal <= %.1f)\n", res.Ratio, verdict, res.Goal)
-	return nil
+	fmt.Fprintf(w, "  ratio %.2f (%s the goal <= %.1f)\n", res.Ratio, verdict, res.Goal)
 }
 
 func median(xs []float64) float64 {

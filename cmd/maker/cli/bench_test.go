@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/makerfleet/makerfleet/internal/app/bench"
 )
 
 // bench --floor runs the floor loop alternating with the measured jobs
@@ -16,7 +18,7 @@ func TestBenchFloorAndMany(t *testing.T) {
 		if res.code != ExitOK {
 			t.Fatalf("exit %d; stderr:\n%s", res.code, res.stderr)
 		}
-		var r benchResult
+		var r bench.Result
 		if err := json.Unmarshal([]byte(res.stdout), &r); err != nil {
 			t.Fatalf("%v\n%s", err, res.stdout)
 		}
@@ -30,7 +32,7 @@ func TestBenchFloorAndMany(t *testing.T) {
 		if res.code != ExitOK {
 			t.Fatalf("exit %d; stderr:\n%s", res.code, res.stderr)
 		}
-		var r manyResult
+		var r bench.ManyResult
 		if err := json.Unmarshal([]byte(res.stdout), &r); err != nil {
 			t.Fatalf("%v\n%s", err, res.stdout)
 		}

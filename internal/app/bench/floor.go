@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/makerfleet/makerfleet/internal/devserver"
+	"github.com/makerfleet/makerfleet/internal/app/devserver"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -210,15 +210,15 @@ func (fl *floorLoop) Close() {
 	fl.close = nil
 }
 
-// floorWarmup and floorSteps are the reference program's warm-up and
+// floorWarmup and FloorSteps are the reference program's warm-up and
 // the steps of one measured run (its -n 3000).
 const (
 	floorWarmup = 300
-	floorSteps  = 3000
+	FloorSteps  = 3000
 )
 
-// floorResult is maker bench --floor's comparison.
-type floorResult struct {
+// FloorResult is maker bench --floor's comparison.
+type FloorResult struct {
 	// FloorStepsPerSecond are the floor's runs (3 samples a step);
 	// BenchStepsPerSecond the measured jobs', alternating with them.
 	FloorStepsPerSecond []float64 `json:"floor_steps_per_second"`
@@ -238,8 +238,8 @@ type floorResult struct {
 const targetVsFloor = 0.8
 
 // floorOf compares the floor's runs with the measured jobs' reports.
-func floorOf(floorRuns []float64, reps []schemas.JobReport) *floorResult {
-	fr := &floorResult{FloorStepsPerSecond: floorRuns, Target: targetVsFloor}
+func floorOf(floorRuns []float64, reps []schemas.JobReport) *FloorResult {
+	fr := &FloorResult{FloorStepsPerSecond: floorRuns, Target: targetVsFloor}
 	var perStep []float64
 	for _, r := range reps {
 		fr.BenchStepsPerSecond = append(fr.BenchStepsPerSecond, math.Round(r.StepsPerSecond))
