@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/makerfleet/makerfleet/judge/judgeclient"
+	"github.com/makerfleet/makerfleet/internal/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

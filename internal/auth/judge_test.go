@@ -12,9 +12,9 @@ import (
 	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/auth/authtest"
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/judgeclient"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/judge"
-	"github.com/makerfleet/makerfleet/judge/judgeclient"
 )
 
 // TestAuthJudge: a judge on its identity answers a tenant's break-glass

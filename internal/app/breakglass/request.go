@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/makerfleet/makerfleet/internal/judgeclient"
 	"github.com/makerfleet/makerfleet/judge"
-	"github.com/makerfleet/makerfleet/judge/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

@@ -22,8 +22,8 @@ func TestCoordinatorDoesNotDependOnJudge(t *testing.T) {
 		mustUse   string
 		forbidden string
 	}{
-		{module + "/coordinator", module + "/judge/judgeclient", module + "/judge"},
-		{module + "/judge/judgeclient", module + "/schemas", module + "/judge"},
+		{module + "/coordinator", module + "/internal/judgeclient", module + "/judge"},
+		{module + "/internal/judgeclient", module + "/schemas", module + "/judge"},
 	} {
 		out, err := exec.Command(goTool, "list", "-deps", "-f", "{{.ImportPath}}", tc.pkg).Output()
 		if err != nil {
@@ -33,7 +33,7 @@ func TestCoordinatorDoesNotDependOnJudge(t *testing.T) {
 		found := false
 		for _, d := range deps {
 			if d == tc.forbidden {
-				t.Errorf("%s depends on %s; it may use %s only", tc.pkg, tc.forbidden, module+"/judge/judgeclient")
+				t.Errorf("%s depends on %s; it may use %s only", tc.pkg, tc.forbidden, module+"/internal/judgeclient")
 			}
 			found = found || d == tc.mustUse
 		}
