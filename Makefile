@@ -3,7 +3,7 @@
 SHELL    := /bin/bash
 GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -X github.com/makerfleet/makerfleet/cmd/maker/cli.Version=$(VERSION)
+LDFLAGS  := -s -w -X github.com/makerfleet/makerfleet/cmd/maker/cli.Version=$(VERSION)
 FUZZTIME ?= 10s
 GOFMT    ?= $(shell $(GO) env GOROOT)/bin/gofmt
 # The newest staticcheck; v0.8.2 runs on Go 1.26.
@@ -22,7 +22,7 @@ NPM_STAMPS := $(addsuffix /node_modules/.package-lock.json,$(NPM_DIRS))
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build bin/maker, version from git describe (dev outside git)
+build: ## build bin/maker, stripped (-s -w), version from git describe (dev outside git)
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/maker ./cmd/maker
 
 test: $(NPM_STAMPS) ## install the Node checks' packages if npm exists, then go test -race ./...
