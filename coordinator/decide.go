@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/core/vote"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -14,7 +14,7 @@ import (
 // told (when some of the step's requests are still out), the decision is
 // journaled (fenced by the lease) and applied, and the job moves on from
 // the winner's own next state.
-func (m *machine) decide(now time.Time, d *store.Decision) ([]action, error) {
+func (m *machine) decide(now time.Time, d *vote.Decision) ([]action, error) {
 	acts := m.crash(nil, CrashAfterCount, m.step)
 	// With none out, the usual case since waves never overshoot, there is
 	// nothing to skip and the event is saved.

@@ -4,14 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/core/vote"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -63,114 +61,16 @@ func (walk) Verify(s task.State, v task.Vote) error {
 // right is the right answer from state n.
 func right(n int) string { return fmt.Sprintf("A@%d", n+1) }
 
-// refTally is record_sample.lua in Go, for the machine tests: answers by
-// index, counted in index order, first to lead every other candidate by
-// k decides, the step closed exactly once and the next one opened.
-type refTally struct {
-	step, epoch int64
-	slots       map[int]string // index → "v<key>" or "r<reason>"
-	next        int
-	votes       map[string]int
-	valid, rf   int
-	decided     *store.Decision
-	closed      bool
-}
-
-func (t *refTally) open(step, epoch int64) {
-	if step == t.step && epoch == t.epoch && t.slots != nil {
-		return
-	}
-	*t = refTally{step: step, epoch: epoch, slots: map[int]string{}, votes: map[string]int{}}
-}
-
-func (t *refTally) counters() store.Counters {
-	c := store.Counters{Step: t.step, Epoch: t.epoch, Next: t.next, Valid: t.valid, RedFlagged: t.rf}
-	c.Lead, _ = t.lead()
-	return c
-}
-
-func (t *refTally) lead() (int, string) {
-	keys := make([]string, 0, len(t.votes))
-	for k := range t.votes {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if t.votes[keys[i]] != t.votes[keys[j]] {
-			return t.votes[keys[i]] > t.votes[keys[j]]
-		}
-		return keys[i] < keys[j]
-	})
-	switch len(keys) {
-	case 0:
-		return 0, ""
-	case 1:
-		return t.votes[keys[0]], keys[0]
-	}
-	return t.votes[keys[0]] - t.votes[keys[1]], keys[0]
-}
-
-func (t *refTally) tally() []schemas.TallyEntry {
-	var out []schemas.TallyEntry
-	for k, n := range t.votes {
-		out = append(out, schemas.TallyEntry{VoteKey: k, Votes: n})
-	}
-	slices.SortFunc(out, func(a, b schemas.TallyEntry) int {
-		if a.Votes != b.Votes {
-			return b.Votes - a.Votes
-		}
-		return strings.Compare(a.VoteKey, b.VoteKey)
-	})
-	return out
-}
-
-func (t *refTally) record(s store.Sample, k int) store.RecordResult {
-	if t.decided != nil && s.Step == t.decided.Step && s.Epoch == t.decided.Epoch {
-		return store.RecordResult{Outcome: store.Replayed, Decision: t.decided}
-	}
-	if s.Step != t.step || s.Epoch != t.epoch || t.closed {
-		return store.RecordResult{Outcome: store.Stale, Counters: t.counters()}
-	}
-	if _, ok := t.slots[s.Index]; ok {
-		return store.RecordResult{Outcome: store.Duplicate, Counters: t.counters()}
-	}
-	if s.RedFlag != "" {
-		t.slots[s.Index] = "r" + s.RedFlag
-	} else {
-		t.slots[s.Index] = "v" + s.VoteKey
-	}
-	for {
-		a, ok := t.slots[t.next]
-		if !ok {
-			return store.RecordResult{Outcome: store.Recorded, Counters: t.counters()}
-		}
-		t.next++
-		if a[0] == 'r' {
-			t.rf++
-			continue
-		}
-		t.valid++
-		t.votes[a[1:]]++
-		if lead, winner := t.lead(); lead >= k {
-			d := &store.Decision{Step: t.step, Epoch: t.epoch, Winner: winner, Votes: t.votes[winner], Lead: lead,
-				Counted: t.next, Valid: t.valid, RedFlagged: t.rf, Tally: t.tally()}
-			c := t.counters()
-			t.open(t.step+1, t.epoch)
-			t.decided = d
-			return store.RecordResult{Outcome: store.Decided, Counters: c, Decision: d}
-		}
-	}
-}
-
 // script answers a sample request: a vote key, or "!reason" for a red flag.
 type script func(req *schemas.SampleRequest) string
 
 // harness is the shell of the machine tests: it carries out the machine's
-// actions against refTally, keeps what was published and journaled, and
+// actions against a vote.Tally, keeps what was published and journaled, and
 // delivers answers when told to.
 type harness struct {
 	t       testing.TB
 	m       *machine
-	tally   refTally
+	tally   vote.Tally // the rule Redis runs, in memory
 	now     time.Time
 	queue   []*schemas.SampleRequest // published, not yet answered
 	sent    []*schemas.SampleRequest // every request published
@@ -230,9 +130,13 @@ func (h *harness) do(err error, acts []action) {
 			h.queue = append(h.queue, a.req)
 			h.sent = append(h.sent, a.req)
 		case actRecord:
-			outs := make([]store.RecordResult, len(a.samples))
+			outs := make([]vote.RecordResult, len(a.samples))
 			for i, s := range a.samples {
-				outs[i] = h.tally.record(s, h.m.k())
+				res, err := h.tally.Record(s, h.m.k())
+				if err != nil {
+					h.t.Fatalf("record: %v", err)
+				}
+				outs[i] = res
 			}
 			more, err := h.m.recorded(h.now, outs)
 			h.do(err, more)
@@ -242,10 +146,17 @@ func (h *harness) do(err error, acts []action) {
 			}
 			h.entries = append(h.entries, *a.entry)
 		case actOpenStep:
-			h.tally.open(h.m.step, h.m.epoch)
+			// A later epoch already open refuses, as in Redis: the
+			// machine then reads its samples as stale.
+			if _, _, err := h.tally.Open(h.m.step, h.m.epoch); err != nil && !errors.Is(err, vote.ErrStaleOpen) {
+				h.t.Fatalf("open: %v", err)
+			}
 		case actCloseStep:
-			h.tally.closed = true
-			more, err := h.m.closed(h.now, h.tally.tally())
+			tally, _, err := h.tally.Close(h.m.step, h.m.epoch)
+			if err != nil {
+				h.t.Fatalf("close: %v", err)
+			}
+			more, err := h.m.closed(h.now, tally)
 			h.do(err, more)
 		case actArbitrate:
 			h.arbs = append(h.arbs, a.arb)

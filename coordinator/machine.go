@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/core/vote"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -74,7 +74,7 @@ type machine struct {
 	// the open step
 	dispatched int              // indices published (0 … dispatched-1)
 	pending    map[int]*pending // published, unanswered, by index
-	counters   store.Counters   // as Redis last said
+	counters   vote.Counters    // as Redis last said
 	seen       map[int]string   // indices the tally holds → red-flag reason ("" for a vote)
 	published  int              // requests published for this step, re-publishes included
 	answered   int              // results settled for this step, any outcome
@@ -174,7 +174,7 @@ func newMachine(spec schemas.JobSpec, inst task.Instance, cfg machineConfig) *ma
 	m.sp.adopted = [2]int64{-1, -1}
 	m.sp.refAt = [2]int64{-1, -1}
 	m.epoch = m.token * schemas.EpochsPerLease
-	m.counters = store.Counters{Step: m.step, Epoch: m.epoch}
+	m.counters = vote.Counters{Step: m.step, Epoch: m.epoch}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -204,7 +204,7 @@ func (m *machine) over() (bool, error) {
 // under a new epoch).
 func (m *machine) resetStep() {
 	m.dispatched, m.published, m.answered = 0, 0, 0
-	m.counters = store.Counters{Step: m.step, Epoch: m.epoch}
+	m.counters = vote.Counters{Step: m.step, Epoch: m.epoch}
 	clear(m.pending)
 	clear(m.seen)
 	clear(m.sp.votes)
@@ -275,7 +275,7 @@ type action struct {
 	kind    actKind
 	req     *schemas.SampleRequest
 	decided *schemas.StepDecided
-	samples []store.Sample
+	samples []vote.Sample
 	msg     int // position in the batch (actSettle)
 	fate    int
 	delay   time.Duration

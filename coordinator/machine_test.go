@@ -351,7 +351,7 @@ func TestMachineRecordOutcomes(t *testing.T) {
 	t.Run("stale: sampled again under a new epoch", func(t *testing.T) {
 		h := newHarness(t, spec(2, 100), 3, byIndex(rightAns))
 		h.start()
-		h.tally.open(0, h.m.epoch+5) // another owner's epoch in Redis
+		h.tally.Open(0, h.m.epoch+5) // another owner's epoch in Redis
 		epoch := h.m.epoch
 		h.deliver(1)
 		if h.m.epoch != epoch+1 || h.m.dispatched != 2 {

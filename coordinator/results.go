@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/makerfleet/makerfleet/internal/core/vote"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
@@ -38,7 +39,7 @@ func (m *machine) onResults(now time.Time, batch []incoming) []action {
 	m.batch = m.batch[:0]
 	m.verified = slices.Grow(m.verified[:0], len(batch))[:len(batch)]
 	clear(m.verified)
-	var samples []store.Sample
+	var samples []vote.Sample
 	for i, in := range batch {
 		var res schemas.SampleResult
 		if err := schemas.Decode(in.data, &res); err != nil || res.Tenant != m.spec.Tenant || res.JobID != m.spec.JobID {
@@ -149,7 +150,7 @@ func (m *machine) recordFailed(now time.Time, err error) ([]action, error) {
 // order, then tops the step up. Each answer's tokens are counted as it is
 // settled here, so an answer settled after a decision (a copy of one it
 // counted) is accounted on the right side of that decision's entry.
-func (m *machine) recorded(now time.Time, outs []store.RecordResult) ([]action, error) {
+func (m *machine) recorded(now time.Time, outs []vote.RecordResult) ([]action, error) {
 	batch := m.batch
 	m.batch = nil
 	if len(outs) != len(batch) {
@@ -170,7 +171,7 @@ func (m *machine) recorded(now time.Time, outs []store.RecordResult) ([]action, 
 		}
 		m.answered++
 		switch out.Outcome {
-		case store.Duplicate:
+		case vote.Duplicate:
 			if _, ok := m.seen[it.res.Index]; ok {
 				m.acct.DuplicateResults++
 			} else {
@@ -180,7 +181,7 @@ func (m *machine) recorded(now time.Time, outs []store.RecordResult) ([]action, 
 			}
 			delete(m.pending, it.res.Index)
 			m.counters = out.Counters
-		case store.Stale:
+		case vote.Stale:
 			// Redis holds another step or epoch than ours: sample this
 			// step again under a new epoch rather than wait for votes that
 			// never count.
@@ -192,10 +193,10 @@ func (m *machine) recorded(now time.Time, outs []store.RecordResult) ([]action, 
 				return acts, err
 			}
 			continue
-		case store.Recorded:
+		case vote.Recorded:
 			m.recordedAnswer(it.res)
 			m.counters = out.Counters
-		case store.Decided, store.Replayed:
+		case vote.Decided, vote.Replayed:
 			if _, ok := m.seen[it.res.Index]; ok {
 				m.acct.DuplicateResults++
 			} else {
@@ -226,8 +227,8 @@ func (m *machine) recordedAnswer(res schemas.SampleResult) {
 }
 
 // sampleOf is what Redis records of res.
-func sampleOf(res schemas.SampleResult) store.Sample {
-	return store.Sample{Step: res.Step, Epoch: res.Epoch, Index: res.Index, VoteKey: res.VoteKey, RedFlag: res.RedFlag}
+func sampleOf(res schemas.SampleResult) vote.Sample {
+	return vote.Sample{Step: res.Step, Epoch: res.Epoch, Index: res.Index, VoteKey: res.VoteKey, RedFlag: res.RedFlag}
 }
 
 // settle is the action settling message msg of the batch (none for -1: a

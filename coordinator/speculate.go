@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/core/vote"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -374,7 +374,7 @@ func (m *machine) onFeed(now time.Time) []action {
 	m.sp.feed = nil
 	m.batch = m.batch[:0]
 	var acts []action
-	var samples []store.Sample
+	var samples []vote.Sample
 	for _, res := range feed {
 		if m.halted() || res.Step != m.step || res.Epoch != m.epoch || res.Branch != m.sp.open {
 			m.countLate(res, true)

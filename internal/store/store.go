@@ -1,4 +1,5 @@
-// Package store keeps the vote tally of each job's open step in Redis.
+// Package store keeps the vote tally of each job's open step in Redis: the
+// rule of internal/core/vote, applied atomically for a fleet of coordinators.
 //
 // Each atomic operation is one Lua script, embedded from the .lua file next
 // to this one: open_step.lua opens a step (exactly once per step and epoch),
@@ -20,13 +21,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/makerfleet/makerfleet/internal/core/vote"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -47,9 +48,9 @@ var (
 var (
 	// ErrNoStep means the job has no open step in Redis: its hot state is
 	// gone (flushed, expired or never opened).
-	ErrNoStep = errors.New("store: no open step")
+	ErrNoStep = vote.ErrNoStep
 	// ErrStaleOpen means a later step or epoch is already open.
-	ErrStaleOpen = errors.New("store: a later step or epoch is open")
+	ErrStaleOpen = vote.ErrStaleOpen
 	// ErrReply means a script answered something this build cannot read.
 	ErrReply = errors.New("store: unexpected script reply")
 )
@@ -102,32 +103,21 @@ func (s *Store) Load(ctx context.Context) error {
 	return nil
 }
 
-// Counters are the open step's figures.
-type Counters struct {
-	Step, Epoch int64
-	// Next is how many samples, by index, are counted (valid or red-flagged).
-	Next int
-	// Valid and RedFlagged split the counted samples.
-	Valid, RedFlagged int
-	// Lead is the top candidate's margin over the runner-up.
-	Lead int
-}
-
 // OpenStep opens step under epoch. Reopening the open step is a no-op that
 // returns its counters (opened false).
-func (s *Store) OpenStep(ctx context.Context, job JobRef, step, epoch int64) (c Counters, opened bool, err error) {
+func (s *Store) OpenStep(ctx context.Context, job JobRef, step, epoch int64) (c vote.Counters, opened bool, err error) {
 	res, err := openStepScript.Run(ctx, s.rdb, job.keys(s.prefix), step, epoch, s.ttl).Slice()
 	if err != nil {
-		return Counters{}, false, fmt.Errorf("store: open step %d: %w", step, err)
+		return vote.Counters{}, false, fmt.Errorf("store: open step %d: %w", step, err)
 	}
 	if len(res) != 7 {
-		return Counters{}, false, fmt.Errorf("%w: open_step returned %d values", ErrReply, len(res))
+		return vote.Counters{}, false, fmt.Errorf("%w: open_step returned %d values", ErrReply, len(res))
 	}
 	r := reader{vals: res}
 	code := r.int(0)
-	c = Counters{Step: r.int(1), Epoch: r.int(2), Next: int(r.int(3)), Valid: int(r.int(4)), RedFlagged: int(r.int(5)), Lead: int(r.int(6))}
+	c = vote.Counters{Step: r.int(1), Epoch: r.int(2), Next: int(r.int(3)), Valid: int(r.int(4)), RedFlagged: int(r.int(5)), Lead: int(r.int(6))}
 	if r.err != nil {
-		return Counters{}, false, r.err
+		return vote.Counters{}, false, r.err
 	}
 	if code == -1 {
 		return c, false, fmt.Errorf("%w: open is step %d epoch %d", ErrStaleOpen, c.Step, c.Epoch)
@@ -135,77 +125,12 @@ func (s *Store) OpenStep(ctx context.Context, job JobRef, step, epoch int64) (c 
 	return c, code == 1, nil
 }
 
-// Sample is one answer to record.
-type Sample struct {
-	Step, Epoch int64
-	Index       int
-	// VoteKey is the canonical answer of a valid vote; empty for a
-	// red-flagged sample, whose reason is RedFlag.
-	VoteKey string
-	RedFlag string
-}
-
-// Outcome is what recording a sample did.
-type Outcome int
-
-// Outcomes.
-const (
-	// Recorded: stored; counted if every lower index is in.
-	Recorded Outcome = iota
-	// Decided: this sample closed the step.
-	Decided
-	// Replayed: the step had been decided; the decision is returned again.
-	Replayed
-	// Duplicate: the index already had an answer; ignored.
-	Duplicate
-	// Stale: the sample is for a step or epoch that is not open.
-	Stale
-)
-
-func (o Outcome) String() string {
-	switch o {
-	case Recorded:
-		return "recorded"
-	case Decided:
-		return "decided"
-	case Replayed:
-		return "replayed"
-	case Duplicate:
-		return "duplicate"
-	case Stale:
-		return "stale"
-	}
-	return "outcome(" + strconv.Itoa(int(o)) + ")"
-}
-
-// Decision is a decided step.
-type Decision struct {
-	Step, Epoch int64
-	Winner      string
-	// Votes is the winner's valid votes, Lead its margin.
-	Votes, Lead int
-	// Counted, Valid, RedFlagged: the step's samples that were counted.
-	Counted, Valid, RedFlagged int
-	// Tally lists every candidate, most votes first.
-	Tally []schemas.TallyEntry
-}
-
-// RecordResult is the reply to Record.
-type RecordResult struct {
-	Outcome Outcome
-	// Counters of the open step (for Decided and Replayed, of the decided
-	// step; for Stale, of the step that is open).
-	Counters Counters
-	// Decision is set for Decided and Replayed.
-	Decision *Decision
-}
-
 // Record records smp for job and, if it completes a lead of k, decides the
 // step and opens the next one.
-func (s *Store) Record(ctx context.Context, job JobRef, smp Sample, k int) (RecordResult, error) {
-	res, err := s.RecordMany(ctx, job, []Sample{smp}, k)
+func (s *Store) Record(ctx context.Context, job JobRef, smp vote.Sample, k int) (vote.RecordResult, error) {
+	res, err := s.RecordMany(ctx, job, []vote.Sample{smp}, k)
 	if err != nil {
-		return RecordResult{}, err
+		return vote.RecordResult{}, err
 	}
 	return res[0], nil
 }
@@ -214,7 +139,7 @@ func (s *Store) Record(ctx context.Context, job JobRef, smp Sample, k int) (Reco
 // atomic script call, exactly as if Record were called for each in turn.
 // On error no result is returned; recording is idempotent, so the caller
 // may simply record the same samples again.
-func (s *Store) RecordMany(ctx context.Context, job JobRef, samples []Sample, k int) ([]RecordResult, error) {
+func (s *Store) RecordMany(ctx context.Context, job JobRef, samples []vote.Sample, k int) ([]vote.RecordResult, error) {
 	keys := job.keys(s.prefix)
 	args := make([][]any, len(samples))
 	for i, smp := range samples {
@@ -230,7 +155,7 @@ func (s *Store) RecordMany(ctx context.Context, job JobRef, samples []Sample, k 
 		cmds[i] = recordSampleScript.EvalSha(ctx, pipe, keys, args[i]...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
-	out := make([]RecordResult, len(samples))
+	out := make([]vote.RecordResult, len(samples))
 	for i, cmd := range cmds {
 		res, err := cmd.Slice()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -248,44 +173,44 @@ func (s *Store) RecordMany(ctx context.Context, job JobRef, samples []Sample, k 
 	return out, nil
 }
 
-func readRecord(job JobRef, res []any) (RecordResult, error) {
+func readRecord(job JobRef, res []any) (vote.RecordResult, error) {
 	if len(res) != 10 {
-		return RecordResult{}, fmt.Errorf("%w: record_sample returned %d values", ErrReply, len(res))
+		return vote.RecordResult{}, fmt.Errorf("%w: record_sample returned %d values", ErrReply, len(res))
 	}
 	r := reader{vals: res}
 	code := r.int(0)
-	c := Counters{Step: r.int(1), Epoch: r.int(2), Next: int(r.int(3)), Valid: int(r.int(4)), RedFlagged: int(r.int(5)), Lead: int(r.int(6))}
+	c := vote.Counters{Step: r.int(1), Epoch: r.int(2), Next: int(r.int(3)), Valid: int(r.int(4)), RedFlagged: int(r.int(5)), Lead: int(r.int(6))}
 	votes := int(r.int(7))
 	winner := r.str(8)
 	tallyJSON := r.str(9)
 	if r.err != nil {
-		return RecordResult{}, r.err
+		return vote.RecordResult{}, r.err
 	}
-	out := RecordResult{Counters: c}
+	out := vote.RecordResult{Counters: c}
 	switch code {
 	case 1:
-		out.Outcome = Recorded
+		out.Outcome = vote.Recorded
 	case 0:
-		out.Outcome = Duplicate
+		out.Outcome = vote.Duplicate
 	case -1:
-		out.Outcome = Stale
+		out.Outcome = vote.Stale
 	case -2:
-		return RecordResult{}, fmt.Errorf("%w: job %s/%s", ErrNoStep, job.Tenant, job.JobID)
+		return vote.RecordResult{}, fmt.Errorf("%w: job %s/%s", ErrNoStep, job.Tenant, job.JobID)
 	case 2, 3:
-		out.Outcome = Decided
+		out.Outcome = vote.Decided
 		if code == 3 {
-			out.Outcome = Replayed
+			out.Outcome = vote.Replayed
 		}
 		tally, err := decodeTally(tallyJSON)
 		if err != nil {
-			return RecordResult{}, err
+			return vote.RecordResult{}, err
 		}
-		out.Decision = &Decision{
+		out.Decision = &vote.Decision{
 			Step: c.Step, Epoch: c.Epoch, Winner: winner, Votes: votes, Lead: c.Lead,
 			Counted: c.Next, Valid: c.Valid, RedFlagged: c.RedFlagged, Tally: tally,
 		}
 	default:
-		return RecordResult{}, fmt.Errorf("%w: record_sample code %d", ErrReply, code)
+		return vote.RecordResult{}, fmt.Errorf("%w: record_sample code %d", ErrReply, code)
 	}
 	return out, nil
 }
@@ -361,12 +286,7 @@ func decodeTally(s string) ([]schemas.TallyEntry, error) {
 		}
 		out = append(out, schemas.TallyEntry{VoteKey: key, Votes: int(n)})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Votes != out[j].Votes {
-			return out[i].Votes > out[j].Votes
-		}
-		return out[i].VoteKey < out[j].VoteKey
-	})
+	vote.SortTally(out)
 	return out, nil
 }
 

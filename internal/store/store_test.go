@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/makerfleet/makerfleet/internal/core/vote"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 )
@@ -35,33 +36,23 @@ func backends(t *testing.T, fn func(t *testing.T, s *store.Store, r *testkit.Red
 }
 
 // vote and rf build sample answers: "A" is a vote for A, "!" a red flag.
-func smp(step, epoch int64, index int, answer string) store.Sample {
+func smp(step, epoch int64, index int, answer string) vote.Sample {
 	if answer == "!" {
-		return store.Sample{Step: step, Epoch: epoch, Index: index, RedFlag: "parse"}
+		return vote.Sample{Step: step, Epoch: epoch, Index: index, RedFlag: "parse"}
 	}
-	return store.Sample{Step: step, Epoch: epoch, Index: index, VoteKey: answer}
+	return vote.Sample{Step: step, Epoch: epoch, Index: index, VoteKey: answer}
 }
 
-// reference is the sequential first-to-ahead-by-k rule: it returns the
-// winner and how many answers (by index) were consumed, or "" if none won.
+// reference is the rule in Go (internal/core/vote): the winner and how
+// many answers (by index) were counted, or "" if none won.
 func reference(answers []string, k int) (string, int) {
-	counts := map[string]int{}
+	var t vote.Tally
+	if _, _, err := t.Open(0, 1); err != nil {
+		panic(err)
+	}
 	for i, a := range answers {
-		if a == "!" {
-			continue
-		}
-		counts[a]++
-		top, second, key := 0, 0, ""
-		for c, n := range counts {
-			switch {
-			case n > top:
-				second, top, key = top, n, c
-			case n > second:
-				second = n
-			}
-		}
-		if top-second >= k {
-			return key, i + 1
+		if res, _ := t.Record(smp(0, 1, i, a), k); res.Outcome == vote.Decided {
+			return res.Decision.Winner, res.Decision.Counted
 		}
 	}
 	return "", len(answers)
@@ -105,19 +96,19 @@ func TestVotingRule(t *testing.T) {
 			if _, _, err := s.OpenStep(ctx, job, 0, 1); err != nil {
 				t.Fatal(err)
 			}
-			var got *store.Decision
+			var got *vote.Decision
 			for idx, a := range tc.answers {
 				res, err := s.Record(ctx, job, smp(0, 1, idx, a), tc.k)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if got != nil {
-					if res.Outcome != store.Stale && res.Outcome != store.Replayed {
+					if res.Outcome != vote.Stale && res.Outcome != vote.Replayed {
 						t.Errorf("%s: answer after the decision: %v, want stale or replayed", tc.name, res.Outcome)
 					}
 					continue
 				}
-				if res.Outcome == store.Decided {
+				if res.Outcome == vote.Decided {
 					got = res.Decision
 				}
 			}
@@ -157,13 +148,13 @@ func TestOrderIndependence(t *testing.T) {
 			if _, _, err := s.OpenStep(ctx, job, 0, 1); err != nil {
 				t.Fatal(err)
 			}
-			var got *store.Decision
+			var got *vote.Decision
 			for _, idx := range rng.Perm(len(answers)) {
 				res, err := s.Record(ctx, job, smp(0, 1, idx, answers[idx]), k)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if res.Outcome == store.Decided {
+				if res.Outcome == vote.Decided {
 					if got != nil {
 						t.Fatalf("trial %d: decided twice", trial)
 					}
@@ -198,7 +189,7 @@ func TestIdempotence(t *testing.T) {
 		if _, opened, err := s.OpenStep(ctx, job, 0, 1); err != nil || opened {
 			t.Fatalf("reopen same step: opened=%v err=%v, want a no-op", opened, err)
 		}
-		mustRecord := func(sm store.Sample, want store.Outcome) store.RecordResult {
+		mustRecord := func(sm vote.Sample, want vote.Outcome) vote.RecordResult {
 			t.Helper()
 			res, err := s.Record(ctx, job, sm, 2)
 			if err != nil {
@@ -209,15 +200,15 @@ func TestIdempotence(t *testing.T) {
 			}
 			return res
 		}
-		mustRecord(smp(0, 1, 0, "A"), store.Recorded)
-		dup := mustRecord(smp(0, 1, 0, "B"), store.Duplicate) // a retry or redelivery of index 0
+		mustRecord(smp(0, 1, 0, "A"), vote.Recorded)
+		dup := mustRecord(smp(0, 1, 0, "B"), vote.Duplicate) // a retry or redelivery of index 0
 		if dup.Counters.Valid != 1 || dup.Counters.Next != 1 {
 			t.Fatalf("duplicate changed the count: %+v", dup.Counters)
 		}
-		mustRecord(smp(0, 2, 1, "A"), store.Stale) // another epoch
-		mustRecord(smp(1, 1, 1, "A"), store.Stale) // another step
-		mustRecord(smp(0, 1, 2, "A"), store.Recorded)
-		if res := mustRecord(smp(0, 1, 3, "!"), store.Recorded); res.Counters.Next != 1 {
+		mustRecord(smp(0, 2, 1, "A"), vote.Stale) // another epoch
+		mustRecord(smp(1, 1, 1, "A"), vote.Stale) // another step
+		mustRecord(smp(0, 1, 2, "A"), vote.Recorded)
+		if res := mustRecord(smp(0, 1, 3, "!"), vote.Recorded); res.Counters.Next != 1 {
 			t.Fatalf("index 1 missing, yet counted up to %d", res.Counters.Next)
 		}
 		// SCRIPT FLUSH mid-step: the client reloads the script.
@@ -226,17 +217,17 @@ func TestIdempotence(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		dec := mustRecord(smp(0, 1, 1, "A"), store.Decided) // fills the gap: A,A decides
+		dec := mustRecord(smp(0, 1, 1, "A"), vote.Decided) // fills the gap: A,A decides
 		if dec.Decision.Winner != "A" || dec.Decision.Counted != 2 || dec.Decision.Votes != 2 {
 			t.Fatalf("decision %+v", dec.Decision)
 		}
 		// A retried call whose reply was lost replays the decision.
-		rep := mustRecord(smp(0, 1, 1, "A"), store.Replayed)
+		rep := mustRecord(smp(0, 1, 1, "A"), vote.Replayed)
 		if rep.Decision == nil || rep.Decision.Winner != "A" || rep.Decision.Step != 0 {
 			t.Fatalf("replay %+v", rep.Decision)
 		}
 		// The next step is open and empty; the old step's answers are gone.
-		mustRecord(smp(1, 1, 0, "B"), store.Recorded)
+		mustRecord(smp(1, 1, 0, "B"), vote.Recorded)
 		if _, _, err := s.OpenStep(ctx, job, 0, 1); !errors.Is(err, store.ErrStaleOpen) {
 			t.Fatalf("reopening an older step: %v, want ErrStaleOpen", err)
 		}
@@ -244,8 +235,8 @@ func TestIdempotence(t *testing.T) {
 		if _, opened, err := s.OpenStep(ctx, job, 1, 2); err != nil || !opened {
 			t.Fatalf("new epoch: %v %v", opened, err)
 		}
-		mustRecord(smp(1, 1, 1, "B"), store.Stale)
-		if res := mustRecord(smp(1, 2, 0, "B"), store.Recorded); res.Counters.Valid != 1 {
+		mustRecord(smp(1, 1, 1, "B"), vote.Stale)
+		if res := mustRecord(smp(1, 2, 0, "B"), vote.Recorded); res.Counters.Valid != 1 {
 			t.Fatalf("fresh epoch count %+v", res.Counters)
 		}
 		tally, closed, err := s.CloseStep(ctx, job, 1, 2)
@@ -255,7 +246,7 @@ func TestIdempotence(t *testing.T) {
 		if _, closed, err := s.CloseStep(ctx, job, 1, 2); err != nil || closed {
 			t.Fatalf("second close: closed=%v err=%v, want a no-op", closed, err)
 		}
-		mustRecord(smp(1, 2, 1, "B"), store.Stale)
+		mustRecord(smp(1, 2, 1, "B"), vote.Stale)
 		if err := s.DeleteJob(ctx, job); err != nil {
 			t.Fatal(err)
 		}
@@ -395,7 +386,7 @@ func TestKeyPrefix(t *testing.T) {
 			if _, _, err := s.OpenStep(ctx, job, 0, 1); err != nil {
 				t.Fatal(err)
 			}
-			if res, err := s.Record(ctx, job, smp(0, 1, 0, "A"), 2); err != nil || res.Outcome != store.Recorded || res.Counters.Valid != 1 {
+			if res, err := s.Record(ctx, job, smp(0, 1, 0, "A"), 2); err != nil || res.Outcome != vote.Recorded || res.Counters.Valid != 1 {
 				t.Fatalf("record: %+v, %v; want a first vote in each store", res, err)
 			}
 			if n, err := s.AddFailure(ctx, job); err != nil || n != 1 {
@@ -410,7 +401,7 @@ func TestKeyPrefix(t *testing.T) {
 		if err := other.DeleteJob(ctx, job); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := def.Record(ctx, job, smp(0, 1, 1, "A"), 2); err != nil || res.Outcome != store.Decided {
+		if res, err := def.Record(ctx, job, smp(0, 1, 1, "A"), 2); err != nil || res.Outcome != vote.Decided {
 			t.Errorf("the default store after the other deleted its job: %+v, %v; want its step intact", res, err)
 		}
 		for _, bad := range []string{"a:b", "{x}", "a b"} {
