@@ -3,7 +3,7 @@ package coordinator
 import (
 	"slices"
 
-	"github.com/makerfleet/makerfleet/internal/plan"
+	"github.com/makerfleet/makerfleet/internal/core/plan"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

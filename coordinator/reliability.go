@@ -3,6 +3,7 @@ package coordinator
 import (
 	"math"
 
+	"github.com/makerfleet/makerfleet/internal/core/plan"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -72,7 +73,7 @@ func (m *machine) estimate() (est, lo, hi float64) {
 		right += priorWeight * p0
 		n += priorWeight
 	}
-	return wilson(right, n, relZ)
+	return plan.Wilson(right, n, relZ)
 }
 
 // totalSteps is how many steps the job may take: the task's, or its step
@@ -121,10 +122,10 @@ func (m *machine) chooseMargin(pLow float64) int {
 	}
 	var logPast float64
 	for _, c := range m.rel.rec.KSteps {
-		logPast += float64(c.Steps) * logPVote(pLow, c.K)
+		logPast += float64(c.Steps) * plan.LogPVote(pLow, c.K)
 	}
 	left := max(m.totalSteps()-m.step, 1)
-	k, reached := chooseK(pLow, logPast, left, s.ReliabilityTarget, lo, hi)
+	k, reached := plan.ChooseK(pLow, logPast, left, s.ReliabilityTarget, lo, hi)
 	if !reached && m.rel.unreachedAt != m.step-1 {
 		m.log.Warn("reliability target out of reach at the current estimate of p: holding the steps left to the target on their own",
 			"step", m.step, "target", s.ReliabilityTarget, "p_low", pLow, "k", k, "k_ceiling", hi)
@@ -149,11 +150,11 @@ func (m *machine) threshold(k int, pLow float64) int {
 	if !(v0 > 0 && v0 <= 1) {
 		v0 = 1
 	}
-	_, vLow, _ := wilson(float64(rec.Valid)+priorWeight*v0, float64(rec.Samples)+priorWeight, relZ)
+	_, vLow, _ := plan.Wilson(float64(rec.Valid)+priorWeight*v0, float64(rec.Samples)+priorWeight, relZ)
 	limit := m.spec.MaxSamplesPerStep
-	key := [4]float64{float64(k), quantP(pLow), quantV(vLow), float64(limit)}
+	key := [4]float64{float64(k), plan.QuantP(pLow), plan.QuantV(vLow), float64(limit)}
 	if key != m.rel.qKey {
-		m.rel.qKey, m.rel.qVal = key, raceQuantile(k, key[1], key[2], falseAlarm, limit)
+		m.rel.qKey, m.rel.qVal = key, plan.RaceQuantile(k, key[1], key[2], falseAlarm, limit)
 	}
 	if m.rel.qVal >= limit {
 		return 0
@@ -316,7 +317,7 @@ func boundAt(p float64, ks []schemas.KCount) float64 {
 	}
 	var lg float64
 	for _, c := range ks {
-		lg += float64(c.Steps) * logPVote(p, c.K)
+		lg += float64(c.Steps) * plan.LogPVote(p, c.K)
 	}
 	return min(max(math.Exp(lg), 0), 1)
 }

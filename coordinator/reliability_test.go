@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/plan"
+	"github.com/makerfleet/makerfleet/internal/core/plan"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/plan"
+	"github.com/makerfleet/makerfleet/internal/core/plan"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )

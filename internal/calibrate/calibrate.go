@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/makerfleet/makerfleet/internal/core/plan"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/sampling"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -401,11 +402,11 @@ func (t Tally) Estimate(conf float64) (schemas.Calibration, error) {
 		Samples: t.Samples, Valid: t.Valid, Right: t.Right, Failed: t.Failed,
 		Confidence: conf, Method: schemas.CalibrationClopperPearson,
 	}
-	pi, err := ClopperPearson(t.Right, t.Valid, conf)
+	pi, err := plan.ClopperPearson(t.Right, t.Valid, conf)
 	if err != nil {
 		return c, err
 	}
-	vi, err := ClopperPearson(t.Valid, t.Samples, conf)
+	vi, err := plan.ClopperPearson(t.Valid, t.Samples, conf)
 	if err != nil {
 		return c, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/auth/authtest"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/calibrate"
+	"github.com/makerfleet/makerfleet/internal/core/plan"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -93,7 +94,7 @@ func FuzzKey(f *testing.F) {
 }
 
 func record(model string, p float64) schemas.Calibration {
-	iv, _ := calibrate.ClopperPearson(int64(p*1000), 1000, 0.95)
+	iv, _ := plan.ClopperPearson(int64(p*1000), 1000, 0.95)
 	return schemas.Calibration{
 		Header: schemas.NewHeader(schemas.KindCalibration), Task: "hanoi", Model: model, PromptVersion: "3f2a9c41d07e",
 		Temperature: 0.1, MaxOutputTokens: 750, Samples: 1000, Valid: 1000, Right: int64(p * 1000),

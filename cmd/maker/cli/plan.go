@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/makerfleet/makerfleet/internal/plan"
+	"github.com/makerfleet/makerfleet/internal/core/plan"
 )
 
 // Default prices for `maker plan`: gpt-4.1-mini's list prices, the model

@@ -3,7 +3,7 @@ package plan_test
 import (
 	"fmt"
 
-	"github.com/makerfleet/makerfleet/internal/plan"
+	"github.com/makerfleet/makerfleet/internal/core/plan"
 )
 
 // The paper's run: 20 disks, a per-step error rate of 0.2%, target 95%.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/makerfleet/makerfleet/internal/plan"
+	"github.com/makerfleet/makerfleet/internal/core/plan"
 	"github.com/makerfleet/makerfleet/task/hanoi"
 )
 

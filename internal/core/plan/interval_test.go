@@ -1,11 +1,11 @@
-package calibrate_test
+package plan_test
 
 import (
 	"math"
 	"math/rand/v2"
 	"testing"
 
-	"github.com/makerfleet/makerfleet/internal/calibrate"
+	"github.com/makerfleet/makerfleet/internal/core/plan"
 )
 
 // TestClopperPearsonKnown: values from closed forms (x = 0 or n) and from
@@ -28,7 +28,7 @@ func TestClopperPearsonKnown(t *testing.T) {
 		{1996, 2000, 0.95, 0.994887191395, 0.999454806875}, // mpmath
 	}
 	for _, tt := range tests {
-		iv, err := calibrate.ClopperPearson(tt.x, tt.n, tt.conf)
+		iv, err := plan.ClopperPearson(tt.x, tt.n, tt.conf)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +44,7 @@ func TestClopperPearsonRefuses(t *testing.T) {
 		x, n int64
 		conf float64
 	}{{-1, 10, 0.95}, {11, 10, 0.95}, {1, -1, 0.95}, {1, 10, 0}, {1, 10, 1}, {1, 10, math.NaN()}, {1, 10, -0.5}} {
-		if _, err := calibrate.ClopperPearson(c.x, c.n, c.conf); err == nil {
+		if _, err := plan.ClopperPearson(c.x, c.n, c.conf); err == nil {
 			t.Errorf("ClopperPearson(%d, %d, %v) accepted", c.x, c.n, c.conf)
 		}
 	}
@@ -55,10 +55,10 @@ func TestClopperPearsonRefuses(t *testing.T) {
 func TestClopperPearsonShape(t *testing.T) {
 	t.Parallel()
 	const n = 40
-	var prev calibrate.Interval
+	var prev plan.Interval
 	for x := int64(0); x <= n; x++ {
-		iv95, _ := calibrate.ClopperPearson(x, n, 0.95)
-		iv99, _ := calibrate.ClopperPearson(x, n, 0.99)
+		iv95, _ := plan.ClopperPearson(x, n, 0.95)
+		iv99, _ := plan.ClopperPearson(x, n, 0.99)
 		p := float64(x) / n
 		if !(iv95.Low <= p && p <= iv95.High) {
 			t.Errorf("x %d: [%v, %v] misses %v", x, iv95.Low, iv95.High, p)
@@ -71,7 +71,7 @@ func TestClopperPearsonShape(t *testing.T) {
 		}
 		prev = iv95
 	}
-	iv, err := calibrate.ClopperPearson(999_000, 1_000_000, 0.95)
+	iv, err := plan.ClopperPearson(999_000, 1_000_000, 0.95)
 	if err != nil || !(iv.Low > 0.9989 && iv.Low < 0.999 && iv.High > 0.999 && iv.High < 0.9991) {
 		t.Errorf("a million trials: [%v, %v], %v", iv.Low, iv.High, err)
 	}
@@ -98,7 +98,7 @@ func TestClopperPearsonCoverage(t *testing.T) {
 					x++
 				}
 			}
-			iv, err := calibrate.ClopperPearson(x, int64(tc.n), 0.95)
+			iv, err := plan.ClopperPearson(x, int64(tc.n), 0.95)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,6 +114,6 @@ func TestClopperPearsonCoverage(t *testing.T) {
 
 func BenchmarkClopperPearson(b *testing.B) {
 	for b.Loop() {
-		_, _ = calibrate.ClopperPearson(1996, 2000, 0.95)
+		_, _ = plan.ClopperPearson(1996, 2000, 0.95)
 	}
 }

@@ -1,6 +1,10 @@
-// Package plan holds MAKER's planning formulas (arXiv 2511.09030, §2 of
-// MAKER-FACTS): how large the voting margin k must be for a run of s steps to
-// succeed with probability t, and what that costs. `maker plan` prints a Plan;
+// Package plan is the one home of MAKER's math (arXiv 2511.09030, §2 of
+// MAKER-FACTS): the planning formulas here, adaptive k and the correlation
+// test in reliability.go, the exact binomial interval of calibration in
+// interval.go. Pure functions, no I/O.
+//
+// The planning formulas: how large the voting margin k must be for a run
+// of s steps to succeed with probability t, and what that costs. `maker plan` prints a Plan;
 // the coordinator's report uses the same numbers.
 //
 // With p the chance that one valid sample is right and r = (1−p)/p, voting

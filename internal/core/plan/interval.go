@@ -1,4 +1,4 @@
-package calibrate
+package plan
 
 import (
 	"fmt"
@@ -17,10 +17,10 @@ type Interval struct{ Low, High float64 }
 // approximation fails. n = 0 gives [0, 1].
 func ClopperPearson(x, n int64, conf float64) (Interval, error) {
 	if n < 0 || x < 0 || x > n {
-		return Interval{}, fmt.Errorf("calibrate: %d successes of %d trials", x, n)
+		return Interval{}, fmt.Errorf("plan: %d successes of %d trials", x, n)
 	}
 	if !(conf > 0 && conf < 1) {
-		return Interval{}, fmt.Errorf("calibrate: confidence %v outside (0, 1)", conf)
+		return Interval{}, fmt.Errorf("plan: confidence %v outside (0, 1)", conf)
 	}
 	alpha := 1 - conf
 	iv := Interval{Low: 0, High: 1}
