@@ -28,7 +28,7 @@ func (m *machine) decide(now time.Time, d *vote.Decision) ([]action, error) {
 	}
 	// Answers recorded beyond the deciding one were drawn for nothing.
 	m.acct.LateSamples += int64(max(0, len(m.seen)-d.Counted))
-	e := m.entry(schemas.EntryDecision)
+	e := m.entry(now, schemas.EntryDecision)
 	e.VoteKey, e.Votes, e.Lead, e.Counted, e.Valid, e.RedFlagged = d.Winner, d.Votes, d.Lead, d.Counted, d.Valid, d.RedFlagged
 	e.Tally, e.RedFlags = d.Tally, m.redFlags(d.Counted)
 	if m.rung != "" {

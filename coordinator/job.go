@@ -130,7 +130,7 @@ func (c *Coordinator) runJob(ctx context.Context, topo *topology.Topology, token
 	// The end is journaled, fenced like a decision, before anything that
 	// makes it visible: an owner that lost the job cannot end it.
 	if r.ended == nil {
-		e := r.m.entry(schemas.EntryEnd)
+		e := r.m.entry(time.Now(), schemas.EntryEnd)
 		e.Epoch = 0
 		e.State, e.Reason, e.NoConsensus = r.m.end.state, r.m.end.reason, r.m.end.noConsensus
 		e.Work = r.m.acct.delta()

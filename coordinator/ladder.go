@@ -65,7 +65,7 @@ func (m *machine) closed(now time.Time, tally []schemas.TallyEntry) ([]action, e
 		return m.noConsensus(rt, tally), nil
 	}
 	prior := append(slices.Clone(m.prior), rt)
-	e := m.entry(schemas.EntryEscalation)
+	e := m.entry(now, schemas.EntryEscalation)
 	e.Rung, e.Prior = m.closing, prior
 	e.Work = m.acct.delta()
 	acts := []action{{kind: actJournal, entry: &e, wait: true}}
@@ -151,7 +151,7 @@ func (m *machine) arbitrated(now time.Time, d *schemas.ArbiterDecision) ([]actio
 		return m.needsHuman(fmt.Sprintf("the judge's choice %q is not a move the task can take: %v", d.VoteKey, err)), nil
 	}
 	m.log.Warn("arbiter decision", "step", m.step, "vote_key", d.VoteKey, "confidence", d.Confidence, "judge", d.JudgeModel)
-	e := m.entry(schemas.EntryArbiter)
+	e := m.entry(now, schemas.EntryArbiter)
 	e.VoteKey, e.Rung, e.Prior, e.Arbiter = d.VoteKey, schemas.RungPanel, m.prior, d
 	// The last rung's answers, recorded under this epoch, stay known.
 	return m.commit(now, &e, m.counters.Next)
@@ -190,7 +190,7 @@ func (m *machine) billPanel(d *schemas.ArbiterDecision) {
 // take pauses the job again, saying why; one the task cannot evaluate (a
 // spec's next or reference expression failing for the step's state) fails
 // the job at the step, as a vote's would.
-func (m *machine) person(d schemas.PersonDecision) ([]action, bool) {
+func (m *machine) person(now time.Time, d schemas.PersonDecision) ([]action, bool) {
 	if _, err := m.inst.Next(m.state, task.Vote{Key: d.VoteKey}); errors.Is(err, task.ErrEval) {
 		return m.failEval(err), false
 	} else if err != nil {
@@ -198,7 +198,7 @@ func (m *machine) person(d schemas.PersonDecision) ([]action, bool) {
 		return m.needsHuman(fmt.Sprintf("%s's answer %q for step %d is not a move the task can take: %v", d.By, d.VoteKey, d.Step, err)), false
 	}
 	m.log.Warn("a person decided the step", "step", m.step, "vote_key", d.VoteKey, "by", d.By)
-	e := m.entry(schemas.EntryArbiter)
+	e := m.entry(now, schemas.EntryArbiter)
 	e.VoteKey, e.Rung, e.Prior = d.VoteKey, schemas.RungPerson, m.prior
 	e.Arbiter = &schemas.ArbiterDecision{
 		Header: schemas.NewHeader(schemas.KindArbiterDecision), Tenant: m.spec.Tenant, JobID: m.spec.JobID,

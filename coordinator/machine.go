@@ -212,12 +212,12 @@ func (m *machine) resetStep() {
 	m.forgetPrompts()
 }
 
-// entry returns a journal entry of type typ for the open step, with the
-// writer's token and owner filled in.
-func (m *machine) entry(typ string) schemas.JournalEntry {
+// entry returns a journal entry of type typ for the open step at now, with
+// the writer's token and owner filled in.
+func (m *machine) entry(now time.Time, typ string) schemas.JournalEntry {
 	return schemas.JournalEntry{
 		Header: schemas.NewHeader(schemas.KindJournalEntry), Tenant: m.spec.Tenant, JobID: m.spec.JobID,
-		Type: typ, Token: m.token, Owner: m.owner, Step: m.step, Epoch: m.epoch, At: time.Now().UTC(),
+		Type: typ, Token: m.token, Owner: m.owner, Step: m.step, Epoch: m.epoch, At: now.UTC(),
 	}
 }
 

@@ -521,7 +521,7 @@ func TestMachineEscalation(t *testing.T) {
 			t.Fatalf("needs-human %q, halted %v, rung %q: want a pause for a person on the panel's rung", h.human, h.m.halted(), h.m.rung)
 		}
 		// A person's answer decides the step.
-		acts, ok := h.m.person(schemas.PersonDecision{Step: 0, VoteKey: right(0), By: "alice"})
+		acts, ok := h.m.person(h.now, schemas.PersonDecision{Step: 0, VoteKey: right(0), By: "alice"})
 		if !ok || describe(acts) != "journal arbiter/person" || h.m.step != 1 {
 			t.Errorf("person: %s, ok %v, step %d", describe(acts), ok, h.m.step)
 		}

@@ -77,7 +77,7 @@ func (r *jobRun) resume(ctx context.Context) error {
 		return err
 	}
 	r.started = startedAt(res.Checkpoint, res.Entries, r.started)
-	e := m.entry(schemas.EntryTakeover)
+	e := m.entry(time.Now(), schemas.EntryTakeover)
 	e.Epoch = 0
 	e.Work = m.acct.delta()
 	if err := r.append(ctx, &e); err != nil {
@@ -203,7 +203,7 @@ func (r *jobRun) personDecision(ctx context.Context) error {
 	if d == nil || d.Step != r.m.step {
 		return nil
 	}
-	acts, _ := r.m.person(*d)
+	acts, _ := r.m.person(time.Now(), *d)
 	return r.do(ctx, acts)
 }
 

@@ -268,7 +268,7 @@ func TestMachineTaskFailsAfterEscalation(t *testing.T) {
 				if h.human == "" || h.m.step != 2 {
 					t.Fatalf("needs-human %q at step %d, want a person asked at step 2", h.human, h.m.step)
 				}
-				acts, ok := h.m.person(schemas.PersonDecision{Step: 2, VoteKey: right(2), By: "alice"})
+				acts, ok := h.m.person(h.now, schemas.PersonDecision{Step: 2, VoteKey: right(2), By: "alice"})
 				h.human = ""
 				h.do(nil, acts)
 				if ok {
