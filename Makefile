@@ -65,18 +65,19 @@ demo: ## solve 10-disk Towers of Hanoi on an in-process fleet
 
 # The API's OpenAPI document is built from schemas' doc comments
 # (schemas/docs_gen.go): schemas first.
-generate: ## regenerate generated files (schemas/jsonschema, schemas/docs_gen.go, docs/openapi.json)
+generate: ## regenerate generated files (schemas/jsonschema, schemas/docs_gen.go, docs/openapi.json, judge/gitleaks_rules.go)
 	$(GO) generate ./schemas/...
 	$(GO) generate ./...
 
 # Drift is judged against schemas/ as it was before generating (a copy, so
 # this works in a dirty tree or outside git too); in a clean clone it is the
 # same as `git diff --exit-code -- schemas/`.
-verify: ## go mod verify, fail on generated-schema drift and on go mod tidy changes
+verify: ## go mod verify, fail on generated-file drift (schemas, openapi.json, the guard's gitleaks rules) and on go mod tidy changes
 	$(GO) mod verify
-	@snap="$$(mktemp -d)"; trap 'rm -rf "$$snap"' EXIT; cp -R schemas docs/openapi.json "$$snap/"; \
+	@snap="$$(mktemp -d)"; trap 'rm -rf "$$snap"' EXIT; cp -R schemas docs/openapi.json judge/gitleaks_rules.go "$$snap/"; \
 	$(GO) generate ./schemas/... && $(GO) generate ./... || exit 1; \
-	if ! diff -r "$$snap/schemas" schemas || ! diff "$$snap/openapi.json" docs/openapi.json; then \
+	if ! diff -r "$$snap/schemas" schemas || ! diff "$$snap/openapi.json" docs/openapi.json || \
+		! diff "$$snap/gitleaks_rules.go" judge/gitleaks_rules.go; then \
 		echo "generated files drifted: run 'make generate' and commit the result"; exit 1; \
 	fi
 	$(GO) mod tidy -diff

@@ -5,20 +5,14 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
-
-	"github.com/rs/zerolog"
-	"github.com/zricethezav/gitleaks/v8/config"
-	"github.com/zricethezav/gitleaks/v8/detect"
-	"github.com/zricethezav/gitleaks/v8/logging"
 )
 
 // The detectors of the secret guard, run on normalised text (see
 // secrets_normalize.go):
 //   - gitleaks' maintained default rules (about 220 providers' token
-//     shapes, private keys, JWTs, webhooks, generic key assignments), with
-//     its decoding passes (base64, hex, percent-encoding) so an encoded key
-//     is found too;
+//     shapes, private keys, JWTs, webhooks, generic key assignments; the
+//     rule file applied by secrets_gitleaks.go), also on what the
+//     obfuscation passes decode, so an encoded key is found too;
 //   - our own rules for what gitleaks leaves to context: credentials in
 //     URLs, netrc entries, Authorization headers, quoted key/value pairs,
 //     AWS keys whatever their suffix, and the guard's original patterns;
@@ -55,58 +49,6 @@ func (r scanResult) rule() string {
 		return r.spans[0].rule
 	}
 	return ""
-}
-
-// gitleaksMaxDecodeDepth is how many decoding passes gitleaks makes over
-// a text (a base64 value holding a PEM key needs one; two catch it
-// encoded twice).
-const gitleaksMaxDecodeDepth = 2
-
-// detector is gitleaks' default configuration, compiled once per process
-// (compiling its rules takes tens of milliseconds): detectors are safe
-// for concurrent Detect calls, and the configuration is read only once.
-var detector = sync.OnceValue(func() *detect.Detector {
-	// gitleaks logs to stderr through a package logger; the guard reports
-	// through its reasons, and a log line could hold the secret.
-	logging.Logger = zerolog.Nop()
-	d, err := detect.NewDetectorDefaultConfig()
-	if err != nil {
-		// The configuration is embedded in the module: this is a build
-		// defect, caught by every test of the guard.
-		panic("judge: gitleaks default config: " + err.Error())
-	}
-	d.MaxDecodeDepth = gitleaksMaxDecodeDepth
-	d.IgnoreGitleaksAllow = true // a "gitleaks:allow" comment is the requester's word, not ours
-	d.Config.Allowlists = withoutPathAllowlists(d.Config.Allowlists)
-	for id, r := range d.Config.Rules {
-		r.Allowlists = withoutPathAllowlists(r.Allowlists)
-		d.Config.Rules[id] = r
-	}
-	return d
-})
-
-// withoutPathAllowlists drops what gitleaks allows by file path (lock
-// files, vendor directories, a README of a token library): a file name
-// is the requester's choice, so naming a file go.sum must not skip the
-// scan. Allowlists by pattern or stop word stay; one that needs a path
-// and something else is dropped whole (stricter).
-func withoutPathAllowlists(in []*config.Allowlist) []*config.Allowlist {
-	var out []*config.Allowlist
-	for _, a := range in {
-		if len(a.Paths) == 0 {
-			out = append(out, a)
-			continue
-		}
-		if a.MatchCondition == config.AllowlistMatchAnd {
-			continue
-		}
-		c := *a
-		c.Paths = nil
-		if len(c.Regexes) > 0 || len(c.StopWords) > 0 || len(c.Commits) > 0 {
-			out = append(out, &c)
-		}
-	}
-	return out
 }
 
 // scanSecrets runs every detector on n (normalised text); name is the
@@ -175,6 +117,9 @@ func ownSpans(n string, depth int, skip string) []secretSpan {
 		}
 	}
 	spans = append(spans, entropySpans(n)...)
+	if depth < obfuscationDepth {
+		spans = append(spans, decodedLeakSpans(n)...)
+	}
 	if depth > 0 {
 		for _, r := range obfuscationRules {
 			if r.id == skip || !relevant(r.keywords) {
@@ -191,47 +136,58 @@ func ownSpans(n string, depth int, skip string) []secretSpan {
 	return spans
 }
 
-// gitleaksSpans adds gitleaks' findings in n to res.
+// gitleaksSpans adds the findings of gitleaks' rules (secrets_gitleaks.go)
+// in n to res: every occurrence of a secret (or, failing that, of its
+// match) is a span; a finding on the path alone withholds the whole text.
 func gitleaksSpans(res *scanResult, n, name string) {
-	// Detect takes the deprecated alias until gitleaks v9; DetectSource,
-	// its replacement, collects findings on the (shared) detector.
-	//lint:ignore SA1019 see above
-	frag := detect.Fragment{Raw: n, FilePath: name}
-	for _, f := range detector().Detect(frag) {
-		if f.Secret == "" || strings.HasPrefix(f.Match, "file detected: ") {
-			res.whole = "gitleaks:" + f.RuleID // a path-only rule (a .p12 file)
+	for _, f := range leakFindings(n, name) {
+		if f.secret == "" {
+			res.whole = "gitleaks:" + f.rule // a path-only rule (a .p12 file)
 			continue
 		}
-		if f.RuleID == "generic-api-key" && hashValue(n, f.Secret) {
+		if f.rule == "generic-api-key" && hashValue(n, f.secret) {
 			continue
 		}
-		// A decoded finding's secret is not in n: its line is.
-		target := f.Secret
-		for _, t := range f.Tags {
-			if strings.HasPrefix(t, "decoded:") {
-				target = strings.Trim(f.Line, "\r\n")
-				break
-			}
+		spans := occurrences(n, f, nil)
+		if len(spans) == 0 {
+			res.whole = "gitleaks:" + f.rule
 		}
-		found := false
-		for _, t := range []string{target, f.Match} {
-			for i := 0; t != "" && i < len(n); {
-				j := strings.Index(n[i:], t)
-				if j < 0 {
-					break
-				}
-				res.spans = append(res.spans, secretSpan{i + j, i + j + len(t), "gitleaks:" + f.RuleID})
-				found = true
-				i += j + len(t)
-			}
-			if found {
-				break
-			}
-		}
-		if !found {
-			res.whole = "gitleaks:" + f.RuleID
+		res.spans = append(res.spans, spans...)
+	}
+}
+
+// decodedLeakSpans runs gitleaks' rules on text an obfuscation pass
+// uncovered (decoded, reversed, joined): what gitleaks' own decoding
+// passes did, and more.
+func decodedLeakSpans(n string) []secretSpan {
+	var spans []secretSpan
+	for _, f := range leakFindings(n, "") {
+		if f.secret != "" && (f.rule != "generic-api-key" || !hashValue(n, f.secret)) {
+			spans = occurrences(n, f, spans)
 		}
 	}
+	return spans
+}
+
+// occurrences appends a span for every occurrence of f's secret in n, or
+// of its match when the secret is not there as such.
+func occurrences(n string, f leakFinding, spans []secretSpan) []secretSpan {
+	for _, t := range []string{f.secret, f.match} {
+		found := false
+		for i := 0; t != "" && i < len(n); {
+			j := strings.Index(n[i:], t)
+			if j < 0 {
+				break
+			}
+			spans = append(spans, secretSpan{i + j, i + j + len(t), "gitleaks:" + f.rule})
+			found = true
+			i += j + len(t)
+		}
+		if found {
+			break
+		}
+	}
+	return spans
 }
 
 // hashPrefix matches the text just before a value that marks it as a

@@ -2,6 +2,7 @@ package judge
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -68,17 +69,50 @@ func TestRedactMapsBack(t *testing.T) {
 	}
 }
 
-// TestDetectorCompiledOnce: the gitleaks rules are compiled once per
-// process, not per request.
-func TestDetectorCompiledOnce(t *testing.T) {
+// TestLeakRulesCompile: gitleaks' rules are compiled once per process,
+// not per request; every one compiles; no allowlist skips files by name.
+func TestLeakRulesCompile(t *testing.T) {
 	t.Parallel()
-	if first, second := detector(), detector(); first != second {
-		t.Fatal("detector compiled twice")
+	first, second := leakRules(), leakRules()
+	if &first.rules[0] != &second.rules[0] {
+		t.Fatal("rules compiled twice")
 	}
-	for _, a := range detector().Config.Allowlists {
-		if len(a.Paths) > 0 {
-			t.Error("a global allowlist skips files by name")
+	if len(first.rules) != len(gitleaksRules) || len(first.rules) < 200 {
+		t.Fatalf("%d rules compiled of %d", len(first.rules), len(gitleaksRules))
+	}
+	for _, a := range gitleaksAllowlist {
+		if a.paths && len(a.regexes)+len(a.stopWords) == 0 && len(first.global) == len(gitleaksAllowlist) {
+			t.Error("a global allowlist by path alone was kept")
 		}
+	}
+}
+
+// TestLeakAllowlists: gitleaks' allowlist semantics as the guard applies
+// them, on findings of its rules.
+func TestLeakAllowlists(t *testing.T) {
+	t.Parallel()
+	f := leakFinding{rule: "r", secret: "AKIAEXAMPLE", match: "key=AKIAEXAMPLE", line: "x key=AKIAEXAMPLE y"}
+	re := func(s string) []*regexp.Regexp { return []*regexp.Regexp{regexp.MustCompile(s)} }
+	for _, tc := range []struct {
+		name string
+		a    compiledAllow
+		want bool
+	}{
+		{"secret regex", compiledAllow{res: re(`EXAMPLE$`)}, true},
+		{"secret regex misses the match", compiledAllow{res: re(`^key=`)}, false},
+		{"match target", compiledAllow{target: "match", res: re(`^key=`)}, true},
+		{"line target", compiledAllow{target: "line", res: re(`^x `)}, true},
+		{"stop word, any case", compiledAllow{stop: []string{"example"}}, true},
+		{"AND needs both", compiledAllow{and: true, res: re(`EXAMPLE`), stop: []string{"zzz"}}, false},
+		{"AND with both", compiledAllow{and: true, res: re(`EXAMPLE`), stop: []string{"akia"}}, true},
+		{"nothing matches", compiledAllow{res: re(`nope`), stop: []string{"nope"}}, false},
+	} {
+		if got := tc.a.allowed(f); got != tc.want {
+			t.Errorf("%s: allowed = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := compileAllows([]leakAllow{{paths: true}, {paths: true, and: true, regexes: []string{"a"}}, {paths: true, stopWords: []string{"x"}}}); len(got) != 1 || got[0].stop[0] != "x" {
+		t.Errorf("path allowlists kept: %+v", got)
 	}
 }
 
@@ -142,7 +176,7 @@ func BenchmarkSecretScan(b *testing.B) {
 			}
 			content := strings.Repeat(string(data), 64<<10/len(data)+1)[:64<<10]
 			content = strings.ToValidUTF8(content, "")
-			detector() // compiled once, outside the measurement
+			leakRules() // compiled once, outside the measurement
 			b.SetBytes(int64(len(content)))
 			b.ReportAllocs()
 			start := cpuTime()

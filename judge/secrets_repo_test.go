@@ -48,6 +48,8 @@ var repoFixtures = map[string]string{
 	"schemas/testdata/invalid/sample_result.bad_token.json":           "a test sample capability token",
 	"schemas/fuzz_test.go":                                            "a test sample capability token in the fuzz seeds",
 	"voter/voter_test.go":                                             "a test sample capability token",
+	"judge/gitleaks/gitleaks.toml":                                    "gitleaks' rule file: token patterns and the example keys its allowlists name",
+	"judge/gitleaks_rules.go":                                         "generated from gitleaks' rule file: the same patterns and example keys",
 	"cmd/maker/cli/voter_test.go":                                     "a test sample capability token",
 	"cmd/maker/cli/voterstream_test.go":                               "a test sample capability token",
 	// Documentation showing a credential's shape.
