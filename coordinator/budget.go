@@ -599,7 +599,7 @@ func (r *jobRun) finishCost() float64 {
 	left := max(total-m.step, 0)
 	p := r.spec.PEstimate
 	if !(p > 0.5 && p < 1) {
-		p = quota.DefaultP
+		p = pricing.DefaultP
 	}
 	v := r.spec.ValidFraction
 	if !(v > 0 && v <= 1) {

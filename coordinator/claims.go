@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/quota"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -12,7 +12,7 @@ import (
 // Bounded claims. A result's token counts are its voter's word, and they
 // are billed: each is bounded by what its request allows. Completion
 // tokens by the request's max_output_tokens (the voter sends it to the
-// model as max_tokens); prompt tokens by quota.PromptTokensBound of the
+// model as max_tokens); prompt tokens by pricing.PromptTokensBound of the
 // prompt the voter builds for the request: the task's prompt for the
 // request's state, paraphrased as its prompt_variant asks (task.Paraphrase,
 // as the voter does). Each prompt is built once per step, epoch and
@@ -90,7 +90,7 @@ func (p *stepPrompt) bound(v int) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		p.bounds[v] = quota.PromptTokensBound(msgs)
+		p.bounds[v] = pricing.PromptTokensBound(msgs)
 	}
 	return p.bounds[v], nil
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/quota"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -73,7 +73,7 @@ func TestClaimLimits(t *testing.T) {
 	}
 	longState, _ := walk{}.Prompt(task.State("1234567"))
 	out := int64(m.spec.MaxOutputTokens)
-	base, para3, long := quota.PromptTokensBound(walkPrompt(0)), quota.PromptTokensBound(paraphrased), quota.PromptTokensBound(longState)
+	base, para3, long := pricing.PromptTokensBound(walkPrompt(0)), pricing.PromptTokensBound(paraphrased), pricing.PromptTokensBound(longState)
 	if !(para3 > base && long > base) {
 		t.Fatalf("bounds %d, %d, %d: the paraphrase and the longer state should make longer prompts", base, para3, long)
 	}
@@ -142,7 +142,7 @@ func TestUntrustedAhead(t *testing.T) {
 		t.Errorf("held %+v: want index 0's honest vote and index 1 as the red flag overclaim", s.got)
 	}
 	f := h.m.acct.Figures
-	wantPrompt := 100 + quota.PromptTokensBound(walkPrompt(1))
+	wantPrompt := 100 + pricing.PromptTokensBound(walkPrompt(1))
 	if f.ForgedResults != 1 || f.OverclaimedResults != 1 || f.PromptTokens != wantPrompt {
 		t.Errorf("forged %d, overclaimed %d, prompt tokens %d; want 1, 1 and %d", f.ForgedResults, f.OverclaimedResults, f.PromptTokens, wantPrompt)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/journal"
-	"github.com/makerfleet/makerfleet/internal/quota"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -285,7 +285,7 @@ func TestMachineResults(t *testing.T) {
 			})}
 		}, "record 1, ack #0, publish 2/0", func(t *testing.T, h *harness, _ []action) {
 			f := h.m.acct.Figures
-			wantPrompt := quota.PromptTokensBound(walkPrompt(0))
+			wantPrompt := pricing.PromptTokensBound(walkPrompt(0))
 			if h.m.seen[0] != schemas.RedFlagOverclaim || f.OverclaimedResults != 1 ||
 				f.PromptTokens != wantPrompt || f.CompletionTokens != int64(h.m.spec.MaxOutputTokens) {
 				t.Errorf("seen %q, overclaimed %d, tokens %d/%d: want the red flag overclaim charged at %d/%d",

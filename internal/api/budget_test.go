@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/api"
-	"github.com/makerfleet/makerfleet/internal/quota"
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -17,7 +17,7 @@ import (
 // nothing is enqueued; a job's budget is read and raised through the API.
 func TestAdmission(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, options{forecast: quota.Forecast})
+	e := newEnv(t, options{forecast: pricing.Forecast})
 	// Without a price table the forecast has no cost.
 	if nc := e.submit(alpha, hanoi(4)); nc.Forecast == nil || nc.Forecast.CostUSD != 0 || nc.Forecast.Steps != 15 {
 		t.Errorf("unpriced forecast %+v", nc.Forecast)

@@ -101,7 +101,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p apikey.Prin
 		return err
 	}
 	// jobs.PrepareAdmitted refused a budget below the forecast's low end
-	// (quota.Admit); the forecast is the answer's, with the tenant's rate.
+	// (pricing.Admit); the forecast is the answer's, with the tenant's rate.
 	fc, err := s.forecast(ctx, spec, q, prices)
 	if err != nil {
 		return err

@@ -10,7 +10,6 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/pricing"
-	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
@@ -171,8 +170,8 @@ func specProblem(err error) *problemError {
 	msg := detailOf(err)
 	path := ""
 	switch {
-	case errors.Is(err, quota.ErrOverBudget):
-		pe := problem(TypeOverBudget, "%s", strings.TrimPrefix(innermost(err, quota.ErrOverBudget), quota.ErrOverBudget.Error()+": "))
+	case errors.Is(err, pricing.ErrOverBudget):
+		pe := problem(TypeOverBudget, "%s", strings.TrimPrefix(innermost(err, pricing.ErrOverBudget), pricing.ErrOverBudget.Error()+": "))
 		pe.p.Errors = []schemas.FieldError{{Path: "/budget_usd", Message: pe.p.Detail}}
 		return pe
 	case errors.Is(err, task.ErrUnknownTask), errors.Is(err, taskreg.ErrNotFound):

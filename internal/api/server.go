@@ -42,10 +42,10 @@ type Quotas interface {
 
 // Forecaster is the planner's forecast of a prepared job (spec defaults
 // applied, task bound) for a tenant with quota q, at the prices of the
-// fleet's table: quota.Forecast.
+// fleet's table: pricing.Forecast.
 type Forecaster func(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota, prices pricing.Table) schemas.Forecast
 
-var _ Forecaster = quota.Forecast
+var _ Forecaster = pricing.Forecast
 
 // Deps are what the server acts on. NC, Topo, Tasks and Auth are required.
 type Deps struct {
@@ -61,7 +61,7 @@ type Deps struct {
 	// Quotas serves the quota routes and the usage's quota (nil: quota
 	// routes answer 501).
 	Quotas Quotas
-	// Forecast makes a job's forecast at submit, and quota.Admit refuses a
+	// Forecast makes a job's forecast at submit, and pricing.Admit refuses a
 	// budget_usd below its low end (nil: no forecast, no admission).
 	Forecast Forecaster
 	// Batches serves the batch routes (nil: they answer 501).

@@ -22,7 +22,6 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/pricing"
-	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -86,8 +85,8 @@ func Prepare(ctx context.Context, spec *schemas.JobSpec, tasks Tasks) error {
 
 // PrepareAdmitted is Prepare, and admission: a budget below the lowest
 // cost the planner forecasts for the job at the prices of the fleet's
-// table (quota.Admit) is refused with an error wrapping ErrInvalid and
-// quota.ErrOverBudget. Submitters use it (the CLI and the public client
+// table (pricing.Admit) is refused with an error wrapping ErrInvalid and
+// pricing.ErrOverBudget. Submitters use it (the CLI and the public client
 // through the Admission option, the HTTP API, batch lines); the fleet
 // itself enforces a budget however it was set, so tests and tools may
 // still queue a job with a smaller one.
@@ -119,7 +118,7 @@ func prepare(ctx context.Context, spec *schemas.JobSpec, tasks Tasks, admit bool
 	}
 	spec.Params = inst.Params()
 	if admit && spec.BudgetUSD > 0 {
-		if err := quota.Admit(*spec, quota.Forecast(*spec, inst, schemas.TenantQuota{}, prices)); err != nil {
+		if err := pricing.Admit(*spec, pricing.Forecast(*spec, inst, schemas.TenantQuota{}, prices)); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 	}

@@ -19,4 +19,11 @@
 // tenant's spend_per_day) runs only work the table prices (Check): it is
 // refused at submit, and a coordinator pauses it when a price it needs
 // goes.
+//
+// What a job will cost at those prices is here too: Forecast (the expected
+// cost and its band, from internal/core/plan's formulas, the task's steps
+// and the prompt's size) and Admit (a budget below the forecast's lowest
+// cost is ErrOverBudget), and the token bounds of one chat call
+// (PromptTokensBound) that bound a sample's claim. They need no Redis, so
+// the public client links them without the quota engine.
 package pricing

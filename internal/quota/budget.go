@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
@@ -104,33 +105,11 @@ func Cost(p *schemas.Pricing, prompt, completion int64) Nano {
 	return Nano(math.Ceil((float64(prompt)*p.InputUSDPerMTok + float64(completion)*p.OutputUSDPerMTok) * 1e3))
 }
 
-// Token bounds of one chat call. Tokenizers of the chat models (byte-level
-// BPE) never produce more tokens than bytes, and chat formats add a few
-// tokens per message and to prime the reply (OpenAI's: 3 and 3): the
-// bounds below are generous.
-const (
-	// TokensPerMessage bounds the chat format's tokens around a message.
-	TokensPerMessage = 8
-	// TokensPerReply bounds the tokens that prime the reply.
-	TokensPerReply = 8
-)
-
-// PromptTokensBound is an upper bound of the prompt tokens a model can
-// count for msgs: every byte of each role and content one token, plus the
-// chat format's overhead.
-func PromptTokensBound(msgs []task.Message) int64 {
-	n := int64(TokensPerReply)
-	for _, m := range msgs {
-		n += int64(len(m.Role)+len(m.Content)) + TokensPerMessage
-	}
-	return n
-}
-
 // SampleBound is an upper bound of what one model call for msgs can cost
 // at p: the prompt's bound and maxOutput completion tokens (the voter
 // sends it as max_tokens).
 func SampleBound(p *schemas.Pricing, msgs []task.Message, maxOutput int) Nano {
-	return Cost(p, PromptTokensBound(msgs), int64(maxOutput))
+	return Cost(p, pricing.PromptTokensBound(msgs), int64(maxOutput))
 }
 
 // Day is the UTC day of t as the budget keys name it (YYYY-MM-DD).

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/testkit"
@@ -55,8 +56,8 @@ func TestNanoAndBounds(t *testing.T) {
 		t.Errorf("Cost rounds to %d, want 334 (up)", got)
 	}
 	msgs := []task.Message{{Role: "system", Content: "abc"}, {Role: "user", Content: "hello"}}
-	want := int64(quota.TokensPerReply + 6 + 3 + quota.TokensPerMessage + 4 + 5 + quota.TokensPerMessage)
-	if got := quota.PromptTokensBound(msgs); got != want {
+	want := int64(pricing.TokensPerReply + 6 + 3 + pricing.TokensPerMessage + 4 + 5 + pricing.TokensPerMessage)
+	if got := pricing.PromptTokensBound(msgs); got != want {
 		t.Errorf("PromptTokensBound = %d, want %d", got, want)
 	}
 	if got, want := quota.SampleBound(p, msgs, 750), quota.Cost(p, want, 750); got != want {

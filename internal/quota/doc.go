@@ -16,8 +16,8 @@
 //     within a tenant, and the running jobs per tenant (a ZSET of job keys
 //     scored by lease expiry).
 //   - Budgets (budget.go): reserve-then-dispatch money per job and per
-//     tenant-day, in integer nano-dollars; Forecast (forecast.go) is the
-//     planner's cost and time band for a job before it is submitted.
+//     tenant-day, in integer nano-dollars (a job's forecast, what Admit
+//     holds a budget to, is internal/pricing's Forecast).
 //
 // The coordinator calls the limiter before it publishes sample requests
 // (coordinator/admit.go) and before it takes a job (coordinator/schedule.go);

@@ -202,7 +202,7 @@ func newAPIServer(ctx context.Context, log *slog.Logger, nc *nats.Conn, topo *to
 	cfg.Logger = log
 	tasks := builtin.Registry()
 	srv, err := api.New(api.Deps{
-		NC: nc, Topo: topo, Tasks: tasks, Auth: keys, Quotas: quotas, Prices: prices, Forecast: quota.Forecast,
+		NC: nc, Topo: topo, Tasks: tasks, Auth: keys, Quotas: quotas, Prices: prices, Forecast: pricing.Forecast,
 		Budgets: budgets, Inflight: quota.NewLimiter(rdb, store.DefaultKeyPrefix),
 		Batches: batch.NewStore(topo, taskreg.New(topo.Tasks, tasks)),
 	}, cfg)

@@ -1,4 +1,4 @@
-package quota_test
+package pricing_test
 
 import (
 	"math"
@@ -7,7 +7,6 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/core/plan"
 	"github.com/makerfleet/makerfleet/internal/pricing"
-	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -20,7 +19,7 @@ func TestForecastCalibratedTokens(t *testing.T) {
 	price := &schemas.Pricing{InputUSDPerMTok: 0.4, OutputUSDPerMTok: 1.6}
 	usd := func(in, out float64) float64 { return (in*0.4 + out*1.6) / 1e6 }
 	n := plan.ExpectedVotes(0.99, 3)
-	base := quota.Forecast(schemas.JobSpec{K: 3, Pricing: price, PEstimate: 0.99}, inst, schemas.TenantQuota{}, pricing.Table{})
+	base := pricing.Forecast(schemas.JobSpec{K: 3, Pricing: price, PEstimate: 0.99}, inst, schemas.TenantQuota{}, pricing.Table{})
 	for _, tc := range []struct {
 		name    string
 		in, out float64
@@ -29,7 +28,7 @@ func TestForecastCalibratedTokens(t *testing.T) {
 		{"both", 600, 200, usd(600, 200)},
 		{"a huge reply", 600, 5000, usd(600, 5000)},
 	} {
-		f := quota.Forecast(schemas.JobSpec{K: 3, Pricing: price, PEstimate: 0.99, PromptTokensEstimate: tc.in, CompletionTokensEstimate: tc.out},
+		f := pricing.Forecast(schemas.JobSpec{K: 3, Pricing: price, PEstimate: 0.99, PromptTokensEstimate: tc.in, CompletionTokensEstimate: tc.out},
 			inst, schemas.TenantQuota{}, pricing.Table{})
 		if want := 15 * n * tc.perCall; math.Abs(f.CostUSD-want) > 1e-12 {
 			t.Errorf("%s: expected cost %v, want %v", tc.name, f.CostUSD, want)

@@ -1,4 +1,4 @@
-package quota_test
+package pricing_test
 
 import (
 	"encoding/json"
@@ -59,20 +59,20 @@ func TestForecast(t *testing.T) {
 		wantTime  bool
 		wantSteps int64
 	}{
-		{name: "fleet's price, not the job's 0", spec: schemas.JobSpec{K: 3, Pricing: &schemas.Pricing{}}, table: fleet, inst: inst, p: quota.DefaultP, basis: "priced at the fleet's price", wantSteps: 15},
-		{name: "fleet's price, no claim", spec: schemas.JobSpec{K: 3}, table: fleet, inst: inst, p: quota.DefaultP, basis: "priced at the fleet's price", wantSteps: 15},
-		{name: "a table without the default record", spec: schemas.JobSpec{K: 3, Pricing: price}, table: noDefault, inst: inst, p: quota.DefaultP, basis: "no price", noCost: true, wantSteps: 15},
-		{name: "default p", spec: schemas.JobSpec{K: 3, Pricing: price}, inst: inst, p: quota.DefaultP, basis: "assumed", wantSteps: 15},
+		{name: "fleet's price, not the job's 0", spec: schemas.JobSpec{K: 3, Pricing: &schemas.Pricing{}}, table: fleet, inst: inst, p: pricing.DefaultP, basis: "priced at the fleet's price", wantSteps: 15},
+		{name: "fleet's price, no claim", spec: schemas.JobSpec{K: 3}, table: fleet, inst: inst, p: pricing.DefaultP, basis: "priced at the fleet's price", wantSteps: 15},
+		{name: "a table without the default record", spec: schemas.JobSpec{K: 3, Pricing: price}, table: noDefault, inst: inst, p: pricing.DefaultP, basis: "no price", noCost: true, wantSteps: 15},
+		{name: "default p", spec: schemas.JobSpec{K: 3, Pricing: price}, inst: inst, p: pricing.DefaultP, basis: "assumed", wantSteps: 15},
 		{name: "job's p", spec: schemas.JobSpec{K: 3, Pricing: price, PEstimate: 0.95}, inst: inst, p: 0.95, basis: "from the job", wantSteps: 15},
 		{name: "task's p", spec: schemas.JobSpec{K: 3, Pricing: price}, inst: declared{inst, 0.9}, p: 0.9, basis: "declared by the task", wantSteps: 15},
 		{name: "job's p wins", spec: schemas.JobSpec{K: 3, Pricing: price, PEstimate: 0.95}, inst: declared{inst, 0.9}, p: 0.95, basis: "from the job", wantSteps: 15},
-		{name: "step limit", spec: schemas.JobSpec{K: 2, Pricing: price, StepLimit: 5}, inst: inst, p: quota.DefaultP, basis: "assumed", wantSteps: 5},
-		{name: "no pricing", spec: schemas.JobSpec{K: 3}, inst: inst, p: quota.DefaultP, basis: "no price", noCost: true, wantSteps: 15},
-		{name: "no table: the job's own, unverified", spec: schemas.JobSpec{K: 3, Pricing: price}, inst: inst, p: quota.DefaultP, basis: "unverified", wantSteps: 15},
-		{name: "rate", spec: schemas.JobSpec{K: 3, Pricing: price}, inst: inst, q: schemas.TenantQuota{SamplesPerSecond: 10}, p: quota.DefaultP, basis: "10 samples/s", wantTime: true, wantSteps: 15},
+		{name: "step limit", spec: schemas.JobSpec{K: 2, Pricing: price, StepLimit: 5}, inst: inst, p: pricing.DefaultP, basis: "assumed", wantSteps: 5},
+		{name: "no pricing", spec: schemas.JobSpec{K: 3}, inst: inst, p: pricing.DefaultP, basis: "no price", noCost: true, wantSteps: 15},
+		{name: "no table: the job's own, unverified", spec: schemas.JobSpec{K: 3, Pricing: price}, inst: inst, p: pricing.DefaultP, basis: "unverified", wantSteps: 15},
+		{name: "rate", spec: schemas.JobSpec{K: 3, Pricing: price}, inst: inst, q: schemas.TenantQuota{SamplesPerSecond: 10}, p: pricing.DefaultP, basis: "10 samples/s", wantTime: true, wantSteps: 15},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := quota.Forecast(tc.spec, tc.inst, tc.q, tc.table)
+			f := pricing.Forecast(tc.spec, tc.inst, tc.q, tc.table)
 			if f.Steps != tc.wantSteps {
 				t.Errorf("steps %d, want %d", f.Steps, tc.wantSteps)
 			}
@@ -111,17 +111,17 @@ func TestAdmit(t *testing.T) {
 	t.Parallel()
 	inst := hanoi(t, 4)
 	spec := schemas.JobSpec{K: 3, Pricing: &schemas.Pricing{InputUSDPerMTok: 0.4, OutputUSDPerMTok: 1.6}}
-	f := quota.Forecast(spec, inst, schemas.TenantQuota{}, pricing.Table{})
+	f := pricing.Forecast(spec, inst, schemas.TenantQuota{}, pricing.Table{})
 	for _, tc := range []struct {
 		budget float64
 		ok     bool
 	}{{0, true}, {f.CostLowUSD / 2, false}, {f.CostLowUSD * 0.999, false}, {f.CostLowUSD, true}, {f.CostHighUSD, true}} {
 		spec.BudgetUSD = tc.budget
-		err := quota.Admit(spec, f)
+		err := pricing.Admit(spec, f)
 		if (err == nil) != tc.ok {
 			t.Errorf("budget %v (forecast low %v): %v, want ok %v", tc.budget, f.CostLowUSD, err, tc.ok)
 		}
-		if err != nil && (!errors.Is(err, quota.ErrOverBudget) || !strings.Contains(err.Error(), "below the forecast's lowest cost")) {
+		if err != nil && (!errors.Is(err, pricing.ErrOverBudget) || !strings.Contains(err.Error(), "below the forecast's lowest cost")) {
 			t.Errorf("refusal %q: want ErrOverBudget naming the lowest cost", err)
 		}
 	}

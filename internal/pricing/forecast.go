@@ -1,4 +1,4 @@
-package quota
+package pricing
 
 import (
 	"errors"
@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/makerfleet/makerfleet/internal/core/plan"
-	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -39,7 +38,7 @@ type PEstimator interface {
 
 // ErrOverBudget: a job's budget_usd is below the lowest cost its forecast
 // allows; it is refused at submit, nothing is enqueued.
-var ErrOverBudget = errors.New("quota: budget below the forecast")
+var ErrOverBudget = errors.New("pricing: budget below the forecast")
 
 // Forecast is the planner's estimate of what spec will take, bound to
 // inst, for a tenant with quota q: steps, samples, cost and time, each
@@ -55,13 +54,13 @@ var ErrOverBudget = errors.New("quota: budget below the forecast")
 //     BytesPerToken bytes a token (low and expected) or its upper bound
 //     (PromptTokensBound: high), and LowOutputShare, ExpectedOutputShare
 //     or all of max_output_tokens, at the fleet's price of the voters'
-//     own model from its table (pricing.Of: on a fleet without a table,
+//     own model from its table (Of: on a fleet without a table,
 //     the job's own pricing, said to be unverified; else no cost). The
 //     spec's token estimates (a calibration's) replace the expected
 //     figure's, the band widened to hold them.
 //   - Time: samples over the tenant's samples per second, when it has a
 //     rate limit (else none is given).
-func Forecast(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota, prices pricing.Table) schemas.Forecast {
+func Forecast(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota, prices Table) schemas.Forecast {
 	spec.ApplyDefaults()
 	var basis []string
 	steps := inst.TotalSteps()
@@ -102,8 +101,8 @@ func Forecast(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota, p
 	promptTokens := float64(promptBytes) / BytesPerToken
 	maxOut := float64(spec.MaxOutputTokens)
 	var price *schemas.Pricing
-	p0, src := pricing.Of(prices, &spec, "", false)
-	if src != pricing.None {
+	p0, src := Of(prices, &spec, "", false)
+	if src != None {
 		price = &p0
 	}
 	cost := func(prompt, out float64) float64 { return usd(price, prompt, out) }
@@ -123,9 +122,9 @@ func Forecast(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota, p
 		basis = append(basis, fmt.Sprintf("tokens per call from the job: %.0f in, %.0f out", in, out))
 	}
 	switch src {
-	case pricing.Fleet:
+	case Fleet:
 		basis = append(basis, "priced at the fleet's price")
-	case pricing.Job:
+	case Job:
 		basis = append(basis, "priced at the job's own pricing, unverified: the fleet has no price table")
 	default:
 		basis = append(basis, "no price: no cost")
