@@ -101,24 +101,29 @@ type topologyRow struct {
 }
 
 // printTopology lists the default namespace's streams and buckets (the
-// judge's when judge is set), present or not.
+// judge's when judge is set), present or not: every one the topology
+// table declares for the fleet and the judge to create. The buckets a
+// feature makes on its first write (retention policies, calibrations)
+// are left out: their absence is normal.
 func printTopology(ctx context.Context, e *env, js jetstream.JetStream, judge bool, asJSON bool) error {
-	ns := bus.DefaultNamespace
 	type item struct{ name, stream, kind, part string }
 	var items []item
-	for _, s := range []string{ns.JobsStream(), ns.SamplesStream(), ns.ResultsStream(), ns.JournalStream(), ns.DLQStream()} {
-		items = append(items, item{s, s, "stream", "fleet"})
-	}
-	for _, b := range []string{ns.StatusBucket(), ns.ReportsBucket(), ns.JobsBucket(), ns.LeasesBucket(), ns.TasksBucket()} {
-		items = append(items, item{b, "KV_" + b, "bucket", "fleet"})
-	}
-	if judge {
-		for _, s := range []string{ns.JudgeStream(), ns.ArbitrateStream(), ns.JudgeAuditStream()} {
-			items = append(items, item{s, s, "stream", "judge"})
+	for _, d := range topology.Table(bus.DefaultNamespace, topology.Config{}, topology.JudgeConfig{}) {
+		part := "fleet"
+		switch {
+		case d.Kind == topology.Consumer || d.Creator == topology.Feature:
+			continue
+		case d.Creator == topology.Judge:
+			if !judge {
+				continue
+			}
+			part = "judge"
 		}
-		for _, b := range []string{ns.JudgeAnswersBucket(), ns.JudgeSessionsBucket(), ns.JudgeApprovalsBucket()} {
-			items = append(items, item{b, "KV_" + b, "bucket", "judge"})
+		stream := d.Name()
+		if d.Kind == topology.Bucket {
+			stream = "KV_" + stream
 		}
+		items = append(items, item{d.Name(), stream, d.Kind.String(), part})
 	}
 	rows := make([]topologyRow, 0, len(items))
 	for _, it := range items {
