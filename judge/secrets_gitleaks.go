@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"math"
 	"regexp"
 	"strings"
 	"sync"
@@ -172,7 +173,7 @@ func leakFindings(n, name string) []leakFinding {
 					}
 				}
 			}
-			if r.entropy != 0 && shannon(f.secret) <= r.entropy {
+			if r.entropy != 0 && leakEntropy(f.secret) <= r.entropy {
 				continue
 			}
 			if anyAllows(set.global, f) || anyAllows(r.allows, f) {
@@ -182,6 +183,25 @@ func leakFindings(n, name string) []leakFinding {
 		}
 	}
 	return out
+}
+
+// leakEntropy is the Shannon entropy gitleaks' thresholds are set for:
+// characters counted by rune, frequencies over the length in bytes (the
+// same as shannon for ASCII).
+func leakEntropy(s string) float64 {
+	if s == "" {
+		return 0
+	}
+	counts := map[rune]int{}
+	for _, r := range s {
+		counts[r]++
+	}
+	var h float64
+	for _, c := range counts {
+		p := float64(c) / float64(len(s))
+		h -= p * math.Log2(p)
+	}
+	return h
 }
 
 func hasKeyword(lower string, keywords []string) bool {
