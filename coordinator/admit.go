@@ -8,7 +8,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
-	"github.com/makerfleet/makerfleet/internal/quota"
+	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -72,7 +72,7 @@ func (r *jobRun) key() string { return bus.JobKey(r.spec.Tenant, r.spec.JobID) }
 func (r *jobRun) limits() (q, fleet schemas.TenantQuota, limited bool) {
 	q, _ = r.c.fair.quotas.Cached(r.spec.Tenant)
 	fleet, _ = r.c.fair.quotas.Cached(schemas.FleetQuotaKey)
-	return q, fleet, quota.Limited(q, fleet)
+	return q, fleet, store.Limited(q, fleet)
 }
 
 // admit publishes reqs (one wave) as far as the limits allow and defers
@@ -156,16 +156,16 @@ func (r *jobRun) flushDeferred(ctx context.Context, now time.Time) error {
 	if limited {
 		members := make([]string, len(ready))
 		for i, d := range ready {
-			members[i] = quota.Member(r.spec.JobID, d.Step, d.Epoch, d.Index)
+			members[i] = store.Member(r.spec.JobID, d.Step, d.Epoch, d.Index)
 		}
-		adm, err := r.c.fair.limiter.Admit(ctx, quota.AdmitRequest{
+		adm, err := r.c.fair.limiter.Admit(ctx, store.AdmitRequest{
 			Tenant: r.spec.Tenant, Job: r.spec.JobID, Priority: r.spec.Priority, Quota: q, Fleet: fleet,
 			Members: members, Lifetime: r.c.fair.lifetime, Wait: r.c.fair.wait,
 		})
 		if err != nil {
 			// Redis is away: the requests wait, as if refused.
 			r.log.Warn("admit sample requests; will retry", "err", err)
-			adm = quota.Admission{}
+			adm = store.Admission{}
 		}
 		n, retry = adm.Granted, adm.RetryAfter
 	}
@@ -203,7 +203,7 @@ func (r *jobRun) send(ctx context.Context, reqs []*schemas.SampleRequest, held b
 		if held {
 			members := make([]string, len(reqs))
 			for i, req := range reqs {
-				members[i] = quota.Member(r.spec.JobID, req.Step, req.Epoch, req.Index)
+				members[i] = store.Member(r.spec.JobID, req.Step, req.Epoch, req.Index)
 			}
 			r.release(ctx, members)
 		}
@@ -218,7 +218,7 @@ func (r *jobRun) send(ctx context.Context, reqs []*schemas.SampleRequest, held b
 			p.sentAt = now // it waited: its timeout counts from now
 		}
 		if held {
-			r.adm.held[quota.Member(r.spec.JobID, req.Step, req.Epoch, req.Index)] = heldReq{req.Step, req.Epoch, req.Index}
+			r.adm.held[store.Member(r.spec.JobID, req.Step, req.Epoch, req.Index)] = heldReq{req.Step, req.Epoch, req.Index}
 		}
 	}
 	r.noteSent(reqs)
@@ -249,7 +249,7 @@ func (r *jobRun) counted(ctx context.Context, results []received) {
 		if r.m.newerAttemptOut(it.res) {
 			continue
 		}
-		mb := quota.Member(r.spec.JobID, it.res.Step, it.res.Epoch, it.res.Index)
+		mb := store.Member(r.spec.JobID, it.res.Step, it.res.Epoch, it.res.Index)
 		if _, ok := r.adm.held[mb]; ok {
 			delete(r.adm.held, mb)
 			members = append(members, mb)

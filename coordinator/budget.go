@@ -13,7 +13,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/core/plan"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/pricing"
-	"github.com/makerfleet/makerfleet/internal/quota"
+	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -74,7 +74,7 @@ var errNoArbitration = errors.New("coordinator: no room for an arbitration")
 
 // jobBudget is a job's side of the budgets while this coordinator runs it.
 type jobBudget struct {
-	budgets *quota.Budgets
+	budgets *store.Budgets
 	// claimed is set once this owner claimed the job's budget (releasing
 	// what earlier owners held); took once it reserved something since
 	// (released again at a pause or the end).
@@ -86,7 +86,7 @@ type jobBudget struct {
 	// every spendEvery, and its limit in Redis read every lookEvery
 	// (maker budget set may give it one).
 	live                bool
-	jobLimit            quota.Nano // the job's limit in Redis, as last read
+	jobLimit            store.Nano // the job's limit in Redis, as last read
 	nextLook, nextSpend time.Time
 	// busySince is when the job began waiting on its tenant's other
 	// jobs' reservations, holding none itself (zero: it is not).
@@ -95,7 +95,7 @@ type jobBudget struct {
 	// by sample id.
 	holds map[string]hold
 	// the last figures Redis returned
-	figs quota.Figures
+	figs store.Figures
 }
 
 // id names the next reservation or settlement: unique per owner (its
@@ -108,7 +108,7 @@ func (b *jobBudget) id() string {
 // hold is one request's reservation.
 type hold struct {
 	day    string
-	amount quota.Nano
+	amount store.Nano
 	due    time.Time // its answer is overdue from then (it may still come)
 }
 
@@ -117,7 +117,7 @@ func (r *jobRun) budget() (*jobBudget, error) {
 	if r.bud != nil {
 		return r.bud, nil
 	}
-	b, err := quota.NewBudgets(r.c.store.Client(), quota.BudgetConfig{KeyPrefix: r.c.store.Prefix()})
+	b, err := store.NewBudgets(r.c.store.Client(), store.BudgetConfig{KeyPrefix: r.c.store.Prefix()})
 	if err != nil {
 		return nil, err
 	}
@@ -151,8 +151,8 @@ func (r *jobRun) claim(ctx context.Context, b *jobBudget) error {
 	if b.claimed {
 		return nil
 	}
-	a, err := b.budgets.Claim(ctx, r.ref, r.token, quota.USD(r.spec.BudgetUSD))
-	if errors.Is(err, quota.ErrStale) {
+	a, err := b.budgets.Claim(ctx, r.ref, r.token, store.USD(r.spec.BudgetUSD))
+	if errors.Is(err, store.ErrStale) {
 		return fmt.Errorf("%w: %v", errLeaseLost, err)
 	}
 	if err != nil {
@@ -167,7 +167,7 @@ func (r *jobRun) claim(ctx context.Context, b *jobBudget) error {
 // limited reports whether a limit applies to the job now: a budget of
 // its own (in Redis: its spec's, or one set since, read again every
 // lookEvery) or its tenant's spend per day.
-func (r *jobRun) limited(ctx context.Context, b *jobBudget, dayLimit quota.Nano, now time.Time) (bool, error) {
+func (r *jobRun) limited(ctx context.Context, b *jobBudget, dayLimit store.Nano, now time.Time) (bool, error) {
 	if dayLimit > 0 || b.jobLimit > 0 {
 		return true, nil
 	}
@@ -176,7 +176,7 @@ func (r *jobRun) limited(ctx context.Context, b *jobBudget, dayLimit quota.Nano,
 	}
 	b.nextLook = now.Add(lookEvery)
 	a, err := b.budgets.Job(ctx, r.ref)
-	if err != nil && !errors.Is(err, quota.ErrNoJob) {
+	if err != nil && !errors.Is(err, store.ErrNoJob) {
 		return false, err
 	}
 	b.jobLimit = a.Limit
@@ -185,12 +185,12 @@ func (r *jobRun) limited(ctx context.Context, b *jobBudget, dayLimit quota.Nano,
 
 // dayLimit is the tenant's spend per day now (0: none), from the quota
 // store's watch-fed cache.
-func (r *jobRun) dayLimit(ctx context.Context) (quota.Nano, error) {
+func (r *jobRun) dayLimit(ctx context.Context) (store.Nano, error) {
 	q, err := r.c.tenantQuota(ctx, r.spec.Tenant)
 	if err != nil {
 		return 0, err
 	}
-	return quota.USD(q.SpendPerDayUSD), nil
+	return store.USD(q.SpendPerDayUSD), nil
 }
 
 // reserve reserves the cost bound of reqs, about to be published, on the
@@ -207,8 +207,8 @@ func (r *jobRun) reserve(ctx context.Context, reqs []*schemas.SampleRequest) err
 	if err != nil || !b.live {
 		return err // nil: nothing to hold the cost to, publish
 	}
-	amounts := make([]quota.Nano, len(reqs))
-	var total quota.Nano
+	amounts := make([]store.Nano, len(reqs))
+	var total store.Nano
 	for i, req := range reqs {
 		amount, priced, err := r.bound(req)
 		if err != nil {
@@ -223,7 +223,7 @@ func (r *jobRun) reserve(ctx context.Context, reqs []*schemas.SampleRequest) err
 	if total <= 0 {
 		return nil // free prices
 	}
-	day := quota.Day(now)
+	day := store.Day(now)
 	refusal, err := r.take(ctx, b, day, total, limit)
 	switch {
 	case err != nil:
@@ -252,7 +252,7 @@ func (r *jobRun) reserve(ctx context.Context, reqs []*schemas.SampleRequest) err
 // spent first, so the limits see it, and a job whose models the fleet's
 // table does not all price pauses as budget_exhausted (an error wrapping
 // errBudgetExhausted) before anything more is published.
-func (r *jobRun) goLive(ctx context.Context) (b *jobBudget, limit quota.Nano, now time.Time, err error) {
+func (r *jobRun) goLive(ctx context.Context) (b *jobBudget, limit store.Nano, now time.Time, err error) {
 	if b, err = r.budget(); err != nil {
 		return nil, 0, now, err
 	}
@@ -285,8 +285,8 @@ func (r *jobRun) goLive(ctx context.Context) (b *jobBudget, limit quota.Nano, no
 
 // under names the limits the job is under now: its budget (its spec's, or
 // one set in Redis since) and its tenant's spend per day.
-func (r *jobRun) under(b *jobBudget, dayLimit quota.Nano) string {
-	budget := max(b.jobLimit, quota.USD(r.spec.BudgetUSD))
+func (r *jobRun) under(b *jobBudget, dayLimit store.Nano) string {
+	budget := max(b.jobLimit, store.USD(r.spec.BudgetUSD))
 	return pricing.Under(r.spec.Tenant, budget.USD(), dayLimit.USD())
 }
 
@@ -301,7 +301,7 @@ func arbitrationHold(step int64) string { return "arbitration/" + strconv.Format
 // cost is spent once the judge reports it). An error wrapping
 // errNoArbitration, saying why, when the budget or the day cannot hold
 // it: the step gets no arbitration, a person decides it.
-func (r *jobRun) reserveArbitration(ctx context.Context, step int64) (quota.Nano, error) {
+func (r *jobRun) reserveArbitration(ctx context.Context, step int64) (store.Nano, error) {
 	b, limit, now, err := r.goLive(ctx)
 	if err != nil || !b.live {
 		return 0, err
@@ -310,7 +310,7 @@ func (r *jobRun) reserveArbitration(ctx context.Context, step int64) (quota.Nano
 	if h, ok := b.holds[id]; ok {
 		return h.amount, nil // asked again (a pause, a takeover): held already
 	}
-	amount, day := quota.USD(r.c.cfg.ArbitrationReserveUSD), quota.Day(now)
+	amount, day := store.USD(r.c.cfg.ArbitrationReserveUSD), store.Day(now)
 	switch refusal, err := r.take(ctx, b, day, amount, limit); {
 	case err != nil:
 		return 0, err
@@ -325,18 +325,18 @@ func (r *jobRun) reserveArbitration(ctx context.Context, step int64) (quota.Nano
 // its spend per day now), both or neither: a refusal (the figures kept)
 // says why not; an error wrapping errLeaseLost means a later owner holds
 // the job. The caller files the hold.
-func (r *jobRun) take(ctx context.Context, b *jobBudget, day string, amount, limit quota.Nano) (*quota.Refusal, error) {
+func (r *jobRun) take(ctx context.Context, b *jobBudget, day string, amount, limit store.Nano) (*store.Refusal, error) {
 	b.took = true // also when the reply is lost: the end releases it
-	f, err := b.budgets.Reserve(ctx, quota.Reservation{
+	f, err := b.budgets.Reserve(ctx, store.Reservation{
 		Job: r.ref, Token: r.token, ID: b.id(), Day: day, Amount: amount,
-		JobLimit: quota.USD(r.spec.BudgetUSD), DayLimit: limit,
+		JobLimit: store.USD(r.spec.BudgetUSD), DayLimit: limit,
 	})
-	var refusal *quota.Refusal
+	var refusal *store.Refusal
 	switch {
 	case err == nil:
 		b.figs, b.busySince = f, time.Time{}
 		return nil, nil
-	case errors.Is(err, quota.ErrStale):
+	case errors.Is(err, store.ErrStale):
 		return nil, fmt.Errorf("%w: %v", errLeaseLost, err)
 	case errors.As(err, &refusal):
 		b.figs = refusal.Figures
@@ -381,7 +381,7 @@ func (b *jobBudget) waitFor(scope string, now time.Time, patience time.Duration)
 // names: the bound of the prompt the voter builds for it (claims.go: the
 // same bound its answer's claims are held to) and max_output_tokens out.
 // priced is false when the fleet's table does not price that model.
-func (r *jobRun) bound(req *schemas.SampleRequest) (amount quota.Nano, priced bool, err error) {
+func (r *jobRun) bound(req *schemas.SampleRequest) (amount store.Nano, priced bool, err error) {
 	prompt, err := r.m.promptBound(req)
 	if err != nil {
 		return 0, false, fmt.Errorf("coordinator: the prompt of step %d, to bound its cost: %w", req.Step, err)
@@ -390,7 +390,7 @@ func (r *jobRun) bound(req *schemas.SampleRequest) (amount quota.Nano, priced bo
 	if !ok {
 		return 0, false, nil
 	}
-	return quota.Cost(&p, prompt, int64(req.MaxOutputTokens)), true, nil
+	return store.Cost(&p, prompt, int64(req.MaxOutputTokens)), true, nil
 }
 
 // fleetPrice is the fleet's price of a sample whose request names model
@@ -410,12 +410,12 @@ func (r *jobRun) priceOf(model string, stronger bool) (schemas.Pricing, pricing.
 // cost is what the job's figures cost so far at the fleet's prices, in
 // whole nano-dollars: its answers, each priced as it was counted, and the
 // judge's arbitrations (rounded up). What its report says it cost.
-func (r *jobRun) cost() quota.Nano {
+func (r *jobRun) cost() store.Nano {
 	if r.m == nil {
 		return 0 // the run failed before its machine was made
 	}
 	f := &r.m.acct.Figures
-	return quota.Nano(f.SampleCostNanoUSD) + quota.USDUp(f.ArbiterCostUSD)
+	return store.Nano(f.SampleCostNanoUSD) + store.USDUp(f.ArbiterCostUSD)
 }
 
 // settleBatch is called once a batch of result messages is handled, with
@@ -459,7 +459,7 @@ func (r *jobRun) settleIDs(ctx context.Context, answered []string) error {
 	if !b.claimed {
 		return nil // nothing reserved under this owner
 	}
-	released := map[string]quota.Nano{}
+	released := map[string]store.Nano{}
 	for _, id := range answered {
 		if h, ok := b.holds[id]; ok {
 			released[h.day] += h.amount
@@ -470,11 +470,11 @@ func (r *jobRun) settleIDs(ctx context.Context, answered []string) error {
 	if len(released) == 0 && cost <= b.figs.Job.Spent {
 		return nil
 	}
-	for _, s := range spendPlan(b.figs.Job.Spent, cost, released, quota.Day(time.Now())) {
-		f, err := b.budgets.Settle(ctx, quota.Settlement{
+	for _, s := range spendPlan(b.figs.Job.Spent, cost, released, store.Day(time.Now())) {
+		f, err := b.budgets.Settle(ctx, store.Settlement{
 			Job: r.ref, Token: r.token, ID: b.id(), Day: s.day, Reserved: s.reserved, Total: s.total,
 		})
-		if errors.Is(err, quota.ErrStale) {
+		if errors.Is(err, store.ErrStale) {
 			return fmt.Errorf("%w: %v", errLeaseLost, err)
 		}
 		if err != nil {
@@ -489,7 +489,7 @@ func (r *jobRun) settleIDs(ctx context.Context, answered []string) error {
 // spend there what total is above the job's spent.
 type dayShare struct {
 	day             string
-	reserved, total quota.Nano
+	reserved, total store.Nano
 }
 
 // spendPlan settles holds released (what each day's holds reserved) and
@@ -498,7 +498,7 @@ type dayShare struct {
 // first, each at most what was released there (a hold bounds its answer's
 // cost, so no day goes over its limit across midnight), and what no hold
 // covers on today. A day with nothing to release or spend is left out.
-func spendPlan(spent, cost quota.Nano, released map[string]quota.Nano, today string) []dayShare {
+func spendPlan(spent, cost store.Nano, released map[string]store.Nano, today string) []dayShare {
 	days := make([]string, 0, len(released))
 	for d := range released {
 		if d != today {
@@ -542,7 +542,7 @@ func (r *jobRun) releaseBudget(ctx context.Context) {
 			return
 		}
 	}
-	a, err := b.budgets.Claim(ctx, r.ref, r.token, quota.USD(r.spec.BudgetUSD))
+	a, err := b.budgets.Claim(ctx, r.ref, r.token, store.USD(r.spec.BudgetUSD))
 	if err != nil {
 		r.log.Warn("release the job's reservations; the next owner does", "err", err)
 		return
@@ -608,10 +608,10 @@ func (r *jobRun) finishCost() float64 {
 	perStep := plan.ExpectedVotes(p, m.k()) / v
 	var perSample float64
 	if n := m.acct.Samples + m.acct.LateSamples + m.acct.SkippedSamples + m.acct.CancelledSamples; n > 0 {
-		perSample = quota.Nano(m.acct.SampleCostNanoUSD).USD() / float64(n)
+		perSample = store.Nano(m.acct.SampleCostNanoUSD).USD() / float64(n)
 	} else if p, ok := r.fleetPrice(""); ok {
 		// No answer counted yet: the bound of the largest request sent.
-		perSample = quota.Cost(&p, m.claims.topPrompt, int64(r.spec.MaxOutputTokens)).USD()
+		perSample = store.Cost(&p, m.claims.topPrompt, int64(r.spec.MaxOutputTokens)).USD()
 	}
 	return float64(left) * perStep * perSample
 }

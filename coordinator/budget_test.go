@@ -44,7 +44,7 @@ func sampleBound(t *testing.T, env *fleettest.Env, disks int) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return quota.SampleBound(budgetPricing, msgs, schemas.DefaultMaxOutputTokens).USD()
+	return store.SampleBound(budgetPricing, msgs, schemas.DefaultMaxOutputTokens).USD()
 }
 
 // outcome is where a job stopped: its report (solved or another end), or
@@ -85,9 +85,9 @@ func awaitUnderWay(t *testing.T, env *fleettest.Env, spec schemas.JobSpec) {
 	}, "the job is under way")
 }
 
-func budgetsOf(t *testing.T, env *fleettest.Env) *quota.Budgets {
+func budgetsOf(t *testing.T, env *fleettest.Env) *store.Budgets {
 	t.Helper()
-	b, err := quota.NewBudgets(env.Store().Client(), quota.BudgetConfig{KeyPrefix: bus.DefaultNamespace.String()})
+	b, err := store.NewBudgets(env.Store().Client(), store.BudgetConfig{KeyPrefix: bus.DefaultNamespace.String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func budgetsUnderConcurrency(t *testing.T, limits schemas.TenantQuota) {
 		spec.BudgetUSD = budget
 		all = append(all, job{spec, disks})
 	}
-	day := quota.Day(time.Now())
+	day := store.Day(time.Now())
 	for i := range all {
 		env.Submit(&all[i].spec)
 	}
@@ -173,17 +173,17 @@ func budgetsUnderConcurrency(t *testing.T, limits schemas.TenantQuota) {
 
 	b := budgetsOf(t, env)
 	var solved, exhausted int
-	var jobsSpent quota.Nano
+	var jobsSpent store.Nano
 	for i, j := range all {
 		ref := store.JobRef{Tenant: tenant, JobID: j.spec.JobID}
-		var a quota.Account
+		var a store.Account
 		fleettest.Eventually(t, 10*time.Second, func() bool {
 			var err error
 			a, err = b.Job(ctx, ref)
 			return err == nil && a.Reserved == 0
 		}, "job %s still holds reservations: %+v", j.spec.JobID, a)
-		if a.Spent > quota.USD(j.spec.BudgetUSD) {
-			t.Errorf("job %s spent %v, over its budget %v", j.spec.JobID, a.Spent, quota.USD(j.spec.BudgetUSD))
+		if a.Spent > store.USD(j.spec.BudgetUSD) {
+			t.Errorf("job %s spent %v, over its budget %v", j.spec.JobID, a.Spent, store.USD(j.spec.BudgetUSD))
 		}
 		jobsSpent += a.Spent
 		switch o := outs[i]; {
@@ -203,18 +203,18 @@ func budgetsUnderConcurrency(t *testing.T, limits schemas.TenantQuota) {
 			}
 		}
 	}
-	var d quota.Account
+	var d store.Account
 	fleettest.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		d, err = b.TenantDay(ctx, tenant, day)
 		return err == nil && d.Reserved == 0
 	}, "the tenant's day still holds reservations: %+v", d)
 	t.Logf("%d solved, %d budget_exhausted; the tenant spent %v of %v (jobs: %v); bounds: a sample of 3 disks %v, of 4 disks %v",
-		solved, exhausted, d.Spent, quota.USD(dayLimit), jobsSpent, bound3, bound4)
-	if d.Spent > quota.USD(dayLimit) {
-		t.Errorf("the tenant spent %v, over its day's limit %v", d.Spent, quota.USD(dayLimit))
+		solved, exhausted, d.Spent, store.USD(dayLimit), jobsSpent, bound3, bound4)
+	if d.Spent > store.USD(dayLimit) {
+		t.Errorf("the tenant spent %v, over its day's limit %v", d.Spent, store.USD(dayLimit))
 	}
-	if quota.Day(time.Now()) == day && jobsSpent != d.Spent {
+	if store.Day(time.Now()) == day && jobsSpent != d.Spent {
 		t.Errorf("the jobs spent %v in all, the tenant's day says %v", jobsSpent, d.Spent)
 	}
 	if solved == 0 || exhausted == 0 {
@@ -249,7 +249,7 @@ func TestBudgetExhaustedResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Spent > quota.USD(spec.BudgetUSD) || a.Spent.USD() != out.status.SpentUSD {
+	if a.Spent > store.USD(spec.BudgetUSD) || a.Spent.USD() != out.status.SpentUSD {
 		t.Fatalf("spent %v (status says %v), budget %v", a.Spent, out.status.SpentUSD, spec.BudgetUSD)
 	}
 
@@ -262,7 +262,7 @@ func TestBudgetExhaustedResume(t *testing.T) {
 	}
 
 	raised := 200 * bound
-	if err := b.SetJobLimit(ctx, ref, quota.USD(raised)); err != nil {
+	if err := b.SetJobLimit(ctx, ref, store.USD(raised)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := jobs.Control(ctx, env.Topo, spec.Tenant, spec.JobID, schemas.ControlRun); err != nil {
@@ -273,10 +273,10 @@ func TestBudgetExhaustedResume(t *testing.T) {
 	if a, err = b.Job(ctx, ref); err != nil {
 		t.Fatal(err)
 	}
-	if rep.CostUSD > raised || rep.CostUSD > a.Spent.USD()+1e-12 || a.Spent > quota.USD(raised) {
+	if rep.CostUSD > raised || rep.CostUSD > a.Spent.USD()+1e-12 || a.Spent > store.USD(raised) {
 		t.Errorf("report cost %v, spent %v, raised budget %v", rep.CostUSD, a.Spent, raised)
 	}
-	if _, err := b.Job(ctx, store.JobRef{Tenant: spec.Tenant, JobID: "none"}); !errors.Is(err, quota.ErrNoJob) {
+	if _, err := b.Job(ctx, store.JobRef{Tenant: spec.Tenant, JobID: "none"}); !errors.Is(err, store.ErrNoJob) {
 		t.Errorf("an unknown job's budget: %v", err)
 	}
 }
@@ -301,11 +301,11 @@ func TestBudgetDeadOwnerReservationReleased(t *testing.T) {
 	// What a coordinator SIGKILLed right after reserving a wave leaves
 	// (lease token 1): 29 sample bounds on the tenant's day.
 	b := budgetsOf(t, env)
-	day := quota.Day(time.Now())
+	day := store.Day(time.Now())
 	deadRef := store.JobRef{Tenant: tenant, JobID: "dead"}
-	if _, err := b.Reserve(ctx, quota.Reservation{
+	if _, err := b.Reserve(ctx, store.Reservation{
 		Job: deadRef, Token: 1, ID: "1.1", Day: day,
-		Amount: quota.USD(dayLimit) - quota.USD(bound3), JobLimit: quota.USD(dead.BudgetUSD), DayLimit: quota.USD(dayLimit),
+		Amount: store.USD(dayLimit) - store.USD(bound3), JobLimit: store.USD(dead.BudgetUSD), DayLimit: store.USD(dayLimit),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -352,9 +352,9 @@ func TestBudgetTenantBusyWaitBounded(t *testing.T) {
 	priceFleet(env)
 	b := budgetsOf(t, env)
 	ghost := store.JobRef{Tenant: tenant, JobID: "ghost"}
-	if _, err := b.Reserve(ctx, quota.Reservation{
-		Job: ghost, Token: 1, ID: "1.1", Day: quota.Day(time.Now()),
-		Amount: quota.USD(dayLimit) - quota.USD(bound3), DayLimit: quota.USD(dayLimit),
+	if _, err := b.Reserve(ctx, store.Reservation{
+		Job: ghost, Token: 1, ID: "1.1", Day: store.Day(time.Now()),
+		Amount: store.USD(dayLimit) - store.USD(bound3), DayLimit: store.USD(dayLimit),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +413,7 @@ func TestBudgetUnlimitedNoScripts(t *testing.T) {
 	priceFleet(env)
 	spec = fleettest.HanoiSpec(5, 2, 1)
 	spec.JobID = "priced"
-	day := quota.Day(time.Now())
+	day := store.Day(time.Now())
 	priced := env.Run(&spec)
 	c := evalCalls(t, env)
 	extra, allowed := (c-b)-(b-a), 3+int(priced.WallSeconds)+1 // a spend a second
@@ -431,7 +431,7 @@ func TestBudgetUnlimitedNoScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	if priced.CostUSD <= 0 || math.Abs(acct.Spent.USD()-priced.CostUSD) > 1e-6 || acct.Reserved != 0 ||
-		quota.Day(time.Now()) == day && dayAcct.Spent != acct.Spent {
+		store.Day(time.Now()) == day && dayAcct.Spent != acct.Spent {
 		t.Errorf("report cost %v; job in Redis %+v, tenant's day %+v: want the cost spent on both, nothing reserved",
 			priced.CostUSD, acct, dayAcct)
 	}

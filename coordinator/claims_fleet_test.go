@@ -49,7 +49,7 @@ func TestOverclaimedResultsBounded(t *testing.T) {
 	spec := fleettest.HanoiSpec(disks, k, jobSeed)
 	spec.Tenant = tenant
 	spec.BudgetUSD = 40 * bound
-	day := quota.Day(time.Now())
+	day := store.Day(time.Now())
 
 	keys, _ := fleettest.Golden(disks)
 	claimed := env.AnswerFirst(spec, func(req *schemas.SampleRequest) (schemas.SampleResult, bool) {
@@ -76,7 +76,7 @@ func TestOverclaimedResultsBounded(t *testing.T) {
 		t.Errorf("the job cost $%v: over the bound of its %d samples ($%v) or its budget ($%v)", rep.CostUSD, drawn, limit, spec.BudgetUSD)
 	}
 	b := budgetsOf(t, env)
-	var job, d quota.Account
+	var job, d store.Account
 	fleettest.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		if job, err = b.Job(ctx, store.JobRef{Tenant: tenant, JobID: spec.JobID}); err != nil || job.Reserved != 0 {
@@ -85,11 +85,11 @@ func TestOverclaimedResultsBounded(t *testing.T) {
 		d, err = b.TenantDay(ctx, tenant, day)
 		return err == nil && d.Reserved == 0
 	}, "reservations left: job %+v, day %+v", job, d)
-	if job.Spent > quota.USD(spec.BudgetUSD) || d.Spent > quota.USD(dayLimit) || job.Spent.USD() < rep.CostUSD-1e-9 {
+	if job.Spent > store.USD(spec.BudgetUSD) || d.Spent > store.USD(dayLimit) || job.Spent.USD() < rep.CostUSD-1e-9 {
 		t.Errorf("the job spent %v (budget %v, report $%v), the tenant's day %v (limit %v)",
-			job.Spent, quota.USD(spec.BudgetUSD), rep.CostUSD, d.Spent, quota.USD(dayLimit))
+			job.Spent, store.USD(spec.BudgetUSD), rep.CostUSD, d.Spent, store.USD(dayLimit))
 	}
-	if quota.Day(time.Now()) == day && d.Spent != job.Spent {
+	if store.Day(time.Now()) == day && d.Spent != job.Spent {
 		t.Errorf("the tenant's day spent %v, its one job %v", d.Spent, job.Spent)
 	}
 }

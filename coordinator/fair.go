@@ -30,7 +30,7 @@ import (
 // the jobs running here with when each started.
 type fairness struct {
 	quotas  *quota.Store
-	limiter *quota.Limiter
+	limiter *store.Limiter
 	// lifetime of an admitted request's place in flight unless refreshed
 	// (3 × LeaseTTL: a dead coordinator's places lapse), wait of a
 	// refusal's waiting entry (10 × AdmitRetry, at least 250ms).
@@ -52,7 +52,7 @@ type slot struct {
 
 func newFairness(st *store.Store, cfg Config) *fairness {
 	return &fairness{
-		limiter:  quota.NewLimiter(st.Client(), st.Prefix()),
+		limiter:  store.NewLimiter(st.Client(), st.Prefix()),
 		quotas:   quota.NewKV(nil),
 		lifetime: 3 * cfg.LeaseTTL,
 		wait:     max(10*cfg.AdmitRetry, 250*time.Millisecond),

@@ -77,7 +77,7 @@ func TestQuotaAppliedLive(t *testing.T) {
 	if keys := quotaKeys(t, env); len(keys) == 0 {
 		t.Fatal("the quota set live was not applied: no limiter key in Redis")
 	}
-	lim := quota.NewLimiter(env.Store().Client(), store.DefaultKeyPrefix)
+	lim := store.NewLimiter(env.Store().Client(), store.DefaultKeyPrefix)
 	if n, err := lim.InFlight(context.Background(), "acme"); err != nil || n != 0 {
 		t.Fatalf("in flight after the job: %d (%v), want 0", n, err)
 	}
@@ -267,7 +267,7 @@ func TestLostLeaseKeepsNewOwnersRunSlot(t *testing.T) {
 	ctx := context.Background()
 	env := fleettest.New(t)
 	setQuota(t, env, schemas.TenantQuota{Tenant: "acme", MaxRunningJobs: 1})
-	lim := quota.NewLimiter(env.Store().Client(), store.DefaultKeyPrefix)
+	lim := store.NewLimiter(env.Store().Client(), store.DefaultKeyPrefix)
 	// No voter: the job runs until its lease is taken.
 	env.StartCoordinator(coordinator.Config{ID: "c1", MaxJobs: 1, LeaseTTL: 600 * time.Millisecond, ScanInterval: 50 * time.Millisecond})
 	spec := fleettest.HanoiSpec(3, 2, 1)

@@ -2,7 +2,7 @@ package coordinator
 
 import (
 	"github.com/makerfleet/makerfleet/internal/pricing"
-	"github.com/makerfleet/makerfleet/internal/quota"
+	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -66,7 +66,7 @@ func (m *machine) requestModel(res *schemas.SampleResult, stronger bool) string 
 // SampleCostNanoUSD, the job's own claim to UnverifiedCostNanoUSD, and
 // tokens nobody prices count nothing (said once per model and run when
 // the fleet prices other models).
-func (m *machine) priceTokens(res *schemas.SampleResult, stronger bool, prompt, completion int64) quota.Nano {
+func (m *machine) priceTokens(res *schemas.SampleResult, stronger bool, prompt, completion int64) store.Nano {
 	if m.price == nil || prompt == 0 && completion == 0 {
 		return 0
 	}
@@ -76,12 +76,12 @@ func (m *machine) priceTokens(res *schemas.SampleResult, stronger bool, prompt, 
 	if prompt < 0 || completion < 0 {
 		sign, prompt, completion = -1, -prompt, -completion
 	}
-	n := sign * int64(quota.Cost(&p, prompt, completion))
+	n := sign * int64(store.Cost(&p, prompt, completion))
 	f := &m.acct.Figures
 	switch src {
 	case pricing.Fleet:
 		f.SampleCostNanoUSD = max(f.SampleCostNanoUSD+n, 0)
-		return quota.Nano(n)
+		return store.Nano(n)
 	case pricing.Job:
 		f.UnverifiedCostNanoUSD = max(f.UnverifiedCostNanoUSD+n, 0)
 	case pricing.Absent:
@@ -100,5 +100,5 @@ func (m *machine) priceTokens(res *schemas.SampleResult, stronger bool, prompt, 
 // reportCost is what the figures cost at the fleet's prices (answers and
 // arbitrations), and at the job's own unverified ones, in dollars.
 func reportCost(f *schemas.Figures) (cost, unverified float64) {
-	return quota.Nano(f.SampleCostNanoUSD).USD() + f.ArbiterCostUSD, quota.Nano(f.UnverifiedCostNanoUSD).USD()
+	return store.Nano(f.SampleCostNanoUSD).USD() + f.ArbiterCostUSD, store.Nano(f.UnverifiedCostNanoUSD).USD()
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/makerfleet/makerfleet/internal/app/judgetest"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/llm"
-	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/judge"
@@ -36,14 +35,14 @@ func submitIntake(t *testing.T, env *fleettest.Env, spec *schemas.JobSpec) {
 
 // spentOf returns what Redis holds as spent by the job and by its tenant
 // today, once nothing is reserved any more.
-func spentOf(t *testing.T, env *fleettest.Env, spec schemas.JobSpec, day string) (job, tenant quota.Account) {
+func spentOf(t *testing.T, env *fleettest.Env, spec schemas.JobSpec, day string) (job, tenant store.Account) {
 	t.Helper()
 	ctx := context.Background()
 	b := budgetsOf(t, env)
 	fleettest.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		job, err = b.Job(ctx, store.JobRef{Tenant: spec.Tenant, JobID: spec.JobID})
-		if err != nil && !errors.Is(err, quota.ErrNoJob) {
+		if err != nil && !errors.Is(err, store.ErrNoJob) {
 			return false
 		}
 		tenant, err = b.TenantDay(ctx, spec.Tenant, day)
@@ -104,7 +103,7 @@ func TestPricingQuotaRefusesUnpriced(t *testing.T) {
 	// (not its claim of 0), and the quota stops it. (At a tenth of a
 	// dollar per million tokens a few samples fit in $0.001.)
 	env.SetPrice("", schemas.Pricing{InputUSDPerMTok: 0.1, OutputUSDPerMTok: 0.1})
-	day := quota.Day(time.Now())
+	day := store.Day(time.Now())
 	priced := fleettest.HanoiSpec(6, 2, 5)
 	priced.Tenant, priced.JobID, priced.Pricing = tenant, "priced", &schemas.Pricing{}
 	submitIntake(t, env, &priced)
@@ -116,7 +115,7 @@ func TestPricingQuotaRefusesUnpriced(t *testing.T) {
 		t.Errorf("status %+v: want paused by the tenant's day, having spent something", out.status)
 	}
 	job, day1 := spentOf(t, env, priced, day)
-	if quota.Day(time.Now()) == day && (day1.Spent <= 0 || day1.Spent > quota.USD(0.001) || job.Spent != day1.Spent) {
+	if store.Day(time.Now()) == day && (day1.Spent <= 0 || day1.Spent > store.USD(0.001) || job.Spent != day1.Spent) {
 		t.Errorf("the tenant's day spent %v (job %v), want more than 0 and at most $0.001", day1.Spent, job.Spent)
 	}
 	// Resumed once the operator removes the price: it pauses again, for
@@ -147,7 +146,7 @@ func TestPricingPriceRemovedMidJob(t *testing.T) {
 	const tenant = "metered"
 	setQuota(t, env, schemas.TenantQuota{Tenant: tenant, SpendPerDayUSD: 100})
 	priceFleet(env)
-	day := quota.Day(time.Now())
+	day := store.Day(time.Now())
 	spec := fleettest.HanoiSpec(6, 2, 4)
 	spec.Tenant = tenant
 	env.Submit(&spec)
@@ -164,7 +163,7 @@ func TestPricingPriceRemovedMidJob(t *testing.T) {
 	rep := env.Wait(spec)
 	checkSolved(t, rep, 6)
 	job, tday := spentOf(t, env, spec, day)
-	if rep.UnverifiedCostUSD != 0 || math.Abs(job.Spent.USD()-rep.CostUSD) > 1e-9 || quota.Day(time.Now()) == day && tday.Spent != job.Spent {
+	if rep.UnverifiedCostUSD != 0 || math.Abs(job.Spent.USD()-rep.CostUSD) > 1e-9 || store.Day(time.Now()) == day && tday.Spent != job.Spent {
 		t.Errorf("report cost %v (unverified %v), job spent %v, tenant's day %v", rep.CostUSD, rep.UnverifiedCostUSD, job.Spent, tday.Spent)
 	}
 }
@@ -176,7 +175,7 @@ func TestPricingPriceRemovedMidJob(t *testing.T) {
 func TestPricingFleetPriceNotClaim(t *testing.T) {
 	t.Parallel()
 	env, _, _ := simFleet(t, simllm.Config{Accuracy: 1, Seed: 9}, llm.Config{}, voter.Config{Concurrency: 8})
-	day := quota.Day(time.Now())
+	day := store.Day(time.Now())
 
 	claimed := fleettest.HanoiSpec(4, 2, 3)
 	claimed.Tenant, claimed.JobID, claimed.Pricing = "unpriced", "claimed", &schemas.Pricing{InputUSDPerMTok: 2, OutputUSDPerMTok: 8}
@@ -201,8 +200,14 @@ func TestPricingFleetPriceNotClaim(t *testing.T) {
 	if rep.CostUSD < want-1e-12 || rep.CostUSD > want+1e-9*float64(rep.Samples+rep.WastedSamples+1) || rep.UnverifiedCostUSD != 0 {
 		t.Errorf("claiming 0: cost %v (unverified %v), want the fleet's %v", rep.CostUSD, rep.UnverifiedCostUSD, want)
 	}
-	job, tday := spentOf(t, env, zero, day)
-	if math.Abs(job.Spent.USD()-rep.CostUSD) > 1e-9 || quota.Day(time.Now()) == day && tday.Spent != job.Spent {
+	// The last answers' settlements may land just after the report: wait
+	// for the job's account to reach the report's cost.
+	var job, tday store.Account
+	fleettest.Eventually(t, 10*time.Second, func() bool {
+		job, tday = spentOf(t, env, zero, day)
+		return math.Abs(job.Spent.USD()-rep.CostUSD) <= 1e-9
+	}, "job %s spent %v, its report's cost %v", zero.JobID, job.Spent, rep.CostUSD)
+	if math.Abs(job.Spent.USD()-rep.CostUSD) > 1e-9 || store.Day(time.Now()) == day && tday.Spent != job.Spent {
 		t.Errorf("report cost %v, job spent %v, tenant's day %v: want all three the same", rep.CostUSD, job.Spent, tday.Spent)
 	}
 }
@@ -259,7 +264,7 @@ func TestPricingArbitrationsInTheTenantWindow(t *testing.T) {
 			env.StartCoordinator(coordinator.Config{ArbitrationReserveUSD: tc.reserve})
 			model := fleettest.NewFakeModel(fleettest.SeedTable(47, 7, 64), splitAt(3))
 			env.StartVoter(model, voter.Config{Concurrency: 8})
-			day := quota.Day(time.Now())
+			day := store.Day(time.Now())
 			var specs []schemas.JobSpec
 			for i := range 5 {
 				spec := arbitrationJob(tenant, fmt.Sprintf("arb-%d", i))
@@ -306,7 +311,7 @@ func TestPricingArbitrationsInTheTenantWindow(t *testing.T) {
 				t.Errorf("%d jobs got the panel, want the window's 2", panel)
 			}
 			_, tday := spentOf(t, env, specs[0], day)
-			if quota.Day(time.Now()) == day && (math.Abs(tday.Spent.USD()-jobsCost) > 1e-9*5 || arbiter <= 0) {
+			if store.Day(time.Now()) == day && (math.Abs(tday.Spent.USD()-jobsCost) > 1e-9*5 || arbiter <= 0) {
 				t.Errorf("the tenant's day spent %v; its jobs cost %v, of it the panel %v", tday.Spent, jobsCost, arbiter)
 			}
 			if tc.reserve > 0 && arbiter > 2*tc.reserve {
@@ -332,7 +337,7 @@ func TestPricingArbitrationOverTheDay(t *testing.T) {
 	env.StartCoordinator(coordinator.Config{}) // holds $1 for an arbitration
 	model := fleettest.NewFakeModel(fleettest.SeedTable(47, 7, 64), splitAt(3))
 	env.StartVoter(model, voter.Config{Concurrency: 8})
-	day := quota.Day(time.Now())
+	day := store.Day(time.Now())
 	spec := arbitrationJob(tenant, "over")
 	env.Submit(&spec)
 	p := &person{t: t, ctx: ctx, env: env, spec: spec, disks: 3}
@@ -348,7 +353,7 @@ func TestPricingArbitrationOverTheDay(t *testing.T) {
 	if !rep.Solved || rep.ArbiterCostUSD != 0 {
 		t.Errorf("%s, arbiter cost %v", rep.State, rep.ArbiterCostUSD)
 	}
-	if _, tday := spentOf(t, env, spec, day); tday.Spent > quota.USD(0.5) {
+	if _, tday := spentOf(t, env, spec, day); tday.Spent > store.USD(0.5) {
 		t.Errorf("the tenant's day spent %v, over its $0.5", tday.Spent)
 	}
 }
@@ -370,7 +375,7 @@ func TestPricingPanelBilledOnce(t *testing.T) {
 	p.waitPaused()
 	b := budgetsOf(t, env)
 	ref := store.JobRef{Tenant: spec.Tenant, JobID: spec.JobID}
-	var first quota.Account
+	var first store.Account
 	fleettest.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		first, err = b.Job(ctx, ref)
@@ -388,7 +393,7 @@ func TestPricingPanelBilledOnce(t *testing.T) {
 	}
 	p.decide(3)
 	rep := env.Wait(spec)
-	if !rep.Solved || rep.ArbiterCostUSD <= 0 || quota.USDUp(rep.ArbiterCostUSD) != first.Spent {
+	if !rep.Solved || rep.ArbiterCostUSD <= 0 || store.USDUp(rep.ArbiterCostUSD) != first.Spent {
 		t.Errorf("%s, arbiter cost %v; the unsure arbitration's %v", rep.State, rep.ArbiterCostUSD, first.Spent)
 	}
 }

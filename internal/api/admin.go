@@ -10,7 +10,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
-	"github.com/makerfleet/makerfleet/internal/quota"
+	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/spec"
@@ -113,7 +113,7 @@ func (s *Server) registerTask(w http.ResponseWriter, r *http.Request, p apikey.P
 func (s *Server) usage(w http.ResponseWriter, r *http.Request, p apikey.Principal) error {
 	ctx, cancel := s.timeout(r.Context())
 	defer cancel()
-	u := schemas.Usage{Tenant: p.Tenant, Day: quota.Day(time.Now()), Jobs: map[string]int64{}}
+	u := schemas.Usage{Tenant: p.Tenant, Day: store.Day(time.Now()), Jobs: map[string]int64{}}
 	recs, err := jobs.List(ctx, s.deps.Topo, p.Tenant)
 	if err != nil {
 		return fmt.Errorf("%w: %w", jobs.ErrUnavailable, err)

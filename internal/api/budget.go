@@ -8,7 +8,6 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/internal/jobs"
-	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -37,7 +36,7 @@ func (s *Server) jobBudget(w http.ResponseWriter, r *http.Request, rec schemas.J
 	out := schemas.JobBudget{ID: rec.JobID, Tenant: rec.Tenant, LimitUSD: rec.Spec.BudgetUSD}
 	a, err := s.deps.Budgets.Job(ctx, store.JobRef{Tenant: rec.Tenant, JobID: rec.JobID})
 	switch {
-	case errors.Is(err, quota.ErrNoJob):
+	case errors.Is(err, store.ErrNoJob):
 	case err != nil:
 		return fmt.Errorf("%w: budget of %s/%s: %w", jobs.ErrUnavailable, rec.Tenant, rec.JobID, err)
 	default:
@@ -87,7 +86,7 @@ func (s *Server) putBudget(w http.ResponseWriter, r *http.Request, p apikey.Prin
 			return err
 		}
 	}
-	if err := s.deps.Budgets.SetJobLimit(ctx, store.JobRef{Tenant: rec.Tenant, JobID: rec.JobID}, quota.USD(body.BudgetUSD)); err != nil {
+	if err := s.deps.Budgets.SetJobLimit(ctx, store.JobRef{Tenant: rec.Tenant, JobID: rec.JobID}, store.USD(body.BudgetUSD)); err != nil {
 		return fmt.Errorf("%w: %w", jobs.ErrUnavailable, err)
 	}
 	return s.jobBudget(w, r, rec)

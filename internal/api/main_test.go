@@ -100,7 +100,7 @@ func newEnv(t *testing.T, o options) *apiEnv {
 		t.Fatal(err)
 	}
 	rdb := f.Redis().Client(t)
-	budgets, err := quota.NewBudgets(rdb, quota.BudgetConfig{})
+	budgets, err := store.NewBudgets(rdb, store.BudgetConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func newEnv(t *testing.T, o options) *apiEnv {
 	}
 	e.srv, err = api.New(api.Deps{
 		NC: f.NC, Topo: f.Topo, Tasks: f.Tasks, Auth: keys, Quotas: quotas, Forecast: o.forecast,
-		Budgets: budgets, Inflight: quota.NewLimiter(rdb, store.DefaultKeyPrefix), Batches: batches,
+		Budgets: budgets, Inflight: store.NewLimiter(rdb, store.DefaultKeyPrefix), Batches: batches,
 	}, o.cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -67,11 +67,11 @@ type Deps struct {
 	// Batches serves the batch routes (nil: they answer 501).
 	Batches Batches
 	// Budgets holds the jobs' and tenants' budgets in Redis
-	// (*quota.Budgets): the usage's spend and the job budget routes (nil:
+	// (*store.Budgets): the usage's spend and the job budget routes (nil:
 	// the usage shows no spend and the budget routes answer 501).
 	Budgets Budgets
 	// Inflight counts a tenant's samples in flight for the usage
-	// (*quota.Limiter; nil: 0).
+	// (*store.Limiter; nil: 0).
 	Inflight Inflight
 	// Prices is the fleet's price table (*pricing.Cache, started): submits
 	// and budgets are checked against it, forecasts priced at it (nil:
@@ -86,24 +86,24 @@ type Prices interface {
 
 var _ Prices = (*pricing.Cache)(nil)
 
-// Budgets reads and sets budgets: *quota.Budgets.
+// Budgets reads and sets budgets: *store.Budgets.
 type Budgets interface {
-	TenantDay(ctx context.Context, tenant, day string) (quota.Account, error)
-	Job(ctx context.Context, job store.JobRef) (quota.Account, error)
-	SetJobLimit(ctx context.Context, job store.JobRef, limit quota.Nano) error
+	TenantDay(ctx context.Context, tenant, day string) (store.Account, error)
+	Job(ctx context.Context, job store.JobRef) (store.Account, error)
+	SetJobLimit(ctx context.Context, job store.JobRef, limit store.Nano) error
 }
 
-var _ Budgets = (*quota.Budgets)(nil)
+var _ Budgets = (*store.Budgets)(nil)
 
 // Inflight counts a tenant's sample requests in flight and its jobs
-// holding running-job slots: *quota.Limiter.
+// holding running-job slots: *store.Limiter.
 type Inflight interface {
 	InFlight(ctx context.Context, tenant string) (int, error)
 	Running(ctx context.Context, tenant string) (int, error)
 }
 
 var (
-	_ Inflight = (*quota.Limiter)(nil)
+	_ Inflight = (*store.Limiter)(nil)
 	_ Quotas   = (*quota.Store)(nil)
 )
 

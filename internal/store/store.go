@@ -1,8 +1,13 @@
-// Package store keeps the vote tally of each job's open step in Redis: the
-// rule of internal/core/vote, applied atomically for a fleet of coordinators.
+// Package store is the fleet's Redis code, all of it: the vote tally of
+// each job's open step (the rule of internal/core/vote, applied atomically
+// for a fleet of coordinators), the tenants' limiter (limiter.go: token
+// buckets, samples in flight, the fleet's capacity shared weighted-fair,
+// priorities, running jobs), the budgets (budget.go: reserve, settle,
+// claim, in nano-dollars), the --redis URL dialect (url.go) and the
+// capability secret (secret.go).
 //
 // Each atomic operation is one Lua script, embedded from the .lua file next
-// to this one: open_step.lua opens a step (exactly once per step and epoch),
+// to its caller; for the tally: open_step.lua opens a step (exactly once per step and epoch),
 // record_sample.lua records a sample idempotently by its index, counts the
 // step's samples in index order, tests the first-to-ahead-by-k margin and
 // closes the step exactly once, and close_step.lua closes a step without a

@@ -11,7 +11,7 @@ import (
 	"github.com/makerfleet/makerfleet/client/httpapi"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/judgeclient"
-	"github.com/makerfleet/makerfleet/internal/quota"
+	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/spec"
@@ -341,7 +341,7 @@ func (b apiBudgets) SetJob(ctx context.Context, tenant, job string, usd float64)
 }
 
 func jobAccount(b schemas.JobBudget) accountJSON {
-	return accountOf(b.Tenant, b.ID, "", quota.Account{Limit: quota.USD(b.LimitUSD), Spent: quota.USD(b.SpentUSD), Reserved: quota.USD(b.ReservedUSD)})
+	return accountOf(b.Tenant, b.ID, "", store.Account{Limit: store.USD(b.LimitUSD), Spent: store.USD(b.SpentUSD), Reserved: store.USD(b.ReservedUSD)})
 }
 
 // TenantDay is the key's tenant's spend today: the API shows no other
@@ -357,5 +357,5 @@ func (b apiBudgets) TenantDay(ctx context.Context, tenant, day string) (accountJ
 	if day != "" && day != u.Day {
 		return accountJSON{}, fmt.Errorf("%w: the API shows today's spend (%s), not %s's (ask the operator: maker budget show --day %s)", client.ErrInvalid, u.Day, day, day)
 	}
-	return accountOf(u.Tenant, "", u.Day, quota.Account{Limit: quota.USD(u.Quota.SpendPerDayUSD), Spent: quota.USD(u.SpentTodayUSD), Reserved: quota.USD(u.ReservedTodayUSD)}), nil
+	return accountOf(u.Tenant, "", u.Day, store.Account{Limit: store.USD(u.Quota.SpendPerDayUSD), Spent: store.USD(u.SpentTodayUSD), Reserved: store.USD(u.ReservedTodayUSD)}), nil
 }

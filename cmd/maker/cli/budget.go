@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -72,7 +71,7 @@ func (f *budgetFlags) budgets(cmd *cobra.Command) (budgetsPort, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := quota.NewBudgets(rdb, quota.BudgetConfig{KeyPrefix: f.prefix})
+	b, err := store.NewBudgets(rdb, store.BudgetConfig{KeyPrefix: f.prefix})
 	if err != nil {
 		_ = rdb.Close()
 		return nil, usageError{err}
@@ -111,7 +110,7 @@ type accountJSON struct {
 	LeftUSD     float64 `json:"left_usd,omitempty"`
 }
 
-func accountOf(tenant, job, day string, a quota.Account) accountJSON {
+func accountOf(tenant, job, day string, a store.Account) accountJSON {
 	out := accountJSON{Tenant: tenant, JobID: job, Day: day, LimitUSD: a.Limit.USD(), SpentUSD: a.Spent.USD(), ReservedUSD: a.Reserved.USD()}
 	if a.Limit > 0 {
 		out.LeftUSD = a.Left().USD()

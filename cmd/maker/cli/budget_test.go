@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 )
@@ -55,19 +54,19 @@ func TestBudgetCommands(t *testing.T) {
 
 	// Spend some of it and of the tenant's day, as a coordinator would.
 	ctx := context.Background()
-	b, err := quota.NewBudgets(r.Client(t), quota.BudgetConfig{})
+	b, err := store.NewBudgets(r.Client(t), store.BudgetConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	job := store.JobRef{Tenant: "acme", JobID: "j1"}
-	day := quota.Day(time.Now())
+	day := store.Day(time.Now())
 	if _, err := b.Claim(ctx, job, 1, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Reserve(ctx, quota.Reservation{Job: job, Token: 1, ID: "1", Day: day, Amount: quota.USD(1), DayLimit: quota.USD(10)}); err != nil {
+	if _, err := b.Reserve(ctx, store.Reservation{Job: job, Token: 1, ID: "1", Day: day, Amount: store.USD(1), DayLimit: store.USD(10)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Settle(ctx, quota.Settlement{Job: job, Token: 1, ID: "s", Day: day, Reserved: quota.USD(0.5), Total: quota.USD(0.25)}); err != nil {
+	if _, err := b.Settle(ctx, store.Settlement{Job: job, Token: 1, ID: "s", Day: day, Reserved: store.USD(0.5), Total: store.USD(0.25)}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -12,7 +12,6 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/judgeclient"
-	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -191,7 +190,7 @@ func (t natsTasks) Get(ctx context.Context, name, version string) (schemas.TaskR
 
 // redisBudgets are the accounts in the fleet's Redis (internal/quota).
 type redisBudgets struct {
-	b     *quota.Budgets
+	b     *store.Budgets
 	close func()
 }
 
@@ -203,7 +202,7 @@ func (r redisBudgets) Job(ctx context.Context, tenant, job string) (accountJSON,
 }
 
 func (r redisBudgets) SetJob(ctx context.Context, tenant, job string, usd float64) (accountJSON, error) {
-	if err := r.b.SetJobLimit(ctx, store.JobRef{Tenant: tenant, JobID: job}, quota.USD(usd)); err != nil {
+	if err := r.b.SetJobLimit(ctx, store.JobRef{Tenant: tenant, JobID: job}, store.USD(usd)); err != nil {
 		return accountJSON{}, err
 	}
 	return r.Job(ctx, tenant, job)
@@ -211,7 +210,7 @@ func (r redisBudgets) SetJob(ctx context.Context, tenant, job string, usd float6
 
 func (r redisBudgets) TenantDay(ctx context.Context, tenant, day string) (accountJSON, error) {
 	if day == "" {
-		day = quota.Day(time.Now())
+		day = store.Day(time.Now())
 	}
 	a, err := r.b.TenantDay(ctx, tenant, day)
 	return accountOf(tenant, "", day, a), err

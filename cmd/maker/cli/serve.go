@@ -195,7 +195,7 @@ func newAPIServer(ctx context.Context, log *slog.Logger, nc *nats.Conn, topo *to
 	if err := prices.Start(ctx); err != nil {
 		return nil, nil, err
 	}
-	budgets, err := quota.NewBudgets(rdb, quota.BudgetConfig{})
+	budgets, err := store.NewBudgets(rdb, store.BudgetConfig{})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -203,7 +203,7 @@ func newAPIServer(ctx context.Context, log *slog.Logger, nc *nats.Conn, topo *to
 	tasks := builtin.Registry()
 	srv, err := api.New(api.Deps{
 		NC: nc, Topo: topo, Tasks: tasks, Auth: keys, Quotas: quotas, Prices: prices, Forecast: pricing.Forecast,
-		Budgets: budgets, Inflight: quota.NewLimiter(rdb, store.DefaultKeyPrefix),
+		Budgets: budgets, Inflight: store.NewLimiter(rdb, store.DefaultKeyPrefix),
 		Batches: batch.NewStore(topo, taskreg.New(topo.Tasks, tasks)),
 	}, cfg)
 	if err != nil {

@@ -1,9 +1,8 @@
-package quota
+package store
 
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -39,17 +38,17 @@ var (
 //	maker:{quota}:waiting:<tenant>    zset  job -> expiry (ms): the tenant's jobs refused lately
 //	maker:{quota}:prio:<tenant>       hash  job -> priority, of those
 //	maker:{quota}:running:<tenant>    zset  job -> expiry (ms): the tenant's running jobs
-type keys struct{ p string }
+type limitKeys struct{ p string }
 
-func (k keys) fleetInflight() string         { return k.p + "inflight" }
-func (k keys) inflight(tenant string) string { return k.p + "inflight:" + tenant }
-func (k keys) bucket(tenant string) string   { return k.p + "bucket:" + tenant }
-func (k keys) demand() string                { return k.p + "demand" }
-func (k keys) weights() string               { return k.p + "weights" }
-func (k keys) waiting(tenant string) string  { return k.p + "waiting:" + tenant }
-func (k keys) prio(tenant string) string     { return k.p + "prio:" + tenant }
-func (k keys) running(tenant string) string  { return k.p + "running:" + tenant }
-func (k keys) admit(tenant string) []string {
+func (k limitKeys) fleetInflight() string         { return k.p + "inflight" }
+func (k limitKeys) inflight(tenant string) string { return k.p + "inflight:" + tenant }
+func (k limitKeys) bucket(tenant string) string   { return k.p + "bucket:" + tenant }
+func (k limitKeys) demand() string                { return k.p + "demand" }
+func (k limitKeys) weights() string               { return k.p + "weights" }
+func (k limitKeys) waiting(tenant string) string  { return k.p + "waiting:" + tenant }
+func (k limitKeys) prio(tenant string) string     { return k.p + "prio:" + tenant }
+func (k limitKeys) running(tenant string) string  { return k.p + "running:" + tenant }
+func (k limitKeys) admit(tenant string) []string {
 	return []string{k.fleetInflight(), k.inflight(tenant), k.bucket(tenant), k.demand(), k.weights(), k.waiting(tenant), k.prio(tenant)}
 }
 
@@ -90,21 +89,18 @@ func (r Reason) String() string {
 	return "reason(" + strconv.Itoa(int(r)) + ")"
 }
 
-// ErrReply: a script answered something this build cannot read.
-var ErrReply = errors.New("quota: unexpected script reply")
-
 // Limiter keeps the counters every coordinator shares in Redis: token
 // buckets, requests in flight, waiting tenants and jobs, running jobs. It
 // is safe for concurrent use.
 type Limiter struct {
 	rdb redis.UniversalClient
-	k   keys
+	k   limitKeys
 }
 
-// NewLimiter returns the limiter on rdb, its keys under prefix (the
-// store's, store.DefaultKeyPrefix by default).
+// NewLimiter returns the limiter on rdb, its limitKeys under prefix (the
+// store's, DefaultKeyPrefix by default).
 func NewLimiter(rdb redis.UniversalClient, prefix string) *Limiter {
-	return &Limiter{rdb: rdb, k: keys{p: prefix + ":{quota}:"}}
+	return &Limiter{rdb: rdb, k: limitKeys{p: prefix + ":{quota}:"}}
 }
 
 // Load loads the scripts ahead of use.

@@ -1,4 +1,4 @@
-package quota
+package store
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/makerfleet/makerfleet/internal/pricing"
-	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -117,7 +116,7 @@ func Day(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
 // BudgetConfig configures Budgets.
 type BudgetConfig struct {
-	// KeyPrefix starts every key: the tally store's (store.Store.Prefix),
+	// KeyPrefix starts every key: the tally store's (Store.Prefix),
 	// so a namespace's keys go together. Default "maker".
 	KeyPrefix string
 	// JobTTL is how long a job's budget record lives after its last
@@ -144,7 +143,7 @@ func NewBudgets(rdb redis.UniversalClient, cfg BudgetConfig) (*Budgets, error) {
 		return nil, errors.New("quota: nil redis client")
 	}
 	if cfg.KeyPrefix == "" {
-		cfg.KeyPrefix = store.DefaultKeyPrefix
+		cfg.KeyPrefix = DefaultKeyPrefix
 	}
 	if strings.ContainsAny(cfg.KeyPrefix, "{}: \t\r\n") {
 		return nil, fmt.Errorf("quota: KeyPrefix %q may not hold braces, colons or spaces", cfg.KeyPrefix)
@@ -173,7 +172,7 @@ func (b *Budgets) Load(ctx context.Context) error {
 	return nil
 }
 
-func (b *Budgets) jobKey(job store.JobRef) string {
+func (b *Budgets) jobKey(job JobRef) string {
 	return b.prefix + ":{" + job.Tenant + "}:budget:" + job.JobID
 }
 
@@ -199,7 +198,7 @@ type Figures struct {
 
 // Reservation is what Reserve asks for.
 type Reservation struct {
-	Job store.JobRef
+	Job JobRef
 	// Token is the caller's lease token; ID names this reservation within
 	// the job (a retried call with the same ID changes nothing).
 	Token int64
@@ -280,7 +279,7 @@ func (b *Budgets) Reserve(ctx context.Context, rv Reservation) (Figures, error) 
 // Settlement is what Settle does: release Reserved (taken against Day),
 // and spend what Total is above what the job spent already.
 type Settlement struct {
-	Job store.JobRef
+	Job JobRef
 	// Token is the caller's lease token; ID names this settlement within
 	// the job (a retried call with the same ID changes nothing).
 	Token int64
@@ -317,7 +316,7 @@ func (b *Budgets) Settle(ctx context.Context, s Settlement) (Figures, error) {
 
 func figures(res []int64) (int64, Figures, error) {
 	if len(res) != 7 {
-		return 0, Figures{}, fmt.Errorf("%w: budget script returned %d values", store.ErrReply, len(res))
+		return 0, Figures{}, fmt.Errorf("%w: budget script returned %d values", ErrReply, len(res))
 	}
 	return res[0], Figures{
 		Job: Account{Limit: Nano(res[1]), Spent: Nano(res[2]), Reserved: Nano(res[3])},
@@ -330,7 +329,7 @@ func figures(res []int64) (int64, Figures, error) {
 // earlier owner's samples can no longer count), and at the owner's pause
 // or end (answers that never came). jobLimit is the job's budget when
 // Redis has none yet. ErrStale means a later owner holds the job.
-func (b *Budgets) Claim(ctx context.Context, job store.JobRef, token int64, jobLimit Nano) (Account, error) {
+func (b *Budgets) Claim(ctx context.Context, job JobRef, token int64, jobLimit Nano) (Account, error) {
 	key := b.jobKey(job)
 	fields, err := b.rdb.HKeys(ctx, key).Result()
 	if err != nil {
@@ -349,7 +348,7 @@ func (b *Budgets) Claim(ctx context.Context, job store.JobRef, token int64, jobL
 		return Account{}, fmt.Errorf("quota: claim budget of %s/%s: %w", job.Tenant, job.JobID, err)
 	}
 	if len(res) != 4 {
-		return Account{}, fmt.Errorf("%w: budget_claim returned %d values", store.ErrReply, len(res))
+		return Account{}, fmt.Errorf("%w: budget_claim returned %d values", ErrReply, len(res))
 	}
 	a := Account{Limit: Nano(res[1]), Spent: Nano(res[2]), Reserved: Nano(res[3])}
 	if res[0] == -5 {
@@ -362,7 +361,7 @@ func (b *Budgets) Claim(ctx context.Context, job store.JobRef, token int64, jobL
 // where every reservation reads it: raising it lets a budget_exhausted job
 // go on once resumed. The job's spec keeps the budget it was submitted
 // with.
-func (b *Budgets) SetJobLimit(ctx context.Context, job store.JobRef, limit Nano) error {
+func (b *Budgets) SetJobLimit(ctx context.Context, job JobRef, limit Nano) error {
 	if limit < 0 {
 		return fmt.Errorf("quota: a budget cannot be negative, got %v", limit)
 	}
@@ -379,7 +378,7 @@ func (b *Budgets) SetJobLimit(ctx context.Context, job store.JobRef, limit Nano)
 }
 
 // Job returns the job's budget figures; ErrNoJob when Redis has none.
-func (b *Budgets) Job(ctx context.Context, job store.JobRef) (Account, error) {
+func (b *Budgets) Job(ctx context.Context, job JobRef) (Account, error) {
 	a, found, err := b.account(ctx, b.jobKey(job))
 	if err == nil && !found {
 		err = fmt.Errorf("%w: %s/%s", ErrNoJob, job.Tenant, job.JobID)
@@ -407,7 +406,7 @@ func (b *Budgets) account(ctx context.Context, key string) (a Account, found boo
 		}
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return Account{}, false, fmt.Errorf("%w: %s: %q is not an integer", store.ErrReply, key, s)
+			return Account{}, false, fmt.Errorf("%w: %s: %q is not an integer", ErrReply, key, s)
 		}
 		out[i], found = Nano(n), true
 	}

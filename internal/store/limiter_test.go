@@ -1,4 +1,4 @@
-package quota_test
+package store_test
 
 import (
 	"context"
@@ -6,15 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/quota"
+	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
-func newLimiter(t *testing.T) *quota.Limiter {
+func newLimiter(t *testing.T) *store.Limiter {
 	t.Helper()
 	r := testkit.StartRedis(t)
-	l := quota.NewLimiter(r.Client(t), "test")
+	l := store.NewLimiter(r.Client(t), "test")
 	if err := l.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -24,12 +24,12 @@ func newLimiter(t *testing.T) *quota.Limiter {
 func members(job string, from, n int) []string {
 	out := make([]string, n)
 	for i := range out {
-		out[i] = quota.Member(job, 0, 0, from+i)
+		out[i] = store.Member(job, 0, 0, from+i)
 	}
 	return out
 }
 
-func admit(t *testing.T, l *quota.Limiter, req quota.AdmitRequest) quota.Admission {
+func admit(t *testing.T, l *store.Limiter, req store.AdmitRequest) store.Admission {
 	t.Helper()
 	a, err := l.Admit(context.Background(), req)
 	if err != nil {
@@ -43,15 +43,15 @@ func TestTokenBucket(t *testing.T) {
 	l := newLimiter(t)
 	q := schemas.TenantQuota{SamplesPerSecond: 20, Burst: 5}
 	start := time.Now()
-	a := admit(t, l, quota.AdmitRequest{Tenant: "a", Job: "j", Quota: q, Members: members("j", 0, 8)})
-	if a.Granted != 5 || a.Reason != quota.Rate || a.RetryAfter <= 0 || a.RetryAfter > 50*time.Millisecond {
+	a := admit(t, l, store.AdmitRequest{Tenant: "a", Job: "j", Quota: q, Members: members("j", 0, 8)})
+	if a.Granted != 5 || a.Reason != store.Rate || a.RetryAfter <= 0 || a.RetryAfter > 50*time.Millisecond {
 		t.Fatalf("first call: %+v, want 5 granted (the burst), rate, retry within 50ms", a)
 	}
 	// Keep asking: what is granted never exceeds burst + rate x elapsed.
 	granted := a.Granted
 	next := 100
 	testkit.Eventually(t, 10*time.Second, func() bool {
-		a := admit(t, l, quota.AdmitRequest{Tenant: "a", Job: "j", Quota: q, Members: members("j", next, 3)})
+		a := admit(t, l, store.AdmitRequest{Tenant: "a", Job: "j", Quota: q, Members: members("j", next, 3)})
 		granted += a.Granted
 		next += 3
 		if limit := 5 + int(20*time.Since(start).Seconds()) + 1; granted > limit {
@@ -60,7 +60,7 @@ func TestTokenBucket(t *testing.T) {
 		return granted >= 15
 	}, "the bucket refills")
 	// Another tenant has a bucket of its own.
-	if a := admit(t, l, quota.AdmitRequest{Tenant: "b", Job: "j", Quota: q, Members: members("j", 0, 5)}); a.Granted != 5 {
+	if a := admit(t, l, store.AdmitRequest{Tenant: "b", Job: "j", Quota: q, Members: members("j", 0, 5)}); a.Granted != 5 {
 		t.Fatalf("tenant b: %+v", a)
 	}
 }
@@ -70,18 +70,18 @@ func TestInflightCapAndExpiry(t *testing.T) {
 	l := newLimiter(t)
 	ctx := context.Background()
 	q := schemas.TenantQuota{MaxInflightSamples: 2}
-	a := admit(t, l, quota.AdmitRequest{Tenant: "a", Job: "j", Quota: q, Members: members("j", 0, 3), Lifetime: time.Minute})
-	if a.Granted != 2 || a.Reason != quota.TenantInflight {
+	a := admit(t, l, store.AdmitRequest{Tenant: "a", Job: "j", Quota: q, Members: members("j", 0, 3), Lifetime: time.Minute})
+	if a.Granted != 2 || a.Reason != store.TenantInflight {
 		t.Fatalf("%+v, want 2 granted, tenant in-flight cap", a)
 	}
 	// An index published again holds its one place.
-	if a := admit(t, l, quota.AdmitRequest{Tenant: "a", Job: "j", Quota: q, Members: members("j", 0, 1)}); a.Granted != 1 {
+	if a := admit(t, l, store.AdmitRequest{Tenant: "a", Job: "j", Quota: q, Members: members("j", 0, 1)}); a.Granted != 1 {
 		t.Fatalf("re-published index: %+v", a)
 	}
 	if err := l.Release(ctx, "a", members("j", 0, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if a := admit(t, l, quota.AdmitRequest{Tenant: "a", Job: "j", Quota: q, Members: members("j", 2, 2), Lifetime: 50 * time.Millisecond}); a.Granted != 1 {
+	if a := admit(t, l, store.AdmitRequest{Tenant: "a", Job: "j", Quota: q, Members: members("j", 2, 2), Lifetime: 50 * time.Millisecond}); a.Granted != 1 {
 		t.Fatalf("after a release: %+v, want 1", a)
 	}
 	if n, err := l.InFlight(ctx, "a"); err != nil || n != 2 {
@@ -92,7 +92,7 @@ func TestInflightCapAndExpiry(t *testing.T) {
 		n, err := l.InFlight(ctx, "a")
 		return err == nil && n == 1
 	}, "the short-lived entry expires")
-	if a := admit(t, l, quota.AdmitRequest{Tenant: "a", Job: "j", Quota: q, Members: members("j", 5, 1)}); a.Granted != 1 {
+	if a := admit(t, l, store.AdmitRequest{Tenant: "a", Job: "j", Quota: q, Members: members("j", 5, 1)}); a.Granted != 1 {
 		t.Fatalf("after expiry: %+v", a)
 	}
 	// Refresh keeps held entries and does not bring released ones back.
@@ -119,15 +119,15 @@ func TestFairShare(t *testing.T) {
 			t.Parallel()
 			l := newLimiter(t)
 			qa, qb := schemas.TenantQuota{Weight: tt.wa}, schemas.TenantQuota{Weight: tt.wb}
-			ask := func(tenant string, q schemas.TenantQuota, from, n int) quota.Admission {
-				return admit(t, l, quota.AdmitRequest{Tenant: tenant, Job: "j", Quota: q, Fleet: fleet, Members: members("j", from, n), Lifetime: time.Minute, Wait: 5 * time.Second})
+			ask := func(tenant string, q schemas.TenantQuota, from, n int) store.Admission {
+				return admit(t, l, store.AdmitRequest{Tenant: tenant, Job: "j", Quota: q, Fleet: fleet, Members: members("j", from, n), Lifetime: time.Minute, Wait: 5 * time.Second})
 			}
 			// Alone, a takes the whole fleet.
 			if a := ask("a", qa, 0, 6); a.Granted != 6 {
 				t.Fatalf("a alone: %+v", a)
 			}
 			// b finds it full and waits.
-			if a := ask("b", qb, 0, 6); a.Granted != 0 || a.Reason != quota.FleetFull {
+			if a := ask("b", qb, 0, 6); a.Granted != 0 || a.Reason != store.FleetFull {
 				t.Fatalf("b on a full fleet: %+v", a)
 			}
 			// Every answer of a frees a place; while b waits, a refills
@@ -158,27 +158,27 @@ func TestPriorityWithinTenant(t *testing.T) {
 	l := newLimiter(t)
 	ctx := context.Background()
 	q := schemas.TenantQuota{MaxInflightSamples: 1}
-	ask := func(job string, prio, index int) quota.Admission {
-		return admit(t, l, quota.AdmitRequest{Tenant: "a", Job: job, Priority: prio, Quota: q, Members: members(job, index, 1), Wait: 5 * time.Second})
+	ask := func(job string, prio, index int) store.Admission {
+		return admit(t, l, store.AdmitRequest{Tenant: "a", Job: job, Priority: prio, Quota: q, Members: members(job, index, 1), Wait: 5 * time.Second})
 	}
 	if a := ask("lo", 0, 0); a.Granted != 1 {
 		t.Fatalf("lo: %+v", a)
 	}
-	if a := ask("hi", 5, 0); a.Granted != 0 || a.Reason != quota.TenantInflight {
+	if a := ask("hi", 5, 0); a.Granted != 0 || a.Reason != store.TenantInflight {
 		t.Fatalf("hi behind the cap: %+v", a)
 	}
 	if err := l.Release(ctx, "a", members("lo", 0, 1)); err != nil {
 		t.Fatal(err)
 	}
 	// lo's next request yields to hi, which waits.
-	if a := ask("lo", 0, 1); a.Granted != 0 || a.Reason != quota.Priority {
+	if a := ask("lo", 0, 1); a.Granted != 0 || a.Reason != store.Priority {
 		t.Fatalf("lo while hi waits: %+v, want refused for priority", a)
 	}
 	if a := ask("hi", 5, 0); a.Granted != 1 {
 		t.Fatalf("hi: %+v", a)
 	}
 	// Another tenant's priorities are not a's.
-	if a := admit(t, l, quota.AdmitRequest{Tenant: "b", Job: "x", Quota: q, Members: members("x", 0, 1)}); a.Granted != 1 {
+	if a := admit(t, l, store.AdmitRequest{Tenant: "b", Job: "x", Quota: q, Members: members("x", 0, 1)}); a.Granted != 1 {
 		t.Fatalf("tenant b: %+v", a)
 	}
 }

@@ -1,4 +1,4 @@
-package quota_test
+package store_test
 
 import (
 	"context"
@@ -9,17 +9,16 @@ import (
 	"testing"
 
 	"github.com/makerfleet/makerfleet/internal/pricing"
-	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
 
-func newBudgets(t *testing.T) *quota.Budgets {
+func newBudgets(t *testing.T) *store.Budgets {
 	t.Helper()
 	r := testkit.StartRedis(t)
-	b, err := quota.NewBudgets(r.Client(t), quota.BudgetConfig{KeyPrefix: "test"})
+	b, err := store.NewBudgets(r.Client(t), store.BudgetConfig{KeyPrefix: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,26 +32,26 @@ func TestNanoAndBounds(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		usd  float64
-		want quota.Nano
+		want store.Nano
 	}{{0, 0}, {-1, 0}, {0.1, 100_000_000}, {0.29, 290_000_000}, {1, 1_000_000_000}, {1e6, 1e15}} {
-		if got := quota.USD(tc.usd); got != tc.want {
+		if got := store.USD(tc.usd); got != tc.want {
 			t.Errorf("USD(%v) = %d, want %d", tc.usd, got, tc.want)
 		}
 	}
 	p := &schemas.Pricing{InputUSDPerMTok: 0.4, OutputUSDPerMTok: 1.6}
 	for _, tc := range []struct {
 		prompt, completion int64
-		want               quota.Nano
+		want               store.Nano
 	}{{0, 0, 0}, {1, 0, 400}, {0, 1, 1600}, {600, 300, 600*400 + 300*1600}} {
-		if got := quota.Cost(p, tc.prompt, tc.completion); got != tc.want {
+		if got := store.Cost(p, tc.prompt, tc.completion); got != tc.want {
 			t.Errorf("Cost(%d, %d) = %d, want %d", tc.prompt, tc.completion, got, tc.want)
 		}
 	}
-	if got := quota.Cost(nil, 100, 100); got != 0 {
+	if got := store.Cost(nil, 100, 100); got != 0 {
 		t.Errorf("Cost without pricing = %d, want 0", got)
 	}
 	// Rounding goes up: a third of a nano-dollar costs one.
-	if got := quota.Cost(&schemas.Pricing{InputUSDPerMTok: 1.0 / 3}, 1, 0); got != 334 {
+	if got := store.Cost(&schemas.Pricing{InputUSDPerMTok: 1.0 / 3}, 1, 0); got != 334 {
 		t.Errorf("Cost rounds to %d, want 334 (up)", got)
 	}
 	msgs := []task.Message{{Role: "system", Content: "abc"}, {Role: "user", Content: "hello"}}
@@ -60,7 +59,7 @@ func TestNanoAndBounds(t *testing.T) {
 	if got := pricing.PromptTokensBound(msgs); got != want {
 		t.Errorf("PromptTokensBound = %d, want %d", got, want)
 	}
-	if got, want := quota.SampleBound(p, msgs, 750), quota.Cost(p, want, 750); got != want {
+	if got, want := store.SampleBound(p, msgs, 750), store.Cost(p, want, 750); got != want {
 		t.Errorf("SampleBound = %d, want %d", got, want)
 	}
 }
@@ -73,8 +72,8 @@ func TestBudgetScripts(t *testing.T) {
 	b := newBudgets(t)
 	job := store.JobRef{Tenant: "acme", JobID: "j1"}
 	const day, day2 = "2026-12-01", "2026-12-02"
-	reserve := func(token int64, id, d string, amount, jobLimit, dayLimit quota.Nano) (quota.Figures, error) {
-		return b.Reserve(ctx, quota.Reservation{Job: job, Token: token, ID: id, Day: d, Amount: amount, JobLimit: jobLimit, DayLimit: dayLimit})
+	reserve := func(token int64, id, d string, amount, jobLimit, dayLimit store.Nano) (store.Figures, error) {
+		return b.Reserve(ctx, store.Reservation{Job: job, Token: token, ID: id, Day: d, Amount: amount, JobLimit: jobLimit, DayLimit: dayLimit})
 	}
 	if _, err := b.Claim(ctx, job, 1, 1000); err != nil {
 		t.Fatal(err)
@@ -85,7 +84,7 @@ func TestBudgetScripts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Job != (quota.Account{Limit: 1000, Reserved: 400}) || f.Day != (quota.Account{Limit: 700, Reserved: 400}) {
+	if f.Job != (store.Account{Limit: 1000, Reserved: 400}) || f.Day != (store.Account{Limit: 700, Reserved: 400}) {
 		t.Fatalf("after a reservation: %+v", f)
 	}
 	// A retry of the same reservation changes nothing.
@@ -95,27 +94,27 @@ func TestBudgetScripts(t *testing.T) {
 	// The tenant's day: 400 reserved + 400 > 700, but 0 spent + 400 fits:
 	// busy, not exhausted.
 	_, err = reserve(1, "1:2", day, 400, 1000, 700)
-	var ref *quota.Refusal
-	if !errors.As(err, &ref) || ref.Scope != "tenant" || !errors.Is(err, quota.ErrBudgetBusy) {
+	var ref *store.Refusal
+	if !errors.As(err, &ref) || ref.Scope != "tenant" || !errors.Is(err, store.ErrBudgetBusy) {
 		t.Fatalf("over the day with reservations in flight: %v, want the tenant's day busy", err)
 	}
 	// Settle for less than reserved: 250 spent, nothing reserved.
-	if f, err = b.Settle(ctx, quota.Settlement{Job: job, Token: 1, ID: "s1", Day: day, Reserved: 400, Total: 250}); err != nil {
+	if f, err = b.Settle(ctx, store.Settlement{Job: job, Token: 1, ID: "s1", Day: day, Reserved: 400, Total: 250}); err != nil {
 		t.Fatal(err)
 	}
-	if f.Job != (quota.Account{Limit: 1000, Spent: 250}) || f.Day != (quota.Account{Limit: 700, Spent: 250}) {
+	if f.Job != (store.Account{Limit: 1000, Spent: 250}) || f.Day != (store.Account{Limit: 700, Spent: 250}) {
 		t.Fatalf("after settling: %+v", f)
 	}
 	// A retried settle changes nothing.
-	if f, err = b.Settle(ctx, quota.Settlement{Job: job, Token: 1, ID: "s1", Day: day, Reserved: 400, Total: 250}); err != nil || f.Job.Spent != 250 {
+	if f, err = b.Settle(ctx, store.Settlement{Job: job, Token: 1, ID: "s1", Day: day, Reserved: 400, Total: 250}); err != nil || f.Job.Spent != 250 {
 		t.Fatalf("retried settle: %+v, %v", f, err)
 	}
 	// 250 spent + 500 > 700: the day is exhausted.
-	if _, err = reserve(1, "1:3", day, 500, 1000, 700); !errors.Is(err, quota.ErrBudgetExhausted) || !errors.As(err, &ref) || ref.Scope != "tenant" {
+	if _, err = reserve(1, "1:3", day, 500, 1000, 700); !errors.Is(err, store.ErrBudgetExhausted) || !errors.As(err, &ref) || ref.Scope != "tenant" {
 		t.Fatalf("over the day's limit: %v, want the tenant's day exhausted", err)
 	}
 	// Nothing was taken by the refusals.
-	if a, err := b.TenantDay(ctx, "acme", day); err != nil || a != (quota.Account{Limit: 700, Spent: 250}) {
+	if a, err := b.TenantDay(ctx, "acme", day); err != nil || a != (store.Account{Limit: 700, Spent: 250}) {
 		t.Fatalf("day after refusals: %+v, %v", a, err)
 	}
 	// The next day has room; the job's own budget is the limit now.
@@ -123,43 +122,43 @@ func TestBudgetScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 250 spent + 600 reserved + 200 > 1000 but 250 + 200 fits: busy.
-	if _, err = reserve(1, "1:5", day2, 200, 1000, 700); !errors.Is(err, quota.ErrBudgetBusy) || !errors.As(err, &ref) || ref.Scope != "job" {
+	if _, err = reserve(1, "1:5", day2, 200, 1000, 700); !errors.Is(err, store.ErrBudgetBusy) || !errors.As(err, &ref) || ref.Scope != "job" {
 		t.Fatalf("over the job's budget with reservations in flight: %v, want the job busy", err)
 	}
 	// 250 + 800 > 1000: exhausted.
-	if _, err = reserve(1, "1:6", day2, 800, 1000, 0); !errors.Is(err, quota.ErrBudgetExhausted) || !errors.As(err, &ref) || ref.Scope != "job" {
+	if _, err = reserve(1, "1:6", day2, 800, 1000, 0); !errors.Is(err, store.ErrBudgetExhausted) || !errors.As(err, &ref) || ref.Scope != "job" {
 		t.Fatalf("over the job's budget: %v, want the job exhausted", err)
 	}
 
 	// A new owner (token 2) claims: the 600 still reserved against day2
 	// (the old owner's answers never came) are released there too.
 	a, err := b.Claim(ctx, job, 2, 1000)
-	if err != nil || a != (quota.Account{Limit: 1000, Spent: 250}) {
+	if err != nil || a != (store.Account{Limit: 1000, Spent: 250}) {
 		t.Fatalf("claim: %+v, %v", a, err)
 	}
 	if d, _ := b.TenantDay(ctx, "acme", day2); d.Reserved != 0 {
 		t.Fatalf("day2 after the claim: %+v, want nothing reserved", d)
 	}
 	// The old owner is fenced out of reserving and settling.
-	if _, err = reserve(1, "1:7", day2, 10, 1000, 0); !errors.Is(err, quota.ErrStale) {
+	if _, err = reserve(1, "1:7", day2, 10, 1000, 0); !errors.Is(err, store.ErrStale) {
 		t.Fatalf("old owner's reserve: %v, want ErrStale", err)
 	}
-	if _, err = b.Settle(ctx, quota.Settlement{Job: job, Token: 1, ID: "s2", Day: day2, Reserved: 600, Total: 900}); !errors.Is(err, quota.ErrStale) {
+	if _, err = b.Settle(ctx, store.Settlement{Job: job, Token: 1, ID: "s2", Day: day2, Reserved: 600, Total: 900}); !errors.Is(err, store.ErrStale) {
 		t.Fatalf("old owner's settle: %v, want ErrStale", err)
 	}
-	if _, err = b.Claim(ctx, job, 1, 1000); !errors.Is(err, quota.ErrStale) {
+	if _, err = b.Claim(ctx, job, 1, 1000); !errors.Is(err, store.ErrStale) {
 		t.Fatalf("old owner's claim: %v, want ErrStale", err)
 	}
 	// A settle never releases more than the job holds against the day:
 	// another job's reservation on the same day stays.
 	other := store.JobRef{Tenant: "acme", JobID: "j2"}
-	if _, err := b.Reserve(ctx, quota.Reservation{Job: other, Token: 5, ID: "x", Day: day2, Amount: 300}); err != nil {
+	if _, err := b.Reserve(ctx, store.Reservation{Job: other, Token: 5, ID: "x", Day: day2, Amount: 300}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err = reserve(2, "2:1", day2, 100, 1000, 0); err != nil {
 		t.Fatal(err)
 	}
-	if f, err = b.Settle(ctx, quota.Settlement{Job: job, Token: 2, ID: "s3", Day: day2, Reserved: 5000, Total: 300}); err != nil {
+	if f, err = b.Settle(ctx, store.Settlement{Job: job, Token: 2, ID: "s3", Day: day2, Reserved: 5000, Total: 300}); err != nil {
 		t.Fatal(err)
 	}
 	if f.Job.Reserved != 0 || f.Job.Spent != 300 || f.Day.Reserved != 300 || f.Day.Spent != 50 {
@@ -167,12 +166,12 @@ func TestBudgetScripts(t *testing.T) {
 	}
 	// A cost below what was spent (a new owner without an earlier one's
 	// unjournaled counts) spends nothing.
-	if f, err = b.Settle(ctx, quota.Settlement{Job: job, Token: 2, ID: "s4", Day: day2, Total: 120}); err != nil || f.Job.Spent != 300 || f.Day.Spent != 50 {
+	if f, err = b.Settle(ctx, store.Settlement{Job: job, Token: 2, ID: "s4", Day: day2, Total: 120}); err != nil || f.Job.Spent != 300 || f.Day.Spent != 50 {
 		t.Fatalf("a lower total: %+v, %v, want nothing more spent", f, err)
 	}
 
 	// Raising the budget lets the job go on.
-	if _, err = reserve(2, "2:2", day2, 800, 1000, 0); !errors.Is(err, quota.ErrBudgetExhausted) {
+	if _, err = reserve(2, "2:2", day2, 800, 1000, 0); !errors.Is(err, store.ErrBudgetExhausted) {
 		t.Fatalf("before raising: %v", err)
 	}
 	if err := b.SetJobLimit(ctx, job, 2000); err != nil {
@@ -185,30 +184,30 @@ func TestBudgetScripts(t *testing.T) {
 	if a, err = b.Claim(ctx, job, 2, 1000); err != nil || a.Reserved != 0 || a.Limit != 2000 {
 		t.Fatalf("release at the end: %+v, %v", a, err)
 	}
-	if a, err = b.Job(ctx, job); err != nil || a != (quota.Account{Limit: 2000, Spent: 300}) {
+	if a, err = b.Job(ctx, job); err != nil || a != (store.Account{Limit: 2000, Spent: 300}) {
 		t.Fatalf("Job: %+v, %v", a, err)
 	}
-	if _, err = b.Job(ctx, store.JobRef{Tenant: "acme", JobID: "nope"}); !errors.Is(err, quota.ErrNoJob) {
+	if _, err = b.Job(ctx, store.JobRef{Tenant: "acme", JobID: "nope"}); !errors.Is(err, store.ErrNoJob) {
 		t.Fatalf("Job of an unknown job: %v, want ErrNoJob", err)
 	}
 	// A new owner's ids are its own: one equal to an id of the last
 	// owner's is a new reservation, not a retry.
 	j3 := store.JobRef{Tenant: "acme", JobID: "j3"}
-	if _, err := b.Reserve(ctx, quota.Reservation{Job: j3, Token: 1, ID: "7", Day: day2, Amount: 5}); err != nil {
+	if _, err := b.Reserve(ctx, store.Reservation{Job: j3, Token: 1, ID: "7", Day: day2, Amount: 5}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Claim(ctx, j3, 2, 0); err != nil {
 		t.Fatal(err)
 	}
-	if f, err := b.Reserve(ctx, quota.Reservation{Job: j3, Token: 2, ID: "7", Day: day2, Amount: 5}); err != nil || f.Job.Reserved != 5 {
+	if f, err := b.Reserve(ctx, store.Reservation{Job: j3, Token: 2, ID: "7", Day: day2, Amount: 5}); err != nil || f.Job.Reserved != 5 {
 		t.Fatalf("the new owner's first reservation: %+v, %v, want 5 reserved", f, err)
 	}
 	// A job without a budget of its own is held only by its tenant's.
 	free := store.JobRef{Tenant: "acme", JobID: "free"}
-	if _, err := b.Reserve(ctx, quota.Reservation{Job: free, Token: 1, ID: "1", Day: day, Amount: 449, DayLimit: 700}); err != nil {
+	if _, err := b.Reserve(ctx, store.Reservation{Job: free, Token: 1, ID: "1", Day: day, Amount: 449, DayLimit: 700}); err != nil {
 		t.Fatalf("a job without a budget, within its tenant's day: %v", err)
 	}
-	if _, err := b.Reserve(ctx, quota.Reservation{Job: free, Token: 1, ID: "2", Day: day, Amount: 2, DayLimit: 700}); !errors.Is(err, quota.ErrBudgetBusy) {
+	if _, err := b.Reserve(ctx, store.Reservation{Job: free, Token: 1, ID: "2", Day: day, Amount: 2, DayLimit: 700}); !errors.Is(err, store.ErrBudgetBusy) {
 		t.Fatalf("a job without a budget, over its tenant's day: %v, want busy", err)
 	}
 }
@@ -224,8 +223,8 @@ func TestBudgetsConcurrent(t *testing.T) {
 	const (
 		jobs     = 24
 		day      = "2026-12-01"
-		dayLimit = quota.Nano(50_000)
-		jobLimit = quota.Nano(4_000)
+		dayLimit = store.Nano(50_000)
+		jobLimit = store.Nano(4_000)
 	)
 	var wg sync.WaitGroup
 	errs := make(chan error, jobs)
@@ -239,26 +238,26 @@ func TestBudgetsConcurrent(t *testing.T) {
 				errs <- err
 				return
 			}
-			var held []quota.Nano
-			var total quota.Nano
+			var held []store.Nano
+			var total store.Nano
 			for i := 0; ; i++ {
-				amount := quota.Nano(50 + rng.IntN(200))
-				_, err := b.Reserve(ctx, quota.Reservation{Job: job, Token: 1, ID: fmt.Sprint(i), Day: day, Amount: amount, JobLimit: jobLimit, DayLimit: dayLimit})
+				amount := store.Nano(50 + rng.IntN(200))
+				_, err := b.Reserve(ctx, store.Reservation{Job: job, Token: 1, ID: fmt.Sprint(i), Day: day, Amount: amount, JobLimit: jobLimit, DayLimit: dayLimit})
 				switch {
 				case err == nil:
 					held = append(held, amount)
-				case errors.Is(err, quota.ErrBudgetExhausted):
+				case errors.Is(err, store.ErrBudgetExhausted):
 					_, err := b.Claim(ctx, job, 1, jobLimit) // paused: release what is held
 					errs <- err
 					return
-				case !errors.Is(err, quota.ErrBudgetBusy):
+				case !errors.Is(err, store.ErrBudgetBusy):
 					errs <- err
 					return
 				}
 				// Settle the oldest reservation for at most what it held.
 				if len(held) > 3 || err != nil && len(held) > 0 {
-					total += held[0] - quota.Nano(rng.IntN(int(held[0])/2))
-					f, err := b.Settle(ctx, quota.Settlement{Job: job, Token: 1, ID: fmt.Sprint("s", i), Day: day, Reserved: held[0], Total: total})
+					total += held[0] - store.Nano(rng.IntN(int(held[0])/2))
+					f, err := b.Settle(ctx, store.Settlement{Job: job, Token: 1, ID: fmt.Sprint("s", i), Day: day, Reserved: held[0], Total: total})
 					if err != nil {
 						errs <- err
 						return
@@ -286,7 +285,7 @@ func TestBudgetsConcurrent(t *testing.T) {
 	if d.Spent > dayLimit || d.Reserved != 0 {
 		t.Fatalf("the day: %+v, want spent within %v and nothing reserved", d, dayLimit)
 	}
-	var sum quota.Nano
+	var sum store.Nano
 	for j := range jobs {
 		a, err := b.Job(ctx, store.JobRef{Tenant: "acme", JobID: fmt.Sprintf("j%d", j)})
 		if err != nil {
