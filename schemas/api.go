@@ -1,14 +1,8 @@
 package schemas
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
-	"reflect"
-	"strings"
 	"time"
-
-	"github.com/invopop/jsonschema"
 )
 
 // The bodies of the HTTP API (maker serve, internal/api) and its clients
@@ -404,97 +398,4 @@ type FieldError struct {
 	// "/params/disks"; "" for the whole body.
 	Path    string `json:"path"`
 	Message string `json:"message"`
-}
-
-// nullable lets a pointer field that encoding/json writes as null (no
-// omitempty) be null in its struct's schema (in all, by type name), for t
-// and the struct types it refers to.
-func nullable(all map[string]*jsonschema.Schema, t reflect.Type, done map[reflect.Type]bool) {
-	done[t] = true
-	s := all[t.Name()]
-	for f := range t.Fields() {
-		if f.Anonymous {
-			continue
-		}
-		tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		ft := f.Type
-		if s != nil && ft.Kind() == reflect.Pointer && !strings.Contains(opts, "omitempty") {
-			if p, ok := s.Properties.Get(tag); ok && p.Ref != "" {
-				desc := p.Description
-				p.Description = ""
-				s.Properties.Set(tag, &jsonschema.Schema{Description: desc, AnyOf: []*jsonschema.Schema{p, {Type: "null"}}})
-			}
-		}
-		for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice || ft.Kind() == reflect.Map {
-			ft = ft.Elem()
-		}
-		if ft.Kind() == reflect.Struct && ft.PkgPath() == schemasPkg && !done[ft] {
-			nullable(all, ft, done)
-		}
-	}
-}
-
-// OpenAPIComponents returns the JSON Schemas (draft 2020-12, as OpenAPI 3.1
-// takes them) of the given types, each a struct of this package, and of
-// every struct type they refer to, keyed by type name: the
-// components/schemas of an OpenAPI document, referring to each other as
-// "#/components/schemas/<name>". They carry the same doc comments and
-// one-field rules as the message schemas in jsonschema/; a message kind's
-// also has its version and kind constants and its conditions. A
-// JobRequest's fields take a JobSpec's rules.
-func OpenAPIComponents(types ...reflect.Type) (map[string]json.RawMessage, error) {
-	out := make(map[string]json.RawMessage)
-	kinds := make(map[reflect.Type]string)
-	for _, mt := range All() {
-		kinds[reflect.TypeOf(mt.New()).Elem()] = mt.Kind
-	}
-	for _, t := range types {
-		if t.Kind() != reflect.Struct || t.PkgPath() != schemasPkg {
-			return nil, fmt.Errorf("schemas: %v is not a struct of package schemas", t)
-		}
-		r := &jsonschema.Reflector{ExpandedStruct: true, Anonymous: true, LookupComment: lookupDoc}
-		s := r.ReflectFromType(t)
-		if err := shape(s, t, s.Definitions, make(map[reflect.Type]bool)); err != nil {
-			return nil, fmt.Errorf("schemas: %s schema: %w", t.Name(), err)
-		}
-		if t == reflect.TypeFor[JobRequest]() {
-			for pair := s.Properties.Oldest(); pair != nil; pair = pair.Next() {
-				if rule := fieldRules["JobSpec."+pair.Key]; rule != nil {
-					rule(pair.Value)
-				}
-			}
-		}
-		if kind, ok := kinds[t]; ok {
-			v := s.Properties.Value("version")
-			v.Const, v.Minimum = Version, ""
-			s.Properties.Value("kind").Const = kind
-			if c := conditions[kind]; c != nil {
-				s.AllOf = c()
-			}
-		}
-		defs := s.Definitions
-		s.Definitions, s.Version, s.ID = nil, "", ""
-		s.Title = t.Name()
-		all := map[string]*jsonschema.Schema{t.Name(): s}
-		for name, d := range defs {
-			all[name] = d
-		}
-		nullable(all, t, make(map[reflect.Type]bool))
-		for name, d := range all {
-			if _, done := out[name]; done {
-				continue
-			}
-			b, err := canonical(d)
-			if err != nil {
-				return nil, fmt.Errorf("schemas: %s schema: %w", name, err)
-			}
-			out[name] = bytes.ReplaceAll(b, []byte(`"#/$defs/`), []byte(`"#/components/schemas/`))
-		}
-	}
-	for name, b := range out {
-		if strings.Contains(string(b), `"#/$defs/`) {
-			return nil, fmt.Errorf("schemas: %s schema keeps a $defs reference", name)
-		}
-	}
-	return out, nil
 }

@@ -105,7 +105,8 @@ const (
 const (
 	// MaxProblemBytes bounds a problem statement.
 	MaxProblemBytes = 64 << 10
-	maxBudgetUSD    = 1e4
+	// MaxBreakGlassBudgetUSD bounds a break-glass request's budget_usd.
+	MaxBreakGlassBudgetUSD = 1e4
 )
 
 // PriorAttempt is one approach that already failed on the problem.
@@ -218,8 +219,8 @@ func (r *BreakGlassRequest) Validate() error {
 	if err := nonNegativeFigures(k, figure{"budget_usd", r.BudgetUSD}); err != nil {
 		return err
 	}
-	if r.BudgetUSD > maxBudgetUSD {
-		return invalid(k, "budget_usd %v is over %v", r.BudgetUSD, maxBudgetUSD)
+	if r.BudgetUSD > MaxBreakGlassBudgetUSD {
+		return invalid(k, "budget_usd %v is over %v", r.BudgetUSD, MaxBreakGlassBudgetUSD)
 	}
 	if len(r.Plugins) > 1 {
 		return invalid(k, "plugins holds %d entries; at most one (fusion)", len(r.Plugins))

@@ -111,8 +111,8 @@ func (c *Calibration) Validate() error {
 		return invalid(k, "confidence %v must be in (0, 1)", c.Confidence)
 	case c.Method != CalibrationClopperPearson:
 		return invalid(k, "method %q: want %q", c.Method, CalibrationClopperPearson)
-	case !(c.Temperature >= 0 && c.Temperature <= maxTemperature):
-		return invalid(k, "temperature %v outside [0, %d]", c.Temperature, maxTemperature)
+	case !(c.Temperature >= 0 && c.Temperature <= MaxTemperature):
+		return invalid(k, "temperature %v outside [0, %d]", c.Temperature, MaxTemperature)
 	case c.MaxOutputTokens < 1:
 		return invalid(k, "max_output_tokens must be >= 1")
 	}

@@ -6,8 +6,6 @@ import (
 	"maps"
 	"reflect"
 	"strings"
-
-	"github.com/invopop/jsonschema"
 )
 
 // MaxListedSteps bounds the step lists a job's figures keep (ErrorSteps,
@@ -295,9 +293,6 @@ func (d *Delta) UnmarshalJSON(data []byte) error {
 	d.Figures = f
 	return nil
 }
-
-// JSONSchemaExtend makes every field optional: a zero field is left out.
-func (Delta) JSONSchemaExtend(s *jsonschema.Schema) { s.Required = nil }
 
 func pos(n int64) int64 { return max(n, 0) }
 

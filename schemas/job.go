@@ -18,11 +18,15 @@ const (
 	MaxSpeculationDepth      = 64
 	MaxSamplesLimit          = 100_000
 
-	maxOutputTokensLimit = 1_000_000
+	// MaxOutputTokensLimit bounds a job's max_output_tokens.
+	MaxOutputTokensLimit = 1_000_000
 	maxTokensEstimate    = 10_000_000 // a call's usage, as the model client bounds it
-	maxTemperature       = 2
-	minSampleTimeoutMS   = 10
-	maxPriceUSDPerMTok   = 1e6
+	// MaxTemperature bounds every sampling temperature.
+	MaxTemperature = 2
+	// MinSampleTimeoutMS is the shortest sample_timeout_ms a job may ask.
+	MinSampleTimeoutMS = 10
+	// MaxPriceUSDPerMTok bounds a price per million tokens.
+	MaxPriceUSDPerMTok = 1e6
 )
 
 // Pricing is a model's price in US dollars per million tokens.
@@ -213,17 +217,17 @@ func (s *JobSpec) Validate() error {
 	if s.MaxSamplesPerStep < s.K || s.MaxSamplesPerStep > MaxSamplesLimit {
 		return invalid(k, "max_samples_per_step must be between k (%d) and %d, got %d", s.K, MaxSamplesLimit, s.MaxSamplesPerStep)
 	}
-	if s.MaxOutputTokens < 1 || s.MaxOutputTokens > maxOutputTokensLimit {
-		return invalid(k, "max_output_tokens must be between 1 and %d, got %d", maxOutputTokensLimit, s.MaxOutputTokens)
+	if s.MaxOutputTokens < 1 || s.MaxOutputTokens > MaxOutputTokensLimit {
+		return invalid(k, "max_output_tokens must be between 1 and %d, got %d", MaxOutputTokensLimit, s.MaxOutputTokens)
 	}
-	if !inRange(s.TemperatureFirst, 0, maxTemperature) {
-		return invalid(k, "temperature_first must be between 0 and %d, got %v", maxTemperature, s.TemperatureFirst)
+	if !inRange(s.TemperatureFirst, 0, MaxTemperature) {
+		return invalid(k, "temperature_first must be between 0 and %d, got %v", MaxTemperature, s.TemperatureFirst)
 	}
-	if !inRange(s.Rest(), 0, maxTemperature) {
-		return invalid(k, "temperature_rest must be between 0 and %d, got %v", maxTemperature, s.Rest())
+	if !inRange(s.Rest(), 0, MaxTemperature) {
+		return invalid(k, "temperature_rest must be between 0 and %d, got %v", MaxTemperature, s.Rest())
 	}
-	if s.SampleTimeoutMS < minSampleTimeoutMS {
-		return invalid(k, "sample_timeout_ms must be >= %d, got %d", minSampleTimeoutMS, s.SampleTimeoutMS)
+	if s.SampleTimeoutMS < MinSampleTimeoutMS {
+		return invalid(k, "sample_timeout_ms must be >= %d, got %d", MinSampleTimeoutMS, s.SampleTimeoutMS)
 	}
 	if err := s.checkSpeculation(k); err != nil {
 		return err
@@ -300,11 +304,11 @@ func (p *Pricing) check(k, field string) error {
 	if p == nil {
 		return nil
 	}
-	if !inRange(p.InputUSDPerMTok, 0, maxPriceUSDPerMTok) {
-		return invalid(k, "%s.input_usd_per_mtok must be between 0 and %g, got %v", field, maxPriceUSDPerMTok, p.InputUSDPerMTok)
+	if !inRange(p.InputUSDPerMTok, 0, MaxPriceUSDPerMTok) {
+		return invalid(k, "%s.input_usd_per_mtok must be between 0 and %g, got %v", field, MaxPriceUSDPerMTok, p.InputUSDPerMTok)
 	}
-	if !inRange(p.OutputUSDPerMTok, 0, maxPriceUSDPerMTok) {
-		return invalid(k, "%s.output_usd_per_mtok must be between 0 and %g, got %v", field, maxPriceUSDPerMTok, p.OutputUSDPerMTok)
+	if !inRange(p.OutputUSDPerMTok, 0, MaxPriceUSDPerMTok) {
+		return invalid(k, "%s.output_usd_per_mtok must be between 0 and %g, got %v", field, MaxPriceUSDPerMTok, p.OutputUSDPerMTok)
 	}
 	return nil
 }

@@ -75,8 +75,8 @@ func (s *JobSpec) checkReliability(k string) error {
 	default:
 		return invalid(k, "decorrelate must be %s, %s or %s, got %q", DecorrelateAuto, DecorrelateOn, DecorrelateOff, s.Decorrelate)
 	}
-	if dt := s.DecorrelateTemperature; dt != 0 && !(dt > 0 && dt <= maxTemperature) {
-		return invalid(k, "decorrelate_temperature must be in (0, %d] (0: the rest temperature), got %v", maxTemperature, dt)
+	if dt := s.DecorrelateTemperature; dt != 0 && !(dt > 0 && dt <= MaxTemperature) {
+		return invalid(k, "decorrelate_temperature must be in (0, %d] (0: the rest temperature), got %v", MaxTemperature, dt)
 	}
 	if len(s.Models) > MaxJobModels {
 		return invalid(k, "models lists at most %d models, got %d", MaxJobModels, len(s.Models))

@@ -86,8 +86,8 @@ func (r *SampleRequest) Validate() error {
 	if !json.Valid(r.Params) || !json.Valid(r.State) {
 		return invalid(k, "params and state must be JSON")
 	}
-	if !inRange(r.Temperature, 0, maxTemperature) {
-		return invalid(k, "temperature must be between 0 and %d, got %v", maxTemperature, r.Temperature)
+	if !inRange(r.Temperature, 0, MaxTemperature) {
+		return invalid(k, "temperature must be between 0 and %d, got %v", MaxTemperature, r.Temperature)
 	}
 	if r.MaxOutputTokens < 1 {
 		return invalid(k, "max_output_tokens must be >= 1, got %d", r.MaxOutputTokens)
@@ -111,8 +111,9 @@ const maxModelName = 200
 // without padding.
 const SampleTokenLen = 22
 
-// sampleTokenRE is ValidSampleToken's rule, for the JSON Schema.
-const sampleTokenRE = `^[A-Za-z0-9_-]{22}$`
+// SampleTokenPattern is ValidSampleToken's rule (a regexp), as the JSON
+// Schema states it.
+const SampleTokenPattern = `^[A-Za-z0-9_-]{22}$`
 
 // ValidSampleToken reports whether s has the shape of a sample token
 // (SampleRequest.Token). Only the coordinators can tell whether it is the

@@ -60,10 +60,24 @@ var (
 // before parsing.
 const MaxMessageBytes = 1 << 20
 
+// The identifiers' rules as regexps, as the JSON Schemas state them.
+const (
+	TenantPattern = `^[a-z0-9][a-z0-9-]{0,31}$`
+	JobIDPattern  = `^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`
+	// TaskPattern names built-in tasks and task specs alike.
+	TaskPattern = `^[a-z][a-z0-9_-]{0,31}$`
+	// TaskSpecVersionPattern is a task spec's version.
+	TaskSpecVersionPattern = `^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$`
+	// RedFlagNamePattern names a red flag (a spec's checks included).
+	RedFlagNamePattern = `^[a-z][a-z0-9_]{0,39}$`
+	// TaskHashPattern is a task spec's content hash.
+	TaskHashPattern = `^sha256:[0-9a-f]{64}$`
+)
+
 var (
-	tenantRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
-	jobIDRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
-	taskRE   = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+	tenantRE = regexp.MustCompile(TenantPattern)
+	jobIDRE  = regexp.MustCompile(JobIDPattern)
+	taskRE   = regexp.MustCompile(TaskPattern)
 )
 
 // TenantRule and JobIDRule say what ValidTenant and ValidJobID accept, for

@@ -139,8 +139,8 @@ type TaskCheck struct {
 
 var (
 	taskSpecNameRE    = taskRE
-	taskSpecVersionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$`)
-	redFlagNameRE     = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
+	taskSpecVersionRE = regexp.MustCompile(TaskSpecVersionPattern)
+	redFlagNameRE     = regexp.MustCompile(RedFlagNamePattern)
 )
 
 // ValidTaskSpecName checks a spec task's name.
@@ -195,7 +195,7 @@ func (r *TaskRecord) Validate() error {
 // MaxTaskSpecBytes bounds a task spec file.
 const MaxTaskSpecBytes = 256 << 10
 
-var taskHashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+var taskHashRE = regexp.MustCompile(TaskHashPattern)
 
 // ValidTaskHash checks a spec's content hash.
 func ValidTaskHash(s string) bool { return taskHashRE.MatchString(s) }

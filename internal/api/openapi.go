@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,16 +11,19 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
 // The OpenAPI document is generated from the route table and the schemas
-// types; go generate writes it to docs/openapi.json, and a test fails when
-// the file is stale.
-//go:generate go run ./internal/gen -out ../../docs/openapi.json
+// types (BuildOpenAPI, with internal/schemagen's components); go generate
+// writes it to openapi.json, which the binary embeds, and to
+// docs/openapi.json, and a test fails when either is stale.
+//go:generate go run ./internal/gen -out openapi.json -out ../../docs/openapi.json
+
+//go:embed openapi.json
+var openapiDoc []byte
 
 // extraTypes are schemas the document names besides the routes' bodies:
 // the problem, and what an event stream and a batch file carry.
@@ -32,27 +36,27 @@ var extraTypes = []reflect.Type{
 // keyedErrors are the problem statuses every keyed route may answer.
 var keyedErrors = []int{http.StatusUnauthorized, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable}
 
-var (
-	docOnce sync.Once
-	docData []byte
-	docErr  error
-)
+// OpenAPI returns the API's OpenAPI 3.1 document as generated and
+// embedded: indented JSON, keys sorted, newline-terminated, byte for byte
+// docs/openapi.json. The caller must not change it.
+func OpenAPI() []byte { return openapiDoc }
 
-// OpenAPI returns the API's OpenAPI 3.1 document: indented JSON, keys
-// sorted, newline-terminated, byte for byte docs/openapi.json.
-func OpenAPI() ([]byte, error) {
-	docOnce.Do(func() { docData, docErr = (*Server)(nil).document() })
-	return docData, docErr
+// Components returns the components/schemas of an OpenAPI document for
+// the given types of package schemas and the types they refer to, keyed by
+// type name (internal/schemagen.OpenAPIComponents).
+type Components func(types ...reflect.Type) (map[string]json.RawMessage, error)
+
+// BuildOpenAPI builds the document from the route table, with comps
+// making the bodies' schemas. The generator and the tests call it; the
+// server serves the embedded result.
+func BuildOpenAPI(comps Components) ([]byte, error) {
+	return (*Server)(nil).document(comps)
 }
 
 func (s *Server) openapi(w http.ResponseWriter, _ *http.Request, _ apikey.Principal) error {
-	b, err := OpenAPI()
-	if err != nil {
-		return err
-	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "public, max-age=300")
-	_, _ = w.Write(b)
+	_, _ = w.Write(OpenAPI())
 	return nil
 }
 
@@ -78,7 +82,7 @@ func mediaOf(c *content) map[string]any {
 
 // document builds the OpenAPI document from s's routes (s may be nil: the
 // table does not depend on the server's state).
-func (s *Server) document() ([]byte, error) {
+func (s *Server) document(components Components) ([]byte, error) {
 	types := slices.Clone(extraTypes)
 	paths := map[string]map[string]any{}
 	for _, rt := range s.routes() {
@@ -147,7 +151,7 @@ func (s *Server) document() ([]byte, error) {
 		}
 		paths[rt.path][method] = op
 	}
-	comps, err := schemas.OpenAPIComponents(types...)
+	comps, err := components(types...)
 	if err != nil {
 		return nil, err
 	}

@@ -18,10 +18,10 @@ import (
 // printer words the schema validator's messages.
 var printer = message.NewPrinter(language.English)
 
-// specSchema is the task spec's JSON Schema (schemas.TaskSpecSchema),
+// specSchema is the task spec's JSON Schema (embedded in schemas),
 // compiled once.
 var specSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
-	raw, err := schemas.TaskSpecSchema()
+	raw, err := schemas.Schema(schemas.KindTaskSpec)
 	if err != nil {
 		return nil, err
 	}
@@ -30,7 +30,7 @@ var specSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
 		return nil, err
 	}
 	c := jsonschema.NewCompiler()
-	id := schemas.SchemaID("task_spec")
+	id := schemas.SchemaID(schemas.KindTaskSpec)
 	if err := c.AddResource(id, v); err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -20,7 +19,7 @@ import (
 // so null adds nothing: plainSchema keeps the other type alone.
 //
 // Output schemas are the wire types' generated JSON Schemas
-// (schemas.Schemas, the files in schemas/jsonschema), so structuredContent
+// (schemas.Schema, the files in schemas/jsonschema), so structuredContent
 // is exactly the message the fleet stores, checked by the same schema.
 
 // inputSchema returns T's plain input schema.
@@ -58,10 +57,6 @@ func plainSchema(s *jsonschema.Schema) {
 	}
 }
 
-// wireSchemas holds the generated schema of every message kind, read once
-// (schemas.Schemas reflects over every type).
-var wireSchemas = sync.OnceValues(schemas.Schemas)
-
 // outputSchema returns the generated JSON Schema of a message kind as a
 // tool's output schema, without $schema and $id: clients compile it with
 // their own validator's default draft (the TypeScript SDK's Ajv knows no
@@ -70,13 +65,9 @@ var wireSchemas = sync.OnceValues(schemas.Schemas)
 // const, pattern, anyOf, allOf/if/then, $defs/$ref) mean the same in
 // draft-07 and 2020-12.
 func outputSchema(kind string) (map[string]any, error) {
-	all, err := wireSchemas()
+	data, err := schemas.Schema(kind)
 	if err != nil {
 		return nil, fmt.Errorf("mcp: output schema: %w", err)
-	}
-	data, ok := all[kind]
-	if !ok {
-		return nil, fmt.Errorf("mcp: output schema: no schema of kind %q", kind)
 	}
 	var s map[string]any
 	if err := json.Unmarshal(data, &s); err != nil {

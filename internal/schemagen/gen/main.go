@@ -1,8 +1,8 @@
-// Command gen writes the schemas package's generated files. Run it from the
-// package directory (go generate does):
+// Command gen writes the generated files of the wire schemas. Run it from
+// the schemas package directory (go generate ./schemas does):
 //
-//	go run ./internal/gen -docs   # docs_gen.go, from the Go doc comments
-//	go run ./internal/gen         # jsonschema/<kind>.schema.json
+//	go run ../internal/schemagen/gen -docs  # schemagen's docs_gen.go, from schemas' doc comments
+//	go run ../internal/schemagen/gen        # schemas/jsonschema/<kind>.schema.json
 //
 // Two runs, because the second must be compiled with the docs the first
 // wrote.
@@ -18,8 +18,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/makerfleet/makerfleet/schemas"
-	"github.com/makerfleet/makerfleet/schemas/internal/docmap"
+	"github.com/makerfleet/makerfleet/internal/schemagen"
+	"github.com/makerfleet/makerfleet/internal/schemagen/docmap"
 )
 
 func main() {
@@ -33,6 +33,7 @@ func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
 	docs := fs.Bool("docs", false, "write "+docmap.File+" instead of the schema files")
 	dir := fs.String("dir", ".", "the schemas package directory")
+	docsDir := fs.String("docs-dir", "../internal/schemagen", "where "+docmap.File+" goes")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,10 +42,10 @@ func run(args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return write(stdout, filepath.Join(*dir, docmap.File), src)
+		return write(stdout, filepath.Join(*docsDir, docmap.File), src)
 	}
 
-	files, err := schemas.Schemas()
+	files, err := schemagen.Schemas()
 	if err != nil {
 		return err
 	}
