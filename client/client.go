@@ -36,6 +36,7 @@ type settings struct {
 	name       string
 	intakeOnly bool
 	auth       bus.Auth
+	compile    task.Compiler
 }
 
 // WithNamespace sets the fleet's namespace on the server (its streams,
@@ -55,6 +56,16 @@ func WithTenant(tenant string) Option { return func(s *settings) { s.tenant = te
 // Default: Submit registers the job itself, creating the fleet's streams
 // on a server that has none.
 func WithIntakeOnly() Option { return func(s *settings) { s.intakeOnly = true } }
+
+// WithTaskSpecs makes the client compile task specs with c
+// (task/spec.CompileSpec), so that a job or batch line naming a
+// registered spec is checked completely, params included, before it is
+// sent, and Tasks can load specs. Default: the client links no spec
+// language (no CEL); it checks built-in tasks completely and pins a task
+// spec (its version and hash), and the coordinator that takes the job
+// checks its params, failing the job with the reason when they do not
+// fit.
+func WithTaskSpecs(c task.Compiler) Option { return func(s *settings) { s.compile = c } }
 
 // WithName sets the connection's name in the server's monitoring (Dial
 // only). Default "makerfleet-client".
@@ -93,6 +104,7 @@ type Client struct {
 	tenant  string
 	intake  bool
 	builtin *task.Registry
+	compile task.Compiler // nil: specs are pinned, not compiled
 	closed  atomic.Bool
 
 	mu   sync.Mutex
@@ -172,7 +184,7 @@ func newClient(nc *nats.Conn, s settings) (*Client, error) {
 	}
 	return &Client{
 		nc: nc, js: js, cfg: topology.Config{Namespace: ns}, tenant: s.tenant, intake: s.intakeOnly,
-		builtin: builtin.Registry(),
+		builtin: builtin.Registry(), compile: s.compile,
 	}, nil
 }
 
@@ -229,16 +241,18 @@ type Tasks interface {
 }
 
 // Tasks returns the fleet's task registry; on a server without a fleet,
-// the built-in tasks alone.
+// the built-in tasks alone. Without WithTaskSpecs it resolves a spec (pins
+// its version and hash) but cannot load it (an error wrapping
+// ErrInvalid).
 func (c *Client) Tasks(ctx context.Context) (Tasks, error) {
 	topo, err := c.topology(ctx)
 	switch {
 	case errors.Is(err, ErrNoFleet):
-		return taskreg.New(nil, c.builtin), nil
+		return taskreg.New(nil, c.builtin, c.compile), nil
 	case err != nil:
 		return nil, err
 	}
-	return taskreg.New(topo.Tasks, c.builtin), nil
+	return taskreg.New(topo.Tasks, c.builtin, c.compile), nil
 }
 
 // ref reads a job (or batch, with schemas.ValidBatchID) id: "id" in the

@@ -46,7 +46,7 @@ func (c *Client) Submit(ctx context.Context, spec schemas.JobSpec) (Submitted, e
 	// before anything is sent: forecast at the job's own prices (a client
 	// does not read the fleet's price table; the coordinators hold the
 	// job to the fleet's).
-	opts := []jobs.SubmitOption{jobs.Admission(pricing.Table{})}
+	opts := []jobs.SubmitOption{jobs.Admission(pricing.Table{}), jobs.Compile(c.compile)}
 	if c.intake {
 		opts = append(opts, jobs.IntakeOnly())
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 // Config configures a Coordinator.
@@ -208,7 +209,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.tasks = taskreg.New(topo.Tasks, c.cfg.Tasks)
+	c.tasks = taskreg.New(topo.Tasks, c.cfg.Tasks, taskspec.CompileSpec)
 	if c.leases, err = lease.NewManager(topo.Leases, c.cfg.ID, c.cfg.LeaseTTL); err != nil {
 		return err
 	}

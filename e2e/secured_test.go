@@ -20,6 +20,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 // refusedWithin bounds a refused command: the server's permission error
@@ -272,7 +273,7 @@ func TestSecuredFleet(t *testing.T) {
 func forgedJob(t *testing.T, tenant, id string) []byte {
 	t.Helper()
 	spec := schemas.JobSpec{Tenant: tenant, JobID: id, Task: "hanoi", Params: json.RawMessage(`{"disks":3}`), K: 2}
-	if err := jobs.Prepare(context.Background(), &spec, taskreg.New(nil, builtin.Registry())); err != nil {
+	if err := jobs.Prepare(context.Background(), &spec, taskreg.New(nil, builtin.Registry(), taskspec.CompileSpec)); err != nil {
 		t.Fatal(err)
 	}
 	data, err := schemas.Encode(&spec)

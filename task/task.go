@@ -117,6 +117,21 @@ type Progresser interface {
 	Progress(s State) float64
 }
 
+// Spec is a task compiled from a registered spec file (package
+// task/spec): a task with a version and the hash of its source.
+type Spec interface {
+	Task
+	Version() string
+	// Hash is "sha256:" and the hex SHA-256 of the source.
+	Hash() string
+}
+
+// Compiler compiles a spec file's source (task/spec.CompileSpec). The
+// fleet's task registry takes one from the programs that load specs, so
+// that a program that only pins them (the public client) links no spec
+// language.
+type Compiler func(src []byte) (Spec, error)
+
 // Sentinel errors.
 var (
 	ErrUnknownTask   = errors.New("task: unknown task")

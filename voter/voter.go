@@ -71,6 +71,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 // Model is what the voter needs of a model client; *llm.Client has it.
@@ -218,7 +219,7 @@ func (v *Voter) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	v.tasks = taskreg.New(topo.Tasks, v.cfg.Tasks)
+	v.tasks = taskreg.New(topo.Tasks, v.cfg.Tasks, taskspec.CompileSpec)
 	cons, err := v.consumer(ctx)
 	if err != nil {
 		return err

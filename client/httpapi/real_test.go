@@ -17,6 +17,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/batch"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 	"github.com/makerfleet/makerfleet/voter"
 )
 
@@ -35,7 +36,7 @@ func realAPI(t *testing.T) (alpha, beta *httpapi.Client, srv *httptest.Server, k
 	t.Cleanup(keys.Stop)
 	s, err := api.New(api.Deps{
 		NC: f.NC, Topo: f.Topo, Tasks: f.Tasks, Auth: keys,
-		Batches: batch.NewStore(f.Topo, taskreg.New(f.Topo.Tasks, f.Tasks)),
+		Batches: batch.NewStore(f.Topo, taskreg.New(f.Topo.Tasks, f.Tasks, taskspec.CompileSpec)),
 	}, api.Config{Logger: f.Log})
 	if err != nil {
 		t.Fatal(err)

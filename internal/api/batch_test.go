@@ -15,6 +15,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/batch"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 // TestBatch runs a batch through the API: an invalid line is in the error
@@ -48,7 +49,7 @@ func TestBatch(t *testing.T) {
 	// Wait for the batch to end, on its record's changes.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st := batch.NewStore(e.fleet.Topo, taskreg.New(e.fleet.Topo.Tasks, e.fleet.Tasks))
+	st := batch.NewStore(e.fleet.Topo, taskreg.New(e.fleet.Topo.Tasks, e.fleet.Tasks, taskspec.CompileSpec))
 	done, err := st.Wait(ctx, alpha, rec.ID, nil)
 	if err != nil {
 		t.Fatal(err)

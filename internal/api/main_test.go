@@ -28,6 +28,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 	"github.com/makerfleet/makerfleet/voter"
 )
 
@@ -107,7 +108,7 @@ func newEnv(t *testing.T, o options) *apiEnv {
 	if o.cfg.Logger == nil {
 		o.cfg.Logger = f.Log
 	}
-	var batches api.Batches = batch.NewStore(f.Topo, taskreg.New(f.Topo.Tasks, f.Tasks))
+	var batches api.Batches = batch.NewStore(f.Topo, taskreg.New(f.Topo.Tasks, f.Tasks, taskspec.CompileSpec))
 	if o.batches != nil {
 		batches = o.batches(batches)
 	}

@@ -15,13 +15,14 @@ import (
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 // TestSpecProblem: a job spec that does not prepare is a 422 naming the
 // failing field, with a detail free of package prefixes.
 func TestSpecProblem(t *testing.T) {
 	t.Parallel()
-	tasks := taskreg.New(nil, builtin.Registry())
+	tasks := taskreg.New(nil, builtin.Registry(), taskspec.CompileSpec)
 	cases := []struct {
 		name string
 		req  string

@@ -24,6 +24,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 // Authenticator checks a request's API key: *apikey.Store. A malformed,
@@ -243,7 +244,7 @@ func New(deps Deps, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("api: invalid config %+v", cfg)
 	}
 	s := &Server{
-		deps: deps, cfg: cfg, tasks: taskreg.New(deps.Topo.Tasks, deps.Tasks),
+		deps: deps, cfg: cfg, tasks: taskreg.New(deps.Topo.Tasks, deps.Tasks, taskspec.CompileSpec),
 		mux: http.NewServeMux(), rate: newLimiters(cfg.RatePerSec, cfg.Burst), log: cfg.Logger,
 		streams: newStreamSlots(cfg.MaxStreamsPerKey, cfg.MaxStreamsPerTenant, cfg.MaxStreams),
 		closing: make(chan struct{}),

@@ -22,6 +22,7 @@ import (
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 	"github.com/makerfleet/makerfleet/voter"
 )
 
@@ -69,7 +70,7 @@ func TestVoterForgesOnlyItsOwnSample(t *testing.T) {
 	runRole(t, "voter", vo.Run)
 
 	spec := fleettest.HanoiSpec(disks, k, jobSeed)
-	if err := jobs.Prepare(ctx, &spec, taskreg.New(nil, tasks)); err != nil {
+	if err := jobs.Prepare(ctx, &spec, taskreg.New(nil, tasks, taskspec.CompileSpec)); err != nil {
 		t.Fatal(err)
 	}
 	data, err := schemas.Encode(&spec)

@@ -25,6 +25,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 	"github.com/makerfleet/makerfleet/voter"
 )
 
@@ -153,7 +154,7 @@ func TestAuthFleetGolden(t *testing.T) {
 
 	spec := fleettest.HanoiSpec(5, 2, 7)
 	spec.Tenant = "alpha"
-	if err := jobs.Prepare(ctx, &spec, taskreg.New(nil, tasks)); err != nil {
+	if err := jobs.Prepare(ctx, &spec, taskreg.New(nil, tasks, taskspec.CompileSpec)); err != nil {
 		t.Fatal(err)
 	}
 	data, err := schemas.Encode(&spec)

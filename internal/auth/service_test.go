@@ -19,6 +19,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 // openTopo binds the fleet's topology on c's identity, as every client
@@ -95,7 +96,7 @@ func registerJob(tenant string) action {
 		}
 		spec := fleettest.HanoiSpec(3, 1, 7)
 		spec.Tenant = tenant
-		if err := jobs.Prepare(ctx, &spec, taskreg.New(nil, builtin.Registry())); err != nil {
+		if err := jobs.Prepare(ctx, &spec, taskreg.New(nil, builtin.Registry(), taskspec.CompileSpec)); err != nil {
 			return err
 		}
 		rec := schemas.JobRecord{

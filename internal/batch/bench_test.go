@@ -23,6 +23,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 	"github.com/makerfleet/makerfleet/voter"
 )
 
@@ -100,7 +101,7 @@ func BenchmarkBatch10k(b *testing.B) {
 		rn := fleettest.StartSim(b, simllm.Config{Accuracy: 1})
 		env.StartVoter(fleettest.SimClient(b, rn, llm.Config{}), voter.Config{Concurrency: 64})
 		env.StartCoordinator(coordinator.Config{MaxJobs: 64})
-		store := batch.NewStore(env.Topo, taskreg.New(env.Topo.Tasks, env.Tasks))
+		store := batch.NewStore(env.Topo, taskreg.New(env.Topo.Tasks, env.Tasks, taskspec.CompileSpec))
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 
 		base := heapMiB()

@@ -25,13 +25,14 @@ import (
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 // newStore is a batch store on a fresh in-process nats-server.
 func newStore(t *testing.T) (*batch.Store, *topology.Topology) {
 	t.Helper()
 	_, topo := testkit.StartTopology(t)
-	return batch.NewStore(topo, taskreg.New(topo.Tasks, builtin.Registry())), topo
+	return batch.NewStore(topo, taskreg.New(topo.Tasks, builtin.Registry(), taskspec.CompileSpec)), topo
 }
 
 func ctxFor(t *testing.T) context.Context {

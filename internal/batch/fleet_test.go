@@ -18,6 +18,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 	"github.com/makerfleet/makerfleet/voter"
 )
 
@@ -34,7 +35,7 @@ func newFleet(t testing.TB, sim simllm.Config) *fleet {
 	env := fleettest.New(t)
 	rn := fleettest.StartSim(t, sim)
 	env.StartVoter(fleettest.SimClient(t, rn, llm.Config{}), voter.Config{Concurrency: 32})
-	return &fleet{env: env, store: batch.NewStore(env.Topo, taskreg.New(env.Topo.Tasks, env.Tasks))}
+	return &fleet{env: env, store: batch.NewStore(env.Topo, taskreg.New(env.Topo.Tasks, env.Tasks, taskspec.CompileSpec))}
 }
 
 // hanoiLines is a JSONL batch of n hanoi jobs, custom_ids req-1.., with

@@ -16,6 +16,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 // lines is a batch of n valid lines.
@@ -110,7 +111,7 @@ func TestCreateStreamFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := batch.NewStore(topo, taskreg.New(topo.Tasks, builtin.Registry()))
+	s := batch.NewStore(topo, taskreg.New(topo.Tasks, builtin.Registry(), taskspec.CompileSpec))
 	_, err = s.Create(ctx, "beta", strings.NewReader(lines(200)), batch.CreateOptions{})
 	if !errors.Is(err, batch.ErrFull) {
 		t.Fatalf("a batch over the stream's limit: %v, want ErrFull", err)

@@ -78,7 +78,8 @@ type Tasks interface {
 // Prepare fills defaults (and a job id), pins the job's task (a registered
 // spec's version and hash; the latest version unless spec names one) and
 // checks spec completely, including the task's own params, without
-// sending anything.
+// sending anything. With tasks that cannot compile specs
+// (taskreg.ErrNoCompiler) a spec's params are left to the coordinator.
 func Prepare(ctx context.Context, spec *schemas.JobSpec, tasks Tasks) error {
 	return prepare(ctx, spec, tasks, false, pricing.Table{})
 }
@@ -113,6 +114,13 @@ func prepare(ctx context.Context, spec *schemas.JobSpec, tasks Tasks, admit bool
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	inst, err := task.BindRef(ctx, tasks, TaskRef(*spec), spec.Params)
+	if errors.Is(err, taskreg.ErrNoCompiler) {
+		// A program that links no spec language (the public client) pins
+		// a task spec and leaves its params to the coordinator that takes
+		// the job: it binds the task and fails the job, saying why, when
+		// they do not fit.
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -145,7 +153,15 @@ type SubmitOption func(*submitSettings)
 type submitSettings struct {
 	intakeOnly, admit bool
 	prices            pricing.Table
+	compile           task.Compiler
 }
+
+// Compile makes Submit check a job naming a task spec completely before
+// anything is sent, params included, with the spec compiled by c
+// (task/spec.CompileSpec). Without it such a job is pinned (the spec's
+// version and hash) and its params are checked by the coordinator that
+// takes it.
+func Compile(c task.Compiler) SubmitOption { return func(s *submitSettings) { s.compile = c } }
 
 // Admission makes Submit refuse a budget below the forecast's lowest cost
 // (PrepareAdmitted) before anything is sent, the forecast at prices (the
@@ -172,7 +188,7 @@ func IntakeOnly() SubmitOption { return func(s *submitSettings) { s.intakeOnly =
 // ErrConflict naming what differs, with nothing written.
 //
 // builtin are the tasks that ship; a job may also name a task spec
-// registered in the fleet's task registry.
+// registered in the fleet's task registry (see Compile).
 func Submit(ctx context.Context, js jetstream.JetStream, cfg topology.Config, spec *schemas.JobSpec, builtin *task.Registry, opts ...SubmitOption) (Submitted, error) {
 	var set submitSettings
 	for _, o := range opts {
@@ -183,7 +199,7 @@ func Submit(ctx context.Context, js jetstream.JetStream, cfg topology.Config, sp
 	_, lookupErr := builtin.Lookup(spec.Task)
 	isBuiltin := lookupErr == nil && spec.TaskVersion == ""
 	if isBuiltin {
-		if err := prepare(ctx, spec, taskreg.New(nil, builtin), set.admit, set.prices); err != nil {
+		if err := prepare(ctx, spec, taskreg.New(nil, builtin, set.compile), set.admit, set.prices); err != nil {
 			return Submitted{}, err
 		}
 	}
@@ -196,7 +212,7 @@ func Submit(ctx context.Context, js jetstream.JetStream, cfg topology.Config, sp
 		return Submitted{}, err
 	}
 	if !isBuiltin {
-		if err := prepare(ctx, spec, taskreg.New(topo.Tasks, builtin), set.admit, set.prices); err != nil {
+		if err := prepare(ctx, spec, taskreg.New(topo.Tasks, builtin, set.compile), set.admit, set.prices); err != nil {
 			return Submitted{}, err
 		}
 	}

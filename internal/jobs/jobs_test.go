@@ -20,6 +20,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -206,7 +207,7 @@ func TestSubmitIntakeOnly(t *testing.T) {
 
 	// A coordinator registers it.
 	spec = hanoiSpec("i1", 3, 1)
-	if err := jobs.Prepare(ctx, &spec, taskreg.New(nil, builtin.Registry())); err != nil {
+	if err := jobs.Prepare(ctx, &spec, taskreg.New(nil, builtin.Registry(), taskspec.CompileSpec)); err != nil {
 		t.Fatal(err)
 	}
 	rec := schemas.JobRecord{Header: schemas.NewHeader(schemas.KindJobRecord), Tenant: spec.Tenant, JobID: spec.JobID,

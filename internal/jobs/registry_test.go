@@ -19,6 +19,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 // registry is a fresh server with the topology, for registry tests.
@@ -46,7 +47,7 @@ func record(t *testing.T, tenant, id string, disks, k int, submitted time.Time) 
 	t.Helper()
 	spec := hanoiSpec(id, disks, k)
 	spec.Tenant, spec.SubmittedAt = tenant, submitted
-	if err := jobs.Prepare(context.Background(), &spec, taskreg.New(nil, builtin.Registry())); err != nil {
+	if err := jobs.Prepare(context.Background(), &spec, taskreg.New(nil, builtin.Registry(), taskspec.CompileSpec)); err != nil {
 		t.Fatal(err)
 	}
 	return schemas.JobRecord{

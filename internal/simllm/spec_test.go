@@ -118,7 +118,7 @@ func exampleSpec(t *testing.T, file string) *spec.Task {
 // specSource is the task source maker simllm uses: the built-ins and the
 // given specs, as if read with --task-file.
 func specSource(tks ...*spec.Task) task.Source {
-	reg := taskreg.New(nil, builtin.Registry())
+	reg := taskreg.New(nil, builtin.Registry(), spec.CompileSpec)
 	for _, tk := range tks {
 		reg.Add(tk)
 	}

@@ -5,6 +5,11 @@
 // job's task by the name, version and hash the job pinned, compiled once
 // per hash; Registry is the task.Source that finds built-in tasks and
 // registered specs alike.
+//
+// The registry compiles specs with the task.Compiler it is given
+// (task/spec.CompileSpec); without one it pins specs (name, version, hash
+// from their records) but cannot load or register them, and links no spec
+// language: the public client's case.
 package taskreg
 
 import (
@@ -22,7 +27,6 @@ import (
 	"github.com/makerfleet/makerfleet/internal/lru"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
-	"github.com/makerfleet/makerfleet/task/spec"
 )
 
 // Sentinel errors.
@@ -37,6 +41,9 @@ var (
 	// ErrChanged: the registry holds another spec under name@version than
 	// the hash a job pinned.
 	ErrChanged = errors.New("taskreg: the registered spec is not the one the job pinned")
+	// ErrNoCompiler: the registry was made without a task.Compiler, so it
+	// can pin a spec but neither load nor register one.
+	ErrNoCompiler = errors.New("taskreg: this program does not compile task specs")
 )
 
 // Registry finds tasks: the built-ins, and the specs registered in a
@@ -45,10 +52,11 @@ type Registry struct {
 	raw     jetstream.KeyValue
 	kv      *bus.KV[schemas.TaskRecord]
 	builtin *task.Registry
+	compile task.Compiler // nil: specs are pinned, never loaded
 
 	mu    sync.Mutex
-	local map[string]*spec.Task // added from files (Add), by name
-	known map[string]bool       // hashes this registry has found or added
+	local map[string]task.Spec // added from files (Add), by name
+	known map[string]bool      // hashes this registry has found or added
 }
 
 // compiled holds compiled specs by content hash for every registry in the
@@ -56,14 +64,15 @@ type Registry struct {
 // compile a spec once and share its bound instances (spec.Task.Bind). A
 // registry still only serves the hashes it found in its own bucket (or was
 // given), never another's.
-var compiled = lru.New[string, *spec.Task](64)
+var compiled = lru.New[string, task.Spec](64)
 
 var _ task.Source = (*Registry)(nil)
 
 // New returns the registry over bucket kv (nil: built-ins only), with
-// builtin the tasks that ship.
-func New(kv jetstream.KeyValue, builtin *task.Registry) *Registry {
-	r := &Registry{raw: kv, builtin: builtin, local: map[string]*spec.Task{}, known: map[string]bool{}}
+// builtin the tasks that ship and compile the spec compiler (nil: specs are
+// pinned but not loaded, ErrNoCompiler).
+func New(kv jetstream.KeyValue, builtin *task.Registry, compile task.Compiler) *Registry {
+	r := &Registry{raw: kv, builtin: builtin, compile: compile, local: map[string]task.Spec{}, known: map[string]bool{}}
 	if kv != nil {
 		r.kv = bus.NewKV(kv, bus.MessageCodec[schemas.TaskRecord]())
 	}
@@ -90,7 +99,10 @@ func (r *Registry) Register(ctx context.Context, src []byte, by string) (rec sch
 	if r.kv == nil {
 		return rec, false, errors.New("taskreg: no registry bucket")
 	}
-	t, err := spec.Compile(src)
+	if r.compile == nil {
+		return rec, false, ErrNoCompiler
+	}
+	t, err := r.compile(src)
 	if err != nil {
 		return rec, false, err
 	}
@@ -191,7 +203,7 @@ func (r *Registry) versions(ctx context.Context, name string) ([]schemas.TaskRec
 // Add makes t, a spec read from a file, known to this registry only (not
 // stored): maker run --task-file and maker task test resolve it by its name
 // before it is registered with their in-process fleet.
-func (r *Registry) Add(t *spec.Task) {
+func (r *Registry) Add(t task.Spec) {
 	r.remember(t)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -246,13 +258,19 @@ func (r *Registry) Task(ctx context.Context, ref task.Ref) (task.Task, error) {
 	if ref.Hash != "" && rec.Hash != ref.Hash {
 		return nil, fmt.Errorf("%w: %s holds %s, the job pinned %s", ErrChanged, ref.String(), rec.Hash, ref.Hash)
 	}
+	// A registry without a compiler loads nothing, even what another
+	// registry of the process compiled: what it can do must not depend
+	// on its neighbours.
+	if r.compile == nil {
+		return nil, fmt.Errorf("%w: %s is pinned at %s but not loaded here", ErrNoCompiler, ref.String(), rec.Hash)
+	}
 	// Found in this registry's bucket: another registry's compilation of
 	// the same source will do.
 	if t, ok := compiled.Get(rec.Hash); ok {
 		r.remember(t)
 		return t, nil
 	}
-	t, err := spec.Compile([]byte(rec.Source))
+	t, err := r.compile([]byte(rec.Source))
 	if err != nil {
 		return nil, fmt.Errorf("taskreg: registered spec %s: %w", ref.String(), err)
 	}
@@ -263,7 +281,7 @@ func (r *Registry) Task(ctx context.Context, ref task.Ref) (task.Task, error) {
 	return t, nil
 }
 
-func (r *Registry) compiled(hash string) *spec.Task {
+func (r *Registry) compiled(hash string) task.Spec {
 	if hash == "" {
 		return nil
 	}
@@ -277,7 +295,7 @@ func (r *Registry) compiled(hash string) *spec.Task {
 	return t
 }
 
-func (r *Registry) remember(t *spec.Task) {
+func (r *Registry) remember(t task.Spec) {
 	r.mu.Lock()
 	r.known[t.Hash()] = true
 	r.mu.Unlock()

@@ -37,7 +37,7 @@ func registry(t *testing.T) (*taskreg.Registry, context.Context) {
 	_, topo := testkit.StartTopology(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	return taskreg.New(topo.Tasks, builtin.Registry()), ctx
+	return taskreg.New(topo.Tasks, builtin.Registry(), spec.CompileSpec), ctx
 }
 
 // TestRegister: a version is registered once; the same spec again is no
@@ -107,8 +107,46 @@ func TestResolveAndLoad(t *testing.T) {
 	}
 	// Another coordinator's registry, over the same bucket, loads it too.
 	_, topo := testkit.StartTopology(t)
-	if _, err := taskreg.New(topo.Tasks, builtin.Registry()).Task(ctx, ref); !errors.Is(err, task.ErrUnknownTask) {
+	if _, err := taskreg.New(topo.Tasks, builtin.Registry(), spec.CompileSpec).Task(ctx, ref); !errors.Is(err, task.ErrUnknownTask) {
 		t.Errorf("a fleet without the spec: %v, want ErrUnknownTask", err)
+	}
+}
+
+// TestNoCompiler: a registry made without a compiler pins specs from their
+// records but neither registers nor loads one, even a spec another
+// registry of the process compiled; built-in tasks it loads as ever.
+func TestNoCompiler(t *testing.T) {
+	t.Parallel()
+	_, topo := testkit.StartTopology(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	full := taskreg.New(topo.Tasks, builtin.Registry(), spec.CompileSpec)
+	if _, _, err := full.Register(ctx, []byte(counter), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := full.Resolve(ctx, "counter", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := full.Task(ctx, ref); err != nil { // compiled in this process now
+		t.Fatal(err)
+	}
+	thin := taskreg.New(topo.Tasks, builtin.Registry(), nil)
+	if got, err := thin.Resolve(ctx, "counter", ""); err != nil || got != ref {
+		t.Errorf("thin resolve: %+v, %v; want %+v", got, err, ref)
+	}
+	if _, err := thin.Task(ctx, ref); !errors.Is(err, taskreg.ErrNoCompiler) {
+		t.Errorf("thin load: %v, want ErrNoCompiler", err)
+	}
+	v2 := strings.Replace(counter, `version: "1"`, `version: "2"`, 1)
+	if _, _, err := thin.Register(ctx, []byte(v2), "bob"); !errors.Is(err, taskreg.ErrNoCompiler) {
+		t.Errorf("thin register: %v, want ErrNoCompiler", err)
+	}
+	if _, err := thin.Resolve(ctx, "counter", "2"); !errors.Is(err, task.ErrUnknownTask) {
+		t.Errorf("a refused registration was written: %v", err)
+	}
+	if _, err := task.BindRef(ctx, thin, task.Ref{Name: "hanoi"}, json.RawMessage(`{"disks": 3}`)); err != nil {
+		t.Errorf("thin built-in: %v", err)
 	}
 }
 

@@ -75,6 +75,18 @@ func Hash(src []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// CompileSpec is Compile as a task.Compiler, for the fleet's task
+// registry.
+func CompileSpec(src []byte) (task.Spec, error) {
+	t, err := Compile(src)
+	if err != nil {
+		return nil, err // not a typed nil
+	}
+	return t, nil
+}
+
+var _ task.Compiler = CompileSpec
+
 // Compile reads a spec (YAML or JSON) and checks it completely. An
 // invalid spec yields Errors (wrapping ErrInvalid) listing every problem
 // with its path and position.

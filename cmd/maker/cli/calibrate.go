@@ -26,6 +26,7 @@ import (
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 // errCannotJudge is the usage error of a task calibration cannot judge.
@@ -230,7 +231,7 @@ func calibrationTask(ctx context.Context, cmd *cobra.Command, jf *jobFlags, task
 					jf.task, strings.Join(builtin.Registry().Names(), ", "), derr))
 			}
 			done = f.Close
-			tasks = taskreg.New(f.topo.Tasks, builtin.Registry())
+			tasks = taskreg.New(f.topo.Tasks, builtin.Registry(), taskspec.CompileSpec)
 			ref, err = tasks.Resolve(ctx, name, version)
 		}
 	}

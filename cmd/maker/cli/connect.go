@@ -13,9 +13,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/makerfleet/makerfleet/client"
+
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/topology"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 // The connections commands make: to NATS (a JetStream context, the
@@ -109,7 +111,7 @@ func connectClient(ctx context.Context, natsURL, name, tenant string) (*natsClie
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(nc, client.WithTenant(tenant))
+	c, err := client.New(nc, client.WithTenant(tenant), client.WithTaskSpecs(taskspec.CompileSpec))
 	if err != nil {
 		nc.Close()
 		return nil, usageError{err}

@@ -18,6 +18,7 @@ import (
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 // jobFlags are the flags that describe a job, shared by run, submit and
@@ -370,7 +371,9 @@ func readJSONL(arg string) (field string, list json.RawMessage, err error) {
 
 // builtinTasks pins built-in tasks only: a command that has no fleet to
 // ask (yet).
-func builtinTasks() *taskreg.Registry { return taskreg.New(nil, builtin.Registry()) }
+func builtinTasks() *taskreg.Registry {
+	return taskreg.New(nil, builtin.Registry(), taskspec.CompileSpec)
+}
 
 // isBuiltin reports whether --task names a built-in task.
 func (f *jobFlags) isBuiltin() bool {

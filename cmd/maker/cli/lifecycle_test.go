@@ -21,6 +21,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 // TestJobRef: a JOB argument is id or tenant/id; anything else is refused
@@ -80,7 +81,7 @@ func TestControlMessages(t *testing.T) {
 		t.Helper()
 		spec := schemas.JobSpec{Header: schemas.NewHeader(schemas.KindJobSpec), Tenant: "default", JobID: id,
 			Task: "hanoi", Params: json.RawMessage(`{"disks":3}`), K: 1}
-		if err := jobs.Prepare(context.Background(), &spec, taskreg.New(nil, builtin.Registry())); err != nil {
+		if err := jobs.Prepare(context.Background(), &spec, taskreg.New(nil, builtin.Registry(), taskspec.CompileSpec)); err != nil {
 			t.Fatal(err)
 		}
 		rec := schemas.JobRecord{Header: schemas.NewHeader(schemas.KindJobRecord), Tenant: "default", JobID: id, Spec: spec,
@@ -158,7 +159,7 @@ func putJob(t *testing.T, topo *topology.Topology, tenant, id, state, control st
 	ctx := t.Context()
 	spec := schemas.JobSpec{Header: schemas.NewHeader(schemas.KindJobSpec), Tenant: tenant, JobID: id,
 		Task: "hanoi", Params: json.RawMessage(`{"disks":4}`), K: 1}
-	if err := jobs.Prepare(context.Background(), &spec, taskreg.New(nil, builtin.Registry())); err != nil {
+	if err := jobs.Prepare(context.Background(), &spec, taskreg.New(nil, builtin.Registry(), taskspec.CompileSpec)); err != nil {
 		t.Fatal(err)
 	}
 	rec := schemas.JobRecord{Header: schemas.NewHeader(schemas.KindJobRecord), Tenant: tenant, JobID: id, Spec: spec,

@@ -10,10 +10,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/client"
+
 	mcpserver "github.com/makerfleet/makerfleet/internal/app/mcp"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/judge"
 	"github.com/makerfleet/makerfleet/schemas"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 func mcpCmd(e *env) *cobra.Command {
@@ -70,7 +72,7 @@ are refused): {"command": "maker", "args": ["mcp"], "env": {"MAKER_API_URL": "..
 				}
 				defer closeNC()
 				s.Judges = natsJudge{js: js, ns: bus.DefaultNamespace, identity: natsAuth(cmd.Context()).IdentityName(), notes: io.Discard}
-				c, err := client.New(js.Conn(), client.WithTenant(s.Tenant))
+				c, err := client.New(js.Conn(), client.WithTenant(s.Tenant), client.WithTaskSpecs(taskspec.CompileSpec))
 				if err != nil {
 					return usageError{err}
 				}

@@ -214,7 +214,7 @@ func runJob(ctx context.Context, opts fleetOptions, spec *schemas.JobSpec, src [
 }
 
 // runJobX is runJob with maker run's options for long jobs (runlong.go).
-func runJobX(ctx context.Context, opts fleetOptions, spec *schemas.JobSpec, src []byte, onStatus func(schemas.JobStatus), x runExtras) (schemas.JobReport, error) {
+func runJobX(ctx context.Context, opts fleetOptions, job *schemas.JobSpec, src []byte, onStatus func(schemas.JobStatus), x runExtras) (schemas.JobReport, error) {
 	deadline := time.Now().Add(x.timeout)
 	mw := newMemWatch(x.memEvery, x.mem, opts.dataDir, x.memProfile)
 	f, err := startFleet(ctx, opts)
@@ -227,14 +227,14 @@ func runJobX(ctx context.Context, opts fleetOptions, spec *schemas.JobSpec, src 
 			return schemas.JobReport{}, err
 		}
 	}
-	if _, err := jobs.Submit(ctx, f.JS, f.Bus, spec, builtin.Registry()); err != nil {
+	if _, err := jobs.Submit(ctx, f.JS, f.Bus, job, builtin.Registry(), jobs.Compile(spec.CompileSpec)); err != nil {
 		return schemas.JobReport{}, err
 	}
 	stopProfile, err := x.profile()
 	if err != nil {
 		return schemas.JobReport{}, err
 	}
-	rep, err := waitOrCancel(ctx, f, spec, deadline, x, mw.onStatus(onStatus))
+	rep, err := waitOrCancel(ctx, f, job, deadline, x, mw.onStatus(onStatus))
 	mw.summary(rep.Steps)
 	if perr := stopProfile(); perr != nil {
 		return rep, perr

@@ -26,6 +26,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 // serveShutdown bounds how long maker serve waits for requests in progress
@@ -204,7 +205,7 @@ func newAPIServer(ctx context.Context, log *slog.Logger, nc *nats.Conn, topo *to
 	srv, err := api.New(api.Deps{
 		NC: nc, Topo: topo, Tasks: tasks, Auth: keys, Quotas: quotas, Prices: prices, Forecast: pricing.Forecast,
 		Budgets: budgets, Inflight: store.NewLimiter(rdb, store.DefaultKeyPrefix),
-		Batches: batch.NewStore(topo, taskreg.New(topo.Tasks, tasks)),
+		Batches: batch.NewStore(topo, taskreg.New(topo.Tasks, tasks, taskspec.CompileSpec)),
 	}, cfg)
 	if err != nil {
 		return nil, nil, usageError{err}

@@ -19,6 +19,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
 
 func simllmCmd(e *env) *cobra.Command {
@@ -167,7 +168,7 @@ func (l *lazyRegistry) Task(ctx context.Context, ref task.Ref) (task.Task, error
 			l.mu.Unlock()
 			return nil, fmt.Errorf("%w: %w", task.ErrUnknownTask, err)
 		}
-		reg = taskreg.New(topo.Tasks, builtin.Registry())
+		reg = taskreg.New(topo.Tasks, builtin.Registry(), taskspec.CompileSpec)
 		l.reg = reg
 	}
 	l.mu.Unlock()

@@ -378,7 +378,7 @@ func taskRegistry(ctx context.Context, natsURL string, write bool) (*taskreg.Reg
 		nc.Close()
 		return nil, nil, fmt.Errorf("%s: %w", bus.RedactURL(natsURL), err)
 	}
-	return taskreg.New(topo.Tasks, builtin.Registry()), nc.Close, nil
+	return taskreg.New(topo.Tasks, builtin.Registry(), spec.CompileSpec), nc.Close, nil
 }
 
 // starterSpec is what maker task init writes (NAME replaced): a small task

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/client"
+
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/api"
 	"github.com/makerfleet/makerfleet/internal/apikey"
@@ -19,6 +20,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 	"github.com/makerfleet/makerfleet/voter"
 )
 
@@ -175,7 +177,7 @@ func modelKind(o fleetOptions) string {
 
 // submitDemo queues the banner's demo job: hanoi with disks disks, k=3.
 func submitDemo(ctx context.Context, f *fleet.Fleet, tenant string, disks int) error {
-	cl, err := client.New(f.NC, client.WithTenant(tenant), client.WithNamespace(string(f.Bus.Namespace)))
+	cl, err := client.New(f.NC, client.WithTenant(tenant), client.WithNamespace(string(f.Bus.Namespace)), client.WithTaskSpecs(taskspec.CompileSpec))
 	if err != nil {
 		return err
 	}

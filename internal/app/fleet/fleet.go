@@ -41,6 +41,7 @@ import (
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 	"github.com/makerfleet/makerfleet/voter"
 )
 
@@ -183,7 +184,7 @@ func Start(ctx context.Context, o Options) (_ *Fleet, err error) {
 		return nil, err
 	}
 	f.mu.Lock()
-	f.Registry = taskreg.New(f.Topo.Tasks, f.Tasks)
+	f.Registry = taskreg.New(f.Topo.Tasks, f.Tasks, taskspec.CompileSpec)
 	f.mu.Unlock()
 	for _, p := range o.Prices {
 		if _, err := pricing.Set(ctx, f.Topo.Prices, p); err != nil {

@@ -37,6 +37,7 @@ import (
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 	"github.com/makerfleet/makerfleet/voter"
 )
 
@@ -278,7 +279,7 @@ func (e *Env) Submit(spec *schemas.JobSpec) {
 	e.TB.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := jobs.Submit(ctx, e.JS, e.Bus, spec, e.Tasks); err != nil {
+	if _, err := jobs.Submit(ctx, e.JS, e.Bus, spec, e.Tasks, jobs.Compile(taskspec.CompileSpec)); err != nil {
 		e.TB.Fatal(err)
 	}
 }
