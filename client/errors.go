@@ -3,41 +3,26 @@ package client
 import (
 	"errors"
 
+	"github.com/makerfleet/makerfleet/client/apierr"
 	"github.com/makerfleet/makerfleet/internal/batch"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/topology"
 )
 
-// Sentinel errors. An error a Client returns matches (errors.Is) at most
-// one of them; its message is the fleet's own, naming the job and why.
+// Sentinel errors: package apierr's, the vocabulary both clients share.
+// An error a Client returns matches (errors.Is) at most one of them; its
+// message is the fleet's own, naming the job and why.
 var (
-	// ErrInvalid: the request was refused before anything was sent or
-	// changed (a malformed id, an invalid job spec or batch line).
-	ErrInvalid = errors.New("client: invalid request")
-	// ErrNotFound: no job (or batch) has this id in this tenant.
-	ErrNotFound = errors.New("client: not found")
-	// ErrConflict: the job id is taken by a different job.
-	ErrConflict = errors.New("client: id taken by a different job")
-	// ErrNotFinished: the job has no report yet.
-	ErrNotFinished = errors.New("client: not finished")
-	// ErrFinished: the job has ended and can no longer be paused, resumed
-	// or cancelled (or, a job being cancelled, paused or resumed).
-	ErrFinished = errors.New("client: finished")
-	// ErrNotWaiting: a person's answer names a step that does not wait
-	// for one.
-	ErrNotWaiting = errors.New("client: step is not waiting for a person")
-	// ErrUnavailable: the fleet could not be asked or read; asking again
-	// may succeed.
-	ErrUnavailable = errors.New("client: fleet unavailable")
-	// ErrNoFleet: the NATS server holds no fleet (in the client's
-	// namespace): no coordinator has run there, nor `maker topology
-	// create`.
-	ErrNoFleet = errors.New("client: no fleet on this server")
-	// ErrClosed: the client was closed.
-	ErrClosed = errors.New("client: closed")
-	// ErrTooMany: the tenant has as many open batches as it may; one must
-	// end (or be cancelled) first.
-	ErrTooMany = errors.New("client: too many open batches")
+	ErrInvalid     = apierr.ErrInvalid
+	ErrNotFound    = apierr.ErrNotFound
+	ErrConflict    = apierr.ErrConflict
+	ErrNotFinished = apierr.ErrNotFinished
+	ErrFinished    = apierr.ErrFinished
+	ErrNotWaiting  = apierr.ErrNotWaiting
+	ErrUnavailable = apierr.ErrUnavailable
+	ErrNoFleet     = apierr.ErrNoFleet
+	ErrClosed      = apierr.ErrClosed
+	ErrTooMany     = apierr.ErrTooMany
 )
 
 // clientError keeps the fleet's message and adds the client's sentinel.

@@ -1,48 +1,35 @@
 package httpapi
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/makerfleet/makerfleet/client/apierr"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
-// Sentinel errors, matched by a *ProblemError of their kind (errors.Is).
+// Sentinel errors: package apierr's, the vocabulary both clients share
+// (httpapi.ErrNotFound == client.ErrNotFound), matched by a *ProblemError
+// of their kind (errors.Is): 401 ErrUnauthorized, 403 ErrForbidden, 404
+// ErrNotFound, 409 ErrConflict (and ErrNotFinished, ErrFinished or
+// ErrNotWaiting, the problem's State saying where a job stands), 400, 415
+// and 422 ErrInvalid (the problem's Errors name the failing fields; 422
+// over-budget also ErrOverBudget), 413 ErrTooLarge and ErrInvalid, 429
+// ErrRateLimited (RetryAfter says when to try again), 5xx ErrUnavailable.
 var (
-	// ErrUnauthorized: the key is missing, unknown or revoked (401).
-	ErrUnauthorized = errors.New("httpapi: unauthorized")
-	// ErrForbidden: the key may not do this (an admin route, 403).
-	ErrForbidden = errors.New("httpapi: forbidden")
-	// ErrNotFound: no such job, batch or route in the key's tenant (404).
-	ErrNotFound = errors.New("httpapi: not found")
-	// ErrConflict: the id is taken by another job, or the request does
-	// not fit the job's state (409).
-	ErrConflict = errors.New("httpapi: conflict")
-	// ErrNotFinished: the job has no report yet (409 not-finished; the
-	// problem's State says where it stands).
-	ErrNotFinished = errors.New("httpapi: job not finished")
-	// ErrFinished: the job (or batch) has ended: it cannot be paused,
-	// resumed or cancelled (409 finished).
-	ErrFinished = errors.New("httpapi: finished")
-	// ErrNotWaiting: a decision for a step not waiting for a person (409
-	// not-waiting).
-	ErrNotWaiting = errors.New("httpapi: step not waiting for a person")
-	// ErrInvalid: the request was refused and nothing was done (400, 415,
-	// 422: the problem's Errors name the failing fields).
-	ErrInvalid = errors.New("httpapi: invalid request")
-	// ErrOverBudget: the job's budget is below the forecast's lowest cost
-	// (422 over-budget); it matches ErrInvalid too.
-	ErrOverBudget = errors.New("httpapi: budget below the forecast")
-	// ErrTooLarge: the request body is over the server's limit (413).
-	ErrTooLarge = errors.New("httpapi: request too large")
-	// ErrRateLimited: the key's rate limit (429); RetryAfter says when to
-	// try again.
-	ErrRateLimited = errors.New("httpapi: rate limited")
-	// ErrUnavailable: the server or the fleet behind it cannot answer now
-	// (500, 501, 502, 503, 504); asking again may succeed.
-	ErrUnavailable = errors.New("httpapi: unavailable")
+	ErrUnauthorized = apierr.ErrUnauthorized
+	ErrForbidden    = apierr.ErrForbidden
+	ErrNotFound     = apierr.ErrNotFound
+	ErrConflict     = apierr.ErrConflict
+	ErrNotFinished  = apierr.ErrNotFinished
+	ErrFinished     = apierr.ErrFinished
+	ErrNotWaiting   = apierr.ErrNotWaiting
+	ErrInvalid      = apierr.ErrInvalid
+	ErrOverBudget   = apierr.ErrOverBudget
+	ErrTooLarge     = apierr.ErrTooLarge
+	ErrRateLimited  = apierr.ErrRateLimited
+	ErrUnavailable  = apierr.ErrUnavailable
 )
 
 // ProblemError is an error answer: the server's problem details.
@@ -89,7 +76,7 @@ var problemKinds = map[string][]error{
 	"unsupported-media-type": {ErrInvalid},
 	"invalid-request":        {ErrInvalid},
 	"over-budget":            {ErrOverBudget, ErrInvalid},
-	"too-large":              {ErrTooLarge},
+	"too-large":              {ErrTooLarge, ErrInvalid},
 	"rate-limited":           {ErrRateLimited},
 	"unavailable":            {ErrUnavailable},
 	"internal":               {ErrUnavailable},

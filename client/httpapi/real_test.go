@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/makerfleet/makerfleet/client"
+	"github.com/makerfleet/makerfleet/client/apierr"
 	"github.com/makerfleet/makerfleet/client/httpapi"
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/api"
@@ -23,13 +25,13 @@ import (
 
 // realAPI is maker serve's server (internal/api) on a fleet (fleettest:
 // real nats-server and redis-server, a coordinator and a voter), with a
-// key for each of two tenants.
-func realAPI(t *testing.T) (alpha, beta *httpapi.Client, srv *httptest.Server, keys *apikey.Store) {
+// key for each of two tenants; f is the fleet behind it.
+func realAPI(t *testing.T) (alpha, beta *httpapi.Client, srv *httptest.Server, f *fleettest.Env) {
 	t.Helper()
-	f := fleettest.New(t)
+	f = fleettest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	keys = apikey.New(f.Topo)
+	keys := apikey.New(f.Topo)
 	if err := keys.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,64 @@ func realAPI(t *testing.T) (alpha, beta *httpapi.Client, srv *httptest.Server, k
 		}
 		return c
 	}
-	return client("alpha"), client("beta"), srv, keys
+	return client("alpha"), client("beta"), srv, f
+}
+
+// TestOneVocabulary: the NATS client and the HTTP client answer the same
+// requests with the same sentinels (package apierr), so a program treats
+// an error alike whichever client it holds.
+func TestOneVocabulary(t *testing.T) {
+	t.Parallel()
+	alpha, _, _, f := realAPI(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nc, err := client.Dial(ctx, f.NATS.URL, client.WithTenant("alpha"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = nc.Close() }()
+	done := schemas.JobSpec{JobID: "done", Task: "hanoi", Params: json.RawMessage(`{"disks":3}`), K: 1}
+	if _, err := nc.Submit(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Wait(ctx, "done", nil); err != nil {
+		t.Fatal(err)
+	}
+	request := func(s schemas.JobSpec) schemas.JobRequest {
+		return schemas.JobRequest{JobID: s.JobID, Task: s.Task, Params: s.Params, K: s.K}
+	}
+	other := done
+	other.K = 2
+	invalid := done
+	invalid.JobID, invalid.K = "bad", -1
+	for _, c := range []struct {
+		name       string
+		nats, http func() error
+		want       error
+	}{
+		{"unknown job",
+			func() error { _, err := nc.Result(ctx, "nope"); return err },
+			func() error { _, err := alpha.Result(ctx, "nope"); return err }, apierr.ErrNotFound},
+		{"pause a finished job",
+			func() error { _, err := nc.Pause(ctx, "done"); return err },
+			func() error { _, err := alpha.Pause(ctx, "done"); return err }, apierr.ErrFinished},
+		{"another job under a taken id",
+			func() error { _, err := nc.Submit(ctx, other); return err },
+			func() error { _, err := alpha.Submit(ctx, request(other)); return err }, apierr.ErrConflict},
+		{"an invalid job",
+			func() error { _, err := nc.Submit(ctx, invalid); return err },
+			func() error { _, err := alpha.Submit(ctx, request(invalid)); return err }, apierr.ErrInvalid},
+	} {
+		if err := c.nats(); !errors.Is(err, c.want) {
+			t.Errorf("%s over NATS: %v, want %v", c.name, err, c.want)
+		}
+		if err := c.http(); !errors.Is(err, c.want) {
+			t.Errorf("%s over HTTP: %v, want %v", c.name, err, c.want)
+		}
+	}
+	if client.ErrNotFound != httpapi.ErrNotFound || client.ErrInvalid != httpapi.ErrInvalid {
+		t.Error("the clients' sentinels are not the same values")
+	}
 }
 
 // TestRealServer: the client against maker serve's real server: a job

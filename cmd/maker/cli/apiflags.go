@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/makerfleet/makerfleet/client"
 	"github.com/makerfleet/makerfleet/client/httpapi"
 )
 
@@ -75,7 +74,7 @@ func (a *apiFlags) client(cmd *cobra.Command) (*httpapi.Client, error) {
 	tr.ResponseHeaderTimeout = 2 * time.Minute
 	c, err := httpapi.New(a.url, a.key, httpapi.Options{HTTPClient: &http.Client{Transport: tr}, UserAgent: "maker/" + Version})
 	if err != nil {
-		return nil, usagef("--api %s: %s", redactAPIURL(a.url), strings.TrimPrefix(err.Error(), "httpapi: invalid request: "))
+		return nil, usagef("--api %s: %s", redactAPIURL(a.url), strings.TrimPrefix(err.Error(), httpapi.ErrInvalid.Error()+": "))
 	}
 	return c, nil
 }
@@ -95,21 +94,15 @@ func refuseWithAPI(cmd *cobra.Command, why string, names ...string) error {
 func redactAPIURL(u string) string { return userinfoRE.ReplaceAllString(u, "$1:REDACTED@") }
 
 // apiError is an error answer of the API as the CLI reports it: one line
-// saying what the server said, matching (errors.Is) the package client
-// sentinel of the same kind, so that a command treats it as it treats
-// the NATS path's (clientErr: bad input exits 2 where the NATS path's
-// does), and the *httpapi.ProblemError itself.
+// saying what the server said. It unwraps to the *httpapi.ProblemError,
+// which matches (errors.Is) the sentinels both clients share (package
+// apierr), so that a command treats it as it treats the NATS path's
+// (clientErr: bad input exits 2 where the NATS path's does).
 type apiError struct {
-	sentinel error
-	pe       *httpapi.ProblemError
+	pe *httpapi.ProblemError
 }
 
-func (e *apiError) Unwrap() []error {
-	if e.sentinel == nil {
-		return []error{e.pe}
-	}
-	return []error{e.sentinel, e.pe}
-}
+func (e *apiError) Unwrap() error { return e.pe }
 
 // Error is the problem's title, detail and failing fields, with the
 // HTTP status ("not found: no such job (HTTP 404)"); a refused key says
@@ -149,32 +142,12 @@ func orRootPath(p string) string {
 	return p
 }
 
-// apiSentinels map the API's problem kinds to package client's, most
-// specific first.
-var apiSentinels = []struct{ api, public error }{
-	{httpapi.ErrNotFinished, client.ErrNotFinished},
-	{httpapi.ErrFinished, client.ErrFinished},
-	{httpapi.ErrNotWaiting, client.ErrNotWaiting},
-	{httpapi.ErrConflict, client.ErrConflict},
-	{httpapi.ErrInvalid, client.ErrInvalid},
-	{httpapi.ErrTooLarge, client.ErrInvalid},
-	{httpapi.ErrNotFound, client.ErrNotFound},
-	{httpapi.ErrUnavailable, client.ErrUnavailable},
-}
-
 // apiErr translates an error of the HTTP client: a problem answer into
 // an apiError, a server that cannot be reached into one line naming it.
 func apiErr(err error) error {
 	var pe *httpapi.ProblemError
 	if errors.As(err, &pe) {
-		e := &apiError{pe: pe}
-		for _, s := range apiSentinels {
-			if errors.Is(pe, s.api) {
-				e.sentinel = s.public
-				break
-			}
-		}
-		return e
+		return &apiError{pe: pe}
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {

@@ -17,8 +17,12 @@ import (
 )
 
 // clientErr marks the errors a client command gets for bad input (on
-// NATS, or the API's 400, 409, 413 and 422: apiErr).
+// NATS, or the API's 400, 409, 413 and 422: apiErr). A job with no report
+// yet is no bad input, though the API's 409 says conflict too.
 func clientErr(err error) error {
+	if errors.Is(err, client.ErrNotFinished) {
+		return err
+	}
 	if errors.Is(err, client.ErrInvalid) || errors.Is(err, client.ErrFinished) || errors.Is(err, client.ErrNotWaiting) ||
 		errors.Is(err, client.ErrConflict) {
 		return usageError{err}
