@@ -65,7 +65,7 @@ demo: ## solve 10-disk Towers of Hanoi on an in-process fleet
 
 # The API's OpenAPI document is built from schemas' doc comments
 # (schemas/docs_gen.go): schemas first.
-generate: ## regenerate generated files (schemas/jsonschema, internal/schemagen/docs_gen.go, internal/api/openapi.json and docs/openapi.json, judge/gitleaks_rules.go)
+generate: ## regenerate generated files (schemas/jsonschema, internal/schemagen/docs_gen.go, internal/api/openapi.json and docs/openapi.json, judge/guard/gitleaks_rules.go)
 	$(GO) generate ./schemas/...
 	$(GO) generate ./...
 
@@ -74,12 +74,12 @@ generate: ## regenerate generated files (schemas/jsonschema, internal/schemagen/
 # same as `git diff --exit-code -- schemas/`.
 verify: ## go mod verify, fail on generated-file drift (schemas, openapi.json, the guard's gitleaks rules) and on go mod tidy changes
 	$(GO) mod verify
-	@snap="$$(mktemp -d)"; trap 'rm -rf "$$snap"' EXIT; cp -R schemas docs/openapi.json judge/gitleaks_rules.go internal/schemagen/docs_gen.go "$$snap/"; \
+	@snap="$$(mktemp -d)"; trap 'rm -rf "$$snap"' EXIT; cp -R schemas docs/openapi.json judge/guard/gitleaks_rules.go internal/schemagen/docs_gen.go "$$snap/"; \
 	cp internal/api/openapi.json "$$snap/openapi.embedded.json"; \
 	$(GO) generate ./schemas/... && $(GO) generate ./... || exit 1; \
 	if ! diff -r "$$snap/schemas" schemas || ! diff "$$snap/openapi.json" docs/openapi.json || \
 		! diff "$$snap/openapi.embedded.json" internal/api/openapi.json || ! diff "$$snap/docs_gen.go" internal/schemagen/docs_gen.go || \
-		! diff "$$snap/gitleaks_rules.go" judge/gitleaks_rules.go; then \
+		! diff "$$snap/gitleaks_rules.go" judge/guard/gitleaks_rules.go; then \
 		echo "generated files drifted: run 'make generate' and commit the result"; exit 1; \
 	fi
 	$(GO) mod tidy -diff

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"strings"
 	"sync"
 	"time"
@@ -177,7 +178,7 @@ func HeldProblem(a *schemas.BreakGlassApproval) string {
 	if a.Arbitration != nil {
 		return arbitrationSummary(a.Arbitration)
 	}
-	return Redact(a.Request.Problem)
+	return guard.Redact(a.Request.Problem)
 }
 
 // decisionAudit is the audit record of a person's decision on the held
@@ -256,7 +257,7 @@ func (sv *Service) deny(ctx context.Context, key, id string, who approver, reaso
 	}
 	// The reason is stored in the approvals and answers buckets and the
 	// audit stream: a person's words pass the guard like a tenant's.
-	why = Redact(why)
+	why = guard.Redact(why)
 	a, err := decide(ctx, sv.topo.Approvals, key, id, schemas.ApprovalDenied, who, why)
 	if err != nil {
 		return nil, err
@@ -421,14 +422,14 @@ func (sv *Service) handleApproval(ctx context.Context, m *nats.Msg) {
 		rec, err = sv.decideHeld(ctx, as, &d)
 	}
 	if err != nil {
-		sv.log.Warn("judge: decision refused", "subject", m.Subject, "request", d.RequestID, "err", Redact(err.Error()))
+		sv.log.Warn("judge: decision refused", "subject", m.Subject, "request", d.RequestID, "err", guard.Redact(err.Error()))
 	}
 	if m.Reply == "" {
 		return
 	}
 	reply := nats.NewMsg(m.Reply)
 	if err != nil {
-		reply.Header.Set(judgeclient.ErrorHeader, Redact(err.Error()))
+		reply.Header.Set(judgeclient.ErrorHeader, guard.Redact(err.Error()))
 		reply.Header.Set(judgeclient.ErrorCodeHeader, decisionCode(err))
 	} else if reply.Data, err = schemas.Encode(rec); err != nil {
 		reply.Header.Set(judgeclient.ErrorHeader, err.Error())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"slices"
 	"time"
 
@@ -192,11 +193,11 @@ func (sv *Service) arbitrate(ctx context.Context, req *schemas.ArbitrationReques
 // over MaxContextTokens (nothing of a step can be left out).
 func AssembleArbitration(req *schemas.ArbitrationRequest, s *Settings) (a Assembled, refusal string) {
 	for i, c := range req.Candidates {
-		if ContainsSecret(c.VoteKey) {
+		if guard.ContainsSecret(c.VoteKey) {
 			return a, fmt.Sprintf("secret guard: candidate %d holds an API key or private key pattern, and no credential is sent to a model", i+1)
 		}
 	}
-	state := Redact(req.State)
+	state := guard.Redact(req.State)
 	a = Assembled{Problem: arbitrationSummary(req), Nonce: newNonce()}
 	a.System = arbitrationPanelSystemPrompt(a.Nonce)
 	a.User = arbitrationPanelUserPrompt(req, state, a.Nonce)
@@ -256,10 +257,10 @@ func (c *arbitration) end(outcome, reason string, syn *synthesis) {
 	r := c.resp
 	r.Outcome, r.Approver, r.AnsweredAt = outcome, c.approver.by, time.Now().UTC()
 	if outcome == schemas.BreakGlassHeld {
-		r.Reason = Redact(reason)
+		r.Reason = guard.Redact(reason)
 		return
 	}
-	r.Decision = c.decide(outcome, Redact(reason), syn)
+	r.Decision = c.decide(outcome, guard.Redact(reason), syn)
 	if syn != nil {
 		c.diagnosis = syn.Diagnosis
 	}

@@ -2,6 +2,7 @@ package judge
 
 import (
 	"encoding/json"
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"strings"
 	"testing"
 
@@ -105,7 +106,7 @@ func TestAssembleArbitration(t *testing.T) {
 		!strings.Contains(a.judgeUser(nil), fenced) {
 		t.Errorf("candidates and rungs not fenced:\n%s", a.User)
 	}
-	if ContainsSecret(a.User) || ContainsSecret(a.judgeUser(nil)) || !strings.Contains(a.User, Redacted) {
+	if guard.ContainsSecret(a.User) || guard.ContainsSecret(a.judgeUser(nil)) || !strings.Contains(a.User, guard.Redacted) {
 		t.Errorf("the state's key reached the prompt:\n%s", a.User)
 	}
 	if !strings.HasPrefix(a.System, ArbitrationPanelMarker+"\n") || !strings.HasPrefix(a.judgeSystem, ArbitrationJudgeMarker+"\n") {

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -19,7 +20,7 @@ const maxAuditText = 2000
 // stream drops, and no other tenant's.
 func appendAudit(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, rec *schemas.BreakGlassAudit) error {
 	rec.Header = schemas.NewHeader(schemas.KindBreakGlassAudit)
-	redactAudit(rec) // the audit stream never stores a secret (secrets_audit.go)
+	redactAudit(rec) // the audit stream never stores a secret
 	if rec.At.IsZero() {
 		rec.At = time.Now().UTC()
 	}
@@ -51,4 +52,26 @@ func ListAudit(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, te
 		return nil, fmt.Errorf("judge: read audit: %w", err)
 	}
 	return out, nil
+}
+
+// redactAudit removes every secret from an audit record before it is
+// stored: the audit stream is read by people and by later requests of the
+// session (as history), so it must hold no credential the guard would
+// withhold from a model. The problem and diagnosis are also cut to
+// maxAuditText bytes (after redaction, so no half secret survives the
+// cut).
+func redactAudit(rec *schemas.BreakGlassAudit) {
+	rec.Problem = clip(guard.Redact(rec.Problem), maxAuditText)
+	rec.Diagnosis = clip(guard.Redact(rec.Diagnosis), maxAuditText)
+	rec.Reason = guard.Redact(rec.Reason)
+	rec.Requester = guard.Redact(rec.Requester)
+	rec.Approver = guard.Redact(rec.Approver)
+	if len(rec.ExcludedFiles) > 0 {
+		// A file name can be the secret (a token saved as a file name).
+		xs := make([]schemas.ExcludedFile, len(rec.ExcludedFiles))
+		for i, x := range rec.ExcludedFiles {
+			xs[i] = schemas.ExcludedFile{Path: guard.Redact(x.Path), Reason: guard.Redact(x.Reason)}
+		}
+		rec.ExcludedFiles = xs
+	}
 }

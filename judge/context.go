@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"io"
 	"os"
 	"path/filepath"
@@ -119,12 +120,12 @@ func (r rootDir) read(p string, maxBytes int, tail bool) (rel, content, reason s
 	}
 	// The name asked for and the name it resolves to are both screened.
 	if lexical, err := filepath.Rel(r.abs, abs); err == nil && !strings.HasPrefix(lexical, "..") {
-		if pat, ok := credentialName(lexical); ok {
+		if pat, ok := guard.CredentialName(lexical); ok {
 			return "", "", "credential file name (" + pat + ")"
 		}
 		relPath = lexical
 	}
-	if pat, ok := credentialName(real); ok {
+	if pat, ok := guard.CredentialName(real); ok {
 		return "", "", "credential file name (" + pat + ")"
 	}
 	if fi.Size() > int64(maxBytes) && !tail {
@@ -138,7 +139,7 @@ func (r rootDir) read(p string, maxBytes int, tail bool) (rel, content, reason s
 		data = []byte(strings.ToValidUTF8(string(data), "\uFFFD"))
 	}
 	rel = filepath.ToSlash(relPath)
-	if reason := screenFile(rel, string(data), maxBytes); reason != "" {
+	if reason := guard.ScreenFile(rel, string(data), maxBytes); reason != "" {
 		return "", "", reason
 	}
 	return rel, string(data), ""
@@ -183,20 +184,20 @@ type Assembled struct {
 // beyond MaxContextBytes or MaxContextTokens are withheld, last first.
 func Assemble(req *schemas.BreakGlassRequest, typ string, history []schemas.BreakGlassAudit, s *Settings) Assembled {
 	a := Assembled{
-		Problem:  Redact(strings.TrimSpace(req.Problem)),
+		Problem:  guard.Redact(strings.TrimSpace(req.Problem)),
 		Excluded: redactExcluded(req.ExcludedFiles),
 		Nonce:    newNonce(),
 	}
 	var files []schemas.ContextFile
-	buildLog := tailBytes(Redact(req.BuildLog), s.MaxContextBytes/2)
+	buildLog := tailBytes(guard.Redact(req.BuildLog), s.MaxContextBytes/2)
 	budget := s.MaxContextBytes - len(buildLog) - min(len(req.Constraints), s.MaxFileBytes)
 	for _, f := range req.Files {
-		if reason := screenFile(f.Path, f.Content, s.MaxFileBytes); reason != "" {
-			a.Excluded = append(a.Excluded, schemas.ExcludedFile{Path: Redact(f.Path), Reason: reason})
+		if reason := guard.ScreenFile(f.Path, f.Content, s.MaxFileBytes); reason != "" {
+			a.Excluded = append(a.Excluded, schemas.ExcludedFile{Path: guard.Redact(f.Path), Reason: reason})
 			continue
 		}
 		if len(f.Content) > budget {
-			a.Excluded = append(a.Excluded, schemas.ExcludedFile{Path: Redact(f.Path), Reason: "over the context size cap"})
+			a.Excluded = append(a.Excluded, schemas.ExcludedFile{Path: guard.Redact(f.Path), Reason: "over the context size cap"})
 			continue
 		}
 		budget -= len(f.Content)
@@ -210,7 +211,7 @@ func Assemble(req *schemas.BreakGlassRequest, typ string, history []schemas.Brea
 		}
 		if len(files) > 0 {
 			last := files[len(files)-1]
-			a.Excluded = append(a.Excluded, schemas.ExcludedFile{Path: Redact(last.Path), Reason: "over the context token cap"})
+			a.Excluded = append(a.Excluded, schemas.ExcludedFile{Path: guard.Redact(last.Path), Reason: "over the context token cap"})
 			files = files[:len(files)-1]
 			continue
 		}
@@ -258,7 +259,7 @@ func redactExcluded(in []schemas.ExcludedFile) []schemas.ExcludedFile {
 	}
 	out := make([]schemas.ExcludedFile, 0, len(in))
 	for _, f := range in {
-		out = append(out, schemas.ExcludedFile{Path: Redact(f.Path), Reason: Redact(f.Reason)})
+		out = append(out, schemas.ExcludedFile{Path: guard.Redact(f.Path), Reason: guard.Redact(f.Reason)})
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package judge_test
 
 import (
 	"fmt"
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"strings"
 
 	"github.com/makerfleet/makerfleet/judge"
@@ -44,7 +45,7 @@ func ExampleSettings_ArbitrationGate() {
 }
 
 func ExampleRedact() {
-	fmt.Println(judge.Redact("export OPENAI_API_KEY=abcdefgh12345678 && make test"))
+	fmt.Println(guard.Redact("export OPENAI_API_KEY=abcdefgh12345678 && make test"))
 	// Output:
 	// export [REDACTED] && make test
 }

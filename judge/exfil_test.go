@@ -1,6 +1,7 @@
 package judge_test
 
 import (
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"regexp"
 	"strings"
 	"testing"
@@ -78,7 +79,7 @@ func TestExfiltrationGuard(t *testing.T) {
 	if len(recs) != 1 || len(recs[0].ExcludedFiles) != len(resp.ExcludedFiles) {
 		t.Fatalf("audit %+v", recs)
 	}
-	if strings.Contains(recs[0].Problem, fakeOpenAIKey) || !strings.Contains(recs[0].Problem, judge.Redacted) {
+	if strings.Contains(recs[0].Problem, fakeOpenAIKey) || !strings.Contains(recs[0].Problem, guard.Redacted) {
 		t.Errorf("audited problem %q: the key is not redacted", recs[0].Problem)
 	}
 	_ = outside

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"io"
 	"net/http"
 	"strings"
@@ -138,7 +139,7 @@ func postFusion(ctx context.Context, ep Endpoint, body []byte) (res fusionResult
 	}
 	if resp.StatusCode != http.StatusOK {
 		retry = resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
-		return res, retry, fmt.Errorf("http status %d: %s", resp.StatusCode, Redact(strings.TrimSpace(string(data[:min(len(data), 300)]))))
+		return res, retry, fmt.Errorf("http status %d: %s", resp.StatusCode, guard.Redact(strings.TrimSpace(string(data[:min(len(data), 300)]))))
 	}
 	var out struct {
 		Choices []struct {

@@ -3,6 +3,7 @@ package judge
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"slices"
 	"strings"
 
@@ -35,19 +36,19 @@ const MaxRequestModels = 5
 // the same context as on req.
 func guardedRequest(req *schemas.BreakGlassRequest, s *Settings) *schemas.BreakGlassRequest {
 	g := *req
-	g.Requester = Redact(req.Requester)
-	g.Problem = Redact(req.Problem)
-	g.BuildLog = Redact(req.BuildLog)
-	g.Constraints = Redact(req.Constraints)
+	g.Requester = guard.Redact(req.Requester)
+	g.Problem = guard.Redact(req.Problem)
+	g.BuildLog = guard.Redact(req.BuildLog)
+	g.Constraints = guard.Redact(req.Constraints)
 	g.PriorAttempts = make([]schemas.PriorAttempt, len(req.PriorAttempts))
 	for i, at := range req.PriorAttempts {
-		g.PriorAttempts[i] = schemas.PriorAttempt{Kind: at.Kind, Note: Redact(at.Note)}
+		g.PriorAttempts[i] = schemas.PriorAttempt{Kind: at.Kind, Note: guard.Redact(at.Note)}
 	}
 	g.ExcludedFiles = redactExcluded(req.ExcludedFiles)
 	g.Files = nil
 	for _, f := range req.Files {
-		if reason := screenFile(f.Path, f.Content, s.MaxFileBytes); reason != "" {
-			g.ExcludedFiles = append(g.ExcludedFiles, schemas.ExcludedFile{Path: Redact(f.Path), Reason: reason})
+		if reason := guard.ScreenFile(f.Path, f.Content, s.MaxFileBytes); reason != "" {
+			g.ExcludedFiles = append(g.ExcludedFiles, schemas.ExcludedFile{Path: guard.Redact(f.Path), Reason: reason})
 			continue
 		}
 		g.Files = append(g.Files, f)
@@ -63,7 +64,7 @@ func guardedRequest(req *schemas.BreakGlassRequest, s *Settings) *schemas.BreakG
 // no longer JSON text is stored as a JSON string.
 func guardedArbitration(req *schemas.ArbitrationRequest) *schemas.ArbitrationRequest {
 	g := *req
-	g.State = Redact(req.State)
+	g.State = guard.Redact(req.State)
 	if !json.Valid([]byte(g.State)) {
 		quoted, err := json.Marshal(g.State)
 		if err == nil {
@@ -88,7 +89,7 @@ func displayApproval(a *schemas.BreakGlassApproval, s *Settings) *schemas.BreakG
 	}
 	if a.Arbitration != nil {
 		arb := *a.Arbitration
-		arb.State = Redact(arb.State)
+		arb.State = guard.Redact(arb.State)
 		c.Arbitration = &arb
 	}
 	return &c
@@ -110,7 +111,7 @@ func (s *Settings) requestModels(panel []string, judgeModel string) string {
 		}
 	}
 	if len(unknown) > 0 {
-		return "models not configured in the judge's settings (only configured, priced models may be requested): " + Redact(clip(strings.Join(unknown, ", "), 300))
+		return "models not configured in the judge's settings (only configured, priced models may be requested): " + guard.Redact(clip(strings.Join(unknown, ", "), 300))
 	}
 	return ""
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -135,12 +136,12 @@ func TestLeaksRefused(t *testing.T) {
 			if tt.path != "" {
 				// The answer lists withheld files by name, so the name is
 				// redacted too: a token can be a file name.
-				if len(a.Excluded) != 1 || a.Excluded[0].Path != judge.Redact(tt.path) || strings.Contains(a.Excluded[0].Path, tt.secret) {
+				if len(a.Excluded) != 1 || a.Excluded[0].Path != guard.Redact(tt.path) || strings.Contains(a.Excluded[0].Path, tt.secret) {
 					t.Fatalf("excluded %+v, want %q redacted", a.Excluded, tt.path)
 				}
 				t.Logf("withheld: %s", a.Excluded[0].Reason)
 			}
-			if tt.problem != "" && !strings.Contains(a.Problem, judge.Redacted) {
+			if tt.problem != "" && !strings.Contains(a.Problem, guard.Redacted) {
 				t.Errorf("problem %q: not redacted", a.Problem)
 			}
 		})
@@ -196,11 +197,11 @@ func TestNoFalseAlarms(t *testing.T) {
 		"markdown":     "Set `OPENAI_API_KEY=...` or `password:` in the config; see docs/security.md.",
 	}
 	for name, text := range texts {
-		if judge.ContainsSecret(text) {
+		if guard.ContainsSecret(text) {
 			t.Errorf("%s: taken for a secret", name)
 		}
-		if got := judge.Redact(text); got != text {
-			t.Errorf("%s: Redact changed it to %q", name, got)
+		if got := guard.Redact(text); got != text {
+			t.Errorf("%s: guard.Redact changed it to %q", name, got)
 		}
 	}
 }
@@ -240,7 +241,7 @@ func TestAuditHoldsNoSecret(t *testing.T) {
 			t.Errorf("the answer holds %q:\n%s", secret, answer)
 		}
 	}
-	if !strings.Contains(recs[0].Problem, judge.Redacted) {
+	if !strings.Contains(recs[0].Problem, guard.Redacted) {
 		t.Errorf("audited problem %q", recs[0].Problem)
 	}
 }
@@ -287,7 +288,7 @@ func TestHeldRequestHoldsNoSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r := stored.Request; r == nil || len(r.Files) != 1 || r.Files[0].Path != "docs/design.md" ||
-		len(r.ExcludedFiles) != 1 || r.ExcludedFiles[0].Path != "config/app.json" || !strings.Contains(r.Problem, judge.Redacted) {
+		len(r.ExcludedFiles) != 1 || r.ExcludedFiles[0].Path != "config/app.json" || !strings.Contains(r.Problem, guard.Redacted) {
 		t.Errorf("stored request %+v", stored.Request)
 	}
 	pending, err := judge.Pending(ctx, env.JS, bus.DefaultNamespace)
@@ -417,7 +418,7 @@ func TestAuditHoldsNoProsePassword(t *testing.T) {
 		t.Errorf("withheld %v", withheld)
 	}
 	recs := env.Audit("s-leak-prose")
-	if len(recs) != 1 || !strings.Contains(recs[0].Problem, "Log in as admin with password "+judge.Redacted) {
+	if len(recs) != 1 || !strings.Contains(recs[0].Problem, "Log in as admin with password "+guard.Redacted) {
 		t.Fatalf("audit %+v", recs)
 	}
 	topo, err := topology.OpenJudge(ctx, env.JS, topology.JudgeConfig{Namespace: bus.DefaultNamespace})

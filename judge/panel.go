@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"sync"
 	"time"
 
@@ -145,7 +146,7 @@ func (m *models) call(ctx context.Context, role, model string, msgs []llm.Messag
 		if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			err = fmt.Errorf("no answer before the panel deadline: %w", err)
 		}
-		res.Error = Redact(err.Error())
+		res.Error = guard.Redact(err.Error())
 	}
 	return res, res.Response
 }

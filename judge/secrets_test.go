@@ -1,6 +1,7 @@
 package judge_test
 
 import (
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,11 +38,11 @@ func TestRedact(t *testing.T) {
 		{"session cookie Zq7Xv2Lm9Kp4Rt8Wn3Bc6Yd1Hf5J then", "session cookie [REDACTED] then"},
 	}
 	for _, tt := range tests {
-		if got := judge.Redact(tt.in); got != tt.want {
+		if got := guard.Redact(tt.in); got != tt.want {
 			t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
-	if !judge.ContainsSecret(fakePEM) || judge.ContainsSecret("-----BEGIN CERTIFICATE-----") {
+	if !guard.ContainsSecret(fakePEM) || guard.ContainsSecret("-----BEGIN CERTIFICATE-----") {
 		t.Error("ContainsSecret: a private key is a secret, a certificate is not")
 	}
 }

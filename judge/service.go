@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"log/slog"
 	"os"
 	"strings"
@@ -133,7 +134,7 @@ func (sv *Service) Start(ctx context.Context) error {
 			SoftStop:    sv.cfg.SoftStop,
 			RetryDelay:  2 * time.Second,
 			DoubleAck:   true,
-			Redact:      Redact,
+			Redact:      guard.Redact,
 			Logger:      sv.log,
 		})
 		if err != nil {
@@ -237,14 +238,14 @@ func (sv *Service) processBreakGlass(ctx context.Context, msg jetstream.Msg) err
 // unreadable is the fate of a request no answer can be stored for (it
 // has no usable id): terminated.
 func (sv *Service) unreadable(err error) error {
-	sv.log.Warn("judge: unreadable request", "err", Redact(err.Error()))
+	sv.log.Warn("judge: unreadable request", "err", guard.Redact(err.Error()))
 	return bus.Drop(err, clip(err.Error(), 200))
 }
 
 // retried logs a request the bus failed for, to be retried.
 func (sv *Service) retried(id string, err error) error {
 	if err != nil {
-		sv.log.Warn("judge: request will be retried", "request", id, "err", Redact(err.Error()))
+		sv.log.Warn("judge: request will be retried", "request", id, "err", guard.Redact(err.Error()))
 	}
 	return err
 }
@@ -477,7 +478,7 @@ func (sv *Service) passthroughCall(ctx context.Context, pt *Passthrough, a Assem
 		res.CostUSD = sv.s.CallCost(pt.Model, fr.promptTokens, fr.completion)
 	}
 	if err != nil {
-		res.Error = Redact(err.Error())
+		res.Error = guard.Redact(err.Error())
 	}
 	return res, fr.text
 }
@@ -494,7 +495,7 @@ func emptyAnalysis() schemas.PanelAnalysis {
 // finish stores the final response and appends its audit record.
 func (sv *Service) finish(ctx context.Context, c *call, outcome, reason string) error {
 	r := c.resp
-	r.Outcome, r.Reason = outcome, Redact(reason)
+	r.Outcome, r.Reason = outcome, guard.Redact(reason)
 	r.Approver = c.approver.by
 	r.AnsweredAt = time.Now().UTC()
 	// The audit record first: once the answer is visible, so is its

@@ -1,27 +1,10 @@
-package judge
+package guard
 
 import (
 	"path"
 	"strings"
 	"unicode/utf8"
 )
-
-// The secret guard. Nothing that looks like a credential is sent to a
-// model or stored in the audit stream:
-//   - a file is withheld whole (listed in excluded_files with the reason)
-//     when its name marks it as credentials (.env, id_rsa, .git/config…),
-//     when its name holds a secret (a token used as a file name), or when
-//     its text holds one;
-//   - in the problem, build log, constraints, notes, a step's state and
-//     the panel's answers, each secret is replaced by Redacted, and so it
-//     is in audit records, held-call listings and logs.
-//
-// Names and text are normalised first (secrets_normalize.go: invisible
-// characters, NFKC, look-alike letters) and then read by gitleaks'
-// maintained rules, the guard's own token rules and an entropy check
-// (secrets_detect.go), its context rules for credentials no keyword marks
-// (secrets_context.go) and its passes through split, reversed and encoded
-// tokens (secrets_obfuscated.go).
 
 // Redacted replaces every key-like string.
 const Redacted = "[REDACTED]"
@@ -44,7 +27,7 @@ var credentialPaths = []string{
 
 // ContainsSecret reports whether text holds a credential.
 func ContainsSecret(text string) bool {
-	return scanSecrets(normalize(text), "").found()
+	return scanSecrets(Normalize(text), "").found()
 }
 
 // Redact replaces every credential in text with Redacted. Invisible
@@ -116,9 +99,9 @@ func stripInvisible(s string) string {
 	return b.String()
 }
 
-// credentialName returns the pattern a file name matches, if any, after
+// CredentialName returns the pattern a file name matches, if any, after
 // normalisation (".en\u200bv" and ".еnv" with a Cyrillic "е" are ".env").
-func credentialName(p string) (string, bool) {
+func CredentialName(p string) (string, bool) {
 	name := normalizeName(p)
 	base := path.Base(name)
 	for _, pat := range credentialNames {
@@ -139,17 +122,17 @@ func credentialName(p string) (string, bool) {
 	return "", false
 }
 
-// screenFile returns why a file must be withheld, or "" when it may be
+// ScreenFile returns why a file must be withheld, or "" when it may be
 // sent. It checks the path shape (relative, no ".."), the name, secrets in
 // the name, the size, binary content and secrets in the content.
-func screenFile(p, content string, maxBytes int) string {
+func ScreenFile(p, content string, maxBytes int) string {
 	name := normalizeName(p)
 	for _, q := range []string{p, name} {
 		if reason := screenPath(q); reason != "" {
 			return reason
 		}
 	}
-	if pat, ok := credentialName(p); ok {
+	if pat, ok := CredentialName(p); ok {
 		return "credential file name (" + pat + ")"
 	}
 	if res := scanSecrets(name, name); res.found() {
@@ -161,7 +144,7 @@ func screenFile(p, content string, maxBytes int) string {
 	if strings.IndexByte(content, 0) >= 0 {
 		return "binary content"
 	}
-	if res := scanSecrets(normalize(content), name); res.found() {
+	if res := scanSecrets(Normalize(content), name); res.found() {
 		return "holds an API key, token, password or private key (" + res.rule() + ")"
 	}
 	return ""

@@ -1,4 +1,4 @@
-package judge
+package guard
 
 import (
 	"regexp"
@@ -113,7 +113,7 @@ var configRules = []contextRule{
 		return valueOf(n, m, 2)
 	}),
 	{id: "pgpass-line", find: pgpassLines},
-	// AWS secret access keys: a token rule, hand-written (secrets_detect.go).
+	// AWS secret access keys: a token rule, hand-written (detect.go).
 	{id: "aws-secret-key", find: awsSecretKeys},
 	// redis.conf: requirepass and masterauth directives, CONFIG SET, ACL
 	// rules (">password") and the AUTH command.

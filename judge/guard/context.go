@@ -1,4 +1,4 @@
-package judge
+package guard
 
 import (
 	"regexp"
@@ -17,8 +17,8 @@ import (
 // The rules are the guard's own (no gitleaks type or rule is used here:
 // replacing gitleaks leaves them as they are), run like ownRules on the
 // normalised text: those of configuration files, code, connection strings
-// and SQL in secrets_config.go, of command lines in secrets_commands.go,
-// of sentences in secrets_prose.go. This file holds what they share: how
+// and SQL in config.go, of command lines in commands.go,
+// of sentences in prose.go. This file holds what they share: how
 // a rule is run (on the lines its keywords point to) and how a value is
 // told from a placeholder or code.
 

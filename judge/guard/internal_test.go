@@ -1,6 +1,7 @@
-package judge
+package guard
 
 import (
+	"github.com/makerfleet/makerfleet/judge/internal/secretcases"
 	"os"
 	"regexp"
 	"strings"
@@ -42,9 +43,9 @@ func TestCredentialName(t *testing.T) {
 		"repo/.git/config": ".git/config", ".aws/config": ".aws/*", "tls.KEY": "*.key", "src/main.go": "",
 		"git/config": "", "docs/keys.md": "",
 	} {
-		got, ok := credentialName(p)
+		got, ok := CredentialName(p)
 		if got != want || ok != (want != "") {
-			t.Errorf("credentialName(%q) = %q, %v; want %q", p, got, ok, want)
+			t.Errorf("CredentialName(%q) = %q, %v; want %q", p, got, ok, want)
 		}
 	}
 }
@@ -128,12 +129,12 @@ func FuzzSecretScan(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	for _, c := range contextCases() {
-		f.Add(c.text)
+	for _, c := range secretcases.Cases() {
+		f.Add(c.Text)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n := normalize(s)
-		if again := normalize(n); again != n {
+		n := Normalize(s)
+		if again := Normalize(n); again != n {
 			t.Errorf("normalize not idempotent: %q → %q → %q", s, n, again)
 		}
 		name := normalizeName(s)
@@ -157,7 +158,7 @@ func FuzzSecretScan(f *testing.F) {
 		if again := Redact(r); again != r {
 			t.Errorf("Redact not idempotent: %q → %q → %q", s, r, again)
 		}
-		_ = screenFile(s, s, 1<<20)
+		_ = ScreenFile(s, s, 1<<20)
 	})
 }
 
@@ -181,7 +182,7 @@ func BenchmarkSecretScan(b *testing.B) {
 			b.ReportAllocs()
 			start := cpuTime()
 			for b.Loop() {
-				if reason := screenFile(strings.TrimPrefix(in.path, "../"), content, 1<<20); reason != "" {
+				if reason := ScreenFile(strings.TrimPrefix(in.path, "../"), content, 1<<20); reason != "" {
 					b.Fatal(reason)
 				}
 			}

@@ -1,4 +1,4 @@
-package judge
+package guard
 
 import (
 	"bytes"
@@ -19,13 +19,13 @@ import (
 // like. Any other file withheld or redacted is a false positive.
 var repoFixtures = map[string]string{
 	// The guard's own tests: fake secrets in every form it catches.
-	"judge/secrets_test.go":              "the guard's tests: fake keys, a NATS creds file, passwords",
-	"judge/secrets_internal_test.go":     "the guard's tests: a JWT, URLs with passwords, a netrc line",
-	"judge/secrets_context_test.go":      "the guard's tests: every context form of issue 19 with a fake password",
-	"judge/leaks_test.go":                "the guard's tests: the leaks of issue 9, a netrc file, a fake webhook",
-	"judge/exfil_test.go":                "the guard's tests: a fake OpenAI key and private key",
-	"judge/example_test.go":              "the guard's example: Redact on a fake OPENAI_API_KEY",
-	"judge/arbitration_internal_test.go": "a step state holding a fake OpenAI key, which arbitration must refuse",
+	"judge/secrets_test.go":                     "the guard's tests: fake keys, a NATS creds file, passwords",
+	"judge/guard/internal_test.go":              "the guard's tests: a JWT, URLs with passwords, a netrc line",
+	"judge/internal/secretcases/secretcases.go": "the guard's test cases: every context form of issue 19 with a fake password",
+	"judge/leaks_test.go":                       "the guard's tests: the leaks of issue 9, a netrc file, a fake webhook",
+	"judge/exfil_test.go":                       "the guard's tests: a fake OpenAI key and private key",
+	"judge/example_test.go":                     "the guard's example: Redact on a fake OPENAI_API_KEY",
+	"judge/arbitration_internal_test.go":        "a step state holding a fake OpenAI key, which arbitration must refuse",
 	// Other tests and their test data, holding the credentials of the
 	// servers they start or fake keys of the shapes they check.
 	"client/httpapi/fake_test.go":            "a fake maker API key (mk_…)",
@@ -48,14 +48,14 @@ var repoFixtures = map[string]string{
 	"schemas/testdata/invalid/sample_result.bad_token.json":           "a test sample capability token",
 	"schemas/fuzz_test.go":                                            "a test sample capability token in the fuzz seeds",
 	"voter/voter_test.go":                                             "a test sample capability token",
-	"judge/gitleaks/gitleaks.toml":                                    "gitleaks' rule file: token patterns and the example keys its allowlists name",
-	"judge/gitleaks_rules.go":                                         "generated from gitleaks' rule file: the same patterns and example keys",
+	"judge/guard/gitleaks/gitleaks.toml":                              "gitleaks' rule file: token patterns and the example keys its allowlists name",
+	"judge/guard/gitleaks_rules.go":                                   "generated from gitleaks' rule file: the same patterns and example keys",
 	"cmd/maker/cli/voter_test.go":                                     "a test sample capability token",
 	"cmd/maker/cli/voterstream_test.go":                               "a test sample capability token",
 	// Documentation showing a credential's shape.
 	"docs/api.md": "an example maker API key (mk_3f9c0a1b2c4d_…) in the output of maker keys create",
 	// A directory (its name ends in "/"): every file in it.
-	"judge/testdata/fuzz/FuzzSecretScan/": "FuzzSecretScan's corpus: inputs that once broke the guard, secret-shaped by nature",
+	"judge/guard/testdata/fuzz/FuzzSecretScan/": "FuzzSecretScan's corpus: inputs that once broke the guard, secret-shaped by nature",
 }
 
 // fixture returns why path is a fixture of repoFixtures, or "".
@@ -109,7 +109,7 @@ func repoFiles(t *testing.T, root string) []string {
 
 // TestRepoFalsePositives measures the guard's false positives on this
 // repository: every tracked file is read through it as a requester's file
-// (screenFile) and as text (Redact). None may be withheld or redacted but
+// (ScreenFile) and as text (Redact). None may be withheld or redacted but
 // the fixtures listed in repoFixtures, each for its stated reason. Under
 // the race detector (make test), which slows the scan tenfold, it reads
 // the files where the context rules have the most to read: every file
@@ -117,7 +117,7 @@ func repoFiles(t *testing.T, root string) []string {
 // data) and the judge package's own; go test ./judge reads them all.
 func TestRepoFalsePositives(t *testing.T) {
 	t.Parallel()
-	root := ".."
+	root := "../.."
 	files := repoFiles(t, root)
 	if len(files) < 100 {
 		t.Fatalf("only %d files: not the repository", len(files))
@@ -157,12 +157,12 @@ func TestRepoFalsePositives(t *testing.T) {
 				}
 				scanned++
 				mu.Unlock()
-				reason := screenFile(p, content, 16<<20)
+				reason := ScreenFile(p, content, 16<<20)
 				if reason == "" {
 					continue // nothing found: Redact leaves the text as it is too
 				}
-				// The same scan as screenFile's, again only for the report.
-				res := scanSecrets(normalize(content), "")
+				// The same scan as ScreenFile's, again only for the report.
+				res := scanSecrets(Normalize(content), "")
 				mu.Lock()
 				withheld = append(withheld, finding{p, reason})
 				if res.found() {
@@ -175,7 +175,7 @@ func TestRepoFalsePositives(t *testing.T) {
 					if res.whole != "" {
 						rules = append(rules, res.whole)
 					}
-					redacted = append(redacted, finding{p, strings.Join(rules, ", ") + ": " + snippets(normalize(content), res.spans)})
+					redacted = append(redacted, finding{p, strings.Join(rules, ", ") + ": " + snippets(Normalize(content), res.spans)})
 				}
 				mu.Unlock()
 			}

@@ -1,4 +1,4 @@
-package judge
+package guard
 
 import (
 	"strings"
@@ -31,12 +31,12 @@ func (n normalized) span(a, b int) (int, int) {
 	return n.lo[a], n.hi[b-1]
 }
 
-// normalize returns text ready for detection: invisible characters
+// Normalize returns text ready for detection: invisible characters
 // removed, Unicode NFKC, look-alike letters folded to Latin. It is
 // idempotent (FuzzSecretScan checks it).
-func normalize(text string) string { return normalizeMap(text).s }
+func Normalize(text string) string { return normalizeMap(text).s }
 
-// normalizeMap is normalize, keeping the map back to text. The stages:
+// normalizeMap is Normalize, keeping the map back to text. The stages:
 // drop invisible runes and fold look-alikes (rune by rune), NFKC (which
 // can produce look-alikes from compatibility characters: fold again), and
 // NFKC once more because a folded letter can compose with a following
@@ -59,7 +59,7 @@ func normalizeName(p string) string {
 	// Lower-casing and trimming can leave text that normalises further
 	// (rarely); a few rounds reach the fixed point.
 	for range 4 {
-		next := trimElements(strings.ToLower(normalize(n)))
+		next := trimElements(strings.ToLower(Normalize(n)))
 		if next == n {
 			break
 		}

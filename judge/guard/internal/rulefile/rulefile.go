@@ -1,6 +1,6 @@
 // Package rulefile reads gitleaks' published rule file (config/gitleaks.toml):
 // the TOML subset it is written in, into plain values. The judge's secret
-// guard is generated from it (judge/gitleaks_gen.go); nothing at run time
+// guard is generated from it (judge/guard/gitleaks_gen.go); nothing at run time
 // reads TOML. The reader is strict: a key or construct it does not know
 // is an error, so a newer rule file that needs more of TOML, or a rule
 // feature the guard does not apply, is noticed when it is vendored rather

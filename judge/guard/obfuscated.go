@@ -1,4 +1,4 @@
-package judge
+package guard
 
 import (
 	"encoding/base64"
@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// Obfuscated secrets. Normalisation (secrets_normalize.go) already undoes
+// Obfuscated secrets. Normalisation (normalize.go) already undoes
 // invisible characters, look-alike letters and full-width forms; these
 // passes undo the disguises left, so that a token a model could put back
 // together is found:
@@ -286,7 +286,7 @@ func encodedSecrets(n string, read func(string) []secretSpan, emit func(int, int
 			if !ok || text == c || !printable(text) {
 				continue
 			}
-			if len(read(normalize(text))) > 0 {
+			if len(read(Normalize(text))) > 0 {
 				emit(cs, cs+len(c))
 			}
 		}

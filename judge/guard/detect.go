@@ -1,4 +1,4 @@
-package judge
+package guard
 
 import (
 	"math"
@@ -8,17 +8,17 @@ import (
 )
 
 // The detectors of the secret guard, run on normalised text (see
-// secrets_normalize.go):
+// normalize.go):
 //   - gitleaks' maintained default rules (about 220 providers' token
 //     shapes, private keys, JWTs, webhooks, generic key assignments; the
-//     rule file applied by secrets_gitleaks.go), also on what the
+//     rule file applied by gitleaks.go), also on what the
 //     obfuscation passes decode, so an encoded key is found too;
 //   - our own rules for what gitleaks leaves to context: credentials in
 //     URLs, netrc entries, Authorization headers, quoted key/value pairs,
 //     AWS keys whatever their suffix, and the guard's original patterns;
 //   - an entropy check for long random-looking tokens that no rule names;
-//   - the context rules (secrets_context.go) and the obfuscation passes
-//     (secrets_obfuscated.go), with the rules above: ownSpans.
+//   - the context rules (context.go) and the obfuscation passes
+//     (obfuscated.go), with the rules above: ownSpans.
 //
 // Each finding is a byte span of the normalised text, or, when gitleaks
 // cannot say where (a path-only rule), the whole input.
@@ -62,11 +62,11 @@ func scanSecrets(n, name string) scanResult {
 }
 
 // obfuscationDepth is how many layers of disguise (encoding, reversal,
-// splitting; secrets_obfuscated.go) the guard's own rules look through.
+// splitting; obfuscated.go) the guard's own rules look through.
 const obfuscationDepth = 2
 
 // ownSpans runs the guard's own detectors on n: its token rules, its
-// context rules (secrets_context.go), the entropy check and, while depth
+// context rules (context.go), the entropy check and, while depth
 // allows, the obfuscation passes but skip, which run ownSpans again on
 // what they uncover.
 func ownSpans(n string, depth int, skip string) []secretSpan {
@@ -136,7 +136,7 @@ func ownSpans(n string, depth int, skip string) []secretSpan {
 	return spans
 }
 
-// gitleaksSpans adds the findings of gitleaks' rules (secrets_gitleaks.go)
+// gitleaksSpans adds the findings of gitleaks' rules (gitleaks.go)
 // in n to res: every occurrence of a secret (or, failing that, of its
 // match) is a span; a finding on the path alone withholds the whole text.
 func gitleaksSpans(res *scanResult, n, name string) {
