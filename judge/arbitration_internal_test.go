@@ -2,10 +2,10 @@ package judge
 
 import (
 	"encoding/json"
-	"github.com/makerfleet/makerfleet/judge/guard"
 	"strings"
 	"testing"
 
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

@@ -5,13 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/makerfleet/makerfleet/judge/guard"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

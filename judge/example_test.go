@@ -2,10 +2,10 @@ package judge_test
 
 import (
 	"fmt"
-	"github.com/makerfleet/makerfleet/judge/guard"
 	"strings"
 
 	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

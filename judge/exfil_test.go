@@ -1,7 +1,6 @@
 package judge_test
 
 import (
-	"github.com/makerfleet/makerfleet/judge/guard"
 	"regexp"
 	"strings"
 	"testing"
@@ -9,6 +8,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/app/judgetest"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

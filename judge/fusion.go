@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/makerfleet/makerfleet/judge/guard"
 	"io"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

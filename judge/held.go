@@ -3,10 +3,10 @@ package judge
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/makerfleet/makerfleet/judge/guard"
 	"slices"
 	"strings"
 
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

@@ -10,7 +10,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
-	"github.com/makerfleet/makerfleet/judge/guard"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -27,6 +26,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/makerfleet/makerfleet/judge/guard"
 	"sync"
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/llm"
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

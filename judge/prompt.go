@@ -2,9 +2,9 @@ package judge
 
 import (
 	"fmt"
-	"github.com/makerfleet/makerfleet/judge/guard"
 	"strings"
 
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

@@ -1,7 +1,6 @@
 package judge_test
 
 import (
-	"github.com/makerfleet/makerfleet/judge/guard"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/makerfleet/makerfleet/judge"
+	"github.com/makerfleet/makerfleet/judge/guard"
 )
 
 // Fake credentials of the shapes the guard knows. Built at run time so

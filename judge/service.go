@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/makerfleet/makerfleet/judge/guard"
 	"log/slog"
 	"os"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/internal/topology"
+	"github.com/makerfleet/makerfleet/judge/guard"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

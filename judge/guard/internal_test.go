@@ -1,12 +1,13 @@
 package guard
 
 import (
-	"github.com/makerfleet/makerfleet/judge/internal/secretcases"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/makerfleet/makerfleet/judge/internal/secretcases"
 )
 
 func TestNormalizeName(t *testing.T) {
