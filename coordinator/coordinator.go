@@ -18,6 +18,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/lease"
 	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/internal/pricing"
+	"github.com/makerfleet/makerfleet/internal/service"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/topology"
@@ -213,7 +214,6 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if c.leases, err = lease.NewManager(topo.Leases, c.cfg.ID, c.cfg.LeaseTTL); err != nil {
 		return err
 	}
-	// Batches are fed into the fleet by one coordinator's runner each (internal/batch).
 	batches, err := batch.NewRunner(topo, batch.RunnerConfig{Owner: c.cfg.ID, LeaseTTL: c.cfg.LeaseTTL, ScanInterval: c.cfg.ScanInterval,
 		Metrics: c.cfg.Metrics, Logger: c.log})
 	if err != nil {
@@ -227,65 +227,82 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if c.sampleKey, err = c.store.SampleKey(ctx); err != nil {
 		return err
 	}
-	// Quotas and prices: watch-fed caches of their buckets, until Run
-	// returns.
-	stopFair, err := c.startFair(ctx, topo)
-	if err != nil {
-		return err
-	}
-	defer stopFair()
 	cons, err := c.js.Consumer(ctx, topo.NS.JobsStream(), bus.ConsumerCoordinators)
 	if err != nil {
 		return fmt.Errorf("coordinator: job consumer: %w", err)
 	}
-	// People's pause, resume, cancel and decide requests, answered by one
-	// coordinator each (control.go).
-	stopControl, err := c.serveControl(ctx, topo)
-	if err != nil {
-		return err
-	}
-	c.log.Info("coordinator started", "max_jobs", c.cfg.MaxJobs, "lease_ttl", c.cfg.LeaseTTL)
 
-	// Subscribed before anything runs, so no advisory goes unheard.
-	events := make(chan *nats.Msg, 256)
-	advisories, err := c.nc.ChanQueueSubscribe(bus.MaxDeliveriesAdvisory(topo.NS.SamplesStream(), bus.ConsumerVoters), "coordinators", events)
-	if err != nil {
-		stopControl()
-		return fmt.Errorf("coordinator: subscribe to max-deliveries advisories: %w", err)
-	}
-
-	// Shutdown order: ctx done → the scheduler stops taking jobs → every
-	// running job stops at a step boundary, checkpoints and releases its
-	// lease → intake and the dead-letter mover end → the control service
-	// stops (it answers until then: a pause asked meanwhile is recorded for
-	// the next owner) → Run returns.
-	var wg sync.WaitGroup
+	// The coordinator's parts, started in this order and stopped in
+	// reverse (internal/service). Shutdown order: ctx done → the work stops
+	// together: the scheduler takes no more jobs and every running job
+	// stops at a step boundary, checkpoints and releases its lease; intake,
+	// the dead-letter mover, the batch runner (between two jobs, releasing
+	// its batches' leases) and the retention sweeper end → the control
+	// service stops (it answers until then: a pause asked meanwhile is
+	// recorded for the next owner) → the quota and price caches stop → Run
+	// returns.
 	poke := make(chan struct{}, 1)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		c.intake(ctx, topo, cons, poke)
-	}()
-	go func() {
-		defer wg.Done()
-		c.deadLetters(ctx, topo, advisories, events)
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = batches.Run(ctx) // stops its batches between two jobs and releases their leases
-	}()
-	c.startRetention(ctx, topo, &wg) // retention.go
-	c.schedule(ctx, topo, poke, &wg)
-	c.mu.Lock()
-	running := len(c.running)
-	c.mu.Unlock()
-	c.log.Info("coordinator stopping: handing its jobs back at a step boundary", "running_jobs", running)
-	wg.Wait()
-	stopControl()
-	c.mu.Lock()
-	clear(c.running) // the jobs wound down by the stop (see schedule)
-	c.mu.Unlock()
+	err = service.Run(ctx,
+		service.Ready("quotas and prices", func(ctx context.Context, ready func()) error {
+			stop, err := c.startFair(ctx, topo) // watch-fed caches of their buckets (fair.go)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			ready()
+			<-ctx.Done()
+			return nil
+		}),
+		service.Ready("control", func(ctx context.Context, ready func()) error {
+			// People's pause, resume, cancel and decide requests, answered
+			// by one coordinator each (control.go).
+			stop, err := c.serveControl(ctx, topo)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			ready()
+			<-ctx.Done()
+			return nil
+		}),
+		service.Group("work",
+			service.Ready("dead letters", func(ctx context.Context, ready func()) error {
+				// Subscribed before anything runs, so no advisory goes
+				// unheard (dlq.go).
+				events := make(chan *nats.Msg, 256)
+				advisories, err := c.nc.ChanQueueSubscribe(bus.MaxDeliveriesAdvisory(topo.NS.SamplesStream(), bus.ConsumerVoters), "coordinators", events)
+				if err != nil {
+					return fmt.Errorf("subscribe to max-deliveries advisories: %w", err)
+				}
+				ready()
+				c.deadLetters(ctx, topo, advisories, events)
+				return nil
+			}),
+			service.Func("intake", func(ctx context.Context) error { return c.intake(ctx, topo, cons, poke) }),
+			// Batches are fed into the fleet by one coordinator's runner
+			// each (internal/batch).
+			service.Func("batches", batches.Run),
+			service.Func("retention", func(ctx context.Context) error { c.runRetention(ctx, topo); return nil }),
+			service.Func("scheduler", func(ctx context.Context) error {
+				// Last to start: everything a job needs is in place.
+				c.log.Info("coordinator started", "max_jobs", c.cfg.MaxJobs, "lease_ttl", c.cfg.LeaseTTL)
+				var jobs sync.WaitGroup
+				c.schedule(ctx, topo, poke, &jobs)
+				c.mu.Lock()
+				running := len(c.running)
+				c.mu.Unlock()
+				c.log.Info("coordinator stopping: handing its jobs back at a step boundary", "running_jobs", running)
+				jobs.Wait()
+				c.mu.Lock()
+				clear(c.running) // the jobs wound down by the stop (see schedule)
+				c.mu.Unlock()
+				return nil
+			}),
+		),
+	)
+	if err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
 	c.log.Info("coordinator stopped")
 	return nil
 }
@@ -298,7 +315,7 @@ const jobPullWait = 250 * time.Millisecond
 // every coordinator can see them; a message is acked once its job is
 // registered (or found registered already). It pulls through a bus.Worker
 // until ctx is done.
-func (c *Coordinator) intake(ctx context.Context, topo *topology.Topology, cons jetstream.Consumer, poke chan<- struct{}) {
+func (c *Coordinator) intake(ctx context.Context, topo *topology.Topology, cons jetstream.Consumer, poke chan<- struct{}) error {
 	w, err := bus.NewWorker(c.js, cons, func(ctx context.Context, msg jetstream.Msg) error {
 		if err := c.register(ctx, topo, msg); err != nil {
 			c.log.Warn("register job; will retry", "err", err)
@@ -325,10 +342,9 @@ func (c *Coordinator) intake(ctx context.Context, topo *topology.Topology, cons 
 		Logger:   c.log,
 	})
 	if err != nil {
-		c.log.Error("job intake", "err", err)
-		return
+		return err
 	}
-	_ = w.Run(ctx)
+	return w.Run(ctx)
 }
 
 // register settles one job message: a valid new job is registered, a

@@ -75,6 +75,18 @@
 // and runs the batch runner (internal/batch), control.go answers people's
 // controls and decisions.
 //
+// # Lifecycle
+//
+// Run runs the coordinator's parts as services (internal/service),
+// started in this order and stopped in reverse: the quota and price
+// caches; the control service; then the work, which starts in order and
+// stops together: the dead-letter mover, intake, the batch runner, the
+// retention sweeper and the scheduler (which runs the jobs). On shutdown
+// every job stops at a step boundary, checkpoints and hands its lease
+// back, the other work ends, the control service answers until then, and
+// the caches go last. A part that fails stops the others the same way,
+// and Run returns its error.
+//
 // # The step loop
 //
 // The first wave of a step is k samples (index 0 at the job's first

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/retention"
@@ -13,44 +12,41 @@ import (
 // defaultRetentionInterval is Config.RetentionInterval's default.
 const defaultRetentionInterval = 10 * time.Minute
 
-// startRetention sweeps finished work past its retention
+// runRetention sweeps finished work past its retention
 // (internal/retention) every Config.RetentionInterval, the first time one
-// interval after start, until ctx is done. Coordinators share one lease:
-// one sweeps at a time, the others skip their turn. The goroutine is
-// wg's.
-func (c *Coordinator) startRetention(ctx context.Context, topo *topology.Topology, wg *sync.WaitGroup) {
+// interval after start, until ctx is done (the coordinator's "retention"
+// service). Coordinators share one lease: one sweeps at a time, the
+// others skip their turn.
+func (c *Coordinator) runRetention(ctx context.Context, topo *topology.Topology) {
 	every := c.cfg.RetentionInterval
 	if every == 0 {
 		every = defaultRetentionInterval
 	}
 	if every < 0 {
+		<-ctx.Done() // off: nothing to run until the coordinator stops
 		return
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTimer(every)
-		defer t.Stop()
-		var sw *retention.Sweeper
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if sw == nil {
-				var err error
-				if sw, err = retention.New(ctx, topo, retention.Config{Owner: c.cfg.ID, LeaseTTL: max(every, time.Minute), Logger: c.log}); err != nil {
-					c.log.Warn("retention sweep: start", "err", err)
-					sw = nil
-				}
-			}
-			if sw != nil {
-				c.sweepRetention(ctx, sw)
-			}
-			t.Reset(every)
+	t := time.NewTimer(every)
+	defer t.Stop()
+	var sw *retention.Sweeper
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-	}()
+		if sw == nil {
+			var err error
+			if sw, err = retention.New(ctx, topo, retention.Config{Owner: c.cfg.ID, LeaseTTL: max(every, time.Minute), Logger: c.log}); err != nil {
+				c.log.Warn("retention sweep: start", "err", err)
+				sw = nil
+			}
+		}
+		if sw != nil {
+			c.sweepRetention(ctx, sw)
+		}
+		t.Reset(every)
+	}
 }
 
 func (c *Coordinator) sweepRetention(ctx context.Context, sw *retention.Sweeper) {
