@@ -243,28 +243,11 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	// returns.
 	poke := make(chan struct{}, 1)
 	err = service.Run(ctx,
-		service.Ready("quotas and prices", func(ctx context.Context, ready func()) error {
-			stop, err := c.startFair(ctx, topo) // watch-fed caches of their buckets (fair.go)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			ready()
-			<-ctx.Done()
-			return nil
-		}),
-		service.Ready("control", func(ctx context.Context, ready func()) error {
-			// People's pause, resume, cancel and decide requests, answered
-			// by one coordinator each (control.go).
-			stop, err := c.serveControl(ctx, topo)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			ready()
-			<-ctx.Done()
-			return nil
-		}),
+		// Watch-fed caches of the quotas' and prices' buckets (fair.go).
+		service.Started("quotas and prices", func(ctx context.Context) (func(), error) { return c.startFair(ctx, topo) }),
+		// People's pause, resume, cancel and decide requests, answered by
+		// one coordinator each (control.go).
+		service.Started("control", func(ctx context.Context) (func(), error) { return c.serveControl(ctx, topo) }),
 		service.Group("work",
 			service.Ready("dead letters", func(ctx context.Context, ready func()) error {
 				// Subscribed before anything runs, so no advisory goes

@@ -45,6 +45,22 @@ func Ready(name string, run func(ctx context.Context, ready func()) error) Servi
 	return funcService{name: name, run: run}
 }
 
+// Started is a Service of something that runs in the background once
+// start returns (a subscription, a watch-fed cache): ready when start
+// returns, stopped by the stop it returned.
+func Started(name string, start func(ctx context.Context) (stop func(), err error)) Service {
+	return Ready(name, func(ctx context.Context, ready func()) error {
+		stop, err := start(ctx)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		ready()
+		<-ctx.Done()
+		return nil
+	})
+}
+
 type funcService struct {
 	name string
 	run  func(ctx context.Context, ready func()) error

@@ -197,3 +197,38 @@ func TestGroupFails(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// TestStarted: a Started service is ready once start returns and is
+// stopped by its stop after the services started after it; a start that
+// fails is the Run's error.
+func TestStarted(t *testing.T) {
+	t.Parallel()
+	var r recorder
+	ctx, cancel := context.WithCancel(context.Background())
+	up := make(chan struct{})
+	bg := service.Started("bg", func(context.Context) (func(), error) {
+		r.note("start bg")
+		return func() { r.note("stop bg") }, nil
+	})
+	after := service.Func("after", func(ctx context.Context) error {
+		close(up)
+		<-ctx.Done()
+		r.note("stop after")
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- service.Run(ctx, bg, after) }()
+	<-up
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.got(), []string{"start bg", "stop after", "stop bg"}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	boom := errors.New("boom")
+	failing := service.Started("sub", func(context.Context) (func(), error) { return nil, boom })
+	if err := service.Run(context.Background(), failing); !errors.Is(err, boom) {
+		t.Errorf("a failed start: %v, want boom", err)
+	}
+}
