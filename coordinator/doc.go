@@ -60,7 +60,9 @@
 // step boundary), ladder.go (the escalation ladder), accounting.go (the
 // job's schemas.Figures and what the journal holds of them), replay.go (a
 // new owner's rebuild from the journal). The shell is job.go (the loop and
-// the actions), resume.go (journal, takeover, cleanup), arbitrate.go (the
+// the actions), resume.go (takeover, cleanup), journal.go (journal
+// writes and checkpoints), jobcontrol.go (the registry's control of the
+// job, a person's answer), arbitrate.go (the
 // judge), report.go (status and report), admit.go (a wave's admission
 // under the tenant's quotas and the fleet's weighted-fair capacity,
 // internal/quota: requests refused for now wait in the job's deferred
@@ -72,8 +74,9 @@
 // (weighted-fair across tenants, then priority, then age), holds the
 // tenants' running-job quotas and hands a job back at a step boundary
 // when another tenant waits (time slicing), coordinator.go takes jobs in
-// and runs the batch runner (internal/batch), control.go answers people's
-// controls and decisions.
+// and runs the coordinator's parts (Lifecycle, below), retention.go sweeps
+// finished work, dlq.go moves poison requests to the dead letters,
+// control.go answers people's controls and decisions.
 //
 // # Lifecycle
 //

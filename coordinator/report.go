@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -108,4 +109,28 @@ func (r *jobRun) publishReport(ctx context.Context, rep schemas.JobReport) error
 		return fmt.Errorf("coordinator: store report: %w", err)
 	}
 	return nil
+}
+
+// report is the job's report as the machine stands now.
+func (r *jobRun) report() schemas.JobReport {
+	m := r.m
+	rep := schemas.JobReport{
+		Header: schemas.NewHeader(schemas.KindJobReport),
+		Tenant: r.spec.Tenant, JobID: r.spec.JobID, Task: r.spec.Task, Params: r.spec.Params,
+		TaskVersion: r.spec.TaskVersion, TaskHash: r.spec.TaskHash,
+		K: r.spec.K, PEstimate: r.spec.PEstimate, StartedAt: r.started.UTC(),
+	}
+	if m == nil {
+		return rep
+	}
+	rep.Params, rep.TotalSteps, rep.Figures = m.params, m.inst.TotalSteps(), m.acct.Figures.Clone()
+	if json.Valid(m.state) {
+		rep.FinalState = bytes.Clone(m.state)
+	}
+	if e := m.end; e != nil {
+		rep.State, rep.Solved, rep.Reason, rep.NoConsensus = e.state, e.state == schemas.StateSolved, e.reason, e.noConsensus
+	}
+	summarize(&rep, r.spec, fmt.Sprintf("%x", m.trace.Sum(nil)), time.Now())
+	m.fillReceipt(&rep)
+	return rep
 }
