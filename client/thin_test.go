@@ -5,8 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -23,7 +21,10 @@ import (
 // server.
 func TestThinDeps(t *testing.T) {
 	t.Parallel()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goBin, err := exec.LookPath("go") // the go test runs under
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := exec.CommandContext(testCtx(t), goBin, "list", "-deps", "github.com/makerfleet/makerfleet/client/...").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
