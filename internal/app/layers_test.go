@@ -97,3 +97,51 @@ func TestRoleOf(t *testing.T) {
 		}
 	}
 }
+
+// TestCoreImportsOnlyCore: the core (internal/core/...) is pure: its
+// non-test files import only the standard library, the core itself, the
+// wire types and the task interface, never an adapter, a transport or a
+// third-party module.
+func TestCoreImportsOnlyCore(t *testing.T) {
+	t.Parallel()
+	core, err := filepath.Abs("../core")
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := func(imp string) bool {
+		first, _, _ := strings.Cut(imp, "/")
+		if !strings.Contains(first, ".") {
+			return true // the standard library
+		}
+		rest, ok := strings.CutPrefix(imp, module)
+		return ok && (strings.HasPrefix(rest, "internal/core/") || rest == "schemas" || rest == "task")
+	}
+	fset := token.NewFileSet()
+	files := 0
+	err = filepath.WalkDir(core, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		files++
+		for _, spec := range f.Imports {
+			imp, err := strconv.Unquote(spec.Path.Value)
+			if err != nil {
+				return err
+			}
+			if !allowed(imp) {
+				t.Errorf("%s imports %s: the core imports only the standard library, internal/core, schemas and task", filepath.Base(path), imp)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files == 0 {
+		t.Fatalf("no Go files under %s", core)
+	}
+}
