@@ -79,14 +79,8 @@ type fusionResult struct {
 
 // passthrough sends one fusion request to the configured endpoint: the
 // judge's system prompt, the assembled context, the panel and the judge.
-func (m *models) passthrough(ctx context.Context, pt *Passthrough, a Assembled, panel []string, judgeModel string) (fusionResult, error) {
-	ep := Endpoint{BaseURL: pt.BaseURL, APIKey: m.apiKey}
-	if ep.BaseURL == "" {
-		ep.BaseURL = m.baseURL
-	}
-	if pt.APIKeyEnv != "" {
-		ep.APIKey = m.getenv(pt.APIKeyEnv)
-	}
+func (sv *Service) passthrough(ctx context.Context, pt *Passthrough, a Assembled, panel []string, judgeModel string) (fusionResult, error) {
+	ep := sv.eps.passthrough(pt)
 	body, err := json.Marshal(FusionRequest{
 		Model:   pt.Model,
 		Plugins: []schemas.FusionPlugin{{ID: "fusion", Model: judgeModel, AnalysisModels: panel}},
@@ -94,15 +88,15 @@ func (m *models) passthrough(ctx context.Context, pt *Passthrough, a Assembled, 
 			{Role: "system", Content: judgeSystemPrompt(a.Nonce)},
 			{Role: "user", Content: a.User},
 		},
-		MaxTokens: m.s.JudgeMaxTokens,
+		MaxTokens: sv.s.JudgeMaxTokens,
 	})
 	if err != nil {
 		return fusionResult{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, m.s.MemberTimeout+m.s.JudgeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, sv.s.MemberTimeout+sv.s.JudgeTimeout)
 	defer cancel()
 	var lastErr error
-	for attempt := 1; attempt <= m.s.MaxAttempts; attempt++ {
+	for attempt := 1; attempt <= sv.s.MaxAttempts; attempt++ {
 		res, retry, err := postFusion(ctx, ep, body)
 		if err == nil {
 			return res, nil

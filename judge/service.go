@@ -17,6 +17,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/judge/guard"
+	"github.com/makerfleet/makerfleet/judge/panel"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -57,12 +58,13 @@ type Config struct {
 
 // Service is one judge replica. Start it once; Stop it once.
 type Service struct {
-	js     jetstream.JetStream
-	cfg    Config
-	s      *Settings
-	topo   *topology.JudgeTopology
-	models *models
-	log    *slog.Logger
+	js    jetstream.JetStream
+	cfg   Config
+	s     *Settings
+	topo  *topology.JudgeTopology
+	eps   *endpoints   // where the models live
+	panel *panel.Panel // the model calls
+	log   *slog.Logger
 	// replies checks the reply subjects of approval decisions.
 	replies *auth.ReplyGuard
 
@@ -105,16 +107,23 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 	if err != nil {
 		return nil, err
 	}
-	ms := &models{s: &s, baseURL: cfg.BaseURL, apiKey: cfg.APIKey, getenv: cfg.Getenv, newC: cfg.NewCompleter,
-		clients: make(map[string]Completer)}
-	if err := ms.reachable(); err != nil {
+	eps := &endpoints{s: &s, baseURL: cfg.BaseURL, apiKey: cfg.APIKey, getenv: cfg.Getenv}
+	pn, err := panel.New(panel.Config{
+		Endpoint:     eps.model,
+		NewCompleter: func(ep Endpoint) (Completer, error) { return cfg.NewCompleter(ep, &s) },
+		Cost:         s.CallCost,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := eps.reachable(pn); err != nil {
 		return nil, err
 	}
 	topo, err := topology.EnsureJudge(ctx, js, topology.JudgeConfig{Namespace: cfg.Namespace, Storage: cfg.Storage})
 	if err != nil {
 		return nil, err
 	}
-	return &Service{js: js, cfg: cfg, s: &s, topo: topo, log: cfg.Logger, models: ms,
+	return &Service{js: js, cfg: cfg, s: &s, topo: topo, log: cfg.Logger, eps: eps, panel: pn,
 		replies: auth.NewReplyGuard(js.Conn(), topo.NS, cfg.Logger)}, nil
 }
 
@@ -213,7 +222,7 @@ func (sv *Service) Stop() {
 			wg.Go(w.Stop)
 		}
 		wg.Wait()
-		sv.models.close()
+		sv.panel.Close()
 	})
 }
 
@@ -428,7 +437,7 @@ func (sv *Service) consult(ctx context.Context, a Assembled, panel []string, jud
 		return con.judged(parseSynthesis(text, candidates))
 	}
 	var answers []memberAnswer
-	for _, r := range sv.models.runPanel(ctx, panel, a) {
+	for _, r := range sv.ask(ctx, panel, a) {
 		add(r)
 		if r.OK {
 			answers = append(answers, memberAnswer{model: r.Model, text: r.Response})
@@ -440,7 +449,7 @@ func (sv *Service) consult(ctx context.Context, a Assembled, panel []string, jud
 		con.outcome, con.reason = schemas.BreakGlassFailed, fmt.Sprintf("every panel member failed (%s)", strings.Join(con.failed, ", "))
 		return con
 	}
-	jr := sv.models.synthesize(ctx, judgeModel, a, candidates, answers, cost.ActualUSD, cost.BudgetUSD)
+	jr := sv.synthesize(ctx, judgeModel, a, candidates, answers, cost.ActualUSD, cost.BudgetUSD)
 	for _, r := range jr.calls {
 		add(r)
 	}
@@ -470,7 +479,7 @@ func (con consultation) judged(syn *synthesis, err error) consultation {
 // judge's; text is the endpoint's synthesis.
 func (sv *Service) passthroughCall(ctx context.Context, pt *Passthrough, a Assembled, panel []string, judgeModel string) (schemas.MemberResult, string) {
 	start := time.Now()
-	fr, err := sv.models.passthrough(ctx, pt, a, panel, judgeModel)
+	fr, err := sv.passthrough(ctx, pt, a, panel, judgeModel)
 	res := schemas.MemberResult{Model: pt.Model, Role: RoleJudge, OK: err == nil, LatencyMS: time.Since(start).Milliseconds(),
 		PromptTokens: fr.promptTokens, CompletionTokens: fr.completion, Response: fr.text}
 	res.CostUSD = fr.costUSD

@@ -104,7 +104,7 @@ type judgeRun struct {
 // validating its output (against candidates, for an arbitration) and
 // retrying once with the validation error; before each attempt it checks
 // that spent plus the attempt's worst case stays within budget.
-func (m *models) synthesize(ctx context.Context, judgeModel string, a Assembled, candidates []schemas.TallyEntry, answers []memberAnswer, spent, budget float64) judgeRun {
+func (sv *Service) synthesize(ctx context.Context, judgeModel string, a Assembled, candidates []schemas.TallyEntry, answers []memberAnswer, spent, budget float64) judgeRun {
 	msgs := []llm.Message{
 		{Role: "system", Content: a.judgeSystem},
 		{Role: "user", Content: a.judgeUser(answers)},
@@ -115,12 +115,12 @@ func (m *models) synthesize(ctx context.Context, judgeModel string, a Assembled,
 		for _, msg := range msgs {
 			prompt += EstimateTokens(msg.Content)
 		}
-		if worst := m.s.CallCost(judgeModel, int64(prompt), int64(m.s.JudgeMaxTokens)); spent+worst > budget {
+		if worst := sv.s.CallCost(judgeModel, int64(prompt), int64(sv.s.JudgeMaxTokens)); spent+worst > budget {
 			run.reason = joinReason(run.reason, fmt.Sprintf("the budget $%.2f does not cover judge attempt %d (worst case $%.2f after $%.2f spent)", budget, attempt, worst, spent))
 			return run
 		}
-		jctx, cancel := context.WithTimeout(ctx, m.s.JudgeTimeout)
-		res, text := m.call(jctx, RoleJudge, judgeModel, msgs, m.s.JudgeMaxTokens)
+		jctx, cancel := context.WithTimeout(ctx, sv.s.JudgeTimeout)
+		res, text := sv.panel.Call(jctx, RoleJudge, judgeModel, msgs, sv.s.JudgeMaxTokens)
 		cancel()
 		run.calls = append(run.calls, res)
 		spent += res.CostUSD
