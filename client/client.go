@@ -242,8 +242,8 @@ type Tasks interface {
 
 // Tasks returns the fleet's task registry; on a server without a fleet,
 // the built-in tasks alone. Without WithTaskSpecs it resolves a spec (pins
-// its version and hash) but cannot load it (an error wrapping
-// ErrInvalid).
+// its version and hash) but does not load it: Task returns an error saying
+// this program does not compile task specs.
 func (c *Client) Tasks(ctx context.Context) (Tasks, error) {
 	topo, err := c.topology(ctx)
 	switch {
