@@ -22,6 +22,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/quota"
+	"github.com/makerfleet/makerfleet/internal/service"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/topology"
@@ -96,11 +97,10 @@ create to make it) and reads budgets and samples in flight from the fleet's Redi
 				return err
 			}
 			keys := apikey.New(topo)
-			srv, stop, err := newAPIServer(ctx, log, nc, topo, rdb, keys, cfg)
+			srv, caches, err := newAPIServer(log, nc, topo, rdb, keys, cfg)
 			if err != nil {
 				return err
 			}
-			defer stop()
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return usagef("--addr: %v", err)
@@ -109,7 +109,11 @@ create to make it) and reads budgets and samples in flight from the fleet's Redi
 			if tlsCert != "" {
 				scheme = "https"
 			}
-			return serveHTTP(ctx, e, log, srv, ln, tlsCert, tlsKey, scheme)
+			// The caches start first and stop last: the server is shut
+			// down (requests finish) while they still answer.
+			return service.Run(ctx, append(caches, service.Func("http", func(ctx context.Context) error {
+				return serveHTTP(ctx, e, log, srv, ln, tlsCert, tlsKey, scheme)
+			}))...)
 		},
 	}
 	natsFlag(cmd, &natsURL)
@@ -169,33 +173,13 @@ func serveHTTP(ctx context.Context, e *env, log *slog.Logger, srv *api.Server, l
 	return err
 }
 
-// newAPIServer assembles the API on the fleet's topology and Redis: keys
-// (watched from their bucket), quotas and prices (watched too), budgets,
-// samples in flight and batches. stop ends the watches.
-func newAPIServer(ctx context.Context, log *slog.Logger, nc *nats.Conn, topo *topology.Topology, rdb redis.UniversalClient, keys *apikey.Store, cfg api.Config) (_ *api.Server, stop func(), err error) {
-	var stops []func()
-	stop = func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
-	}
-	defer func() {
-		if err != nil {
-			stop()
-		}
-	}()
-	if err := keys.Start(ctx); err != nil {
-		return nil, nil, err
-	}
-	stops = append(stops, keys.Stop)
+// newAPIServer assembles the API on the fleet's topology and Redis: keys,
+// quotas and prices (caches fed by watches of their buckets), budgets,
+// samples in flight and batches. caches are the services that feed it,
+// to run (internal/service) before the server.
+func newAPIServer(log *slog.Logger, nc *nats.Conn, topo *topology.Topology, rdb redis.UniversalClient, keys *apikey.Store, cfg api.Config) (_ *api.Server, caches []service.Service, err error) {
 	quotas := quota.New(topo)
-	if err := quotas.Start(ctx); err != nil {
-		return nil, nil, err
-	}
 	prices := pricing.NewCache(topo.Prices)
-	if err := prices.Start(ctx); err != nil {
-		return nil, nil, err
-	}
 	budgets, err := store.NewBudgets(rdb, store.BudgetConfig{})
 	if err != nil {
 		return nil, nil, err
@@ -210,5 +194,10 @@ func newAPIServer(ctx context.Context, log *slog.Logger, nc *nats.Conn, topo *to
 	if err != nil {
 		return nil, nil, usageError{err}
 	}
-	return srv, stop, nil
+	// Each watch ends with its service's ctx; Wait is its stop.
+	return srv, []service.Service{
+		service.Started("api keys", func(ctx context.Context) (func(), error) { return keys.Stop, keys.Start(ctx) }),
+		service.Started("quotas", func(ctx context.Context) (func(), error) { return quotas.Wait, quotas.Start(ctx) }),
+		service.Started("prices", func(ctx context.Context) (func(), error) { return prices.Wait, prices.Start(ctx) }),
+	}, nil
 }

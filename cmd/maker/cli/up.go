@@ -18,6 +18,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/app/fleet"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/metrics"
+	"github.com/makerfleet/makerfleet/internal/service"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 	taskspec "github.com/makerfleet/makerfleet/task/spec"
@@ -116,11 +117,10 @@ works with every other command (maker submit, jobs, keys ... --nats URL).`,
 			if err != nil {
 				return err
 			}
-			srv, stop, err := newAPIServer(ctx, log, f.NC, f.Topo, rdb, keys, cfg)
+			srv, caches, err := newAPIServer(log, f.NC, f.Topo, rdb, keys, cfg)
 			if err != nil {
 				return err
 			}
-			defer stop()
 			if demoDisks > 0 {
 				if err := submitDemo(ctx, f, tenant, demoDisks); err != nil {
 					return err
@@ -132,26 +132,20 @@ works with every other command (maker submit, jobs, keys ... --nats URL).`,
 			fmt.Fprintf(e.stderr, "  Redis:   %s\n", f.RedisURL)
 			fmt.Fprintf(e.stderr, "  API key (tenant %s, admin): %s\n", tenant, key)
 			fmt.Fprintf(e.stderr, "  try:     curl -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"task\":\"hanoi\",\"params\":{\"disks\":8},\"k\":3}' %s/v1/jobs\n", key, url)
-			failed, watched := make(chan error, 1), make(chan struct{})
-			go func() { // owned: ends with ctx (Ctrl-C, or the cancel below), waited for
-				defer close(watched)
+			// A role of the fleet that stops stops everything (the watch
+			// fails); Ctrl-C stops the server first, the caches last.
+			watch := service.Func("fleet", func(ctx context.Context) error {
 				select {
 				case err := <-f.Failed():
 					log.Error("a fleet role stopped", "err", err)
-					failed <- err
-					cancel()
+					return fmt.Errorf("%w: %w", errFleet, err)
 				case <-ctx.Done():
+					return nil
 				}
-			}()
-			err = serveHTTP(ctx, e, log, srv, ln, "", "", "http")
-			cancel()
-			<-watched
-			select {
-			case ferr := <-failed:
-				return fmt.Errorf("%w: %w", errFleet, ferr)
-			default:
-				return err
-			}
+			})
+			return service.Run(ctx, append(caches, watch, service.Func("http", func(ctx context.Context) error {
+				return serveHTTP(ctx, e, log, srv, ln, "", "", "http")
+			}))...)
 		},
 	}
 	addSimFlags(cmd, &sf)
