@@ -11,6 +11,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,8 +73,10 @@ func (f funcService) Run(ctx context.Context, ready func()) error { return f.run
 // Run starts svcs in order, each once the one before it is ready, and runs
 // them until ctx ends or one of them fails (or returns while its context
 // is live: ErrStopped). Then it stops them in reverse order, waiting for
-// each to return before it stops the one before. It returns the first
-// error, wrapped with the service's name, or nil when ctx ended the run.
+// each to return before it stops the one before. It returns the error
+// that came first (the cause; one a service returns while it is being
+// stopped comes after it), wrapped with the service's name, or nil when
+// ctx ended the run and every service stopped cleanly.
 // Every goroutine it starts has returned when it returns.
 //
 // A panic in a service is not recovered: it ends the process, as it would
@@ -86,7 +89,11 @@ func Run(ctx context.Context, svcs ...Service) error {
 		err    error
 	}
 	ended := make(chan struct{}, len(svcs)) // a send per service that returned
-	var started []*running
+	var (
+		started []*running
+		mu      sync.Mutex
+		first   error // the error that came first in time: the cause
+	)
 	for _, s := range svcs {
 		// Stopped by this Run, in order, not by ctx directly.
 		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -97,6 +104,11 @@ func Run(ctx context.Context, svcs ...Service) error {
 			defer func() { ended <- struct{}{} }()
 			defer close(r.done)
 			r.err = named(s, sctx, s.Run(sctx, sync.OnceFunc(func() { close(ready) })))
+			if r.err != nil {
+				mu.Lock()
+				first = cmp.Or(first, r.err)
+				mu.Unlock()
+			}
 		}()
 		select {
 		case <-ready:
@@ -115,12 +127,9 @@ func Run(ctx context.Context, svcs ...Service) error {
 		started[i].cancel()
 		<-started[i].done
 	}
-	for _, r := range started {
-		if r.err != nil {
-			return r.err
-		}
-	}
-	return nil
+	mu.Lock()
+	defer mu.Unlock()
+	return first
 }
 
 // named is the error a service's Run returned as this package reports it:

@@ -232,3 +232,16 @@ func TestStarted(t *testing.T) {
 		t.Errorf("a failed start: %v, want boom", err)
 	}
 }
+
+// TestRunCause: the error Run returns is the one that ended the run, not
+// one a service started earlier returns as it is stopped.
+func TestRunCause(t *testing.T) {
+	t.Parallel()
+	cause, later := errors.New("cause"), errors.New("stopping failed")
+	first := service.Func("first", func(ctx context.Context) error { <-ctx.Done(); return later })
+	second := service.Func("second", func(ctx context.Context) error { return cause })
+	err := service.Run(context.Background(), first, second)
+	if !errors.Is(err, cause) || errors.Is(err, later) {
+		t.Errorf("Run: %v, want second: cause", err)
+	}
+}
