@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/core/plan"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/internal/jobs"
-	"github.com/makerfleet/makerfleet/internal/pricing"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -86,7 +86,7 @@ type jobBudget struct {
 	// every spendEvery, and its limit in Redis read every lookEvery
 	// (maker budget set may give it one).
 	live                bool
-	jobLimit            store.Nano // the job's limit in Redis, as last read
+	jobLimit            pricing.Nano // the job's limit in Redis, as last read
 	nextLook, nextSpend time.Time
 	// busySince is when the job began waiting on its tenant's other
 	// jobs' reservations, holding none itself (zero: it is not).
@@ -108,7 +108,7 @@ func (b *jobBudget) id() string {
 // hold is one request's reservation.
 type hold struct {
 	day    string
-	amount store.Nano
+	amount pricing.Nano
 	due    time.Time // its answer is overdue from then (it may still come)
 }
 
@@ -151,7 +151,7 @@ func (r *jobRun) claim(ctx context.Context, b *jobBudget) error {
 	if b.claimed {
 		return nil
 	}
-	a, err := b.budgets.Claim(ctx, r.ref, r.token, store.USD(r.spec.BudgetUSD))
+	a, err := b.budgets.Claim(ctx, r.ref, r.token, pricing.USD(r.spec.BudgetUSD))
 	if errors.Is(err, store.ErrStale) {
 		return fmt.Errorf("%w: %v", errLeaseLost, err)
 	}
@@ -167,7 +167,7 @@ func (r *jobRun) claim(ctx context.Context, b *jobBudget) error {
 // limited reports whether a limit applies to the job now: a budget of
 // its own (in Redis: its spec's, or one set since, read again every
 // lookEvery) or its tenant's spend per day.
-func (r *jobRun) limited(ctx context.Context, b *jobBudget, dayLimit store.Nano, now time.Time) (bool, error) {
+func (r *jobRun) limited(ctx context.Context, b *jobBudget, dayLimit pricing.Nano, now time.Time) (bool, error) {
 	if dayLimit > 0 || b.jobLimit > 0 {
 		return true, nil
 	}
@@ -185,12 +185,12 @@ func (r *jobRun) limited(ctx context.Context, b *jobBudget, dayLimit store.Nano,
 
 // dayLimit is the tenant's spend per day now (0: none), from the quota
 // store's watch-fed cache.
-func (r *jobRun) dayLimit(ctx context.Context) (store.Nano, error) {
+func (r *jobRun) dayLimit(ctx context.Context) (pricing.Nano, error) {
 	q, err := r.c.tenantQuota(ctx, r.spec.Tenant)
 	if err != nil {
 		return 0, err
 	}
-	return store.USD(q.SpendPerDayUSD), nil
+	return pricing.USD(q.SpendPerDayUSD), nil
 }
 
 // reserve reserves the cost bound of reqs, about to be published, on the
@@ -207,8 +207,8 @@ func (r *jobRun) reserve(ctx context.Context, reqs []*schemas.SampleRequest) err
 	if err != nil || !b.live {
 		return err // nil: nothing to hold the cost to, publish
 	}
-	amounts := make([]store.Nano, len(reqs))
-	var total store.Nano
+	amounts := make([]pricing.Nano, len(reqs))
+	var total pricing.Nano
 	for i, req := range reqs {
 		amount, priced, err := r.bound(req)
 		if err != nil {
@@ -252,7 +252,7 @@ func (r *jobRun) reserve(ctx context.Context, reqs []*schemas.SampleRequest) err
 // spent first, so the limits see it, and a job whose models the fleet's
 // table does not all price pauses as budget_exhausted (an error wrapping
 // errBudgetExhausted) before anything more is published.
-func (r *jobRun) goLive(ctx context.Context) (b *jobBudget, limit store.Nano, now time.Time, err error) {
+func (r *jobRun) goLive(ctx context.Context) (b *jobBudget, limit pricing.Nano, now time.Time, err error) {
 	if b, err = r.budget(); err != nil {
 		return nil, 0, now, err
 	}
@@ -285,8 +285,8 @@ func (r *jobRun) goLive(ctx context.Context) (b *jobBudget, limit store.Nano, no
 
 // under names the limits the job is under now: its budget (its spec's, or
 // one set in Redis since) and its tenant's spend per day.
-func (r *jobRun) under(b *jobBudget, dayLimit store.Nano) string {
-	budget := max(b.jobLimit, store.USD(r.spec.BudgetUSD))
+func (r *jobRun) under(b *jobBudget, dayLimit pricing.Nano) string {
+	budget := max(b.jobLimit, pricing.USD(r.spec.BudgetUSD))
 	return pricing.Under(r.spec.Tenant, budget.USD(), dayLimit.USD())
 }
 
@@ -301,7 +301,7 @@ func arbitrationHold(step int64) string { return "arbitration/" + strconv.Format
 // cost is spent once the judge reports it). An error wrapping
 // errNoArbitration, saying why, when the budget or the day cannot hold
 // it: the step gets no arbitration, a person decides it.
-func (r *jobRun) reserveArbitration(ctx context.Context, step int64) (store.Nano, error) {
+func (r *jobRun) reserveArbitration(ctx context.Context, step int64) (pricing.Nano, error) {
 	b, limit, now, err := r.goLive(ctx)
 	if err != nil || !b.live {
 		return 0, err
@@ -310,7 +310,7 @@ func (r *jobRun) reserveArbitration(ctx context.Context, step int64) (store.Nano
 	if h, ok := b.holds[id]; ok {
 		return h.amount, nil // asked again (a pause, a takeover): held already
 	}
-	amount, day := store.USD(r.c.cfg.ArbitrationReserveUSD), store.Day(now)
+	amount, day := pricing.USD(r.c.cfg.ArbitrationReserveUSD), store.Day(now)
 	switch refusal, err := r.take(ctx, b, day, amount, limit); {
 	case err != nil:
 		return 0, err
@@ -325,11 +325,11 @@ func (r *jobRun) reserveArbitration(ctx context.Context, step int64) (store.Nano
 // its spend per day now), both or neither: a refusal (the figures kept)
 // says why not; an error wrapping errLeaseLost means a later owner holds
 // the job. The caller files the hold.
-func (r *jobRun) take(ctx context.Context, b *jobBudget, day string, amount, limit store.Nano) (*store.Refusal, error) {
+func (r *jobRun) take(ctx context.Context, b *jobBudget, day string, amount, limit pricing.Nano) (*store.Refusal, error) {
 	b.took = true // also when the reply is lost: the end releases it
 	f, err := b.budgets.Reserve(ctx, store.Reservation{
 		Job: r.ref, Token: r.token, ID: b.id(), Day: day, Amount: amount,
-		JobLimit: store.USD(r.spec.BudgetUSD), DayLimit: limit,
+		JobLimit: pricing.USD(r.spec.BudgetUSD), DayLimit: limit,
 	})
 	var refusal *store.Refusal
 	switch {
@@ -381,7 +381,7 @@ func (b *jobBudget) waitFor(scope string, now time.Time, patience time.Duration)
 // names: the bound of the prompt the voter builds for it (claims.go: the
 // same bound its answer's claims are held to) and max_output_tokens out.
 // priced is false when the fleet's table does not price that model.
-func (r *jobRun) bound(req *schemas.SampleRequest) (amount store.Nano, priced bool, err error) {
+func (r *jobRun) bound(req *schemas.SampleRequest) (amount pricing.Nano, priced bool, err error) {
 	prompt, err := r.m.promptBound(req)
 	if err != nil {
 		return 0, false, fmt.Errorf("coordinator: the prompt of step %d, to bound its cost: %w", req.Step, err)
@@ -390,7 +390,7 @@ func (r *jobRun) bound(req *schemas.SampleRequest) (amount store.Nano, priced bo
 	if !ok {
 		return 0, false, nil
 	}
-	return store.Cost(&p, prompt, int64(req.MaxOutputTokens)), true, nil
+	return pricing.Cost(&p, prompt, int64(req.MaxOutputTokens)), true, nil
 }
 
 // fleetPrice is the fleet's price of a sample whose request names model
@@ -410,12 +410,12 @@ func (r *jobRun) priceOf(model string, stronger bool) (schemas.Pricing, pricing.
 // cost is what the job's figures cost so far at the fleet's prices, in
 // whole nano-dollars: its answers, each priced as it was counted, and the
 // judge's arbitrations (rounded up). What its report says it cost.
-func (r *jobRun) cost() store.Nano {
+func (r *jobRun) cost() pricing.Nano {
 	if r.m == nil {
 		return 0 // the run failed before its machine was made
 	}
 	f := &r.m.acct.Figures
-	return store.Nano(f.SampleCostNanoUSD) + store.USDUp(f.ArbiterCostUSD)
+	return pricing.Nano(f.SampleCostNanoUSD) + pricing.USDUp(f.ArbiterCostUSD)
 }
 
 // settleBatch is called once a batch of result messages is handled, with
@@ -459,7 +459,7 @@ func (r *jobRun) settleIDs(ctx context.Context, answered []string) error {
 	if !b.claimed {
 		return nil // nothing reserved under this owner
 	}
-	released := map[string]store.Nano{}
+	released := map[string]pricing.Nano{}
 	for _, id := range answered {
 		if h, ok := b.holds[id]; ok {
 			released[h.day] += h.amount
@@ -489,7 +489,7 @@ func (r *jobRun) settleIDs(ctx context.Context, answered []string) error {
 // spend there what total is above the job's spent.
 type dayShare struct {
 	day             string
-	reserved, total store.Nano
+	reserved, total pricing.Nano
 }
 
 // spendPlan settles holds released (what each day's holds reserved) and
@@ -498,7 +498,7 @@ type dayShare struct {
 // first, each at most what was released there (a hold bounds its answer's
 // cost, so no day goes over its limit across midnight), and what no hold
 // covers on today. A day with nothing to release or spend is left out.
-func spendPlan(spent, cost store.Nano, released map[string]store.Nano, today string) []dayShare {
+func spendPlan(spent, cost pricing.Nano, released map[string]pricing.Nano, today string) []dayShare {
 	days := make([]string, 0, len(released))
 	for d := range released {
 		if d != today {
@@ -542,7 +542,7 @@ func (r *jobRun) releaseBudget(ctx context.Context) {
 			return
 		}
 	}
-	a, err := b.budgets.Claim(ctx, r.ref, r.token, store.USD(r.spec.BudgetUSD))
+	a, err := b.budgets.Claim(ctx, r.ref, r.token, pricing.USD(r.spec.BudgetUSD))
 	if err != nil {
 		r.log.Warn("release the job's reservations; the next owner does", "err", err)
 		return
@@ -608,10 +608,10 @@ func (r *jobRun) finishCost() float64 {
 	perStep := plan.ExpectedVotes(p, m.k()) / v
 	var perSample float64
 	if n := m.acct.Samples + m.acct.LateSamples + m.acct.SkippedSamples + m.acct.CancelledSamples; n > 0 {
-		perSample = store.Nano(m.acct.SampleCostNanoUSD).USD() / float64(n)
+		perSample = pricing.Nano(m.acct.SampleCostNanoUSD).USD() / float64(n)
 	} else if p, ok := r.fleetPrice(""); ok {
 		// No answer counted yet: the bound of the largest request sent.
-		perSample = store.Cost(&p, m.claims.topPrompt, int64(r.spec.MaxOutputTokens)).USD()
+		perSample = pricing.Cost(&p, m.claims.topPrompt, int64(r.spec.MaxOutputTokens)).USD()
 	}
 	return float64(left) * perStep * perSample
 }

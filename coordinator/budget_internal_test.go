@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -73,7 +73,7 @@ func TestBudgetWaitStartsOnce(t *testing.T) {
 func TestSpendPlan(t *testing.T) {
 	t.Parallel()
 	const d1, d2, d3 = "2026-12-01", "2026-12-02", "2026-12-03"
-	type N = store.Nano
+	type N = pricing.Nano
 	for _, tc := range []struct {
 		name        string
 		spent, cost N

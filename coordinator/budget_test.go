@@ -15,6 +15,7 @@ import (
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/app/fleettest"
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/quota"
@@ -44,7 +45,7 @@ func sampleBound(t *testing.T, env *fleettest.Env, disks int) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return store.SampleBound(budgetPricing, msgs, schemas.DefaultMaxOutputTokens).USD()
+	return pricing.SampleBound(budgetPricing, msgs, schemas.DefaultMaxOutputTokens).USD()
 }
 
 // outcome is where a job stopped: its report (solved or another end), or
@@ -173,7 +174,7 @@ func budgetsUnderConcurrency(t *testing.T, limits schemas.TenantQuota) {
 
 	b := budgetsOf(t, env)
 	var solved, exhausted int
-	var jobsSpent store.Nano
+	var jobsSpent pricing.Nano
 	for i, j := range all {
 		ref := store.JobRef{Tenant: tenant, JobID: j.spec.JobID}
 		var a store.Account
@@ -182,8 +183,8 @@ func budgetsUnderConcurrency(t *testing.T, limits schemas.TenantQuota) {
 			a, err = b.Job(ctx, ref)
 			return err == nil && a.Reserved == 0
 		}, "job %s still holds reservations: %+v", j.spec.JobID, a)
-		if a.Spent > store.USD(j.spec.BudgetUSD) {
-			t.Errorf("job %s spent %v, over its budget %v", j.spec.JobID, a.Spent, store.USD(j.spec.BudgetUSD))
+		if a.Spent > pricing.USD(j.spec.BudgetUSD) {
+			t.Errorf("job %s spent %v, over its budget %v", j.spec.JobID, a.Spent, pricing.USD(j.spec.BudgetUSD))
 		}
 		jobsSpent += a.Spent
 		switch o := outs[i]; {
@@ -210,9 +211,9 @@ func budgetsUnderConcurrency(t *testing.T, limits schemas.TenantQuota) {
 		return err == nil && d.Reserved == 0
 	}, "the tenant's day still holds reservations: %+v", d)
 	t.Logf("%d solved, %d budget_exhausted; the tenant spent %v of %v (jobs: %v); bounds: a sample of 3 disks %v, of 4 disks %v",
-		solved, exhausted, d.Spent, store.USD(dayLimit), jobsSpent, bound3, bound4)
-	if d.Spent > store.USD(dayLimit) {
-		t.Errorf("the tenant spent %v, over its day's limit %v", d.Spent, store.USD(dayLimit))
+		solved, exhausted, d.Spent, pricing.USD(dayLimit), jobsSpent, bound3, bound4)
+	if d.Spent > pricing.USD(dayLimit) {
+		t.Errorf("the tenant spent %v, over its day's limit %v", d.Spent, pricing.USD(dayLimit))
 	}
 	if store.Day(time.Now()) == day && jobsSpent != d.Spent {
 		t.Errorf("the jobs spent %v in all, the tenant's day says %v", jobsSpent, d.Spent)
@@ -249,7 +250,7 @@ func TestBudgetExhaustedResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Spent > store.USD(spec.BudgetUSD) || a.Spent.USD() != out.status.SpentUSD {
+	if a.Spent > pricing.USD(spec.BudgetUSD) || a.Spent.USD() != out.status.SpentUSD {
 		t.Fatalf("spent %v (status says %v), budget %v", a.Spent, out.status.SpentUSD, spec.BudgetUSD)
 	}
 
@@ -262,7 +263,7 @@ func TestBudgetExhaustedResume(t *testing.T) {
 	}
 
 	raised := 200 * bound
-	if err := b.SetJobLimit(ctx, ref, store.USD(raised)); err != nil {
+	if err := b.SetJobLimit(ctx, ref, pricing.USD(raised)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := jobs.Control(ctx, env.Topo, spec.Tenant, spec.JobID, schemas.ControlRun); err != nil {
@@ -273,7 +274,7 @@ func TestBudgetExhaustedResume(t *testing.T) {
 	if a, err = b.Job(ctx, ref); err != nil {
 		t.Fatal(err)
 	}
-	if rep.CostUSD > raised || rep.CostUSD > a.Spent.USD()+1e-12 || a.Spent > store.USD(raised) {
+	if rep.CostUSD > raised || rep.CostUSD > a.Spent.USD()+1e-12 || a.Spent > pricing.USD(raised) {
 		t.Errorf("report cost %v, spent %v, raised budget %v", rep.CostUSD, a.Spent, raised)
 	}
 	if _, err := b.Job(ctx, store.JobRef{Tenant: spec.Tenant, JobID: "none"}); !errors.Is(err, store.ErrNoJob) {
@@ -305,7 +306,7 @@ func TestBudgetDeadOwnerReservationReleased(t *testing.T) {
 	deadRef := store.JobRef{Tenant: tenant, JobID: "dead"}
 	if _, err := b.Reserve(ctx, store.Reservation{
 		Job: deadRef, Token: 1, ID: "1.1", Day: day,
-		Amount: store.USD(dayLimit) - store.USD(bound3), JobLimit: store.USD(dead.BudgetUSD), DayLimit: store.USD(dayLimit),
+		Amount: pricing.USD(dayLimit) - pricing.USD(bound3), JobLimit: pricing.USD(dead.BudgetUSD), DayLimit: pricing.USD(dayLimit),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +355,7 @@ func TestBudgetTenantBusyWaitBounded(t *testing.T) {
 	ghost := store.JobRef{Tenant: tenant, JobID: "ghost"}
 	if _, err := b.Reserve(ctx, store.Reservation{
 		Job: ghost, Token: 1, ID: "1.1", Day: store.Day(time.Now()),
-		Amount: store.USD(dayLimit) - store.USD(bound3), DayLimit: store.USD(dayLimit),
+		Amount: pricing.USD(dayLimit) - pricing.USD(bound3), DayLimit: pricing.USD(dayLimit),
 	}); err != nil {
 		t.Fatal(err)
 	}

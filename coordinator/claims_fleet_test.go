@@ -7,6 +7,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/app/fleettest"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
@@ -85,9 +86,9 @@ func TestOverclaimedResultsBounded(t *testing.T) {
 		d, err = b.TenantDay(ctx, tenant, day)
 		return err == nil && d.Reserved == 0
 	}, "reservations left: job %+v, day %+v", job, d)
-	if job.Spent > store.USD(spec.BudgetUSD) || d.Spent > store.USD(dayLimit) || job.Spent.USD() < rep.CostUSD-1e-9 {
+	if job.Spent > pricing.USD(spec.BudgetUSD) || d.Spent > pricing.USD(dayLimit) || job.Spent.USD() < rep.CostUSD-1e-9 {
 		t.Errorf("the job spent %v (budget %v, report $%v), the tenant's day %v (limit %v)",
-			job.Spent, store.USD(spec.BudgetUSD), rep.CostUSD, d.Spent, store.USD(dayLimit))
+			job.Spent, pricing.USD(spec.BudgetUSD), rep.CostUSD, d.Spent, pricing.USD(dayLimit))
 	}
 	if store.Day(time.Now()) == day && d.Spent != job.Spent {
 		t.Errorf("the tenant's day spent %v, its one job %v", d.Spent, job.Spent)

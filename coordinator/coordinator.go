@@ -14,10 +14,11 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/batch"
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/lease"
 	"github.com/makerfleet/makerfleet/internal/metrics"
-	"github.com/makerfleet/makerfleet/internal/pricing"
+	"github.com/makerfleet/makerfleet/internal/pricetable"
 	"github.com/makerfleet/makerfleet/internal/service"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
@@ -170,7 +171,7 @@ type Coordinator struct {
 	leases *lease.Manager
 	tasks  *taskreg.Registry // built-ins and the fleet's task specs; set by Run
 	fair   *fairness         // quotas, limits and fair shares (schedule.go, admit.go)
-	prices *pricing.Cache    // the fleet's price table (pricing.go); set by Run
+	prices *pricetable.Cache // the fleet's price table (pricing.go); set by Run
 
 	mu      sync.Mutex
 	running map[string]bool // registry keys of the jobs this coordinator runs
@@ -193,7 +194,7 @@ func New(nc *nats.Conn, st *store.Store, cfg Config) (*Coordinator, error) {
 		return nil, fmt.Errorf("coordinator: jetstream: %w", err)
 	}
 	c := &Coordinator{cfg: cfg, nc: nc, js: js, store: st, log: cfg.Logger.With("coordinator", cfg.ID), running: map[string]bool{},
-		fair: newFairness(st, cfg), prices: pricing.NewCache(nil)}
+		fair: newFairness(st, cfg), prices: pricetable.NewCache(nil)}
 	cfg.Metrics.JobsRunning(func() int {
 		c.mu.Lock()
 		defer c.mu.Unlock()

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/pricing"
+	"github.com/makerfleet/makerfleet/internal/pricetable"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/topology"
@@ -65,7 +65,7 @@ func newFairness(st *store.Store, cfg Config) *fairness {
 // scripts and starts both watches; stop ends them and waits for them.
 func (c *Coordinator) startFair(ctx context.Context, topo *topology.Topology) (stop func(), err error) {
 	c.fair.quotas = quota.New(topo)
-	c.prices = pricing.NewCache(topo.Prices)
+	c.prices = pricetable.NewCache(topo.Prices)
 	if err := c.fair.limiter.Load(ctx); err != nil {
 		return nil, err
 	}

@@ -3,8 +3,8 @@ package coordinator
 import (
 	"strings"
 
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/internal/metrics"
-	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -141,7 +141,7 @@ func (r *jobRun) takeTokens() func() {
 		usd                float64
 	}
 	var all []taken
-	r.m.tok.drain(func(model string, prompt, completion int64, cost store.Nano) {
+	r.m.tok.drain(func(model string, prompt, completion int64, cost pricing.Nano) {
 		all = append(all, taken{model, prompt, completion, cost.USD()})
 	})
 	t := mt.t
@@ -167,12 +167,12 @@ type tokenKey struct {
 
 type tokenCount struct {
 	prompt, completion, sentPrompt, sentCompletion int64
-	cost, sentCost                                 store.Nano
+	cost, sentCost                                 pricing.Nano
 }
 
 // add adds (or, negative, takes back) an answer's tokens and what the
 // fleet priced them at.
-func (t *tokenTally) add(model string, stronger bool, prompt, completion int64, cost store.Nano) {
+func (t *tokenTally) add(model string, stronger bool, prompt, completion int64, cost pricing.Nano) {
 	if !t.on {
 		return
 	}
@@ -196,7 +196,7 @@ func (t *tokenTally) add(model string, stronger bool, prompt, completion int64, 
 // drain hands fn what grew since the last drain. A count that went down
 // (tokens taken back) stays pending, set off against later ones: a
 // counter never goes down.
-func (t *tokenTally) drain(fn func(model string, prompt, completion int64, cost store.Nano)) {
+func (t *tokenTally) drain(fn func(model string, prompt, completion int64, cost pricing.Nano)) {
 	for k, c := range t.byModel {
 		p, cc, usd := max(c.prompt-c.sentPrompt, 0), max(c.completion-c.sentCompletion, 0), max(c.cost-c.sentCost, 0)
 		if p == 0 && cc == 0 && usd == 0 {

@@ -1,12 +1,11 @@
 package coordinator
 
 import (
-	"github.com/makerfleet/makerfleet/internal/pricing"
-	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
-// Pricing (internal/pricing): every answer is priced as it is counted, at
+// Pricing (internal/core/pricing): every answer is priced as it is counted, at
 // the fleet's price of the model its request named, from the price table
 // the coordinator keeps through a watch; never at the job's own pricing,
 // which counts only on a fleet without a price table, apart (the report's
@@ -66,7 +65,7 @@ func (m *machine) requestModel(res *schemas.SampleResult, stronger bool) string 
 // SampleCostNanoUSD, the job's own claim to UnverifiedCostNanoUSD, and
 // tokens nobody prices count nothing (said once per model and run when
 // the fleet prices other models).
-func (m *machine) priceTokens(res *schemas.SampleResult, stronger bool, prompt, completion int64) store.Nano {
+func (m *machine) priceTokens(res *schemas.SampleResult, stronger bool, prompt, completion int64) pricing.Nano {
 	if m.price == nil || prompt == 0 && completion == 0 {
 		return 0
 	}
@@ -76,12 +75,12 @@ func (m *machine) priceTokens(res *schemas.SampleResult, stronger bool, prompt, 
 	if prompt < 0 || completion < 0 {
 		sign, prompt, completion = -1, -prompt, -completion
 	}
-	n := sign * int64(store.Cost(&p, prompt, completion))
+	n := sign * int64(pricing.Cost(&p, prompt, completion))
 	f := &m.acct.Figures
 	switch src {
 	case pricing.Fleet:
 		f.SampleCostNanoUSD = max(f.SampleCostNanoUSD+n, 0)
-		return store.Nano(n)
+		return pricing.Nano(n)
 	case pricing.Job:
 		f.UnverifiedCostNanoUSD = max(f.UnverifiedCostNanoUSD+n, 0)
 	case pricing.Absent:
@@ -100,5 +99,5 @@ func (m *machine) priceTokens(res *schemas.SampleResult, stronger bool, prompt, 
 // reportCost is what the figures cost at the fleet's prices (answers and
 // arbitrations), and at the job's own unverified ones, in dollars.
 func reportCost(f *schemas.Figures) (cost, unverified float64) {
-	return store.Nano(f.SampleCostNanoUSD).USD() + f.ArbiterCostUSD, store.Nano(f.UnverifiedCostNanoUSD).USD()
+	return pricing.Nano(f.SampleCostNanoUSD).USD() + f.ArbiterCostUSD, pricing.Nano(f.UnverifiedCostNanoUSD).USD()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/app/fleettest"
 	"github.com/makerfleet/makerfleet/internal/app/judgetest"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/simllm"
@@ -115,7 +116,7 @@ func TestPricingQuotaRefusesUnpriced(t *testing.T) {
 		t.Errorf("status %+v: want paused by the tenant's day, having spent something", out.status)
 	}
 	job, day1 := spentOf(t, env, priced, day)
-	if store.Day(time.Now()) == day && (day1.Spent <= 0 || day1.Spent > store.USD(0.001) || job.Spent != day1.Spent) {
+	if store.Day(time.Now()) == day && (day1.Spent <= 0 || day1.Spent > pricing.USD(0.001) || job.Spent != day1.Spent) {
 		t.Errorf("the tenant's day spent %v (job %v), want more than 0 and at most $0.001", day1.Spent, job.Spent)
 	}
 	// Resumed once the operator removes the price: it pauses again, for
@@ -353,7 +354,7 @@ func TestPricingArbitrationOverTheDay(t *testing.T) {
 	if !rep.Solved || rep.ArbiterCostUSD != 0 {
 		t.Errorf("%s, arbiter cost %v", rep.State, rep.ArbiterCostUSD)
 	}
-	if _, tday := spentOf(t, env, spec, day); tday.Spent > store.USD(0.5) {
+	if _, tday := spentOf(t, env, spec, day); tday.Spent > pricing.USD(0.5) {
 		t.Errorf("the tenant's day spent %v, over its $0.5", tday.Spent)
 	}
 }
@@ -393,7 +394,7 @@ func TestPricingPanelBilledOnce(t *testing.T) {
 	}
 	p.decide(3)
 	rep := env.Wait(spec)
-	if !rep.Solved || rep.ArbiterCostUSD <= 0 || store.USDUp(rep.ArbiterCostUSD) != first.Spent {
+	if !rep.Solved || rep.ArbiterCostUSD <= 0 || pricing.USDUp(rep.ArbiterCostUSD) != first.Spent {
 		t.Errorf("%s, arbiter cost %v; the unsure arbitration's %v", rep.State, rep.ArbiterCostUSD, first.Spent)
 	}
 }

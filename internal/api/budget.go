@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/makerfleet/makerfleet/internal/apikey"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -86,7 +87,7 @@ func (s *Server) putBudget(w http.ResponseWriter, r *http.Request, p apikey.Prin
 			return err
 		}
 	}
-	if err := s.deps.Budgets.SetJobLimit(ctx, store.JobRef{Tenant: rec.Tenant, JobID: rec.JobID}, store.USD(body.BudgetUSD)); err != nil {
+	if err := s.deps.Budgets.SetJobLimit(ctx, store.JobRef{Tenant: rec.Tenant, JobID: rec.JobID}, pricing.USD(body.BudgetUSD)); err != nil {
 		return fmt.Errorf("%w: %w", jobs.ErrUnavailable, err)
 	}
 	return s.jobBudget(w, r, rec)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/api"
-	"github.com/makerfleet/makerfleet/internal/pricing"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 )

@@ -7,12 +7,13 @@ import (
 	"net/http"
 
 	"github.com/makerfleet/makerfleet/internal/apikey"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/internal/jobs"
-	"github.com/makerfleet/makerfleet/internal/pricing"
+	"github.com/makerfleet/makerfleet/internal/pricetable"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
-// The fleet's price table (internal/pricing): every key may read it (a
+// The fleet's price table (internal/pricetable): every key may read it (a
 // tenant sees what its work costs); admin keys set and remove prices. A
 // model's name is one path segment: a name holding '/' is sent
 // percent-encoded (openai%2Fgpt-5.5); "default" names the default record,
@@ -31,7 +32,7 @@ func (s *Server) priceTable(ctx context.Context) (pricing.Table, error) {
 		}
 		return t, nil
 	}
-	t, err := pricing.Load(ctx, s.deps.Topo.Prices)
+	t, err := pricetable.Load(ctx, s.deps.Topo.Prices)
 	if err != nil {
 		return pricing.Table{}, fmt.Errorf("%w: prices: %w", jobs.ErrUnavailable, err)
 	}
@@ -43,7 +44,7 @@ func (s *Server) priceTable(ctx context.Context) (pricing.Table, error) {
 func (s *Server) listPrices(w http.ResponseWriter, r *http.Request, _ apikey.Principal) error {
 	ctx, cancel := s.timeout(r.Context())
 	defer cancel()
-	t, err := pricing.Load(ctx, s.deps.Topo.Prices)
+	t, err := pricetable.Load(ctx, s.deps.Topo.Prices)
 	if err != nil {
 		return fmt.Errorf("%w: prices: %w", jobs.ErrUnavailable, err)
 	}
@@ -89,7 +90,7 @@ func (s *Server) putPrice(w http.ResponseWriter, r *http.Request, _ apikey.Princ
 	}
 	ctx, cancel := s.timeout(r.Context())
 	defer cancel()
-	out, err := pricing.Set(ctx, s.deps.Topo.Prices, p)
+	out, err := pricetable.Set(ctx, s.deps.Topo.Prices, p)
 	if err != nil {
 		return fmt.Errorf("%w: %w", jobs.ErrUnavailable, err)
 	}
@@ -105,8 +106,8 @@ func (s *Server) deletePrice(w http.ResponseWriter, r *http.Request, _ apikey.Pr
 	}
 	ctx, cancel := s.timeout(r.Context())
 	defer cancel()
-	switch err := pricing.Unset(ctx, s.deps.Topo.Prices, model); {
-	case errors.Is(err, pricing.ErrNotFound):
+	switch err := pricetable.Unset(ctx, s.deps.Topo.Prices, model); {
+	case errors.Is(err, pricetable.ErrNotFound):
 		return problem(TypeNotFound, "no price set for %s", pricing.Name(model))
 	case err != nil:
 		return fmt.Errorf("%w: %w", jobs.ErrUnavailable, err)

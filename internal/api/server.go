@@ -17,7 +17,8 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/internal/batch"
-	"github.com/makerfleet/makerfleet/internal/pricing"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
+	"github.com/makerfleet/makerfleet/internal/pricetable"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
@@ -74,24 +75,24 @@ type Deps struct {
 	// Inflight counts a tenant's samples in flight for the usage
 	// (*store.Limiter; nil: 0).
 	Inflight Inflight
-	// Prices is the fleet's price table (*pricing.Cache, started): submits
+	// Prices is the fleet's price table (*pricetable.Cache, started): submits
 	// and budgets are checked against it, forecasts priced at it (nil:
 	// each read asks Topo.Prices).
 	Prices Prices
 }
 
-// Prices is the fleet's price table now: *pricing.Cache.
+// Prices is the fleet's price table now: *pricetable.Cache.
 type Prices interface {
 	Current(ctx context.Context) (pricing.Table, error)
 }
 
-var _ Prices = (*pricing.Cache)(nil)
+var _ Prices = (*pricetable.Cache)(nil)
 
 // Budgets reads and sets budgets: *store.Budgets.
 type Budgets interface {
 	TenantDay(ctx context.Context, tenant, day string) (store.Account, error)
 	Job(ctx context.Context, job store.JobRef) (store.Account, error)
-	SetJobLimit(ctx context.Context, job store.JobRef, limit store.Nano) error
+	SetJobLimit(ctx context.Context, job store.JobRef, limit pricing.Nano) error
 }
 
 var _ Budgets = (*store.Budgets)(nil)

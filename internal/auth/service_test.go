@@ -14,7 +14,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/auth/authtest"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
-	"github.com/makerfleet/makerfleet/internal/pricing"
+	"github.com/makerfleet/makerfleet/internal/pricetable"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -115,7 +115,7 @@ func priceSet(model string) action {
 		if err != nil {
 			return err
 		}
-		_, err = pricing.Set(ctx, topo.Prices, schemas.ModelPrice{Model: model, InputUSDPerMTok: 0, OutputUSDPerMTok: 0})
+		_, err = pricetable.Set(ctx, topo.Prices, schemas.ModelPrice{Model: model, InputUSDPerMTok: 0, OutputUSDPerMTok: 0})
 		return err
 	}
 }
@@ -130,7 +130,7 @@ func priceCache() action {
 		}
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		cache := pricing.NewCache(topo.Prices)
+		cache := pricetable.NewCache(topo.Prices)
 		err = cache.Start(cctx)
 		cancel()
 		cache.Wait()

@@ -73,7 +73,7 @@ func (ns Namespace) BatchesBucket() string { return ns.bucket("batches") }
 
 // PricesBucket holds the fleet's price table (schemas.ModelPrice): what
 // each model's tokens cost, by model, and the default record
-// (internal/pricing). Only the operator writes it.
+// (internal/pricetable). Only the operator writes it.
 func (ns Namespace) PricesBucket() string { return ns.bucket("prices") }
 
 // RetentionBucket holds the retention policies (schemas.RetentionPolicy):

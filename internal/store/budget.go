@@ -5,16 +5,13 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/makerfleet/makerfleet/internal/pricing"
-	"github.com/makerfleet/makerfleet/schemas"
-	"github.com/makerfleet/makerfleet/task"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 )
 
 // Budgets keep money in Redis, in integer nano-dollars, under the tenant's
@@ -64,52 +61,6 @@ var (
 	// expired).
 	ErrNoJob = errors.New("quota: no budget record for the job")
 )
-
-// Nano is an amount of money in nano-dollars (10⁻⁹ USD). Redis keeps it as
-// an integer; Lua reads it exactly up to 2⁵³ (about 9 million dollars,
-// above schemas.MaxBudgetUSD).
-type Nano int64
-
-// USD converts a limit in dollars to Nano, rounding down: a limit is never
-// raised by rounding.
-func USD(usd float64) Nano {
-	if !(usd > 0) {
-		return 0
-	}
-	return Nano(math.Floor(usd*1e9 + 1e-6))
-}
-
-// USDUp converts a cost in dollars to Nano, rounding up: a cost is never
-// lowered by rounding (0 for anything not above 0).
-func USDUp(usd float64) Nano {
-	if !(usd > 0) {
-		return 0
-	}
-	return Nano(math.Ceil(usd*1e9 - 1e-6))
-}
-
-// USD is n in dollars.
-func (n Nano) USD() float64 { return float64(n) / 1e9 }
-
-// String prints n in dollars.
-func (n Nano) String() string { return "$" + strconv.FormatFloat(n.USD(), 'f', -1, 64) }
-
-// Cost is the price of the token counts at p (nil: free), rounded up to a
-// whole nano-dollar: a cost is never lowered by rounding.
-func Cost(p *schemas.Pricing, prompt, completion int64) Nano {
-	if p == nil {
-		return 0
-	}
-	// USD per million tokens = 1000 nano-dollars per token.
-	return Nano(math.Ceil((float64(prompt)*p.InputUSDPerMTok + float64(completion)*p.OutputUSDPerMTok) * 1e3))
-}
-
-// SampleBound is an upper bound of what one model call for msgs can cost
-// at p: the prompt's bound and maxOutput completion tokens (the voter
-// sends it as max_tokens).
-func SampleBound(p *schemas.Pricing, msgs []task.Message, maxOutput int) Nano {
-	return Cost(p, pricing.PromptTokensBound(msgs), int64(maxOutput))
-}
 
 // Day is the UTC day of t as the budget keys name it (YYYY-MM-DD).
 func Day(t time.Time) string { return t.UTC().Format(time.DateOnly) }
@@ -184,11 +135,11 @@ func (b *Budgets) dayKey(tenant, day string) string {
 type Account struct {
 	// Limit is what may be spent (0: no limit); Spent what the settled
 	// samples cost; Reserved what the samples in flight may still cost.
-	Limit, Spent, Reserved Nano
+	Limit, Spent, Reserved pricing.Nano
 }
 
 // Left is what can still be reserved (meaningless without a limit).
-func (a Account) Left() Nano { return max(a.Limit-a.Spent-a.Reserved, 0) }
+func (a Account) Left() pricing.Nano { return max(a.Limit-a.Spent-a.Reserved, 0) }
 
 // Figures are a job's account and its tenant's for the day, as a script
 // left them.
@@ -206,11 +157,11 @@ type Reservation struct {
 	// Day is the UTC day (Day) the reservation counts against.
 	Day string
 	// Amount is the upper bound of what the wave can cost (> 0).
-	Amount Nano
+	Amount pricing.Nano
 	// JobLimit is the job's budget when Redis has none yet (its spec's;
 	// SetJobLimit overrides it); DayLimit is the tenant's spend per day
 	// now. 0: no limit.
-	JobLimit, DayLimit Nano
+	JobLimit, DayLimit pricing.Nano
 }
 
 // Refusal is the error of a reservation refused: which budget stood in
@@ -221,7 +172,7 @@ type Refusal struct {
 	Scope string
 	// Busy: only reservations in flight stand in the way.
 	Busy    bool
-	Amount  Nano
+	Amount  pricing.Nano
 	Figures Figures
 }
 
@@ -287,7 +238,7 @@ type Settlement struct {
 	Day   string
 	// Reserved is what the answered samples held; Total is the job's cost
 	// so far, its counted tokens priced (0: spend nothing).
-	Reserved, Total Nano
+	Reserved, Total pricing.Nano
 }
 
 // Settle releases s.Reserved on the job's budget and its tenant's day,
@@ -319,8 +270,8 @@ func figures(res []int64) (int64, Figures, error) {
 		return 0, Figures{}, fmt.Errorf("%w: budget script returned %d values", ErrReply, len(res))
 	}
 	return res[0], Figures{
-		Job: Account{Limit: Nano(res[1]), Spent: Nano(res[2]), Reserved: Nano(res[3])},
-		Day: Account{Limit: Nano(res[4]), Spent: Nano(res[5]), Reserved: Nano(res[6])},
+		Job: Account{Limit: pricing.Nano(res[1]), Spent: pricing.Nano(res[2]), Reserved: pricing.Nano(res[3])},
+		Day: Account{Limit: pricing.Nano(res[4]), Spent: pricing.Nano(res[5]), Reserved: pricing.Nano(res[6])},
 	}, nil
 }
 
@@ -329,7 +280,7 @@ func figures(res []int64) (int64, Figures, error) {
 // earlier owner's samples can no longer count), and at the owner's pause
 // or end (answers that never came). jobLimit is the job's budget when
 // Redis has none yet. ErrStale means a later owner holds the job.
-func (b *Budgets) Claim(ctx context.Context, job JobRef, token int64, jobLimit Nano) (Account, error) {
+func (b *Budgets) Claim(ctx context.Context, job JobRef, token int64, jobLimit pricing.Nano) (Account, error) {
 	key := b.jobKey(job)
 	fields, err := b.rdb.HKeys(ctx, key).Result()
 	if err != nil {
@@ -350,7 +301,7 @@ func (b *Budgets) Claim(ctx context.Context, job JobRef, token int64, jobLimit N
 	if len(res) != 4 {
 		return Account{}, fmt.Errorf("%w: budget_claim returned %d values", ErrReply, len(res))
 	}
-	a := Account{Limit: Nano(res[1]), Spent: Nano(res[2]), Reserved: Nano(res[3])}
+	a := Account{Limit: pricing.Nano(res[1]), Spent: pricing.Nano(res[2]), Reserved: pricing.Nano(res[3])}
 	if res[0] == -5 {
 		return a, fmt.Errorf("%w: %s/%s", ErrStale, job.Tenant, job.JobID)
 	}
@@ -361,7 +312,7 @@ func (b *Budgets) Claim(ctx context.Context, job JobRef, token int64, jobLimit N
 // where every reservation reads it: raising it lets a budget_exhausted job
 // go on once resumed. The job's spec keeps the budget it was submitted
 // with.
-func (b *Budgets) SetJobLimit(ctx context.Context, job JobRef, limit Nano) error {
+func (b *Budgets) SetJobLimit(ctx context.Context, job JobRef, limit pricing.Nano) error {
 	if limit < 0 {
 		return fmt.Errorf("quota: a budget cannot be negative, got %v", limit)
 	}
@@ -398,7 +349,7 @@ func (b *Budgets) account(ctx context.Context, key string) (a Account, found boo
 	if err != nil {
 		return Account{}, false, fmt.Errorf("quota: read %s: %w", key, err)
 	}
-	var out [3]Nano
+	var out [3]pricing.Nano
 	for i, v := range vals {
 		s, ok := v.(string)
 		if !ok {
@@ -408,7 +359,7 @@ func (b *Budgets) account(ctx context.Context, key string) (a Account, found boo
 		if err != nil {
 			return Account{}, false, fmt.Errorf("%w: %s: %q is not an integer", ErrReply, key, s)
 		}
-		out[i], found = Nano(n), true
+		out[i], found = pricing.Nano(n), true
 	}
 	return Account{Limit: out[0], Spent: out[1], Reserved: out[2]}, found, nil
 }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/makerfleet/makerfleet/internal/pricing"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -32,35 +32,35 @@ func TestNanoAndBounds(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		usd  float64
-		want store.Nano
+		want pricing.Nano
 	}{{0, 0}, {-1, 0}, {0.1, 100_000_000}, {0.29, 290_000_000}, {1, 1_000_000_000}, {1e6, 1e15}} {
-		if got := store.USD(tc.usd); got != tc.want {
-			t.Errorf("USD(%v) = %d, want %d", tc.usd, got, tc.want)
+		if got := pricing.USD(tc.usd); got != tc.want {
+			t.Errorf("pricing.USD(%v) = %d, want %d", tc.usd, got, tc.want)
 		}
 	}
 	p := &schemas.Pricing{InputUSDPerMTok: 0.4, OutputUSDPerMTok: 1.6}
 	for _, tc := range []struct {
 		prompt, completion int64
-		want               store.Nano
+		want               pricing.Nano
 	}{{0, 0, 0}, {1, 0, 400}, {0, 1, 1600}, {600, 300, 600*400 + 300*1600}} {
-		if got := store.Cost(p, tc.prompt, tc.completion); got != tc.want {
-			t.Errorf("Cost(%d, %d) = %d, want %d", tc.prompt, tc.completion, got, tc.want)
+		if got := pricing.Cost(p, tc.prompt, tc.completion); got != tc.want {
+			t.Errorf("pricing.Cost(%d, %d) = %d, want %d", tc.prompt, tc.completion, got, tc.want)
 		}
 	}
-	if got := store.Cost(nil, 100, 100); got != 0 {
-		t.Errorf("Cost without pricing = %d, want 0", got)
+	if got := pricing.Cost(nil, 100, 100); got != 0 {
+		t.Errorf("pricing.Cost without pricing = %d, want 0", got)
 	}
 	// Rounding goes up: a third of a nano-dollar costs one.
-	if got := store.Cost(&schemas.Pricing{InputUSDPerMTok: 1.0 / 3}, 1, 0); got != 334 {
-		t.Errorf("Cost rounds to %d, want 334 (up)", got)
+	if got := pricing.Cost(&schemas.Pricing{InputUSDPerMTok: 1.0 / 3}, 1, 0); got != 334 {
+		t.Errorf("pricing.Cost rounds to %d, want 334 (up)", got)
 	}
 	msgs := []task.Message{{Role: "system", Content: "abc"}, {Role: "user", Content: "hello"}}
 	want := int64(pricing.TokensPerReply + 6 + 3 + pricing.TokensPerMessage + 4 + 5 + pricing.TokensPerMessage)
 	if got := pricing.PromptTokensBound(msgs); got != want {
 		t.Errorf("PromptTokensBound = %d, want %d", got, want)
 	}
-	if got, want := store.SampleBound(p, msgs, 750), store.Cost(p, want, 750); got != want {
-		t.Errorf("SampleBound = %d, want %d", got, want)
+	if got, want := pricing.SampleBound(p, msgs, 750), pricing.Cost(p, want, 750); got != want {
+		t.Errorf("pricing.SampleBound = %d, want %d", got, want)
 	}
 }
 
@@ -72,7 +72,7 @@ func TestBudgetScripts(t *testing.T) {
 	b := newBudgets(t)
 	job := store.JobRef{Tenant: "acme", JobID: "j1"}
 	const day, day2 = "2026-12-01", "2026-12-02"
-	reserve := func(token int64, id, d string, amount, jobLimit, dayLimit store.Nano) (store.Figures, error) {
+	reserve := func(token int64, id, d string, amount, jobLimit, dayLimit pricing.Nano) (store.Figures, error) {
 		return b.Reserve(ctx, store.Reservation{Job: job, Token: token, ID: id, Day: d, Amount: amount, JobLimit: jobLimit, DayLimit: dayLimit})
 	}
 	if _, err := b.Claim(ctx, job, 1, 1000); err != nil {
@@ -223,8 +223,8 @@ func TestBudgetsConcurrent(t *testing.T) {
 	const (
 		jobs     = 24
 		day      = "2026-12-01"
-		dayLimit = store.Nano(50_000)
-		jobLimit = store.Nano(4_000)
+		dayLimit = pricing.Nano(50_000)
+		jobLimit = pricing.Nano(4_000)
 	)
 	var wg sync.WaitGroup
 	errs := make(chan error, jobs)
@@ -238,10 +238,10 @@ func TestBudgetsConcurrent(t *testing.T) {
 				errs <- err
 				return
 			}
-			var held []store.Nano
-			var total store.Nano
+			var held []pricing.Nano
+			var total pricing.Nano
 			for i := 0; ; i++ {
-				amount := store.Nano(50 + rng.IntN(200))
+				amount := pricing.Nano(50 + rng.IntN(200))
 				_, err := b.Reserve(ctx, store.Reservation{Job: job, Token: 1, ID: fmt.Sprint(i), Day: day, Amount: amount, JobLimit: jobLimit, DayLimit: dayLimit})
 				switch {
 				case err == nil:
@@ -256,7 +256,7 @@ func TestBudgetsConcurrent(t *testing.T) {
 				}
 				// Settle the oldest reservation for at most what it held.
 				if len(held) > 3 || err != nil && len(held) > 0 {
-					total += held[0] - store.Nano(rng.IntN(int(held[0])/2))
+					total += held[0] - pricing.Nano(rng.IntN(int(held[0])/2))
 					f, err := b.Settle(ctx, store.Settlement{Job: job, Token: 1, ID: fmt.Sprint("s", i), Day: day, Reserved: held[0], Total: total})
 					if err != nil {
 						errs <- err
@@ -285,7 +285,7 @@ func TestBudgetsConcurrent(t *testing.T) {
 	if d.Spent > dayLimit || d.Reserved != 0 {
 		t.Fatalf("the day: %+v, want spent within %v and nothing reserved", d, dayLimit)
 	}
-	var sum store.Nano
+	var sum pricing.Nano
 	for j := range jobs {
 		a, err := b.Job(ctx, store.JobRef{Tenant: "acme", JobID: fmt.Sprintf("j%d", j)})
 		if err != nil {

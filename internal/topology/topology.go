@@ -25,7 +25,7 @@ type Topology struct {
 	APIKeys jetstream.KeyValue
 	Batches jetstream.KeyValue
 	// Prices is the fleet's price table: schemas.ModelPrice by model
-	// (internal/pricing).
+	// (internal/pricetable).
 	Prices jetstream.KeyValue
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/client"
 	"github.com/makerfleet/makerfleet/client/httpapi"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/judgeclient"
 	"github.com/makerfleet/makerfleet/internal/store"
@@ -341,7 +342,7 @@ func (b apiBudgets) SetJob(ctx context.Context, tenant, job string, usd float64)
 }
 
 func jobAccount(b schemas.JobBudget) accountJSON {
-	return accountOf(b.Tenant, b.ID, "", store.Account{Limit: store.USD(b.LimitUSD), Spent: store.USD(b.SpentUSD), Reserved: store.USD(b.ReservedUSD)})
+	return accountOf(b.Tenant, b.ID, "", store.Account{Limit: pricing.USD(b.LimitUSD), Spent: pricing.USD(b.SpentUSD), Reserved: pricing.USD(b.ReservedUSD)})
 }
 
 // TenantDay is the key's tenant's spend today: the API shows no other
@@ -357,5 +358,5 @@ func (b apiBudgets) TenantDay(ctx context.Context, tenant, day string) (accountJ
 	if day != "" && day != u.Day {
 		return accountJSON{}, fmt.Errorf("%w: the API shows today's spend (%s), not %s's (ask the operator: maker budget show --day %s)", client.ErrInvalid, u.Day, day, day)
 	}
-	return accountOf(u.Tenant, "", u.Day, store.Account{Limit: store.USD(u.Quota.SpendPerDayUSD), Spent: store.USD(u.SpentTodayUSD), Reserved: store.USD(u.ReservedTodayUSD)}), nil
+	return accountOf(u.Tenant, "", u.Day, store.Account{Limit: pricing.USD(u.Quota.SpendPerDayUSD), Spent: pricing.USD(u.SpentTodayUSD), Reserved: pricing.USD(u.ReservedTodayUSD)}), nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 )
@@ -63,10 +64,10 @@ func TestBudgetCommands(t *testing.T) {
 	if _, err := b.Claim(ctx, job, 1, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Reserve(ctx, store.Reservation{Job: job, Token: 1, ID: "1", Day: day, Amount: store.USD(1), DayLimit: store.USD(10)}); err != nil {
+	if _, err := b.Reserve(ctx, store.Reservation{Job: job, Token: 1, ID: "1", Day: day, Amount: pricing.USD(1), DayLimit: pricing.USD(10)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Settle(ctx, store.Settlement{Job: job, Token: 1, ID: "s", Day: day, Reserved: store.USD(0.5), Total: store.USD(0.25)}); err != nil {
+	if _, err := b.Settle(ctx, store.Settlement{Job: job, Token: 1, ID: "s", Day: day, Reserved: pricing.USD(0.5), Total: pricing.USD(0.25)}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/client"
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/judgeclient"
 	"github.com/makerfleet/makerfleet/internal/store"
@@ -202,7 +203,7 @@ func (r redisBudgets) Job(ctx context.Context, tenant, job string) (accountJSON,
 }
 
 func (r redisBudgets) SetJob(ctx context.Context, tenant, job string, usd float64) (accountJSON, error) {
-	if err := r.b.SetJobLimit(ctx, store.JobRef{Tenant: tenant, JobID: job}, store.USD(usd)); err != nil {
+	if err := r.b.SetJobLimit(ctx, store.JobRef{Tenant: tenant, JobID: job}, pricing.USD(usd)); err != nil {
 		return accountJSON{}, err
 	}
 	return r.Job(ctx, tenant, job)

@@ -12,7 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/makerfleet/makerfleet/internal/pricing"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
+	"github.com/makerfleet/makerfleet/internal/pricetable"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -92,8 +93,8 @@ admin keys) may write the table.`,
 				return nil
 			}
 			return onTable(cmd, true, check, func(ctx context.Context, kv jetstream.KeyValue, m string) error {
-				saved, err := pricing.Set(ctx, kv, schemas.ModelPrice{Model: m, Default: m == "", InputUSDPerMTok: in, OutputUSDPerMTok: out})
-				if errors.Is(err, pricing.ErrInvalid) {
+				saved, err := pricetable.Set(ctx, kv, schemas.ModelPrice{Model: m, Default: m == "", InputUSDPerMTok: in, OutputUSDPerMTok: out})
+				if errors.Is(err, pricetable.ErrInvalid) {
 					return usagef("%v", err)
 				}
 				if err != nil {
@@ -115,8 +116,8 @@ admin keys) may write the table.`,
 				one := def || m != ""
 				var recs []schemas.ModelPrice
 				if one {
-					p, err := pricing.Get(ctx, kv, m)
-					if errors.Is(err, pricing.ErrNotFound) {
+					p, err := pricetable.Get(ctx, kv, m)
+					if errors.Is(err, pricetable.ErrNotFound) {
 						return fmt.Errorf("%w: its samples are unpriced", err)
 					}
 					if err != nil {
@@ -124,7 +125,7 @@ admin keys) may write the table.`,
 					}
 					recs = []schemas.ModelPrice{p}
 				} else {
-					t, err := pricing.Load(ctx, kv)
+					t, err := pricetable.Load(ctx, kv)
 					if err != nil {
 						return err
 					}
@@ -148,7 +149,7 @@ job under a limit that asks the model pauses as budget_exhausted until it is pri
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return onTable(cmd, true, none, func(ctx context.Context, kv jetstream.KeyValue, m string) error {
-				if err := pricing.Unset(ctx, kv, m); err != nil {
+				if err := pricetable.Unset(ctx, kv, m); err != nil {
 					return err
 				}
 				fmt.Fprintf(e.stdout, "removed the price of %s\n", pricing.Name(m))

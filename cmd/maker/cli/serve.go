@@ -18,9 +18,10 @@ import (
 	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/internal/batch"
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/internal/dashboard"
 	"github.com/makerfleet/makerfleet/internal/metrics"
-	"github.com/makerfleet/makerfleet/internal/pricing"
+	"github.com/makerfleet/makerfleet/internal/pricetable"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/service"
 	"github.com/makerfleet/makerfleet/internal/store"
@@ -179,7 +180,7 @@ func serveHTTP(ctx context.Context, e *env, log *slog.Logger, srv *api.Server, l
 // to run (internal/service) before the server.
 func newAPIServer(log *slog.Logger, nc *nats.Conn, topo *topology.Topology, rdb redis.UniversalClient, keys *apikey.Store, cfg api.Config) (_ *api.Server, caches []service.Service, err error) {
 	quotas := quota.New(topo)
-	prices := pricing.NewCache(topo.Prices)
+	prices := pricetable.NewCache(topo.Prices)
 	budgets, err := store.NewBudgets(rdb, store.BudgetConfig{})
 	if err != nil {
 		return nil, nil, err

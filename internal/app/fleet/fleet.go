@@ -33,7 +33,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/app/devserver"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/llm"
-	"github.com/makerfleet/makerfleet/internal/pricing"
+	"github.com/makerfleet/makerfleet/internal/pricetable"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
@@ -86,7 +86,7 @@ type Options struct {
 	Voters       int
 	Coordinator  coordinator.Config
 	Voter        voter.Config
-	// Prices are set in the fleet's price table (internal/pricing) before
+	// Prices are set in the fleet's price table (internal/pricetable) before
 	// any role starts: a private fleet's prices are its operator's own
 	// (maker run takes them from its price flags). Default: none.
 	Prices []schemas.ModelPrice
@@ -187,7 +187,7 @@ func Start(ctx context.Context, o Options) (_ *Fleet, err error) {
 	f.Registry = taskreg.New(f.Topo.Tasks, f.Tasks, taskspec.CompileSpec)
 	f.mu.Unlock()
 	for _, p := range o.Prices {
-		if _, err := pricing.Set(ctx, f.Topo.Prices, p); err != nil {
+		if _, err := pricetable.Set(ctx, f.Topo.Prices, p); err != nil {
 			return nil, err
 		}
 	}

@@ -4,7 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/pricing"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
+	"github.com/makerfleet/makerfleet/internal/pricetable"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -16,7 +17,7 @@ func (e *Env) SetPrice(model string, p schemas.Pricing) {
 	e.TB.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := pricing.Set(ctx, e.Topo.Prices, schemas.ModelPrice{
+	if _, err := pricetable.Set(ctx, e.Topo.Prices, schemas.ModelPrice{
 		Model: model, Default: model == "", InputUSDPerMTok: p.InputUSDPerMTok, OutputUSDPerMTok: p.OutputUSDPerMTok,
 	}); err != nil {
 		e.TB.Fatal(err)
@@ -33,7 +34,7 @@ func (e *Env) UnsetPrice(model string) {
 	e.TB.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := pricing.Unset(ctx, e.Topo.Prices, model); err != nil {
+	if err := pricetable.Unset(ctx, e.Topo.Prices, model); err != nil {
 		e.TB.Fatal(err)
 	}
 	e.awaitPrice(ctx, func(t pricing.Table) bool {
@@ -44,7 +45,7 @@ func (e *Env) UnsetPrice(model string) {
 
 func (e *Env) awaitPrice(ctx context.Context, cond func(pricing.Table) bool) {
 	e.TB.Helper()
-	c := pricing.NewCache(e.Topo.Prices)
+	c := pricetable.NewCache(e.Topo.Prices)
 	cctx, stop := context.WithCancel(ctx)
 	defer func() {
 		stop()

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/makerfleet/makerfleet/internal/pricing"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/makerfleet/makerfleet/internal/core/plan"
-	"github.com/makerfleet/makerfleet/internal/pricing"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 

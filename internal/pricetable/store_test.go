@@ -1,4 +1,4 @@
-package pricing_test
+package pricetable_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/pricing"
+	"github.com/makerfleet/makerfleet/internal/pricetable"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -25,11 +25,11 @@ func TestStore(t *testing.T) {
 	for _, bad := range []schemas.ModelPrice{
 		{Model: "m", InputUSDPerMTok: -1}, {Model: "m", OutputUSDPerMTok: 1e7}, {Model: ""}, {Model: "m\r\nX-Admin: 1"},
 	} {
-		if _, err := pricing.Set(ctx, kv, bad); !errors.Is(err, pricing.ErrInvalid) {
+		if _, err := pricetable.Set(ctx, kv, bad); !errors.Is(err, pricetable.ErrInvalid) {
 			t.Errorf("Set(%+v) = %v, want ErrInvalid", bad, err)
 		}
 	}
-	cache := pricing.NewCache(kv)
+	cache := pricetable.NewCache(kv)
 	cctx, stop := context.WithCancel(ctx)
 	defer func() { stop(); cache.Wait() }()
 	if err := cache.Start(cctx); err != nil {
@@ -43,34 +43,34 @@ func TestStore(t *testing.T) {
 		"openai/gpt-5.5", "a.b.c", "with space", "*", ">", "model.default", "default", "_default", "..",
 		strings.Repeat("long-", 40), "модель", "$KV.maker_apikeys.x", "a=b",
 	}
-	keys := map[string]string{pricing.DefaultKey: ""}
+	keys := map[string]string{pricetable.DefaultKey: ""}
 	for i, m := range hostile {
-		p, err := pricing.Set(ctx, kv, schemas.ModelPrice{Model: m, InputUSDPerMTok: float64(i + 1), OutputUSDPerMTok: 1})
+		p, err := pricetable.Set(ctx, kv, schemas.ModelPrice{Model: m, InputUSDPerMTok: float64(i + 1), OutputUSDPerMTok: 1})
 		if err != nil {
 			t.Fatalf("Set(%q): %v", m, err)
 		}
 		if p.UpdatedAt.IsZero() || p.Kind != schemas.KindModelPrice {
 			t.Errorf("Set(%q) returned %+v without header or time", m, p)
 		}
-		k := pricing.Key(m)
+		k := pricetable.Key(m)
 		if other, dup := keys[k]; dup {
 			t.Errorf("%q and %q share the key %s", m, other, k)
 		}
 		keys[k] = m
 	}
-	if _, err := pricing.Set(ctx, kv, schemas.ModelPrice{Default: true, InputUSDPerMTok: 0.5, OutputUSDPerMTok: 0.5}); err != nil {
+	if _, err := pricetable.Set(ctx, kv, schemas.ModelPrice{Default: true, InputUSDPerMTok: 0.5, OutputUSDPerMTok: 0.5}); err != nil {
 		t.Fatal(err)
 	}
 	for i, m := range hostile {
-		p, err := pricing.Get(ctx, kv, m)
+		p, err := pricetable.Get(ctx, kv, m)
 		if err != nil || p.Model != m || p.InputUSDPerMTok != float64(i+1) {
 			t.Errorf("Get(%q) = %+v, %v", m, p, err)
 		}
 	}
-	if p, err := pricing.Get(ctx, kv, ""); err != nil || !p.Default || p.InputUSDPerMTok != 0.5 {
+	if p, err := pricetable.Get(ctx, kv, ""); err != nil || !p.Default || p.InputUSDPerMTok != 0.5 {
 		t.Errorf("the default record: %+v, %v", p, err)
 	}
-	table, err := pricing.Load(ctx, kv)
+	table, err := pricetable.Load(ctx, kv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,18 +88,18 @@ func TestStore(t *testing.T) {
 
 	// A record stored under another model's key by hand prices nothing
 	// for the model the key names.
-	if _, err := kv.Put(ctx, pricing.Key("victim"), mustEncode(t, schemas.ModelPrice{Header: schemas.NewHeader(schemas.KindModelPrice),
+	if _, err := kv.Put(ctx, pricetable.Key("victim"), mustEncode(t, schemas.ModelPrice{Header: schemas.NewHeader(schemas.KindModelPrice),
 		Model: "other", InputUSDPerMTok: 1, OutputUSDPerMTok: 1, UpdatedAt: time.Now()})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pricing.Get(ctx, kv, "victim"); !errors.Is(err, pricing.ErrNotFound) {
+	if _, err := pricetable.Get(ctx, kv, "victim"); !errors.Is(err, pricetable.ErrNotFound) {
 		t.Errorf("Get(victim) of a record naming another model = %v, want ErrNotFound", err)
 	}
 
-	if err := pricing.Unset(ctx, kv, ""); err != nil {
+	if err := pricetable.Unset(ctx, kv, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := pricing.Unset(ctx, kv, ""); !errors.Is(err, pricing.ErrNotFound) {
+	if err := pricetable.Unset(ctx, kv, ""); !errors.Is(err, pricetable.ErrNotFound) {
 		t.Errorf("unset twice: %v, want ErrNotFound", err)
 	}
 	testkit.Eventually(t, 5*time.Second, func() bool {
@@ -108,13 +108,13 @@ func TestStore(t *testing.T) {
 		return !ok
 	}, "the cache dropped the default record")
 	// Garbage written around the store does not replace a price.
-	if _, err := kv.Put(ctx, pricing.Key("a.b.c"), []byte(`{"kind":"model_price","version":1,"model":"a.b.c","input_usd_per_mtok":-1}`)); err != nil {
+	if _, err := kv.Put(ctx, pricetable.Key("a.b.c"), []byte(`{"kind":"model_price","version":1,"model":"a.b.c","input_usd_per_mtok":-1}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Put(ctx, pricing.Key("default"), []byte(`{}`)); err != nil {
+	if _, err := kv.Put(ctx, pricetable.Key("default"), []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := pricing.Unset(ctx, kv, "with space"); err != nil {
+	if err := pricetable.Unset(ctx, kv, "with space"); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 5*time.Second, func() bool {

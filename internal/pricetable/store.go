@@ -1,4 +1,4 @@
-package pricing
+package pricetable
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -67,7 +68,7 @@ func Unset(ctx context.Context, kv jetstream.KeyValue, model string) error {
 		return err
 	}
 	if err := kv.Delete(ctx, Key(model)); err != nil {
-		return fmt.Errorf("pricing: remove the price of %s: %w", Name(model), err)
+		return fmt.Errorf("pricing: remove the price of %s: %w", pricing.Name(model), err)
 	}
 	return nil
 }
@@ -80,10 +81,10 @@ func Get(ctx context.Context, kv jetstream.KeyValue, model string) (schemas.Mode
 	}
 	e, err := kv.Get(ctx, Key(model))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return schemas.ModelPrice{}, fmt.Errorf("%w for %s", ErrNotFound, Name(model))
+		return schemas.ModelPrice{}, fmt.Errorf("%w for %s", ErrNotFound, pricing.Name(model))
 	}
 	if err != nil {
-		return schemas.ModelPrice{}, fmt.Errorf("pricing: read the price of %s: %w", Name(model), err)
+		return schemas.ModelPrice{}, fmt.Errorf("pricing: read the price of %s: %w", pricing.Name(model), err)
 	}
 	var p schemas.ModelPrice
 	if err := schemas.Decode(e.Value(), &p); err != nil {
@@ -91,7 +92,7 @@ func Get(ctx context.Context, kv jetstream.KeyValue, model string) (schemas.Mode
 	}
 	// A hashed key could in principle be another name's.
 	if p.Model != model || p.Default != (model == "") {
-		return schemas.ModelPrice{}, fmt.Errorf("%w for %s (key %s holds %s)", ErrNotFound, Name(model), e.Key(), p.Name())
+		return schemas.ModelPrice{}, fmt.Errorf("%w for %s (key %s holds %s)", ErrNotFound, pricing.Name(model), e.Key(), p.Name())
 	}
 	return p, nil
 }
@@ -99,13 +100,13 @@ func Get(ctx context.Context, kv jetstream.KeyValue, model string) (schemas.Mode
 // Load reads the whole table from the bucket (not a cache: what was just
 // written). Unreadable records are left out and named in the error
 // returned with the rest.
-func Load(ctx context.Context, kv jetstream.KeyValue) (Table, error) {
+func Load(ctx context.Context, kv jetstream.KeyValue) (pricing.Table, error) {
 	if kv == nil {
-		return Table{}, nil
+		return pricing.Table{}, nil
 	}
 	lister, err := kv.ListKeys(ctx)
 	if err != nil {
-		return Table{}, fmt.Errorf("pricing: list: %w", err)
+		return pricing.Table{}, fmt.Errorf("pricing: list: %w", err)
 	}
 	var keys []string
 	for k := range lister.Keys() {
@@ -131,7 +132,7 @@ func Load(ctx context.Context, kv jetstream.KeyValue) (Table, error) {
 		}
 		recs = append(recs, p)
 	}
-	return NewTable(recs), errors.Join(errs...)
+	return pricing.NewTable(recs), errors.Join(errs...)
 }
 
 // Cache is the price table kept in memory through the bucket's watch
@@ -143,7 +144,7 @@ type Cache struct {
 
 	mu   sync.Mutex
 	at   <-chan struct{} // the mirror's Changed when t was built (nil: never)
-	t    Table
+	t    pricing.Table
 	live bool
 }
 
@@ -170,7 +171,7 @@ func (c *Cache) Wait() { c.mirror.Wait() }
 
 // Table returns the table as the watch last saw it, and whether the cache
 // is live (started and watching); the empty table when it is not.
-func (c *Cache) Table() (Table, bool) {
+func (c *Cache) Table() (pricing.Table, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.at != nil {
@@ -186,13 +187,13 @@ func (c *Cache) Table() (Table, bool) {
 	for _, p := range all {
 		recs = append(recs, p)
 	}
-	c.at, c.t, c.live = ch, NewTable(recs), live
+	c.at, c.t, c.live = ch, pricing.NewTable(recs), live
 	return c.t, c.live
 }
 
 // Current is the table: the cache's while it is live, else read from the
 // bucket.
-func (c *Cache) Current(ctx context.Context) (Table, error) {
+func (c *Cache) Current(ctx context.Context) (pricing.Table, error) {
 	if t, live := c.Table(); live {
 		return t, nil
 	}

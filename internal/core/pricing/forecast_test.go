@@ -9,8 +9,7 @@ import (
 	"testing"
 
 	"github.com/makerfleet/makerfleet/internal/core/plan"
-	"github.com/makerfleet/makerfleet/internal/pricing"
-	"github.com/makerfleet/makerfleet/internal/store"
+	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
@@ -41,7 +40,7 @@ func TestForecast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bound := store.SampleBound(price, msgs, 750).USD()
+	bound := pricing.SampleBound(price, msgs, 750).USD()
 	// The fleet's table prices the voters' own model at price: a job's
 	// claim of 0 changes nothing.
 	fleet := pricing.NewTable([]schemas.ModelPrice{{Header: schemas.NewHeader(schemas.KindModelPrice), Default: true,

@@ -1,4 +1,4 @@
-package pricing_test
+package pricetable_test
 
 import (
 	"testing"

@@ -1,13 +1,10 @@
-// Package pricing is the fleet's price table: what each model's tokens
-// cost, set by the operator, and the one rule every part of the fleet
-// prices a sample by.
+// Package pricing is money and prices, pure: what each model's tokens
+// cost (a Table of the operator's records), the one rule every part of the
+// fleet prices a sample by, and money as Redis keeps it (Nano).
 //
-// The table lives in the KV bucket maker_prices (bus.Namespace.PricesBucket),
-// one schemas.ModelPrice per model under "model.<bus.SafeKey(model)>" and
-// the default record under "default". Only the operator writes it (maker
-// prices set, PUT /v1/prices/{model}; internal/auth: the admin and the api
-// identity, never a coordinator, voter or tenant); coordinators keep it in
-// memory through a watch (Cache), so a change applies within a second.
+// Where the table is stored (KV maker_prices) and how processes keep it
+// current is internal/pricetable's; this package does no I/O, so the step
+// machine and the public client link it.
 //
 // A sample is priced by the model its request named: the escalation's
 // stronger model on its rung, a decorrelation model, or, when its request
@@ -23,7 +20,7 @@
 // What a job will cost at those prices is here too: Forecast (the expected
 // cost and its band, from internal/core/plan's formulas, the task's steps
 // and the prompt's size) and Admit (a budget below the forecast's lowest
-// cost is ErrOverBudget), and the token bounds of one chat call
-// (PromptTokensBound) that bound a sample's claim. They need no Redis, so
-// the public client links them without the quota engine.
+// cost is ErrOverBudget), the token bounds of one chat call
+// (PromptTokensBound) that bound a sample's claim, and a call's cost at a
+// price (Cost, SampleBound), rounded up to a whole nano-dollar.
 package pricing
