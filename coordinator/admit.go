@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/core/step"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -114,12 +115,12 @@ func (r *jobRun) admitAhead(ctx context.Context, reqs []*schemas.SampleRequest) 
 	a := &r.adm
 	_, _, limited := r.limits()
 	if limited || len(a.deferred) > 0 || a.yieldStep >= 0 || r.bud == nil || r.bud.live {
-		r.m.unsent(reqs)
+		r.m.Unsent(reqs)
 		return nil
 	}
 	err := r.send(ctx, reqs, false)
 	if errors.Is(err, errBudgetBusy) {
-		r.m.unsent(reqs)
+		r.m.Unsent(reqs)
 		return nil
 	}
 	return err
@@ -131,8 +132,8 @@ func (r *jobRun) flushDeferred(ctx context.Context, now time.Time) error {
 	a, m := &r.adm, r.m
 	kept := a.deferred[:0]
 	for _, d := range a.deferred {
-		p, ok := m.pending[d.Index]
-		if d.Step == m.step && d.Epoch == m.epoch && ok && p.attempt == d.Attempt {
+		p, ok := m.Pending[d.Index]
+		if d.Step == m.Step && d.Epoch == m.Epoch && ok && p.Attempt == d.Attempt {
 			kept = append(kept, d)
 		}
 	}
@@ -188,8 +189,8 @@ func (r *jobRun) flushDeferred(ctx context.Context, now time.Time) error {
 // holdBack keeps deferred requests from timing out while they wait.
 func (r *jobRun) holdBack(reqs []*schemas.SampleRequest) {
 	for _, d := range reqs {
-		if p, ok := r.m.pending[d.Index]; ok && p.attempt == d.Attempt && d.Step == r.m.step && d.Epoch == r.m.epoch {
-			p.sentAt = notYet
+		if p, ok := r.m.Pending[d.Index]; ok && p.Attempt == d.Attempt && d.Step == r.m.Step && d.Epoch == r.m.Epoch {
+			p.SentAt = notYet
 		}
 	}
 }
@@ -214,8 +215,8 @@ func (r *jobRun) send(ctx context.Context, reqs []*schemas.SampleRequest, held b
 		if err := r.publish(ctx, req); err != nil {
 			return err
 		}
-		if p, ok := r.m.pending[req.Index]; ok && p.attempt == req.Attempt && p.sentAt.After(now) {
-			p.sentAt = now // it waited: its timeout counts from now
+		if p, ok := r.m.Pending[req.Index]; ok && p.Attempt == req.Attempt && p.SentAt.After(now) {
+			p.SentAt = now // it waited: its timeout counts from now
 		}
 		if held {
 			r.adm.held[store.Member(r.spec.JobID, req.Step, req.Epoch, req.Index)] = heldReq{req.Step, req.Epoch, req.Index}
@@ -240,16 +241,16 @@ func (r *jobRun) release(ctx context.Context, members []string) {
 // or once the job no longer waits for the index, admitTick). (The budget
 // settles their cost once the batch is handled and its figures counted:
 // settleBatch, from handle.)
-func (r *jobRun) counted(ctx context.Context, results []received) {
+func (r *jobRun) counted(ctx context.Context, results []step.Received) {
 	if len(r.adm.held) == 0 {
 		return
 	}
 	var members []string
 	for _, it := range results {
-		if r.m.newerAttemptOut(it.res) {
+		if r.m.NewerAttemptOut(it.Res) {
 			continue
 		}
-		mb := store.Member(r.spec.JobID, it.res.Step, it.res.Epoch, it.res.Index)
+		mb := store.Member(r.spec.JobID, it.Res.Step, it.Res.Epoch, it.Res.Index)
 		if _, ok := r.adm.held[mb]; ok {
 			delete(r.adm.held, mb)
 			members = append(members, mb)
@@ -265,10 +266,10 @@ func (r *jobRun) counted(ctx context.Context, results []received) {
 func (r *jobRun) admitTick(ctx context.Context, now time.Time) error {
 	a, m := &r.adm, r.m
 	if a.slot != nil && a.yieldStep < 0 && a.slot.yield.Load() {
-		a.yieldStep = m.step
-		r.log.Info("handing the job back at the next step boundary, for another tenant's job", "step", m.step)
+		a.yieldStep = m.Step
+		r.log.Info("handing the job back at the next step boundary, for another tenant's job", "step", m.Step)
 	}
-	if a.yieldStep >= 0 && m.step > a.yieldStep && !m.halted() {
+	if a.yieldStep >= 0 && m.Step > a.yieldStep && !m.Halted() {
 		return r.handBack(ctx)
 	}
 	if len(a.deferred) > 0 && !now.Before(a.nextTry) {
@@ -279,7 +280,7 @@ func (r *jobRun) admitTick(ctx context.Context, now time.Time) error {
 	if len(a.held) > 0 && !now.Before(a.nextRefresh) {
 		var gone, live []string
 		for mb, h := range a.held {
-			if !m.awaits(h.step, h.epoch, h.index) {
+			if !m.Awaits(h.step, h.epoch, h.index) {
 				gone = append(gone, mb)
 				delete(a.held, mb)
 			} else {
@@ -308,7 +309,7 @@ func (r *jobRun) admitWake() time.Time {
 // checkpointed (nothing of the new step was published), its lease
 // released by the scheduler.
 func (r *jobRun) handBack(ctx context.Context) error {
-	r.m.dropAhead(0) // the next owner asks again
+	r.m.DropAhead(0) // the next owner asks again
 	if err := r.checkpoint(ctx); err != nil {
 		return err
 	}
@@ -316,7 +317,7 @@ func (r *jobRun) handBack(ctx context.Context) error {
 	if err := jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StateQueued); err != nil {
 		r.log.Warn("mark the job queued in the registry", "err", err)
 	}
-	return fmt.Errorf("%w: at step %d", errYield, r.m.step)
+	return fmt.Errorf("%w: at step %d", errYield, r.m.Step)
 }
 
 // admitDone gives back what the run holds in Redis as it stops, however
@@ -339,12 +340,4 @@ func (r *jobRun) admitDone(ctx context.Context) {
 			r.log.Warn("forget the job's waiting entry", "err", err)
 		}
 	}
-}
-
-// newerAttemptOut reports whether the job still waits on an attempt of
-// res's index newer than res's: the index's place in flight is that
-// attempt's now.
-func (m *machine) newerAttemptOut(res schemas.SampleResult) bool {
-	p, ok := m.pending[res.Index]
-	return ok && res.Step == m.step && res.Epoch == m.epoch && p.attempt > res.Attempt
 }

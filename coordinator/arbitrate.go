@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/makerfleet/makerfleet/internal/core/step"
 	"github.com/makerfleet/makerfleet/internal/judgeclient"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -29,13 +30,13 @@ func (r *jobRun) arbitrate(ctx context.Context, req *schemas.ArbitrationRequest)
 	held, err := r.reserveArbitration(ctx, req.Step)
 	switch {
 	case errors.Is(err, errNoArbitration):
-		return r.do(ctx, m.needsHuman(fmt.Sprintf("the step gets no arbitration: %v; raise the job's budget or the tenant's spend per day and resume the job to ask the panel", err)))
+		return r.do(ctx, m.NeedsHuman(fmt.Sprintf("the step gets no arbitration: %v; raise the job's budget or the tenant's spend per day and resume the job to ask the panel", err)))
 	case err != nil:
 		return err
 	}
-	req.BudgetUSD, m.arbCap = held.USD(), held.USD()
+	req.BudgetUSD, m.ArbCap = held.USD(), held.USD()
 	actx, cancel := context.WithCancelCause(ctx)
-	stop := r.cancelOnControl(actx, cancel, m.step)
+	stop := r.cancelOnControl(actx, cancel, m.Step)
 	tctx, tcancel := context.WithTimeout(actx, arbitrationWait)
 	d, err := judgeclient.Arbitrate(tctx, r.c.js, r.topo.NS, req)
 	timedOut := errors.Is(tctx.Err(), context.DeadlineExceeded) && actx.Err() == nil
@@ -46,7 +47,7 @@ func (r *jobRun) arbitrate(ctx context.Context, req *schemas.ArbitrationRequest)
 	switch {
 	case err == nil:
 		r.sync()
-		acts, aerr := m.arbitrated(time.Now(), d)
+		acts, aerr := m.Arbitrated(time.Now(), d)
 		// What it cost is in the figures now: spent, and its hold
 		// released, before the next step's wave reserves.
 		if err := r.settleArbitration(ctx, req.Step); err != nil {
@@ -62,11 +63,11 @@ func (r *jobRun) arbitrate(ctx context.Context, req *schemas.ArbitrationRequest)
 		return r.interrupted(ctx)
 	case errors.Is(err, schemas.ErrInvalid):
 		// The judge would refuse what we would send: a person decides.
-		return r.do(ctx, m.needsHuman(fmt.Sprintf("the step cannot be put to the judge: %v", err)))
+		return r.do(ctx, m.NeedsHuman(fmt.Sprintf("the step cannot be put to the judge: %v", err)))
 	case !timedOut:
-		return fmt.Errorf("coordinator: arbitration of step %d: %w", m.step, err)
+		return fmt.Errorf("coordinator: arbitration of step %d: %w", m.Step, err)
 	default:
-		return r.do(ctx, m.needsHuman(fmt.Sprintf("no arbitration within %s: %v", arbitrationWait, err)))
+		return r.do(ctx, m.NeedsHuman(fmt.Sprintf("no arbitration within %s: %v", arbitrationWait, err)))
 	}
 }
 
@@ -78,21 +79,21 @@ func (r *jobRun) arbitrate(ctx context.Context, req *schemas.ArbitrationRequest)
 func (r *jobRun) interrupted(ctx context.Context) error {
 	m := r.m
 	r.sync()
-	if err := r.do(ctx, m.obeyControl()); err != nil || m.halted() {
+	if err := r.do(ctx, m.ObeyControl()); err != nil || m.Halted() {
 		return err
 	}
-	step := m.step
-	if err := r.personDecision(ctx); err != nil || m.halted() {
+	at := m.Step
+	if err := r.personDecision(ctx); err != nil || m.Halted() {
 		return err
 	}
-	if m.step == step {
-		return r.do(ctx, m.arbitrate())
+	if m.Step == at {
+		return r.do(ctx, m.Arbitrate())
 	}
 	// A person decided the step; no script opened the next one.
-	if err := r.do(ctx, []action{m.open()}); err != nil {
+	if err := r.do(ctx, []step.Action{m.Open()}); err != nil {
 		return err
 	}
-	return r.event(ctx, m.moveOn)
+	return r.event(ctx, m.MoveOn)
 }
 
 // cancelOnControl cancels ctx with errControlled as soon as the job is

@@ -22,7 +22,7 @@ import (
 // of what they can cost on its budget and on its tenant's spend for the
 // day, in Redis, both or neither: every prompt token at most one per byte
 // plus the chat format's overhead, every reply max_output_tokens, priced
-// at the fleet's price of the model each request names (pricing.go; never
+// at the fleet's price of the model each request names (internal/core/step/pricing.go; never
 // the job's own pricing). When results are handled, the reservations of
 // the samples answered are released and the job's cost so far (its
 // figures: every answer priced as it was counted, and the judge's
@@ -230,13 +230,13 @@ func (r *jobRun) reserve(ctx context.Context, reqs []*schemas.SampleRequest) err
 		return err
 	case refusal == nil:
 		for i, req := range reqs {
-			b.holds[req.SampleID] = hold{day: day, amount: amounts[i], due: now.Add(r.m.timeout(req.Attempt))}
+			b.holds[req.SampleID] = hold{day: day, amount: amounts[i], due: now.Add(r.m.Timeout(req.Attempt))}
 		}
 		return nil
 	}
 	if refusal.Busy {
 		waiting := !b.busySince.IsZero()
-		if b.waitFor(refusal.Scope, now, 2*r.m.timeout(0)) {
+		if b.waitFor(refusal.Scope, now, 2*r.m.Timeout(0)) {
 			if !waiting && !b.busySince.IsZero() {
 				r.log.Info("waiting for the tenant's other jobs' reservations to settle", "why", refusal.Error())
 			}
@@ -382,7 +382,7 @@ func (b *jobBudget) waitFor(scope string, now time.Time, patience time.Duration)
 // same bound its answer's claims are held to) and max_output_tokens out.
 // priced is false when the fleet's table does not price that model.
 func (r *jobRun) bound(req *schemas.SampleRequest) (amount pricing.Nano, priced bool, err error) {
-	prompt, err := r.m.promptBound(req)
+	prompt, err := r.m.PromptBound(req)
 	if err != nil {
 		return 0, false, fmt.Errorf("coordinator: the prompt of step %d, to bound its cost: %w", req.Step, err)
 	}
@@ -414,7 +414,7 @@ func (r *jobRun) cost() pricing.Nano {
 	if r.m == nil {
 		return 0 // the run failed before its machine was made
 	}
-	f := &r.m.acct.Figures
+	f := &r.m.Acct.Figures
 	return pricing.Nano(f.SampleCostNanoUSD) + pricing.USDUp(f.ArbiterCostUSD)
 }
 
@@ -439,12 +439,12 @@ func (r *jobRun) settleBatch(ctx context.Context, msgs []jetstream.Msg, settled 
 		}
 		return nil
 	}
-	// The sample ids the machine verified (capability.go): a forged
+	// The sample ids the machine verified (internal/core/step/capability.go): a forged
 	// result releases no reservation of the sample it names.
 	ids := make([]string, 0, len(msgs))
 	for i := range msgs {
-		if i < len(settled) && settled[i] && i < len(r.m.verified) && r.m.verified[i] != "" {
-			ids = append(ids, r.m.verified[i])
+		if i < len(settled) && settled[i] && i < len(r.m.Verified) && r.m.Verified[i] != "" {
+			ids = append(ids, r.m.Verified[i])
 		}
 	}
 	return r.settleIDs(ctx, ids)
@@ -557,7 +557,7 @@ func (r *jobRun) releaseBudget(ctx context.Context) {
 // finishing is expected to cost, paused in the registry (so no coordinator
 // takes it until it is resumed).
 func (r *jobRun) exhausted(ctx context.Context, why error) error {
-	r.m.dropAhead(0) // nothing ahead is kept across a pause
+	r.m.DropAhead(0) // nothing ahead is kept across a pause
 	if err := r.settleIDs(ctx, nil); err != nil {
 		return err
 	}
@@ -592,11 +592,11 @@ func (r *jobRun) exhausted(ctx context.Context, why error) error {
 // average (before any is counted: the bound of one).
 func (r *jobRun) finishCost() float64 {
 	m := r.m
-	total := m.inst.TotalSteps()
+	total := m.Inst.TotalSteps()
 	if r.spec.StepLimit > 0 && r.spec.StepLimit < total {
 		total = r.spec.StepLimit
 	}
-	left := max(total-m.step, 0)
+	left := max(total-m.Step, 0)
 	p := r.spec.PEstimate
 	if !(p > 0.5 && p < 1) {
 		p = pricing.DefaultP
@@ -605,13 +605,13 @@ func (r *jobRun) finishCost() float64 {
 	if !(v > 0 && v <= 1) {
 		v = 1
 	}
-	perStep := plan.ExpectedVotes(p, m.k()) / v
+	perStep := plan.ExpectedVotes(p, m.K()) / v
 	var perSample float64
-	if n := m.acct.Samples + m.acct.LateSamples + m.acct.SkippedSamples + m.acct.CancelledSamples; n > 0 {
-		perSample = pricing.Nano(m.acct.SampleCostNanoUSD).USD() / float64(n)
+	if n := m.Acct.Samples + m.Acct.LateSamples + m.Acct.SkippedSamples + m.Acct.CancelledSamples; n > 0 {
+		perSample = pricing.Nano(m.Acct.SampleCostNanoUSD).USD() / float64(n)
 	} else if p, ok := r.fleetPrice(""); ok {
 		// No answer counted yet: the bound of the largest request sent.
-		perSample = pricing.Cost(&p, m.claims.topPrompt, int64(r.spec.MaxOutputTokens)).USD()
+		perSample = pricing.Cost(&p, m.Claims.TopPrompt, int64(r.spec.MaxOutputTokens)).USD()
 	}
 	return float64(left) * perStep * perSample
 }

@@ -171,7 +171,7 @@ type Coordinator struct {
 	leases *lease.Manager
 	tasks  *taskreg.Registry // built-ins and the fleet's task specs; set by Run
 	fair   *fairness         // quotas, limits and fair shares (schedule.go, admit.go)
-	prices *pricetable.Cache // the fleet's price table (pricing.go); set by Run
+	prices *pricetable.Cache // the fleet's price table (internal/core/pricing); set by Run
 
 	mu      sync.Mutex
 	running map[string]bool // registry keys of the jobs this coordinator runs
@@ -223,7 +223,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err := c.store.Load(ctx); err != nil {
 		return err
 	}
-	// The fleet's key of sample capabilities (capability.go), made once by
+	// The fleet's key of sample capabilities (internal/core/step/capability.go), made once by
 	// the first coordinator and shared by all through Redis.
 	if c.sampleKey, err = c.store.SampleKey(ctx); err != nil {
 		return err

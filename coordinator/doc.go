@@ -45,38 +45,33 @@
 //
 // # Shape
 //
-// Each job is a step machine (machine.go) inside a thin shell (job.go).
-// The machine does no I/O: events come in as method calls (results
-// arrived, Redis recorded them, a timer ticked, a tally was closed, the
-// judge or a person decided, control changed) and it returns actions
-// (publish a sample, record samples, settle a message, journal an entry,
-// open or close the step, arbitrate, checkpoint, pause, end) that the shell
-// carries out in order, feeding outcomes back. Its parts: results.go
-// (screening results, acting on what Redis recorded), capability.go (the
-// samples' tokens: a result counts only for a sample its sender was
-// handed), claims.go (a result's token counts bounded by its request: one
-// beyond is the red flag overclaim, charged at the bound), waves.go (how many
-// samples to draw, re-sampling the overdue), decide.go (a decision and the
-// step boundary), ladder.go (the escalation ladder), accounting.go (the
-// job's schemas.Figures and what the journal holds of them), replay.go (a
-// new owner's rebuild from the journal). The shell is job.go (the loop and
-// the actions), resume.go (takeover, cleanup), journal.go (journal
+// Each job is a step machine (internal/core/step: events in, actions out,
+// no I/O, the time passed in) inside a thin shell, jobRun. The shell feeds
+// the machine what happened and carries out its actions in order, feeding
+// outcomes back: job.go (the loop and the actions), resume.go (takeover,
+// cleanup, the journal replayed into the machine), journal.go (journal
 // writes and checkpoints), jobcontrol.go (the registry's control of the
-// job, a person's answer), arbitrate.go (the
-// judge), report.go (status and report), admit.go (a wave's admission
+// job, a person's answer), arbitrate.go (the judge), report.go (status and
+// report), tokens' metrics (metrics.go), admit.go (a wave's admission
 // under the tenant's quotas and the fleet's weighted-fair capacity,
 // internal/quota: requests refused for now wait in the job's deferred
 // queue, never blocking its loop) and budget.go (reserve-then-dispatch:
 // each admitted wave reserves its most possible cost in Redis before it is
 // published and settles the actual cost when its results are counted; a
-// wave that does not fit pauses the job as budget_exhausted); schedule.go
-// takes and renews the leases of jobs, fair.go chooses which job to take
-// (weighted-fair across tenants, then priority, then age), holds the
-// tenants' running-job quotas and hands a job back at a step boundary
-// when another tenant waits (time slicing), coordinator.go takes jobs in
-// and runs the coordinator's parts (Lifecycle, below), retention.go sweeps
-// finished work, dlq.go moves poison requests to the dead letters,
-// control.go answers people's controls and decisions.
+// wave that does not fit pauses the job as budget_exhausted); pricing.go
+// prices answers by the fleet's table (the rule is internal/core/pricing's);
+// schedule.go takes and renews the leases of jobs, fair.go chooses which
+// job to take (weighted-fair across tenants, then priority, then age),
+// holds the tenants' running-job quotas and hands a job back at a step
+// boundary when another tenant waits (time slicing), coordinator.go takes
+// jobs in and runs the coordinator's parts (Lifecycle, below),
+// retention.go sweeps finished work, dlq.go moves poison requests to the
+// dead letters, control.go answers people's controls and decisions,
+// crash.go names the fault suite's crash points (Config.CrashAt).
+//
+// How a step is decided (waves, re-samples, the escalation ladder,
+// speculation, adaptive k and the receipt) is the step machine's: see
+// internal/core/step.
 //
 // # Lifecycle
 //
@@ -89,56 +84,4 @@
 // back, the other work ends, the control service answers until then, and
 // the caches go last. A part that fails stops the others the same way,
 // and Run returns its error.
-//
-// # The step loop
-//
-// The first wave of a step is k samples (index 0 at the job's first
-// temperature, 0 by default; the rest at 0.1). Each result is recorded in
-// Redis by its index; the tally counts samples in index order, so the
-// decision is the sequential rule applied to the answers, whatever order
-// they arrive in. While undecided, with lead ℓ and u samples still
-// uncounted, the coordinator tops up to k − ℓ − u more samples: no
-// candidate can win before k − ℓ more valid votes, so no wave overshoots
-// the sequential rule, and red-flagged samples are replaced. The next step
-// starts from the winner's own next state. A vote is counted only if the
-// task can move on from its key. A sample without a result after the job's
-// sample timeout is re-published under a new sample id (same index, next
-// attempt, each attempt waiting twice as long as the last, up to 16
-// timeouts); the tally keeps whichever answer arrives first. A step that
-// reaches the sample cap undecided climbs the job's escalation ladder (a
-// stronger model, then the judge's panel, then a person; each climb is
-// journaled, so a new owner resumes the step on its rung), or without one
-// ends the job as no_consensus, with the step's tally in the report. A job
-// that fails otherwise is retried with backoff and gets a failed report
-// after Config.MaxJobAttempts failures. Guarantees under failures:
-// docs/durability.md.
-//
-// # Speculation
-//
-// With JobSpec.SpeculationDepth D the machine samples up to D steps ahead
-// of the open one (speculate.go), each from a guess of the step before's
-// winner: its leader once it leads by a vote, else the task's reference
-// answer. Those answers are held, not counted; a step whose guessed state
-// is the state its real winner gave adopts them (recorded in index order
-// as any others), so decisions, trace and figures other than waste are
-// those of a run without speculation. A lost guess throws its steps away,
-// counted as Figures.SpeculativeWasted; samples carry a branch number so
-// a lost guess's answers never count for the real step.
-//
-// # Reliability
-//
-// k above is the open step's margin (reliability.go, machine.k): the job's
-// K, or with a reliability target the smallest margin that keeps
-// Π p_vote(p_low, k_i) over the job's steps at or above the target, p_low
-// the 99 % Wilson lower bound of p estimated from the job's own decided
-// votes (each winner taken as right), within [k_floor, a ceiling the
-// sample cap holds]. Each step also gets a correlation threshold: the
-// samples after which a race of independent votes at p_low is undecided
-// with chance at most 0.001. A step that runs past it is correlated:
-// counted, left out of the estimate, and (decorrelate on) its remaining
-// samples are drawn with a paraphrased prompt, the job's decorrelation
-// temperature and models, before the escalation ladder. Decisions journal
-// their k and checkpoints carry the running receipt, so a new owner picks
-// the same margins; every report carries the receipt (receipt.go).
-// Rules and measurements: docs/statistics.md.
 package coordinator

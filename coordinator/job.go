@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/core/step"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/journal"
 	"github.com/makerfleet/makerfleet/internal/store"
@@ -33,7 +34,7 @@ type jobRun struct {
 	ref      store.JobRef
 	sampleSj string
 	token    int64
-	m        *machine
+	m        *step.Machine
 	jr       *journal.Journal
 	started  time.Time
 	// ended is the journal's end entry, found on resume: the job ended
@@ -94,17 +95,15 @@ func (c *Coordinator) runJob(ctx context.Context, topo *topology.Topology, token
 		}
 		return rep, fmt.Errorf("%w: %v", ErrInvalidJob, err)
 	}
-	var crashAt crashPoint
+	var crashAt step.CrashPoint
 	if c.cfg.Crash != nil && c.cfg.CrashAt != "" {
-		crashAt.point, crashAt.step, _ = ParseCrashAt(c.cfg.CrashAt)
+		crashAt.Point, crashAt.Step, _ = ParseCrashAt(c.cfg.CrashAt)
 	}
-	r.m = newMachine(spec, inst, machineConfig{
-		token: token, owner: c.cfg.ID, checkpointEvery: c.cfg.CheckpointEvery, crashAt: crashAt, log: r.log,
-		sampleKey: c.sampleKey,
-	})
-	r.m.price = r.priceOf // pricing.go
 	r.initMetrics()
-	r.m.tok.on = r.met.t != nil
+	r.m = step.New(spec, inst, step.Config{
+		Token: token, Owner: c.cfg.ID, CheckpointEvery: c.cfg.CheckpointEvery, CrashAt: crashAt, Log: r.log,
+		SampleKey: c.sampleKey, Price: r.priceOf, TokensByModel: r.met.t != nil,
+	})
 	defer r.flushTokens()
 	stopWatch, err := r.watchControl(ctx)
 	if err != nil {
@@ -119,7 +118,7 @@ func (c *Coordinator) runJob(ctx context.Context, topo *topology.Topology, token
 			// Stopped (SIGTERM): leave a resume point with the open
 			// step's figures, so a new owner loses nothing of ours.
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			r.m.dropAhead(0)
+			r.m.DropAhead(0)
 			if cerr := r.checkpoint(sctx); cerr != nil {
 				r.log.Warn("checkpoint at shutdown", "err", cerr)
 			}
@@ -130,10 +129,10 @@ func (c *Coordinator) runJob(ctx context.Context, topo *topology.Topology, token
 	// The end is journaled, fenced like a decision, before anything that
 	// makes it visible: an owner that lost the job cannot end it.
 	if r.ended == nil {
-		e := r.m.entry(time.Now(), schemas.EntryEnd)
+		e := r.m.Entry(time.Now(), schemas.EntryEnd)
 		e.Epoch = 0
-		e.State, e.Reason, e.NoConsensus = r.m.end.state, r.m.end.reason, r.m.end.noConsensus
-		e.Work = r.m.acct.delta()
+		e.State, e.Reason, e.NoConsensus = r.m.End.State, r.m.End.Reason, r.m.End.NoConsensus
+		e.Work = r.m.Acct.Delta()
 		count := r.observe(&e)
 		if err := r.append(ctx, &e); err != nil {
 			return r.report(), err
@@ -161,24 +160,24 @@ func (c *Coordinator) runJob(ctx context.Context, topo *topology.Topology, token
 func (r *jobRun) run(ctx context.Context) error {
 	m := r.m
 	if e := r.ended; e != nil {
-		m.end = &ending{state: e.State, reason: e.Reason, noConsensus: e.NoConsensus}
+		m.End = &step.Ending{State: e.State, Reason: e.Reason, NoConsensus: e.NoConsensus}
 		r.publishStatus(ctx, e.State)
 		return nil
 	}
 	r.sync()
-	if acts := m.endIfOver(); acts != nil {
+	if acts := m.EndIfOver(); acts != nil {
 		return r.do(ctx, acts)
 	}
-	if err := r.do(ctx, m.obeyControl()); err != nil || m.halted() {
+	if err := r.do(ctx, m.ObeyControl()); err != nil || m.Halted() {
 		return err
 	}
-	if err := r.personDecision(ctx); err != nil || m.halted() {
+	if err := r.personDecision(ctx); err != nil || m.Halted() {
 		return err
 	}
-	if acts := m.endIfOver(); acts != nil {
+	if acts := m.EndIfOver(); acts != nil {
 		return r.do(ctx, acts)
 	}
-	if err := r.do(ctx, []action{m.open()}); err != nil {
+	if err := r.do(ctx, []step.Action{m.Open()}); err != nil {
 		return err
 	}
 	iter, err := r.results(ctx)
@@ -191,13 +190,13 @@ func (r *jobRun) run(ctx context.Context) error {
 	if err := jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StateRunning); err != nil {
 		r.log.Warn("mark the job running in the registry", "err", err)
 	}
-	if m.rung == schemas.RungPanel {
+	if m.Rung == schemas.RungPanel {
 		// Taken over while the panel arbitrated: ask again. The request
 		// id is the step's, so a stored answer is read, not paid for twice.
-		if err := r.do(ctx, m.arbitrate()); err != nil {
+		if err := r.do(ctx, m.Arbitrate()); err != nil {
 			return err
 		}
-	} else if err := r.event(ctx, m.topUp); err != nil {
+	} else if err := r.event(ctx, m.TopUp); err != nil {
 		return err
 	}
 	return r.loop(ctx, iter)
@@ -239,14 +238,14 @@ func (r *jobRun) loop(ctx context.Context, iter jetstream.MessagesContext) error
 	nextStatus := time.Now().Add(r.c.cfg.StatusInterval)
 	nextSweep := time.Now().Add(tick)
 	msgs := make([]jetstream.Msg, 0, maxBatch)
-	for !m.halted() {
+	for !m.Halted() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if len(m.sp.feed) > 0 && !time.Now().Before(m.sp.feedAt) {
+		if len(m.Ahead.Feed) > 0 && !time.Now().Before(m.Ahead.FeedAt) {
 			// A step adopted from speculation: record its answers held.
 			r.sync()
-			if err := r.do(ctx, m.onFeed(time.Now())); err != nil {
+			if err := r.do(ctx, m.OnFeed(time.Now())); err != nil {
 				return err
 			}
 			continue
@@ -257,7 +256,7 @@ func (r *jobRun) loop(ctx context.Context, iter jetstream.MessagesContext) error
 		}
 		if !now.Before(nextSweep) {
 			r.sync()
-			if err := r.do(ctx, m.onTick(now)); err != nil {
+			if err := r.do(ctx, m.OnTick(now)); err != nil {
 				return err
 			}
 			nextSweep = now.Add(tick)
@@ -273,8 +272,8 @@ func (r *jobRun) loop(ctx context.Context, iter jetstream.MessagesContext) error
 		if at := r.admitWake(); !at.IsZero() && at.Before(wake) {
 			wake = at
 		}
-		if len(m.sp.feed) > 0 && m.sp.feedAt.Before(wake) {
-			wake = m.sp.feedAt // held answers Redis did not take: again then
+		if len(m.Ahead.Feed) > 0 && m.Ahead.FeedAt.Before(wake) {
+			wake = m.Ahead.FeedAt // held answers Redis did not take: again then
 		}
 		msg, err := iter.Next(jetstream.NextMaxWait(max(time.Until(wake), time.Millisecond)))
 		if err != nil {
@@ -304,14 +303,14 @@ func (r *jobRun) loop(ctx context.Context, iter jetstream.MessagesContext) error
 // back with a delay.
 func (r *jobRun) handle(ctx context.Context, msgs []jetstream.Msg) error {
 	r.batch, r.settled = msgs, append(r.settled[:0], make([]bool, len(msgs))...)
-	in := make([]incoming, len(msgs))
+	in := make([]step.Incoming, len(msgs))
 	for i, msg := range msgs {
-		in[i] = incoming{data: msg.Data(), subject: msg.Subject()}
+		in[i] = step.Incoming{Data: msg.Data(), Subject: msg.Subject()}
 	}
 	r.tr.results(msgs)
 	r.sync()
 	untrusted := r.countUntrusted()
-	err := r.do(ctx, r.m.onResults(time.Now(), in))
+	err := r.do(ctx, r.m.OnResults(time.Now(), in))
 	untrusted()
 	if err == nil {
 		err = r.settleBatch(ctx, msgs, r.settled) // budget.go
@@ -319,7 +318,7 @@ func (r *jobRun) handle(ctx context.Context, msgs []jetstream.Msg) error {
 	if err != nil {
 		for i, msg := range msgs {
 			if !r.settled[i] {
-				_ = msg.NakWithDelay(nakDelay)
+				_ = msg.NakWithDelay(step.NakDelay)
 			}
 		}
 	}
@@ -328,7 +327,7 @@ func (r *jobRun) handle(ctx context.Context, msgs []jetstream.Msg) error {
 }
 
 // event runs a machine event that may fail, then its actions.
-func (r *jobRun) event(ctx context.Context, ev func(time.Time) ([]action, error)) error {
+func (r *jobRun) event(ctx context.Context, ev func(time.Time) ([]step.Action, error)) error {
 	r.sync()
 	acts, err := ev(time.Now())
 	if derr := r.do(ctx, acts); derr != nil {
@@ -338,19 +337,19 @@ func (r *jobRun) event(ctx context.Context, ev func(time.Time) ([]action, error)
 }
 
 // sync hands the machine the control the registry watch last saw.
-func (r *jobRun) sync() { r.m.control = r.control.Load().(string) }
+func (r *jobRun) sync() { r.m.Control = r.control.Load().(string) }
 
 // do carries out the machine's actions in order. The first that fails
 // stops the rest. A run of sample requests is admitted as one wave.
-func (r *jobRun) do(ctx context.Context, acts []action) error {
+func (r *jobRun) do(ctx context.Context, acts []step.Action) error {
 	for i := 0; i < len(acts); i++ {
-		if acts[i].kind == actPublish {
+		if acts[i].Kind == step.ActPublish {
 			// The open step's requests and the steps ahead's are
 			// admitted apart (admitAhead).
-			ahead := acts[i].req.Branch != 0
+			ahead := acts[i].Req.Branch != 0
 			reqs := r.adm.reqs[:0]
-			for ; i < len(acts) && acts[i].kind == actPublish && (acts[i].req.Branch != 0) == ahead; i++ {
-				reqs = append(reqs, acts[i].req)
+			for ; i < len(acts) && acts[i].Kind == step.ActPublish && (acts[i].Req.Branch != 0) == ahead; i++ {
+				reqs = append(reqs, acts[i].Req)
 			}
 			i--
 			r.adm.reqs = reqs
@@ -370,91 +369,93 @@ func (r *jobRun) do(ctx context.Context, acts []action) error {
 	return nil
 }
 
-func (r *jobRun) exec(ctx context.Context, a action) error {
+func (r *jobRun) exec(ctx context.Context, a step.Action) error {
 	m := r.m
-	switch a.kind {
-	case actPublish:
-		return r.admit(ctx, []*schemas.SampleRequest{a.req})
-	case actAnnounce:
-		if data, err := json.Marshal(a.decided); err == nil {
+	switch a.Kind {
+	case step.ActPublish:
+		return r.admit(ctx, []*schemas.SampleRequest{a.Req})
+	case step.ActAnnounce:
+		if data, err := json.Marshal(a.Decided); err == nil {
 			_ = r.c.nc.Publish(r.topo.NS.DecidedSubject(r.spec.Tenant, r.spec.JobID), data)
 		}
-	case actRecord:
-		outs, err := r.c.store.RecordMany(ctx, r.ref, a.samples, m.k())
+	case step.ActRecord:
+		outs, err := r.c.store.RecordMany(ctx, r.ref, a.Samples, m.K())
 		if err != nil {
-			return r.event(ctx, func(now time.Time) ([]action, error) { return m.recordFailed(now, err) })
+			return r.event(ctx, func(now time.Time) ([]step.Action, error) { return m.RecordFailed(now, err) })
 		}
-		r.counted(ctx, m.batch)
-		return r.event(ctx, func(now time.Time) ([]action, error) { return m.recorded(now, outs) })
-	case actSettle:
-		if a.msg < 0 {
+		r.counted(ctx, m.Batch)
+		return r.event(ctx, func(now time.Time) ([]step.Action, error) { return m.Recorded(now, outs) })
+	case step.ActSettle:
+		if a.Msg < 0 {
 			return nil // held while its step was ahead: settled when it came
 		}
-		msg := r.batch[a.msg]
-		r.settled[a.msg] = true
-		switch a.fate {
-		case fateAck:
+		msg := r.batch[a.Msg]
+		r.settled[a.Msg] = true
+		switch a.Fate {
+		case step.FateAck:
 			_ = msg.Ack()
-		case fateTerm:
-			_ = msg.TermWithReason(a.reason)
+		case step.FateTerm:
+			_ = msg.TermWithReason(a.Reason)
 		default:
-			_ = msg.NakWithDelay(a.delay)
+			_ = msg.NakWithDelay(a.Delay)
 		}
-	case actJournal:
+	case step.ActJournal:
 		// Counted once stored (observe): the entry in flight before
 		// this one is settled first.
-		count := r.observe(a.entry)
-		r.tr.journaled(a.entry)
+		count := r.observe(a.Entry)
+		r.tr.journaled(a.Entry)
 		if err := r.flush(ctx); err != nil {
 			return err
 		}
-		if a.wait {
-			if err := r.append(ctx, a.entry); err != nil {
+		if a.Wait {
+			if err := r.append(ctx, a.Entry); err != nil {
 				return err
 			}
 			count()
 			return nil
 		}
-		if err := fenced(r.jr.Start(ctx, a.entry)); err != nil {
+		if err := fenced(r.jr.Start(ctx, a.Entry)); err != nil {
 			return err
 		}
 		r.met.pending = count
-	case actOpenStep:
-		if _, _, err := r.c.store.OpenStep(ctx, r.ref, m.step, m.epoch); err != nil {
+	case step.ActOpenStep:
+		if _, _, err := r.c.store.OpenStep(ctx, r.ref, m.Step, m.Epoch); err != nil {
 			if errors.Is(err, store.ErrStaleOpen) {
 				return fmt.Errorf("%w: %v", errLeaseLost, err)
 			}
 			return err
 		}
-	case actCloseStep:
-		tally, _, err := r.c.store.CloseStep(ctx, r.ref, m.step, m.epoch)
+	case step.ActCloseStep:
+		tally, _, err := r.c.store.CloseStep(ctx, r.ref, m.Step, m.Epoch)
 		switch {
 		case errors.Is(err, store.ErrNoStep):
-			return r.event(ctx, func(now time.Time) ([]action, error) { return m.reopen(now, "the step's tally is gone from Redis") })
+			return r.event(ctx, func(now time.Time) ([]step.Action, error) {
+				return m.Reopen(now, "the step's tally is gone from Redis")
+			})
 		case err != nil:
 			return err
 		}
-		return r.event(ctx, func(now time.Time) ([]action, error) { return m.closed(now, tally) })
-	case actArbitrate:
-		return r.arbitrate(ctx, a.arb)
-	case actCheckpoint:
+		return r.event(ctx, func(now time.Time) ([]step.Action, error) { return m.Closed(now, tally) })
+	case step.ActArbitrate:
+		return r.arbitrate(ctx, a.Arb)
+	case step.ActCheckpoint:
 		return r.checkpoint(ctx)
-	case actPause:
+	case step.ActPause:
 		return r.pause(ctx)
-	case actNeedsHuman:
+	case step.ActNeedsHuman:
 		return r.needsHuman(ctx)
-	case actStatus:
+	case step.ActStatus:
 		r.publishStatus(ctx, schemas.StateRunning)
-	case actEnd:
-		r.publishStatus(ctx, m.end.state)
-	case actCrash:
-		if a.point == CrashAfterJournal {
+	case step.ActEnd:
+		r.publishStatus(ctx, m.End.State)
+	case step.ActCrash:
+		if a.Point == CrashAfterJournal {
 			if err := r.flush(ctx); err != nil {
 				return err
 			}
 		}
-		r.log.Error("crash point reached", "point", a.point)
-		r.c.cfg.Crash(a.point) // the CLI exits here (crash.go)
+		r.log.Error("crash point reached", "point", a.Point)
+		r.c.cfg.Crash(a.Point) // the CLI exits here (crash.go)
 	default:
 		return fmt.Errorf("coordinator: unknown action %v", a)
 	}
@@ -493,7 +494,7 @@ func (r *jobRun) pause(ctx context.Context) error {
 // first (fenced: an owner that lost the job must not pause it), then
 // paused in the registry. A job being cancelled is cancelled instead.
 func (r *jobRun) needsHuman(ctx context.Context) error {
-	r.m.dropAhead(0)
+	r.m.DropAhead(0)
 	if err := r.checkpoint(ctx); err != nil {
 		return err
 	}
@@ -502,9 +503,9 @@ func (r *jobRun) needsHuman(ctx context.Context) error {
 			return err
 		}
 		// Being cancelled: the cancel wins.
-		r.m.paused = false
-		r.m.control = schemas.ControlCancel
-		return r.do(ctx, r.m.obeyControl())
+		r.m.Paused = false
+		r.m.Control = schemas.ControlCancel
+		return r.do(ctx, r.m.ObeyControl())
 	}
 	// Paused here and now, not through the control the registry watch
 	// keeps: it may still deliver an older record saying run.

@@ -64,9 +64,9 @@ func (r *jobRun) personDecision(ctx context.Context) error {
 		return err
 	}
 	d := rec.Decision
-	if d == nil || d.Step != r.m.step {
+	if d == nil || d.Step != r.m.Step {
 		return nil
 	}
-	acts, _ := r.m.person(time.Now(), *d)
+	acts, _ := r.m.Person(time.Now(), *d)
 	return r.do(ctx, acts)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/makerfleet/makerfleet/internal/journal"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -42,13 +43,13 @@ func (r *jobRun) checkpoint(ctx context.Context) error {
 	if err := r.flush(ctx); err != nil {
 		return err
 	}
-	c, err := r.m.snapshot(r.jr.LastSeq(), r.started)
+	c, err := r.m.Snapshot(time.Now(), r.jr.LastSeq(), r.started)
 	if err != nil {
 		return err
 	}
 	if err := fenced(r.jr.Checkpoint(ctx, c)); err != nil {
 		return err
 	}
-	r.m.sinceCkpt = 0
+	r.m.SinceCkpt = 0
 	return nil
 }

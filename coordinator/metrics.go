@@ -53,7 +53,7 @@ func (r *jobRun) noteSent(reqs []*schemas.SampleRequest) {
 // (at once, not with the next journal entry: a flood shows while it
 // lasts).
 func (r *jobRun) countUntrusted() func() {
-	f := &r.m.acct.Figures
+	f := &r.m.Acct.Figures
 	forged, over := f.ForgedResults, f.OverclaimedResults
 	return func() { r.met.t.Untrusted(f.ForgedResults-forged, f.OverclaimedResults-over) }
 }
@@ -86,7 +86,7 @@ func (r *jobRun) observe(e *schemas.JournalEntry) func() {
 		if mt.waveStep == e.Step {
 			rounds = mt.waves
 		}
-		if r.m != nil && r.m.sp.wasAdopted(e.Step) {
+		if r.m != nil && r.m.Ahead.WasAdopted(e.Step) {
 			rounds++ // its first wave went out ahead of it
 		}
 		mt.waveStep, mt.waves = -1, 0
@@ -141,7 +141,7 @@ func (r *jobRun) takeTokens() func() {
 		usd                float64
 	}
 	var all []taken
-	r.m.tok.drain(func(model string, prompt, completion int64, cost pricing.Nano) {
+	r.m.Tokens.Drain(func(model string, prompt, completion int64, cost pricing.Nano) {
 		all = append(all, taken{model, prompt, completion, cost.USD()})
 	})
 	t := mt.t
@@ -149,62 +149,5 @@ func (r *jobRun) takeTokens() func() {
 		for _, k := range all {
 			t.Tokens(k.model, k.prompt, k.completion, k.usd)
 		}
-	}
-}
-
-// tokenTally is the tokens of a job's answers by model and by whether the
-// escalation's stronger model was asked, and what of them was counted in
-// the metrics. Off (the zero value) it tallies nothing.
-type tokenTally struct {
-	on      bool
-	byModel map[tokenKey]*tokenCount
-}
-
-type tokenKey struct {
-	model    string
-	stronger bool
-}
-
-type tokenCount struct {
-	prompt, completion, sentPrompt, sentCompletion int64
-	cost, sentCost                                 pricing.Nano
-}
-
-// add adds (or, negative, takes back) an answer's tokens and what the
-// fleet priced them at.
-func (t *tokenTally) add(model string, stronger bool, prompt, completion int64, cost pricing.Nano) {
-	if !t.on {
-		return
-	}
-	if model == "" {
-		model = "unknown"
-	}
-	k := tokenKey{model, stronger}
-	c := t.byModel[k]
-	if c == nil {
-		if t.byModel == nil {
-			t.byModel = map[tokenKey]*tokenCount{}
-		}
-		c = &tokenCount{}
-		t.byModel[k] = c
-	}
-	c.prompt += prompt
-	c.completion += completion
-	c.cost += cost
-}
-
-// drain hands fn what grew since the last drain. A count that went down
-// (tokens taken back) stays pending, set off against later ones: a
-// counter never goes down.
-func (t *tokenTally) drain(fn func(model string, prompt, completion int64, cost pricing.Nano)) {
-	for k, c := range t.byModel {
-		p, cc, usd := max(c.prompt-c.sentPrompt, 0), max(c.completion-c.sentCompletion, 0), max(c.cost-c.sentCost, 0)
-		if p == 0 && cc == 0 && usd == 0 {
-			continue
-		}
-		c.sentPrompt += p
-		c.sentCompletion += cc
-		c.sentCost += usd
-		fn(k.model, p, cc, usd)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/makerfleet/makerfleet/internal/core/step"
 	"github.com/makerfleet/makerfleet/internal/journal"
 	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/internal/testkit"
@@ -41,10 +42,10 @@ func TestMetricsCountedOnceStored(t *testing.T) {
 	decisions := func() float64 { return gathered(t, reg, "maker_decisions_total") }
 
 	// Stored: counted, waited for or once flushed.
-	if err := r.exec(ctx, action{kind: actJournal, entry: decision(0), wait: true}); err != nil {
+	if err := r.exec(ctx, step.Action{Kind: step.ActJournal, Entry: decision(0), Wait: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.exec(ctx, action{kind: actJournal, entry: decision(1)}); err != nil {
+	if err := r.exec(ctx, step.Action{Kind: step.ActJournal, Entry: decision(1)}); err != nil {
 		t.Fatal(err)
 	}
 	if got := decisions(); got != 1 {
@@ -67,10 +68,10 @@ func TestMetricsCountedOnceStored(t *testing.T) {
 	if _, err := other.Append(ctx, e); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.exec(ctx, action{kind: actJournal, entry: decision(2), wait: true}); !errors.Is(err, errLeaseLost) {
+	if err := r.exec(ctx, step.Action{Kind: step.ActJournal, Entry: decision(2), Wait: true}); !errors.Is(err, errLeaseLost) {
 		t.Fatalf("append after a takeover: %v, want %v", err, errLeaseLost)
 	}
-	if err := r.exec(ctx, action{kind: actJournal, entry: decision(3)}); err != nil {
+	if err := r.exec(ctx, step.Action{Kind: step.ActJournal, Entry: decision(3)}); err != nil {
 		t.Fatalf("start after a takeover: %v (the fence shows at the flush)", err)
 	}
 	if err := r.flush(ctx); !errors.Is(err, errLeaseLost) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/core/plan"
+	"github.com/makerfleet/makerfleet/internal/core/step"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -39,8 +40,8 @@ func summarize(rep *schemas.JobReport, spec schemas.JobSpec, trace string, now t
 		rep.ExpectedVotesPerStep = votes
 		rep.ExpectedSamplesPerStep = votes / v
 	}
-	// Each answer was priced as it was counted (pricing.go).
-	rep.CostUSD, rep.UnverifiedCostUSD = reportCost(&rep.Figures)
+	// Each answer was priced as it was counted (internal/core/step/pricing.go).
+	rep.CostUSD, rep.UnverifiedCostUSD = step.ReportCost(&rep.Figures)
 }
 
 // failedReport is the report of a job that failed before (or without)
@@ -69,21 +70,21 @@ func (r *jobRun) publishStatus(ctx context.Context, state string) {
 func (r *jobRun) status(state string) schemas.JobStatus {
 	m := r.m
 	progress := 0.0
-	if p, ok := m.inst.(task.Progresser); ok && m.state != nil {
-		progress = p.Progress(m.state)
-	} else if total := m.inst.TotalSteps(); total > 0 {
-		progress = float64(m.acct.Steps) / float64(total)
+	if p, ok := m.Inst.(task.Progresser); ok && m.State != nil {
+		progress = p.Progress(m.State)
+	} else if total := m.Inst.TotalSteps(); total > 0 {
+		progress = float64(m.Acct.Steps) / float64(total)
 	}
 	st := schemas.JobStatus{
 		Header: schemas.NewHeader(schemas.KindJobStatus),
 		Tenant: r.spec.Tenant, JobID: r.spec.JobID, State: state, Progress: min(max(progress, 0), 1),
-		Steps: m.acct.Steps, TotalSteps: m.inst.TotalSteps(), Samples: m.acct.Samples,
-		Votes: m.acct.Votes, RedFlagged: m.acct.RedFlagged, Errors: m.acct.Errors,
+		Steps: m.Acct.Steps, TotalSteps: m.Inst.TotalSteps(), Samples: m.Acct.Samples,
+		Votes: m.Acct.Votes, RedFlagged: m.Acct.RedFlagged, Errors: m.Acct.Errors,
 		Coordinator: r.c.cfg.ID, UpdatedAt: time.Now().UTC(),
 	}
 	st.SpentUSD, st.ReservedUSD = r.money()
 	if !schemas.Terminal(state) {
-		st.Rung = m.rung
+		st.Rung = m.Rung
 	}
 	return st
 }
@@ -123,14 +124,14 @@ func (r *jobRun) report() schemas.JobReport {
 	if m == nil {
 		return rep
 	}
-	rep.Params, rep.TotalSteps, rep.Figures = m.params, m.inst.TotalSteps(), m.acct.Figures.Clone()
-	if json.Valid(m.state) {
-		rep.FinalState = bytes.Clone(m.state)
+	rep.Params, rep.TotalSteps, rep.Figures = m.Params, m.Inst.TotalSteps(), m.Acct.Figures.Clone()
+	if json.Valid(m.State) {
+		rep.FinalState = bytes.Clone(m.State)
 	}
-	if e := m.end; e != nil {
-		rep.State, rep.Solved, rep.Reason, rep.NoConsensus = e.state, e.state == schemas.StateSolved, e.reason, e.noConsensus
+	if e := m.End; e != nil {
+		rep.State, rep.Solved, rep.Reason, rep.NoConsensus = e.State, e.State == schemas.StateSolved, e.Reason, e.NoConsensus
 	}
-	summarize(&rep, r.spec, fmt.Sprintf("%x", m.trace.Sum(nil)), time.Now())
-	m.fillReceipt(&rep)
+	summarize(&rep, r.spec, fmt.Sprintf("%x", m.Trace.Sum(nil)), time.Now())
+	m.FillReceipt(&rep)
 	return rep
 }

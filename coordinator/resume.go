@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 	"time"
 
@@ -26,17 +27,17 @@ func (r *jobRun) resume(ctx context.Context) error {
 	r.jr = jr
 	m := r.m
 	if c := res.Checkpoint; c != nil {
-		if err := m.restore(c); err != nil {
+		if err := m.Restore(c); err != nil {
 			return fmt.Errorf("%w: checkpoint: %w", journal.ErrCorrupt, err)
 		}
 	}
-	if r.ended, err = m.replay(res.Entries); err != nil {
-		return err
+	if r.ended, err = m.Replay(entriesOf(res.Entries)); err != nil {
+		return fmt.Errorf("%w: %w", journal.ErrCorrupt, err)
 	}
 	r.started = startedAt(res.Checkpoint, res.Entries, r.started)
-	e := m.entry(time.Now(), schemas.EntryTakeover)
+	e := m.Entry(time.Now(), schemas.EntryTakeover)
 	e.Epoch = 0
-	e.Work = m.acct.delta()
+	e.Work = m.Acct.Delta()
 	if err := r.append(ctx, &e); err != nil {
 		return err
 	}
@@ -45,8 +46,8 @@ func (r *jobRun) resume(ctx context.Context) error {
 		// cleanly (a clean stop checkpoints last).
 		r.c.cfg.Metrics.LeaseTakeover()
 	}
-	if m.step > 0 || len(res.Entries) > 0 {
-		r.log.Info("resumed from the journal", "step", m.step, "entries_read", len(res.Entries), "from_checkpoint", res.Checkpoint != nil)
+	if m.Step > 0 || len(res.Entries) > 0 {
+		r.log.Info("resumed from the journal", "step", m.Step, "entries_read", len(res.Entries), "from_checkpoint", res.Checkpoint != nil)
 	}
 	return r.clearOldOwners(ctx)
 }
@@ -106,4 +107,29 @@ func (r *jobRun) cleanup(ctx context.Context) error {
 		_ = s.Purge(ctx, jetstream.WithPurgeSubject(r.topo.NS.ResultJobWildcard(r.spec.Tenant, r.spec.JobID)))
 	}
 	return nil
+}
+
+// startedAt is when the job first started: the checkpoint says, else the
+// journal's first entry (the first owner's takeover, written at its start);
+// a job with neither starts now.
+func startedAt(c *schemas.Checkpoint, entries []journal.Entry, now time.Time) time.Time {
+	switch {
+	case c != nil && !c.Progress.StartedAt.IsZero():
+		return c.Progress.StartedAt
+	case c == nil && len(entries) > 0 && entries[0].Seq == 1:
+		return entries[0].At
+	}
+	return now
+}
+
+// entriesOf yields the journal's entries with their sequences, as the
+// machine's replay reads them.
+func entriesOf(entries []journal.Entry) iter.Seq2[uint64, *schemas.JournalEntry] {
+	return func(yield func(uint64, *schemas.JournalEntry) bool) {
+		for i := range entries {
+			if !yield(entries[i].Seq, &entries[i].JournalEntry) {
+				return
+			}
+		}
+	}
 }

@@ -46,7 +46,7 @@ func (t *stepTrace) request(r *jobRun, req *schemas.SampleRequest, h nats.Header
 		t.ctx, t.span = tracing.Start(context.Background(), "maker.step", trace.WithNewRoot(),
 			trace.WithAttributes(
 				attribute.String("maker.tenant", req.Tenant), attribute.String("maker.job", req.JobID),
-				attribute.Int64("maker.step", req.Step), attribute.Int("maker.k", r.m.k()),
+				attribute.Int64("maker.step", req.Step), attribute.Int("maker.k", r.m.K()),
 				attribute.String("maker.coordinator", r.c.cfg.ID), attribute.Int64("maker.lease_token", r.token)))
 	}
 	ctx, span := tracing.Start(t.ctx, "maker.sample_request", trace.WithSpanKind(trace.SpanKindProducer),

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/makerfleet/makerfleet/coordinator"
+	"github.com/makerfleet/makerfleet/internal/core/step"
 	"github.com/makerfleet/makerfleet/task/hanoi"
 )
 
@@ -76,14 +76,14 @@ type Pos struct {
 }
 
 // SeedTable maps the model seed of each (step, index) with step < steps and
-// index < indices back to its place, as coordinator.SampleSeed derives
+// index < indices back to its place, as step.SampleSeed derives
 // seeds from jobSeed. It panics if two places share a seed: pick another
 // job seed.
 func SeedTable(jobSeed, steps int64, indices int) map[int64]Pos {
 	t := make(map[int64]Pos, int(steps)*indices)
 	for s := range steps {
 		for i := range indices {
-			seed := coordinator.SampleSeed(jobSeed, s, i)
+			seed := step.SampleSeed(jobSeed, s, i)
 			if old, dup := t[seed]; dup {
 				panic(fmt.Sprintf("fleettest: job seed %d: places %v and %v share model seed %d", jobSeed, old, Pos{s, i}, seed))
 			}

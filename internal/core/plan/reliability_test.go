@@ -8,7 +8,7 @@ import (
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
-// The coordinator's policy values (coordinator/relstats.go), for the tests.
+// The coordinator's policy values (internal/core/step/relstats.go), for the tests.
 const (
 	relZ       = 2.5758293035489004
 	falseAlarm = 0.001

@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 import (
 	"github.com/makerfleet/makerfleet/schemas"
@@ -13,11 +13,11 @@ type accounts struct {
 	journaled schemas.Figures
 }
 
-// delta is what the next journal entry carries: what changed since the
+// Delta is what the next journal entry carries: what changed since the
 // last one. A count that went down since (tokens of an answer taken back
 // as a duplicate after they were journaled) stays pending, to be set off
 // against later work: an entry never carries a negative figure.
-func (a *accounts) delta() schemas.Delta {
+func (a *accounts) Delta() schemas.Delta {
 	d := a.Figures.Sub(a.journaled)
 	a.journaled.Add(d)
 	return schemas.Delta{Figures: d}
@@ -32,9 +32,9 @@ func (a *accounts) reset(f schemas.Figures) {
 
 // addTokens adds (sign 1) or takes back (sign -1) an answer's tokens. The
 // stronger model's share is priced apart.
-func (m *machine) addTokens(res *schemas.SampleResult, sign int64) {
+func (m *Machine) addTokens(res *schemas.SampleResult, sign int64) {
 	p, c := sign*int64(res.PromptTokens), sign*int64(res.CompletionTokens)
-	f := &m.acct.Figures
+	f := &m.Acct.Figures
 	f.PromptTokens += p
 	f.CompletionTokens += c
 	stronger := m.strongerAt[[2]int64{res.Step, res.Epoch}]
@@ -43,14 +43,14 @@ func (m *machine) addTokens(res *schemas.SampleResult, sign int64) {
 		f.StrongerCompletionTokens += c
 	}
 	nano := m.priceTokens(res, stronger, p, c) // pricing.go
-	m.tok.add(res.Model, stronger, p, c, nano)
+	m.Tokens.add(res.Model, stronger, p, c, nano)
 }
 
 // countLate accounts a result that came too late to count: its tokens and
 // its kind of waste. A second delivery of an answer the last decided step
 // already counted (it was handed back when Redis did not answer, and Redis
 // had in fact recorded it) is not accounted again.
-func (m *machine) countLate(res schemas.SampleResult, tokensCounted bool) {
+func (m *Machine) countLate(res schemas.SampleResult, tokensCounted bool) {
 	if p := &m.prev; res.Step == p.step && res.Epoch == p.epoch && (res.Index < p.counted || p.seen[res.Index]) &&
 		(res.Outcome == schemas.OutcomeVote || res.Outcome == schemas.OutcomeRedFlag) {
 		if tokensCounted { // not a model call of ours: take its tokens back out
@@ -61,7 +61,7 @@ func (m *machine) countLate(res schemas.SampleResult, tokensCounted bool) {
 	if !tokensCounted {
 		m.addTokens(&res, 1)
 	}
-	f := &m.acct.Figures
+	f := &m.Acct.Figures
 	switch res.Outcome {
 	case schemas.OutcomeSkipped:
 		f.SkippedSamples++
@@ -75,8 +75,8 @@ func (m *machine) countLate(res schemas.SampleResult, tokensCounted bool) {
 // countStep adds the samples a step counted to the figures: the deciding
 // (or last) rung's and the rungs' below it. The step's total is its size
 // for the hardest step.
-func (m *machine) countStep(step int64, counted, valid, redFlagged int, redFlags map[string]int, prior []schemas.RungTally) {
-	f := &m.acct.Figures
+func (m *Machine) countStep(step int64, counted, valid, redFlagged int, redFlags map[string]int, prior []schemas.RungTally) {
+	f := &m.Acct.Figures
 	total := counted
 	add := func(counted, valid, redFlagged int, redFlags map[string]int) {
 		f.Samples += int64(counted)
@@ -101,7 +101,7 @@ func (m *machine) countStep(step int64, counted, valid, redFlagged int, redFlags
 
 // redFlags counts the red flags among the open step's first counted
 // samples by reason (nil for none).
-func (m *machine) redFlags(counted int) map[string]int {
+func (m *Machine) redFlags(counted int) map[string]int {
 	var out map[string]int
 	for idx, why := range m.seen {
 		if why != "" && idx < counted {

@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 import "testing"
 
@@ -13,10 +13,10 @@ func BenchmarkMachineStep(b *testing.B) {
 		h := newHarness(b, spec(3, 100), steps, byIndex(rightAns))
 		h.start()
 		h.run()
-		if e := h.m.end; e == nil || h.m.acct.Steps != steps {
-			b.Fatalf("end %+v after %d steps", e, h.m.acct.Steps)
+		if e := h.m.End; e == nil || h.m.Acct.Steps != steps {
+			b.Fatalf("end %+v after %d steps", e, h.m.Acct.Steps)
 		}
-		decided += h.m.acct.Steps
+		decided += h.m.Acct.Steps
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(decided), "ns/step")
 }

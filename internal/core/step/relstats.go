@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 // The policy of adaptive k and of the correlation test; the statistics
 // themselves are internal/core/plan's (Wilson, LogPVote, ChooseK,

@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 import (
 	"bytes"
@@ -52,10 +52,10 @@ type speculation struct {
 	// open is the branch the open step adopted (0: none); answers of other
 	// branches for it are from a guess that lost.
 	open int64
-	// feed holds the adopted step's answers, to be recorded (onFeed), not
+	// Feed holds the adopted step's answers, to be recorded (onFeed), not
 	// before feedAt (Redis refused them: they wait as a nak'ed message).
-	feed   []schemas.SampleResult
-	feedAt time.Time
+	Feed   []schemas.SampleResult
+	FeedAt time.Time
 	// votes holds the open step's recorded votes by index, for its leader.
 	votes map[int]string
 	// lost holds the branches thrown away, by step, whose late answers
@@ -70,8 +70,8 @@ type speculation struct {
 	adopted [2]int64
 }
 
-// wasAdopted reports whether step, decided last or open now, was adopted.
-func (sp *speculation) wasAdopted(step int64) bool {
+// WasAdopted reports whether step, decided last or open now, was adopted.
+func (sp *speculation) WasAdopted(step int64) bool {
 	return step >= 0 && (sp.adopted[0] == step || sp.adopted[1] == step)
 }
 
@@ -86,13 +86,13 @@ const (
 // it, the open step is voted on by the job's own model, and the samples
 // lost so far are within the job's bound (a grace of one depth's first
 // waves, so a job starting with a lost guess is not stopped by it).
-func (m *machine) speculating() bool {
+func (m *Machine) speculating() bool {
 	d := m.spec.SpeculationDepth
-	if d <= 0 || m.halted() || m.rung != "" {
+	if d <= 0 || m.Halted() || m.Rung != "" {
 		return false
 	}
-	f := &m.acct.Figures
-	allowed := m.spec.MaxWaste()*float64(f.Samples) + float64(d*m.k())
+	f := &m.Acct.Figures
+	allowed := m.spec.MaxWaste()*float64(f.Samples) + float64(d*m.K())
 	return float64(f.SpeculativeWasted) <= allowed
 }
 
@@ -100,41 +100,41 @@ func (m *machine) speculating() bool {
 // step whose guess changed is thrown away with every step after it, and
 // missing steps up to the depth get their first wave. It stops at a step
 // with no guess, at the chain's end, and at a goal state.
-func (m *machine) speculate(now time.Time) []action {
+func (m *Machine) speculate(now time.Time) []Action {
 	if !m.speculating() {
 		return nil
 	}
-	sp := &m.sp
-	var acts []action
-	from, guess := m.state, m.guessOpen()
+	sp := &m.Ahead
+	var acts []Action
+	from, guess := m.State, m.guessOpen()
 	for i := 0; i < m.spec.SpeculationDepth; i++ {
-		step := m.step + 1 + int64(i)
+		step := m.Step + 1 + int64(i)
 		if guess == "" || step >= m.lastStep() {
 			break
 		}
 		if i < len(sp.slots) {
 			s := sp.slots[i]
-			if s.step == step && s.parent == guess && s.epoch == m.epoch {
+			if s.step == step && s.parent == guess && s.epoch == m.Epoch {
 				from, guess = s.state, m.guessAhead(s)
 				continue
 			}
-			m.dropAhead(i)
+			m.DropAhead(i)
 		}
-		next, err := m.inst.Next(from, task.Vote{Key: guess})
-		if err != nil || m.inst.Done(next) {
+		next, err := m.Inst.Next(from, task.Vote{Key: guess})
+		if err != nil || m.Inst.Done(next) {
 			break
 		}
-		s := &ahead{step: step, epoch: m.epoch, parent: guess, state: next, sentAt: now,
+		s := &ahead{step: step, epoch: m.Epoch, parent: guess, state: next, sentAt: now,
 			got: map[int]schemas.SampleResult{}}
 		sp.branch++
 		s.branch = sp.branch
-		for idx := 0; idx < m.k(); idx++ {
+		for idx := 0; idx < m.K(); idx++ {
 			req := m.request(now, step, next, idx, 0, s.branch)
 			m.noteSent(req)
-			acts = append(acts, action{kind: actPublish, req: req})
+			acts = append(acts, Action{Kind: ActPublish, Req: req})
 		}
-		s.sent = m.k()
-		m.acct.SpeculativeSamples += int64(s.sent)
+		s.sent = m.K()
+		m.Acct.SpeculativeSamples += int64(s.sent)
 		sp.slots = append(sp.slots, s)
 		from, guess = next, m.guessAhead(s)
 	}
@@ -143,8 +143,8 @@ func (m *machine) speculate(now time.Time) []action {
 
 // lastStep is the step the chain cannot go past: the task's most steps or
 // the job's step limit.
-func (m *machine) lastStep() int64 {
-	last := m.inst.TotalSteps()
+func (m *Machine) lastStep() int64 {
+	last := m.Inst.TotalSteps()
 	if m.spec.StepLimit > 0 && m.spec.StepLimit < last {
 		last = m.spec.StepLimit
 	}
@@ -154,19 +154,19 @@ func (m *machine) lastStep() int64 {
 // guessOpen is the open step's likely winner: its leader once it leads by
 // a vote among the counted samples, else the task's reference answer
 // ("" when there is neither).
-func (m *machine) guessOpen() string {
-	if key := leader(m.sp.votes); key != "" {
+func (m *Machine) guessOpen() string {
+	if key := leader(m.Ahead.votes); key != "" {
 		return key
 	}
 	// The reference is worked out once per step, not on every batch.
-	if at := [2]int64{m.step, m.epoch}; m.sp.refAt != at {
-		m.sp.ref, m.sp.refAt = m.reference(m.state), at
+	if at := [2]int64{m.Step, m.Epoch}; m.Ahead.refAt != at {
+		m.Ahead.ref, m.Ahead.refAt = m.reference(m.State), at
 	}
-	return m.sp.ref
+	return m.Ahead.ref
 }
 
 // guessAhead is a step ahead's likely winner, from its answers so far.
-func (m *machine) guessAhead(s *ahead) string {
+func (m *Machine) guessAhead(s *ahead) string {
 	if s.guessed {
 		return s.guess
 	}
@@ -176,7 +176,7 @@ func (m *machine) guessAhead(s *ahead) string {
 
 // guessFrom works out a step ahead's likely winner: the leader of its
 // answers by a vote, else the task's reference answer.
-func (m *machine) guessFrom(s *ahead) string {
+func (m *Machine) guessFrom(s *ahead) string {
 	var votes map[int]string
 	for idx, res := range s.got {
 		if res.Outcome == schemas.OutcomeVote {
@@ -193,8 +193,8 @@ func (m *machine) guessFrom(s *ahead) string {
 }
 
 // reference is the task's right vote from s, "" when it has none.
-func (m *machine) reference(s task.State) string {
-	ref, ok := m.inst.(task.Referencer)
+func (m *Machine) reference(s task.State) string {
+	ref, ok := m.Inst.(task.Referencer)
 	if !ok {
 		return ""
 	}
@@ -230,18 +230,18 @@ func leader(votes map[int]string) string {
 	return best
 }
 
-// dropAhead throws away the steps ahead from slot i on: their guesses
+// DropAhead throws away the steps ahead from slot i on: their guesses
 // lost (or the job stops), and every sample they published is wasted.
-func (m *machine) dropAhead(i int) {
-	sp := &m.sp
+func (m *Machine) DropAhead(i int) {
+	sp := &m.Ahead
 	for _, s := range sp.slots[i:] {
 		// (a sample a voter skipped is counted as skipped already)
-		m.acct.SpeculativeWasted += int64(s.sent - len(s.redo))
+		m.Acct.SpeculativeWasted += int64(s.sent - len(s.redo))
 		if len(sp.lost) >= maxLost {
 			// Forget guesses lost long ago (a late answer of one then
 			// counts as late besides): at most D per step are kept.
 			for b, step := range sp.lost {
-				if step < m.step-lostSteps {
+				if step < m.Step-lostSteps {
 					delete(sp.lost, b)
 				}
 			}
@@ -259,12 +259,12 @@ func (m *machine) dropAhead(i int) {
 // are counted now: the call was made whether or not the guess wins. An
 // answer of a branch thrown away is counted too (the waste was counted
 // when the branch was) and taken.
-func (m *machine) takeAhead(res schemas.SampleResult) bool {
-	if res.Branch == 0 || res.Step <= m.step {
+func (m *Machine) takeAhead(res schemas.SampleResult) bool {
+	if res.Branch == 0 || res.Step <= m.Step {
 		return false
 	}
 	m.addTokens(&res, 1)
-	for _, s := range m.sp.slots {
+	for _, s := range m.Ahead.slots {
 		if s.step != res.Step {
 			continue
 		}
@@ -274,16 +274,16 @@ func (m *machine) takeAhead(res schemas.SampleResult) bool {
 		switch {
 		case res.Outcome == schemas.OutcomeSkipped || res.Outcome == schemas.OutcomeCancelled:
 			if res.Outcome == schemas.OutcomeSkipped {
-				m.acct.SkippedSamples++
+				m.Acct.SkippedSamples++
 			} else {
-				m.acct.CancelledSamples++
+				m.Acct.CancelledSamples++
 			}
 			if s.redo == nil {
 				s.redo = map[int]bool{}
 			}
 			s.redo[res.Index] = true
 		case hasKey(s.got, res.Index):
-			m.acct.DuplicateResults++
+			m.Acct.DuplicateResults++
 		default:
 			s.got[res.Index] = res
 			s.guessed = false
@@ -297,21 +297,21 @@ func hasKey(m map[int]schemas.SampleResult, k int) bool { _, ok := m[k]; return 
 
 // lostBranch reports whether res, an answer for the open step, is from a
 // guess that lost: a branch the step did not adopt.
-func (m *machine) lostBranch(res schemas.SampleResult) bool {
-	return res.Branch != 0 && (res.Branch != m.sp.open || m.isLost(res.Branch))
+func (m *Machine) lostBranch(res schemas.SampleResult) bool {
+	return res.Branch != 0 && (res.Branch != m.Ahead.open || m.isLost(res.Branch))
 }
 
 // isLost reports whether branch was thrown away.
-func (m *machine) isLost(branch int64) bool {
-	_, ok := m.sp.lost[branch]
+func (m *Machine) isLost(branch int64) bool {
+	_, ok := m.Ahead.lost[branch]
 	return branch != 0 && ok
 }
 
-// unsent forgets the steps ahead whose requests (reqs) were not published
+// Unsent forgets the steps ahead whose requests (reqs) were not published
 // (admitAhead): they and every step after them are taken back, not
 // counted as drawn.
-func (m *machine) unsent(reqs []*schemas.SampleRequest) {
-	sp := &m.sp
+func (m *Machine) Unsent(reqs []*schemas.SampleRequest) {
+	sp := &m.Ahead
 	branches := make(map[int64]bool, len(reqs))
 	for _, req := range reqs {
 		branches[req.Branch] = true
@@ -322,11 +322,11 @@ func (m *machine) unsent(reqs []*schemas.SampleRequest) {
 		}
 		for _, t := range sp.slots[i:] {
 			if branches[t.branch] {
-				m.acct.SpeculativeSamples -= int64(t.sent)
+				m.Acct.SpeculativeSamples -= int64(t.sent)
 				t.sent = 0
 			}
 		}
-		m.dropAhead(i) // what is left of them was published: wasted
+		m.DropAhead(i) // what is left of them was published: wasted
 		return
 	}
 }
@@ -335,15 +335,15 @@ func (m *machine) unsent(reqs []*schemas.SampleRequest) {
 // open step's state: its published indices count as dispatched, answers
 // not in yet are pending, answers in are queued for recording (onFeed),
 // indices a voter skipped are asked again. Any other step ahead lost.
-func (m *machine) adopt(now time.Time) []action {
-	sp := &m.sp
+func (m *Machine) adopt(now time.Time) []Action {
+	sp := &m.Ahead
 	sp.open = 0
 	if len(sp.slots) == 0 {
 		return nil
 	}
 	s := sp.slots[0]
-	if s.step != m.step || s.epoch != m.epoch || m.rung != "" || !bytes.Equal(s.state, m.state) {
-		m.dropAhead(0)
+	if s.step != m.Step || s.epoch != m.Epoch || m.Rung != "" || !bytes.Equal(s.state, m.State) {
+		m.DropAhead(0)
 		return nil
 	}
 	copy(sp.slots, sp.slots[1:])
@@ -353,63 +353,63 @@ func (m *machine) adopt(now time.Time) []action {
 	sp.adopted = [2]int64{sp.adopted[1], s.step}
 	m.dispatched = s.sent
 	m.published += s.sent
-	var acts []action
+	var acts []Action
 	for idx := 0; idx < s.sent; idx++ {
 		switch res, ok := s.got[idx]; {
 		case ok:
-			sp.feed = append(sp.feed, res)
+			sp.Feed = append(sp.Feed, res)
 		case s.redo[idx]:
 			acts = append(acts, m.publish(now, idx, 1))
 		default:
-			m.pending[idx] = &pending{sentAt: s.sentAt}
+			m.Pending[idx] = &pending{SentAt: s.sentAt}
 		}
 	}
 	return acts
 }
 
-// onFeed records the adopted step's answers that came in while it was
+// OnFeed records the adopted step's answers that came in while it was
 // ahead, as a batch of results whose messages are settled already.
-func (m *machine) onFeed(now time.Time) []action {
-	feed := m.sp.feed
-	m.sp.feed = nil
-	m.batch = m.batch[:0]
-	var acts []action
+func (m *Machine) OnFeed(now time.Time) []Action {
+	feed := m.Ahead.Feed
+	m.Ahead.Feed = nil
+	m.Batch = m.Batch[:0]
+	var acts []Action
 	var samples []vote.Sample
 	for _, res := range feed {
-		if m.halted() || res.Step != m.step || res.Epoch != m.epoch || res.Branch != m.sp.open {
+		if m.Halted() || res.Step != m.Step || res.Epoch != m.Epoch || res.Branch != m.Ahead.open {
 			m.countLate(res, true)
 			continue
 		}
 		if res.Outcome == schemas.OutcomeVote {
-			if _, err := m.inst.Next(m.state, task.Vote{Key: res.VoteKey}); errors.Is(err, task.ErrEval) {
+			if _, err := m.Inst.Next(m.State, task.Vote{Key: res.VoteKey}); errors.Is(err, task.ErrEval) {
 				return append(acts, m.failEval(err)...)
 			} else if err != nil {
-				m.acct.MalformedMessages++
+				m.Acct.MalformedMessages++
 				m.log.Warn("dropping a vote the task cannot read", "voter", res.VoterID, "step", res.Step, "index", res.Index, "err", err)
 				continue
 			}
 		}
-		m.batch = append(m.batch, received{msg: -1, res: res})
+		m.Batch = append(m.Batch, Received{msg: -1, Res: res})
 		samples = append(samples, sampleOf(res))
 	}
 	if len(samples) > 0 {
-		acts = append(acts, action{kind: actRecord, samples: samples})
+		acts = append(acts, Action{Kind: ActRecord, Samples: samples})
 	}
 	return acts
 }
 
-// awaits reports whether the job still waits for an answer to index of
+// Awaits reports whether the job still waits for an answer to index of
 // (step, epoch): a pending sample of the open step, or a first-wave sample
 // of a step ahead not answered yet.
-func (m *machine) awaits(step, epoch int64, index int) bool {
-	if epoch != m.epoch {
+func (m *Machine) Awaits(step, epoch int64, index int) bool {
+	if epoch != m.Epoch {
 		return false
 	}
-	if step == m.step {
-		_, ok := m.pending[index]
+	if step == m.Step {
+		_, ok := m.Pending[index]
 		return ok
 	}
-	for _, s := range m.sp.slots {
+	for _, s := range m.Ahead.slots {
 		if s.step == step {
 			_, got := s.got[index]
 			return index < s.sent && !got
@@ -419,12 +419,12 @@ func (m *machine) awaits(step, epoch int64, index int) bool {
 }
 
 // noteVote remembers a counted vote of the open step, for its leader.
-func (m *machine) noteVote(res schemas.SampleResult) {
+func (m *Machine) noteVote(res schemas.SampleResult) {
 	if m.spec.SpeculationDepth <= 0 || res.Outcome != schemas.OutcomeVote {
 		return
 	}
-	if m.sp.votes == nil {
-		m.sp.votes = map[int]string{}
+	if m.Ahead.votes == nil {
+		m.Ahead.votes = map[int]string{}
 	}
-	m.sp.votes[res.Index] = res.VoteKey
+	m.Ahead.votes[res.Index] = res.VoteKey
 }

@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 import (
 	"slices"
@@ -56,7 +56,7 @@ func TestAdaptiveKSchedule(t *testing.T) {
 	h := newHarness(t, adaptiveSpec(6, 0.95, 0), 400, bernoulli(0.9, nil))
 	h.start()
 	h.run()
-	if e := h.m.end; e == nil || e.state != schemas.StateSolved {
+	if e := h.m.End; e == nil || e.State != schemas.StateSolved {
 		t.Fatalf("end %+v, want solved", e)
 	}
 	got := ks(h.entries)
@@ -68,16 +68,16 @@ func TestAdaptiveKSchedule(t *testing.T) {
 	}
 	rep := schemas.JobReport{
 		Header: schemas.NewHeader(schemas.KindJobReport), Tenant: "t", JobID: "j1", Task: "walk", K: 6,
-		State: schemas.StateSolved, Solved: true, Figures: h.m.acct.Figures.Clone(), TraceSHA256: "x",
+		State: schemas.StateSolved, Solved: true, Figures: h.m.Acct.Figures.Clone(), TraceSHA256: "x",
 	}
-	h.m.fillReceipt(&rep)
+	h.m.FillReceipt(&rep)
 	rec := rep.Receipt
 	if err := rep.Validate(); err != nil {
 		t.Fatalf("report with receipt does not validate: %v", err)
 	}
-	if rec.BoundSteps != 400 || rec.EvidenceSteps != 400 || rec.RightVotes+rec.WrongVotes != h.m.acct.Votes {
+	if rec.BoundSteps != 400 || rec.EvidenceSteps != 400 || rec.RightVotes+rec.WrongVotes != h.m.Acct.Votes {
 		t.Errorf("receipt covers %d steps, evidence %d, votes %d+%d; want 400, 400, %d", rec.BoundSteps, rec.EvidenceSteps,
-			rec.RightVotes, rec.WrongVotes, h.m.acct.Votes)
+			rec.RightVotes, rec.WrongVotes, h.m.Acct.Votes)
 	}
 	if !(rec.PLow < 0.9 && 0.9 < rec.PHigh) {
 		t.Errorf("p interval [%v, %v] misses the model's 0.9", rec.PLow, rec.PHigh)
@@ -98,7 +98,7 @@ func TestAdaptiveKSchedule(t *testing.T) {
 		t.Errorf("schedule covers %d steps, want 400", n)
 	}
 	t.Logf("k schedule %v; p̂ %.4f [%.4f, %.4f]; bound %.4f; %d samples", rec.KSchedule, rec.PHat, rec.PLow, rec.PHigh,
-		rec.BoundAchieved, h.m.acct.Samples)
+		rec.BoundAchieved, h.m.Acct.Samples)
 }
 
 // TestFixedKReceipt: a fixed-k job has a receipt too: one run, the bound
@@ -133,14 +133,14 @@ func TestAdaptiveKResume(t *testing.T) {
 
 	h := newHarness(t, sp, 300, answers)
 	h.start()
-	for h.m.step < 137 && len(h.queue) > 0 {
+	for h.m.Step < 137 && len(h.queue) > 0 {
 		h.deliver(1)
 	}
-	if h.m.step != 137 {
-		t.Fatalf("stopped at step %d (end %+v)", h.m.step, h.m.end)
+	if h.m.Step != 137 {
+		t.Fatalf("stopped at step %d (end %+v)", h.m.Step, h.m.End)
 	}
 	old := h.m
-	c, err := old.snapshot(uint64(len(h.entries)), time.Now())
+	c, err := old.Snapshot(h.now, uint64(len(h.entries)), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,15 +152,15 @@ func TestAdaptiveKResume(t *testing.T) {
 	if err := schemas.Decode(data, &back); err != nil {
 		t.Fatalf("checkpoint with a receipt does not read back: %v", err)
 	}
-	fromCkpt := newMachine(sp, old.inst, machineConfig{token: 2, owner: "c2", checkpointEvery: 1000})
+	fromCkpt := New(sp, old.Inst, Config{Token: 2, Owner: "c2", CheckpointEvery: 1000})
 	fromCkpt.spec = old.spec
-	if err := fromCkpt.restore(&back); err != nil {
+	if err := fromCkpt.Restore(&back); err != nil {
 		t.Fatal(err)
 	}
 	fromJournal := replayed(t, h)
-	for name, m := range map[string]*machine{"checkpoint": fromCkpt, "journal": fromJournal} {
-		if m.step != old.step || m.k() != old.k() {
-			t.Errorf("from the %s: step %d k %d, want step %d k %d", name, m.step, m.k(), old.step, old.k())
+	for name, m := range map[string]*Machine{"checkpoint": fromCkpt, "journal": fromJournal} {
+		if m.Step != old.Step || m.K() != old.K() {
+			t.Errorf("from the %s: step %d k %d, want step %d k %d", name, m.Step, m.K(), old.Step, old.K())
 		}
 		if a, b := m.receipt(), old.receipt(); a.PLow != b.PLow || a.BoundAchieved != b.BoundAchieved || len(a.KSchedule) != len(b.KSchedule) {
 			t.Errorf("from the %s: receipt p_low %v bound %v runs %d, want %v %v %d", name, a.PLow, a.BoundAchieved,
@@ -170,7 +170,7 @@ func TestAdaptiveKResume(t *testing.T) {
 	// The new owner goes on from the checkpoint: the old one's requests
 	// are stale.
 	h.m, h.queue = fromCkpt, nil
-	h.do(nil, []action{fromCkpt.open()})
+	h.do(nil, []Action{fromCkpt.Open()})
 	h.start()
 	h.run()
 	if got := ks(h.entries); !slices.Equal(got, want) {
@@ -191,17 +191,17 @@ func TestDecorrelation(t *testing.T) {
 		h := newHarness(t, sp, 200, bernoulli(0.9, hard))
 		h.start()
 		h.run()
-		if e := h.m.end; e == nil || e.state != schemas.StateSolved && e.state != schemas.StateUnsolved {
+		if e := h.m.End; e == nil || e.State != schemas.StateSolved && e.State != schemas.StateUnsolved {
 			t.Fatalf("%s: end %+v", mode, e)
 		}
 		return h
 	}
 	on, off := run(schemas.DecorrelateOn), run(schemas.DecorrelateOff)
-	if on.m.acct.CorrelatedSteps == 0 || on.m.acct.DecorrelatedSamples == 0 {
-		t.Fatalf("decorrelation on: %d correlated steps, %d decorrelated samples; want some", on.m.acct.CorrelatedSteps, on.m.acct.DecorrelatedSamples)
+	if on.m.Acct.CorrelatedSteps == 0 || on.m.Acct.DecorrelatedSamples == 0 {
+		t.Fatalf("decorrelation on: %d correlated steps, %d decorrelated samples; want some", on.m.Acct.CorrelatedSteps, on.m.Acct.DecorrelatedSamples)
 	}
-	if off.m.acct.CorrelatedSteps == 0 || off.m.acct.DecorrelatedSamples != 0 {
-		t.Errorf("decorrelation off: %d correlated steps, %d decorrelated samples; want some and none", off.m.acct.CorrelatedSteps, off.m.acct.DecorrelatedSamples)
+	if off.m.Acct.CorrelatedSteps == 0 || off.m.Acct.DecorrelatedSamples != 0 {
+		t.Errorf("decorrelation off: %d correlated steps, %d decorrelated samples; want some and none", off.m.Acct.CorrelatedSteps, off.m.Acct.DecorrelatedSamples)
 	}
 	variants := 0
 	for _, req := range on.sent {
@@ -232,16 +232,16 @@ func TestDecorrelation(t *testing.T) {
 			}
 		}
 	}
-	if int64(listed) != on.m.acct.CorrelatedSteps || rec.CorrelatedSteps != on.m.acct.CorrelatedSteps {
-		t.Errorf("%d correlated steps listed, receipt %d, figures %d", listed, rec.CorrelatedSteps, on.m.acct.CorrelatedSteps)
+	if int64(listed) != on.m.Acct.CorrelatedSteps || rec.CorrelatedSteps != on.m.Acct.CorrelatedSteps {
+		t.Errorf("%d correlated steps listed, receipt %d, figures %d", listed, rec.CorrelatedSteps, on.m.Acct.CorrelatedSteps)
 	}
-	if on.m.acct.Samples >= off.m.acct.Samples || on.m.acct.Errors > off.m.acct.Errors {
-		t.Errorf("decorrelation on drew %d samples (%d wrong steps), off %d (%d): want fewer", on.m.acct.Samples, on.m.acct.Errors,
-			off.m.acct.Samples, off.m.acct.Errors)
+	if on.m.Acct.Samples >= off.m.Acct.Samples || on.m.Acct.Errors > off.m.Acct.Errors {
+		t.Errorf("decorrelation on drew %d samples (%d wrong steps), off %d (%d): want fewer", on.m.Acct.Samples, on.m.Acct.Errors,
+			off.m.Acct.Samples, off.m.Acct.Errors)
 	}
 	t.Logf("hard steps: on %d samples, %d wrong (%d correlated steps, %d decorrelated samples, %d variant requests); off %d samples, %d wrong (%d correlated)",
-		on.m.acct.Samples, on.m.acct.Errors, on.m.acct.CorrelatedSteps, on.m.acct.DecorrelatedSamples, variants,
-		off.m.acct.Samples, off.m.acct.Errors, off.m.acct.CorrelatedSteps)
+		on.m.Acct.Samples, on.m.Acct.Errors, on.m.Acct.CorrelatedSteps, on.m.Acct.DecorrelatedSamples, variants,
+		off.m.Acct.Samples, off.m.Acct.Errors, off.m.Acct.CorrelatedSteps)
 	// A new owner replaying the journal has the same receipt.
 	if got := replayed(t, on).receipt(); got.CorrelatedSteps != rec.CorrelatedSteps || !slices.Equal(got.Steps, rec.Steps) {
 		t.Errorf("replayed receipt: %d correlated, steps %v; want %d, %v", got.CorrelatedSteps, got.Steps, rec.CorrelatedSteps, rec.Steps)
@@ -275,10 +275,10 @@ func TestReliabilityFigures(t *testing.T) {
 			h := newHarness(t, sp, c.steps, bernoulli(c.p, nil))
 			h.start()
 			h.run()
-			if h.m.acct.Steps != c.steps {
-				t.Fatalf("p=%v: %d of %d steps decided", c.p, h.m.acct.Steps, c.steps)
+			if h.m.Acct.Steps != c.steps {
+				t.Fatalf("p=%v: %d of %d steps decided", c.p, h.m.Acct.Steps, c.steps)
 			}
-			return h, float64(h.m.acct.Samples) / float64(c.steps)
+			return h, float64(h.m.Acct.Samples) / float64(c.steps)
 		}
 		_, oracle := run(kOracle, false)
 		_, pess := run(kPess, false)
@@ -286,7 +286,7 @@ func TestReliabilityFigures(t *testing.T) {
 		rec := h.m.receipt()
 		last := rec.KSchedule[len(rec.KSchedule)-1].K
 		t.Logf("p=%v steps=%d: oracle k=%d %.2f samples/step; pessimistic p=%.3f k=%d %.2f; adaptive %.2f (%.0f%% of pessimistic, last k %d, %d errors), p̂ %.4f [%.4f, %.4f], bound %.4f",
-			c.p, c.steps, kOracle, oracle, pPess, kPess, pess, adapt, 100*adapt/pess, last, h.m.acct.Errors, rec.PHat, rec.PLow, rec.PHigh, rec.BoundAchieved)
+			c.p, c.steps, kOracle, oracle, pPess, kPess, pess, adapt, 100*adapt/pess, last, h.m.Acct.Errors, rec.PHat, rec.PLow, rec.PHigh, rec.BoundAchieved)
 		if rec.BoundAchieved < target || adapt >= pess {
 			t.Errorf("p=%v: adaptive bound %v (target %v), %.2f samples/step vs %.2f pessimistic", c.p, rec.BoundAchieved, target, adapt, pess)
 		}

@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 import (
 	"fmt"
@@ -85,15 +85,15 @@ func TestSpeculationSameDecisions(t *testing.T) {
 					if fmt.Sprint(got) != fmt.Sprint(want) {
 						t.Fatalf("depth %d (one at a time %v): decisions differ\n got %v\nwant %v", depth, one, got, want)
 					}
-					g, w := h.m.acct.Figures, base.m.acct.Figures
+					g, w := h.m.Acct.Figures, base.m.Acct.Figures
 					if g.Steps != w.Steps || g.Errors != w.Errors || g.Samples != w.Samples || g.Votes != w.Votes || g.RedFlagged != w.RedFlagged {
 						t.Errorf("depth %d: figures %+v, want those of %+v", depth, g, w)
 					}
-					if fmt.Sprintf("%x", h.m.trace.Sum(nil)) != fmt.Sprintf("%x", base.m.trace.Sum(nil)) {
+					if fmt.Sprintf("%x", h.m.Trace.Sum(nil)) != fmt.Sprintf("%x", base.m.Trace.Sum(nil)) {
 						t.Errorf("depth %d: trace differs", depth)
 					}
-					if h.m.end == nil || base.m.end == nil || h.m.end.state != base.m.end.state {
-						t.Errorf("depth %d: end %+v, want %+v", depth, h.m.end, base.m.end)
+					if h.m.End == nil || base.m.End == nil || h.m.End.State != base.m.End.State {
+						t.Errorf("depth %d: end %+v, want %+v", depth, h.m.End, base.m.End)
 					}
 					// Without a reference the guess is a leader, and at k = 1
 					// the first vote decides: nothing can be guessed earlier.
@@ -108,10 +108,10 @@ func TestSpeculationSameDecisions(t *testing.T) {
 						t.Errorf("depth %d: %d samples accounted, only %d sent", depth, acc, sent)
 					}
 				}
-				if tc.k == 1 && base.m.acct.Errors == 0 && base.m.end.state == schemas.StateSolved {
+				if tc.k == 1 && base.m.Acct.Errors == 0 && base.m.End.State == schemas.StateSolved {
 					t.Errorf("no wrong decision: the case does not test a chain that leaves the reference")
 				}
-				if w := base.m.acct.SpeculativeSamples; w != 0 {
+				if w := base.m.Acct.SpeculativeSamples; w != 0 {
 					t.Errorf("depth 0 sampled %d ahead", w)
 				}
 			}
@@ -128,7 +128,7 @@ func runSpec(t *testing.T, inst task.Instance, k, depth int, ans script, oneAtAT
 	sp.SpeculationDepth = depth
 	h := harnessFor(t, sp, inst, ans)
 	h.start()
-	for i := 0; len(h.queue) > 0 && !h.m.halted(); i++ {
+	for i := 0; len(h.queue) > 0 && !h.m.Halted(); i++ {
 		if i > 200_000 {
 			t.Fatal("run does not end")
 		}
@@ -138,12 +138,12 @@ func runSpec(t *testing.T, inst task.Instance, k, depth int, ans script, oneAtAT
 		}
 		h.deliver(n)
 		for _, r := range h.queue {
-			if r.Step > h.m.step+int64(depth) || r.Branch == 0 && r.Step != h.m.step && !h.m.halted() {
-				t.Fatalf("step %d open, request for step %d (branch %d) at depth %d", h.m.step, r.Step, r.Branch, depth)
+			if r.Step > h.m.Step+int64(depth) || r.Branch == 0 && r.Step != h.m.Step && !h.m.Halted() {
+				t.Fatalf("step %d open, request for step %d (branch %d) at depth %d", h.m.Step, r.Step, r.Branch, depth)
 			}
 		}
 	}
-	if h.m.end == nil {
+	if h.m.End == nil {
 		t.Fatalf("job did not end; actions %v", h.acts[max(0, len(h.acts)-20):])
 	}
 	return h
@@ -167,16 +167,16 @@ func TestSpeculationLostGuess(t *testing.T) {
 	if fmt.Sprint(decisionsOf(h)) != fmt.Sprint(decisionsOf(base)) {
 		t.Fatalf("decisions differ:\n got %v\nwant %v", decisionsOf(h), decisionsOf(base))
 	}
-	f := h.m.acct.Figures
+	f := h.m.Acct.Figures
 	if f.SpeculativeWasted == 0 || f.SpeculativeWasted > f.SpeculativeSamples {
 		t.Errorf("speculative wasted %d of %d: want some lost", f.SpeculativeWasted, f.SpeculativeSamples)
 	}
 	// The lost guess's answers came in too: their tokens are paid for.
-	if f.PromptTokens <= base.m.acct.PromptTokens {
-		t.Errorf("prompt tokens %d, want more than without speculation (%d)", f.PromptTokens, base.m.acct.PromptTokens)
+	if f.PromptTokens <= base.m.Acct.PromptTokens {
+		t.Errorf("prompt tokens %d, want more than without speculation (%d)", f.PromptTokens, base.m.Acct.PromptTokens)
 	}
-	if h.m.end.state != schemas.StateSolved {
-		t.Errorf("end %+v", h.m.end)
+	if h.m.End.State != schemas.StateSolved {
+		t.Errorf("end %+v", h.m.End)
 	}
 }
 
@@ -205,7 +205,7 @@ func TestSpeculationWasteBound(t *testing.T) {
 		if fmt.Sprint(decisionsOf(h)) != fmt.Sprint(decisionsOf(base)) {
 			t.Fatal("decisions differ from a job without speculation")
 		}
-		f := h.m.acct.Figures
+		f := h.m.Acct.Figures
 		bound := maxWaste*float64(f.Samples) + float64(sp.SpeculationDepth*sp.K) + float64(sp.SpeculationDepth*sp.K)
 		if float64(f.SpeculativeWasted) > bound {
 			t.Errorf("max waste %v: %d wasted of %d samples, bound %v", maxWaste, f.SpeculativeWasted, f.Samples, bound)
@@ -221,10 +221,10 @@ func TestSpeculationWasteBound(t *testing.T) {
 func TestSpeculationReplayedJournal(t *testing.T) {
 	h := runSpec(t, refWalk{walk{40}}, 2, 4, noisy(6), false)
 	r := replayed(t, h)
-	if r.step != h.m.step || string(r.state) != string(h.m.state) {
-		t.Fatalf("replayed step %d state %s, want %d %s", r.step, r.state, h.m.step, h.m.state)
+	if r.Step != h.m.Step || string(r.State) != string(h.m.State) {
+		t.Fatalf("replayed step %d state %s, want %d %s", r.Step, r.State, h.m.Step, h.m.State)
 	}
-	g, w := r.acct.Figures, h.m.acct.Figures
+	g, w := r.Acct.Figures, h.m.Acct.Figures
 	if g.Steps != w.Steps || g.Samples != w.Samples || g.SpeculativeSamples != w.SpeculativeSamples || g.SpeculativeWasted != w.SpeculativeWasted {
 		t.Errorf("replayed figures %+v, want %+v", g, w)
 	}
@@ -240,16 +240,16 @@ func TestSpeculationPauseWastes(t *testing.T) {
 	if n := len(h.queue); n != 2+3*2 {
 		t.Fatalf("%d requests out, want the open step's 2 and 3 steps ahead's 2 each", n)
 	}
-	h.m.control = schemas.ControlPause
+	h.m.Control = schemas.ControlPause
 	h.deliver(2) // the open step decides; the boundary pauses
 	if !h.paused {
 		t.Fatalf("not paused; actions %v", h.acts)
 	}
-	if got := h.m.acct.SpeculativeWasted; got < 4 {
+	if got := h.m.Acct.SpeculativeWasted; got < 4 {
 		t.Errorf("wasted %d at the pause, want the steps still ahead", got)
 	}
-	if len(h.m.sp.slots) != 0 {
-		t.Errorf("%d steps still ahead after the pause", len(h.m.sp.slots))
+	if len(h.m.Ahead.slots) != 0 {
+		t.Errorf("%d steps still ahead after the pause", len(h.m.Ahead.slots))
 	}
 }
 
@@ -267,7 +267,7 @@ func TestSpeculationAccountsEverySample(t *testing.T) {
 		return noisy(5)(req)
 	}
 	h := runSpec(t, refWalk{walk{80}}, 2, 3, ans, false)
-	f := h.m.acct.Figures
+	f := h.m.Acct.Figures
 	got := f.Samples + f.LateSamples + f.DuplicateResults + f.SkippedSamples + f.CancelledSamples + f.SpeculativeWasted
 	if got != int64(len(h.sent)) || f.SkippedSamples == 0 {
 		t.Errorf("%d requests sent, %d accounted (samples %d late %d dup %d skipped %d lost %d)",
@@ -286,29 +286,29 @@ func TestSpeculationUnsent(t *testing.T) {
 	sp := spec(2, 100)
 	sp.SpeculationDepth = 3
 	h := harnessFor(t, sp, refWalk{walk{10}}, byIndex(rightAns))
-	acts, err := h.m.topUp(h.now)
+	acts, err := h.m.TopUp(h.now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var open, ahead []*schemas.SampleRequest
 	for _, a := range acts {
-		if a.kind == actPublish && a.req.Branch != 0 {
-			ahead = append(ahead, a.req)
-		} else if a.kind == actPublish {
-			open = append(open, a.req)
+		if a.Kind == ActPublish && a.Req.Branch != 0 {
+			ahead = append(ahead, a.Req)
+		} else if a.Kind == ActPublish {
+			open = append(open, a.Req)
 		}
 	}
 	if len(ahead) != 6 {
 		t.Fatalf("%d requests ahead, want 3 steps of 2", len(ahead))
 	}
-	h.m.unsent(ahead)
-	if n := h.m.acct.SpeculativeSamples; n != 0 || len(h.m.sp.slots) != 0 || h.m.acct.SpeculativeWasted != 0 {
-		t.Fatalf("after unsent: speculative %d, %d steps ahead, wasted %d", n, len(h.m.sp.slots), h.m.acct.SpeculativeWasted)
+	h.m.Unsent(ahead)
+	if n := h.m.Acct.SpeculativeSamples; n != 0 || len(h.m.Ahead.slots) != 0 || h.m.Acct.SpeculativeWasted != 0 {
+		t.Fatalf("after unsent: speculative %d, %d steps ahead, wasted %d", n, len(h.m.Ahead.slots), h.m.Acct.SpeculativeWasted)
 	}
 	h.queue = append(h.queue, open...)
 	h.sent = append(h.sent, open...)
 	h.run()
-	if h.m.end == nil || h.m.end.state != schemas.StateSolved || h.m.acct.Resampled != 0 {
-		t.Fatalf("end %+v resampled %d", h.m.end, h.m.acct.Resampled)
+	if h.m.End == nil || h.m.End.State != schemas.StateSolved || h.m.Acct.Resampled != 0 {
+		t.Fatalf("end %+v resampled %d", h.m.End, h.m.Acct.Resampled)
 	}
 }

@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 import (
 	"log/slog"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/core/pricing"
-	"github.com/makerfleet/makerfleet/internal/journal"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -76,7 +75,7 @@ func TestMachineVotingRule(t *testing.T) {
 				if got := len(h.sent); got != tc.k {
 					t.Fatalf("first wave %d samples, want k=%d", got, tc.k)
 				}
-				for len(h.queue) > 0 && !h.m.halted() {
+				for len(h.queue) > 0 && !h.m.Halted() {
 					h.deliver(batch)
 				}
 				want, used := sequential(ans, tc.k)
@@ -111,13 +110,13 @@ func TestMachineTemperatures(t *testing.T) {
 		}
 	}
 	h.queue = nil
-	acts := h.m.onTick(h.now.Add(time.Minute))
+	acts := h.m.OnTick(h.now.Add(time.Minute))
 	if len(acts) != 3 {
 		t.Fatalf("tick after the timeout: %s, want 3 re-publishes", describe(acts))
 	}
 	for _, a := range acts {
-		if a.req.Attempt != 1 || a.req.Seed != SampleSeed(7, 0, a.req.Index) || (a.req.Index == 0) != (a.req.Temperature == 0) {
-			t.Errorf("re-sample %+v changed its question", a.req)
+		if a.Req.Attempt != 1 || a.Req.Seed != SampleSeed(7, 0, a.Req.Index) || (a.Req.Index == 0) != (a.Req.Temperature == 0) {
+			t.Errorf("re-sample %+v changed its question", a.Req)
 		}
 	}
 }
@@ -159,11 +158,11 @@ func TestMachineCap(t *testing.T) {
 	if len(h.sent) != 6 {
 		t.Errorf("drew %d samples, cap 6", len(h.sent))
 	}
-	e := h.m.end
-	if e == nil || e.state != schemas.StateNoConsensus || e.noConsensus == nil || e.noConsensus.Samples != 6 || len(e.noConsensus.Tally) != 3 {
+	e := h.m.End
+	if e == nil || e.State != schemas.StateNoConsensus || e.NoConsensus == nil || e.NoConsensus.Samples != 6 || len(e.NoConsensus.Tally) != 3 {
 		t.Fatalf("end %+v, want no_consensus after 6 samples with 3 candidates", e)
 	}
-	if f := h.m.acct.Figures; f.Samples != 6 || f.Votes != 6 || f.Steps != 0 {
+	if f := h.m.Acct.Figures; f.Samples != 6 || f.Votes != 6 || f.Steps != 0 {
 		t.Errorf("figures %+v: the undecided step's samples not counted", f)
 	}
 }
@@ -175,28 +174,31 @@ func TestMachineWholeRun(t *testing.T) {
 	h := newHarness(t, spec(2, 100), 4, byIndex(rightAns, wrongAns, rightAns, rightAns))
 	h.start()
 	h.run()
-	if e := h.m.end; e == nil || e.state != schemas.StateSolved {
+	if e := h.m.End; e == nil || e.State != schemas.StateSolved {
 		t.Fatalf("end %+v, want solved; actions %v", e, h.acts)
 	}
-	f := h.m.acct.Figures
+	f := h.m.Acct.Figures
 	if f.Steps != 4 || f.Samples != 16 || f.Votes != 16 || f.Errors != 0 || f.PromptTokens != 1600 || f.MaxSamplesInStep != 4 {
 		t.Errorf("figures %+v, want 4 steps of 4 samples", f)
 	}
 	r := replayed(t, h)
-	if r.step != 4 || string(r.state) != "4" || !sameFigures(r.acct.Figures, f) {
-		t.Errorf("replayed: step %d state %s figures %+v, want %+v", r.step, r.state, r.acct.Figures, f)
+	if r.Step != 4 || string(r.State) != "4" || !sameFigures(r.Acct.Figures, f) {
+		t.Errorf("replayed: step %d state %s figures %+v, want %+v", r.Step, r.State, r.Acct.Figures, f)
 	}
 }
 
 // replayed is a fresh machine of h's job rebuilt from h's journal.
-func replayed(t *testing.T, h *harness) *machine {
+func replayed(t *testing.T, h *harness) *Machine {
 	t.Helper()
-	r := newMachine(h.m.spec, h.m.inst, machineConfig{token: 2, owner: "c2", checkpointEvery: 1000})
-	var entries []journal.Entry
-	for i, e := range h.entries {
-		entries = append(entries, journal.Entry{Seq: uint64(i + 1), JournalEntry: e})
+	r := New(h.m.spec, h.m.Inst, Config{Token: 2, Owner: "c2", CheckpointEvery: 1000})
+	entries := func(yield func(uint64, *schemas.JournalEntry) bool) {
+		for i := range h.entries {
+			if !yield(uint64(i+1), &h.entries[i]) {
+				return
+			}
+		}
 	}
-	if _, err := r.replay(entries); err != nil {
+	if _, err := r.Replay(entries); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -211,80 +213,80 @@ func sameFigures(a, b schemas.Figures) bool {
 // TestMachineResults: each kind of result message gets its fate, and its
 // tokens and waste are accounted.
 func TestMachineResults(t *testing.T) {
-	type check func(t *testing.T, h *harness, acts []action)
+	type check func(t *testing.T, h *harness, acts []Action)
 	cases := []struct {
 		name  string
-		msg   func(h *harness) incoming
+		msg   func(h *harness) Incoming
 		want  string // the actions, described
 		check check
 	}{
-		{"unreadable", func(*harness) incoming { return incoming{data: []byte("{")} }, "term #0",
-			func(t *testing.T, h *harness, _ []action) {
-				if h.m.acct.MalformedMessages != 1 {
+		{"unreadable", func(*harness) Incoming { return Incoming{Data: []byte("{")} }, "term #0",
+			func(t *testing.T, h *harness, _ []Action) {
+				if h.m.Acct.MalformedMessages != 1 {
 					t.Error("not counted malformed")
 				}
 			}},
-		{"another job's", func(h *harness) incoming {
+		{"another job's", func(h *harness) Incoming {
 			r := *h.queue[0]
 			r.JobID = "other"
 			r.SampleID = schemas.SampleID(r.Tenant, r.JobID, r.Step, r.Epoch, r.Index, r.Attempt)
-			return incoming{data: h.result(&r, right(0))}
+			return Incoming{Data: h.result(&r, right(0))}
 		}, "term #0", nil},
-		{"another step's", func(h *harness) incoming {
+		{"another step's", func(h *harness) Incoming {
 			r := *h.queue[0]
 			r.Step = 5
 			h.sign(&r)
-			return incoming{data: h.result(&r, right(0))}
-		}, "ack #0", func(t *testing.T, h *harness, _ []action) {
-			if h.m.acct.LateSamples != 1 || h.m.acct.PromptTokens != 100 {
-				t.Errorf("late %d, tokens %d: a late answer is waste, paid for", h.m.acct.LateSamples, h.m.acct.PromptTokens)
+			return Incoming{Data: h.result(&r, right(0))}
+		}, "ack #0", func(t *testing.T, h *harness, _ []Action) {
+			if h.m.Acct.LateSamples != 1 || h.m.Acct.PromptTokens != 100 {
+				t.Errorf("late %d, tokens %d: a late answer is waste, paid for", h.m.Acct.LateSamples, h.m.Acct.PromptTokens)
 			}
 		}},
-		{"an index never published", func(h *harness) incoming {
+		{"an index never published", func(h *harness) Incoming {
 			r := *h.queue[0]
 			r.Index = 9
 			h.sign(&r)
-			return incoming{data: h.result(&r, right(0))}
+			return Incoming{Data: h.result(&r, right(0))}
 		}, "term #0", nil},
-		{"a vote the task cannot read", func(h *harness) incoming { return incoming{data: h.result(h.queue[0], "garbage")} }, "term #0",
-			func(t *testing.T, h *harness, _ []action) {
-				if h.m.acct.MalformedMessages != 1 || len(h.m.seen) != 0 {
+		{"a vote the task cannot read", func(h *harness) Incoming { return Incoming{Data: h.result(h.queue[0], "garbage")} }, "term #0",
+			func(t *testing.T, h *harness, _ []Action) {
+				if h.m.Acct.MalformedMessages != 1 || len(h.m.seen) != 0 {
 					t.Error("an unreadable vote was counted")
 				}
 			}},
-		{"skipped: asked again", func(h *harness) incoming { return incoming{data: h.result(h.queue[0], "skipped")} }, "ack #0, publish 0/1",
-			func(t *testing.T, h *harness, _ []action) {
-				if h.m.acct.SkippedSamples != 1 {
+		{"skipped: asked again", func(h *harness) Incoming { return Incoming{Data: h.result(h.queue[0], "skipped")} }, "ack #0, publish 0/1",
+			func(t *testing.T, h *harness, _ []Action) {
+				if h.m.Acct.SkippedSamples != 1 {
 					t.Error("skip not counted")
 				}
 			}},
-		{"forged: another index's token", func(h *harness) incoming {
+		{"forged: another index's token", func(h *harness) Incoming {
 			r := *h.queue[0]
 			r.Token = h.queue[1].Token
-			return incoming{data: h.result(&r, right(0))}
-		}, "term #0", func(t *testing.T, h *harness, _ []action) {
-			if f := h.m.acct.Figures; f.ForgedResults != 1 || f.PromptTokens != 0 || f.MalformedMessages != 0 || len(h.m.seen) != 0 {
+			return Incoming{Data: h.result(&r, right(0))}
+		}, "term #0", func(t *testing.T, h *harness, _ []Action) {
+			if f := h.m.Acct.Figures; f.ForgedResults != 1 || f.PromptTokens != 0 || f.MalformedMessages != 0 || len(h.m.seen) != 0 {
 				t.Errorf("forged %d, tokens %d, malformed %d, seen %v: want one forged result, nothing counted", f.ForgedResults, f.PromptTokens, f.MalformedMessages, h.m.seen)
 			}
-			if h.m.verified[0] != "" {
-				t.Errorf("verified %q: the budget would release the named sample's reservation", h.m.verified[0])
+			if h.m.Verified[0] != "" {
+				t.Errorf("verified %q: the budget would release the named sample's reservation", h.m.Verified[0])
 			}
 		}},
-		{"forged: no token", func(h *harness) incoming {
+		{"forged: no token", func(h *harness) Incoming {
 			r := *h.queue[0]
 			r.Token = ""
-			return incoming{data: h.result(&r, right(0))}
-		}, "term #0", func(t *testing.T, h *harness, _ []action) {
-			if h.m.acct.ForgedResults != 1 {
+			return Incoming{Data: h.result(&r, right(0))}
+		}, "term #0", func(t *testing.T, h *harness, _ []Action) {
+			if h.m.Acct.ForgedResults != 1 {
 				t.Error("not counted forged")
 			}
 		}},
-		{"overclaim: counted as a red flag, charged at the bound", func(h *harness) incoming {
-			return incoming{data: h.resultWith(h.queue[0], right(0), func(r *schemas.SampleResult) {
+		{"overclaim: counted as a red flag, charged at the bound", func(h *harness) Incoming {
+			return Incoming{Data: h.resultWith(h.queue[0], right(0), func(r *schemas.SampleResult) {
 				r.PromptTokens, r.CompletionTokens = 50_000_000_000, 50_000_000_000
 			})}
-		}, "record 1, ack #0, publish 2/0", func(t *testing.T, h *harness, _ []action) {
-			f := h.m.acct.Figures
+		}, "record 1, ack #0, publish 2/0", func(t *testing.T, h *harness, _ []Action) {
+			f := h.m.Acct.Figures
 			wantPrompt := pricing.PromptTokensBound(walkPrompt(0))
 			if h.m.seen[0] != schemas.RedFlagOverclaim || f.OverclaimedResults != 1 ||
 				f.PromptTokens != wantPrompt || f.CompletionTokens != int64(h.m.spec.MaxOutputTokens) {
@@ -294,14 +296,14 @@ func TestMachineResults(t *testing.T) {
 		}},
 		// k=2: a vote leads by 1 with one sample uncounted, so nothing more
 		// is needed yet; a red flag counts for nobody and is replaced.
-		{"a vote", func(h *harness) incoming { return incoming{data: h.result(h.queue[0], right(0))} }, "record 1, ack #0",
-			func(t *testing.T, h *harness, _ []action) {
-				if h.m.verified[0] != h.sent[0].SampleID {
-					t.Errorf("verified %q, want the sample id %q (its reservation is released)", h.m.verified[0], h.sent[0].SampleID)
+		{"a vote", func(h *harness) Incoming { return Incoming{Data: h.result(h.queue[0], right(0))} }, "record 1, ack #0",
+			func(t *testing.T, h *harness, _ []Action) {
+				if h.m.Verified[0] != h.sent[0].SampleID {
+					t.Errorf("verified %q, want the sample id %q (its reservation is released)", h.m.Verified[0], h.sent[0].SampleID)
 				}
 			}},
-		{"a red flag", func(h *harness) incoming { return incoming{data: h.result(h.queue[0], "!parse")} }, "record 1, ack #0, publish 2/0",
-			func(t *testing.T, h *harness, _ []action) {
+		{"a red flag", func(h *harness) Incoming { return Incoming{Data: h.result(h.queue[0], "!parse")} }, "record 1, ack #0, publish 2/0",
+			func(t *testing.T, h *harness, _ []Action) {
 				if h.m.seen[0] != "parse" {
 					t.Error("red flag not held")
 				}
@@ -312,7 +314,7 @@ func TestMachineResults(t *testing.T) {
 			h := newHarness(t, spec(2, 100), 3, byIndex(rightAns))
 			h.start()
 			n := len(h.acts)
-			h.do(nil, h.m.onResults(h.now, []incoming{tc.msg(h)}))
+			h.do(nil, h.m.OnResults(h.now, []Incoming{tc.msg(h)}))
 			if got := strings.Join(h.acts[n:], ", "); got != tc.want {
 				t.Errorf("actions %q, want %q", got, tc.want)
 			}
@@ -343,41 +345,41 @@ func TestMachineRecordOutcomes(t *testing.T) {
 		h.start()
 		dup := *h.queue[0]
 		h.deliver(1)
-		h.do(nil, h.m.onResults(h.now, []incoming{{data: h.result(&dup, right(0))}}))
-		if h.m.acct.DuplicateResults != 1 {
-			t.Errorf("duplicates %d, want 1", h.m.acct.DuplicateResults)
+		h.do(nil, h.m.OnResults(h.now, []Incoming{{Data: h.result(&dup, right(0))}}))
+		if h.m.Acct.DuplicateResults != 1 {
+			t.Errorf("duplicates %d, want 1", h.m.Acct.DuplicateResults)
 		}
 	})
 	t.Run("stale: sampled again under a new epoch", func(t *testing.T) {
 		h := newHarness(t, spec(2, 100), 3, byIndex(rightAns))
 		h.start()
-		h.tally.Open(0, h.m.epoch+5) // another owner's epoch in Redis
-		epoch := h.m.epoch
+		h.tally.Open(0, h.m.Epoch+5) // another owner's epoch in Redis
+		epoch := h.m.Epoch
 		h.deliver(1)
-		if h.m.epoch != epoch+1 || h.m.dispatched != 2 {
-			t.Fatalf("epoch %d (was %d), dispatched %d: want a new epoch and a fresh wave", h.m.epoch, epoch, h.m.dispatched)
+		if h.m.Epoch != epoch+1 || h.m.dispatched != 2 {
+			t.Fatalf("epoch %d (was %d), dispatched %d: want a new epoch and a fresh wave", h.m.Epoch, epoch, h.m.dispatched)
 		}
-		if h.m.acct.LateSamples != 1 {
-			t.Errorf("late %d: the stale answer is waste", h.m.acct.LateSamples)
+		if h.m.Acct.LateSamples != 1 {
+			t.Errorf("late %d: the stale answer is waste", h.m.Acct.LateSamples)
 		}
 	})
 	t.Run("record failed: handed back", func(t *testing.T) {
 		h := newHarness(t, spec(2, 100), 3, byIndex(rightAns))
 		h.start()
-		acts := h.m.onResults(h.now, []incoming{{data: h.result(h.queue[0], right(0))}})
-		if len(acts) != 1 || acts[0].kind != actRecord {
+		acts := h.m.OnResults(h.now, []Incoming{{Data: h.result(h.queue[0], right(0))}})
+		if len(acts) != 1 || acts[0].Kind != ActRecord {
 			t.Fatalf("actions %s", describe(acts))
 		}
-		acts, err := h.m.recordFailed(h.now, errFake)
-		if err != nil || describe(acts) != "nak #0" || h.m.acct.PromptTokens != 0 {
-			t.Errorf("actions %s, err %v, tokens %d: want the result handed back, unaccounted", describe(acts), err, h.m.acct.PromptTokens)
+		acts, err := h.m.RecordFailed(h.now, errFake)
+		if err != nil || describe(acts) != "nak #0" || h.m.Acct.PromptTokens != 0 {
+			t.Errorf("actions %s, err %v, tokens %d: want the result handed back, unaccounted", describe(acts), err, h.m.Acct.PromptTokens)
 		}
 	})
 	t.Run("tally gone: acked and sampled again", func(t *testing.T) {
 		h := newHarness(t, spec(2, 100), 3, byIndex(rightAns))
 		h.start()
-		h.m.onResults(h.now, []incoming{{data: h.result(h.queue[0], right(0))}})
-		acts, err := h.m.recordFailed(h.now, store.ErrNoStep)
+		h.m.OnResults(h.now, []Incoming{{Data: h.result(h.queue[0], right(0))}})
+		acts, err := h.m.RecordFailed(h.now, store.ErrNoStep)
 		if err != nil || describe(acts) != "ack #0, open, publish 0/0, publish 1/0" {
 			t.Errorf("actions %s, err %v", describe(acts), err)
 		}
@@ -405,7 +407,7 @@ func TestMachineBoundary(t *testing.T) {
 			h := newHarness(t, spec(1, 100), tc.steps, byIndex(rightAns))
 			h.m.every = tc.every
 			h.start()
-			h.m.control = tc.control
+			h.m.Control = tc.control
 			n := len(h.acts)
 			h.deliver(1)
 			got := strings.Join(h.acts[n:], ", ")
@@ -415,8 +417,8 @@ func TestMachineBoundary(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("after the decision: %q, want %q", got, tc.want)
 			}
-			if tc.end != "" && (h.m.end == nil || h.m.end.state != tc.end) {
-				t.Errorf("end %+v, want %s", h.m.end, tc.end)
+			if tc.end != "" && (h.m.End == nil || h.m.End.State != tc.end) {
+				t.Errorf("end %+v, want %s", h.m.End, tc.end)
 			}
 		})
 	}
@@ -434,7 +436,7 @@ func TestMachineOverdue(t *testing.T) {
 	for range 8 {
 		for {
 			now = now.Add(time.Second)
-			if acts := h.m.onTick(now); len(acts) > 0 {
+			if acts := h.m.OnTick(now); len(acts) > 0 {
 				at = append(at, now.Sub(t0))
 				h.do(nil, acts)
 				break
@@ -448,8 +450,8 @@ func TestMachineOverdue(t *testing.T) {
 			t.Errorf("attempt %d after %v, want %v", i+1, d, want[i]*timeout)
 		}
 	}
-	if h.m.acct.Resampled != 8 {
-		t.Errorf("resampled %d, want 8", h.m.acct.Resampled)
+	if h.m.Acct.Resampled != 8 {
+		t.Errorf("resampled %d, want 8", h.m.Acct.Resampled)
 	}
 }
 
@@ -475,10 +477,10 @@ func TestMachineEscalation(t *testing.T) {
 		h.start()
 		h.run()
 		types := journalKinds(h.entries)
-		if types != "escalation/stronger_model decision/stronger_model" || h.m.end == nil || h.m.end.state != schemas.StateSolved {
-			t.Fatalf("journal %s, end %+v", types, h.m.end)
+		if types != "escalation/stronger_model decision/stronger_model" || h.m.End == nil || h.m.End.State != schemas.StateSolved {
+			t.Fatalf("journal %s, end %+v", types, h.m.End)
 		}
-		f := h.m.acct.Figures
+		f := h.m.Acct.Figures
 		if f.Escalations != 1 || f.Samples != 6 || f.MaxSamplesInStep != 6 || f.StrongerPromptTokens != 200 {
 			t.Errorf("figures %+v: want 1 escalation, 4+2 samples in the step, the stronger model's 2 calls priced apart", f)
 		}
@@ -504,7 +506,7 @@ func TestMachineEscalation(t *testing.T) {
 		if k := journalKinds(h.entries); k != "escalation/panel arbiter/panel" {
 			t.Fatalf("journal %s", k)
 		}
-		if f := h.m.acct.Figures; f.ArbiterDecisions != 1 || f.ArbiterCostUSD != 0.5 || f.Samples != 4 || len(f.ArbiterSteps) != 1 {
+		if f := h.m.Acct.Figures; f.ArbiterDecisions != 1 || f.ArbiterCostUSD != 0.5 || f.Samples != 4 || len(f.ArbiterSteps) != 1 {
 			t.Errorf("figures %+v", f)
 		}
 	})
@@ -517,13 +519,13 @@ func TestMachineEscalation(t *testing.T) {
 		}
 		h.start()
 		h.run()
-		if h.human != "unsure" || !h.m.halted() || h.m.rung != schemas.RungPanel {
-			t.Fatalf("needs-human %q, halted %v, rung %q: want a pause for a person on the panel's rung", h.human, h.m.halted(), h.m.rung)
+		if h.human != "unsure" || !h.m.Halted() || h.m.Rung != schemas.RungPanel {
+			t.Fatalf("needs-human %q, halted %v, rung %q: want a pause for a person on the panel's rung", h.human, h.m.Halted(), h.m.Rung)
 		}
 		// A person's answer decides the step.
-		acts, ok := h.m.person(h.now, schemas.PersonDecision{Step: 0, VoteKey: right(0), By: "alice"})
-		if !ok || describe(acts) != "journal arbiter/person" || h.m.step != 1 {
-			t.Errorf("person: %s, ok %v, step %d", describe(acts), ok, h.m.step)
+		acts, ok := h.m.Person(h.now, schemas.PersonDecision{Step: 0, VoteKey: right(0), By: "alice"})
+		if !ok || describe(acts) != "journal arbiter/person" || h.m.Step != 1 {
+			t.Errorf("person: %s, ok %v, step %d", describe(acts), ok, h.m.Step)
 		}
 	})
 	t.Run("no candidate: a person", func(t *testing.T) {
@@ -542,11 +544,11 @@ func TestMachineEscalation(t *testing.T) {
 		h := newHarness(t, s, 1, split)
 		h.start()
 		h.run()
-		e := h.m.end
-		if e == nil || e.state != schemas.StateNoConsensus || e.noConsensus.Rung != schemas.RungStrongerModel || len(e.noConsensus.Prior) != 1 {
+		e := h.m.End
+		if e == nil || e.State != schemas.StateNoConsensus || e.NoConsensus.Rung != schemas.RungStrongerModel || len(e.NoConsensus.Prior) != 1 {
 			t.Fatalf("end %+v", e)
 		}
-		if f := h.m.acct.Figures; f.Samples != 8 || f.MaxSamplesInStep != 8 {
+		if f := h.m.Acct.Figures; f.Samples != 8 || f.MaxSamplesInStep != 8 {
 			t.Errorf("figures %+v: both rungs' samples belong to the step", f)
 		}
 	})
@@ -583,8 +585,8 @@ func TestMachineReplayResumesRung(t *testing.T) {
 	}
 	h.entries = upTo
 	r := replayed(t, h)
-	if r.rung != schemas.RungStrongerModel || len(r.prior) != 1 || r.capN != 6 || r.step != 0 {
-		t.Errorf("replayed rung %q prior %d cap %d step %d", r.rung, len(r.prior), r.capN, r.step)
+	if r.Rung != schemas.RungStrongerModel || len(r.prior) != 1 || r.capN != 6 || r.Step != 0 {
+		t.Errorf("replayed rung %q prior %d cap %d step %d", r.Rung, len(r.prior), r.capN, r.Step)
 	}
 }
 
@@ -596,18 +598,18 @@ func TestMachineLateAndDuplicateTokens(t *testing.T) {
 	h.start()
 	first := *h.queue[0]
 	h.deliver(1) // decides step 0
-	tokens := h.m.acct.PromptTokens
-	h.do(nil, h.m.onResults(h.now, []incoming{{data: h.result(&first, right(0))}}))
-	if h.m.acct.PromptTokens != tokens || h.m.acct.LateSamples != 0 {
-		t.Errorf("a copy of a counted answer: tokens %d → %d, late %d", tokens, h.m.acct.PromptTokens, h.m.acct.LateSamples)
+	tokens := h.m.Acct.PromptTokens
+	h.do(nil, h.m.OnResults(h.now, []Incoming{{Data: h.result(&first, right(0))}}))
+	if h.m.Acct.PromptTokens != tokens || h.m.Acct.LateSamples != 0 {
+		t.Errorf("a copy of a counted answer: tokens %d → %d, late %d", tokens, h.m.Acct.PromptTokens, h.m.Acct.LateSamples)
 	}
 	h.run()
 	var sum schemas.Figures
 	for _, e := range h.entries {
 		sum.Add(e.Work.Figures)
 	}
-	if !sameFigures(sum, h.m.acct.Figures) {
-		t.Errorf("entries add up to %+v, figures %+v", sum, h.m.acct.Figures)
+	if !sameFigures(sum, h.m.Acct.Figures) {
+		t.Errorf("entries add up to %+v, figures %+v", sum, h.m.Acct.Figures)
 	}
 }
 
@@ -619,7 +621,7 @@ func TestAccountsDeltaNeverNegative(t *testing.T) {
 	var a accounts
 	var journaled schemas.Figures
 	entry := func() schemas.Figures {
-		d := a.delta().Figures
+		d := a.Delta().Figures
 		journaled.Add(d)
 		return d
 	}

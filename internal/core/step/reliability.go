@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 import (
 	"math"
@@ -41,33 +41,33 @@ type reliability struct {
 const fullRecord = "the job's decision journal (stream MAKER_JOURNAL): one entry per step with its votes, tally, red flags and k; GET /v1/jobs/{id}/steps streams it"
 
 // initReliability readies the state of a new machine.
-func (m *machine) initReliability() {
+func (m *Machine) initReliability() {
 	m.rel = reliability{at: -1, unreachedAt: -2, noisyAt: -1}
 }
 
-// k is the open step's margin: the job's K, or with a reliability target
+// K is the open step's margin: the job's K, or with a reliability target
 // the adaptive one (chooseMargin).
-func (m *machine) k() int {
+func (m *Machine) K() int {
 	m.openReliability()
 	return m.rel.k
 }
 
 // openReliability chooses the open step's margin and correlation
 // threshold, once per step, from the decided steps.
-func (m *machine) openReliability() {
+func (m *Machine) openReliability() {
 	r := &m.rel
-	if r.at == m.step {
+	if r.at == m.Step {
 		return
 	}
 	_, lo, _ := m.estimate()
-	r.at, r.pLow = m.step, lo
+	r.at, r.pLow = m.Step, lo
 	r.k = m.chooseMargin(lo)
 	r.q = m.threshold(r.k, lo)
 }
 
 // estimate is p̂ with its Wilson interval at relConfidence: the decided
 // steps' votes, the job's p_estimate as priorWeight votes.
-func (m *machine) estimate() (est, lo, hi float64) {
+func (m *Machine) estimate() (est, lo, hi float64) {
 	right, n := float64(m.rel.rec.RightVotes), float64(m.rel.rec.RightVotes+m.rel.rec.WrongVotes)
 	if p0 := m.spec.PEstimate; p0 > 0 {
 		right += priorWeight * p0
@@ -78,8 +78,8 @@ func (m *machine) estimate() (est, lo, hi float64) {
 
 // totalSteps is how many steps the job may take: the task's, or its step
 // limit.
-func (m *machine) totalSteps() int64 {
-	total := m.inst.TotalSteps()
+func (m *Machine) totalSteps() int64 {
+	total := m.Inst.TotalSteps()
 	if l := m.spec.StepLimit; l > 0 && l < total {
 		total = l
 	}
@@ -93,7 +93,7 @@ func (m *machine) totalSteps() int64 {
 // is as low as its bound; never below the job's K (its submitter chose
 // a cap that holds it). While the evidence is thin (p_low near 0.5) this
 // keeps k near K instead of leaping to the margin a loose bound asks for.
-func (m *machine) kCeil(pLow float64) int {
+func (m *Machine) kCeil(pLow float64) int {
 	limit := m.spec.MaxSamplesPerStep
 	if e := m.spec.Escalation; e != nil && e.StrongerModel != "" {
 		limit = min(limit, m.policy().StrongerSamples)
@@ -110,7 +110,7 @@ func (m *machine) kCeil(pLow float64) int {
 // k in [KFloor, kCeil] that keeps Π p_vote(pLow, k_i) over the steps the
 // bound covers times p_vote(pLow, k)^(steps left) at or above the target
 // (chooseK); K while the votes cannot bound p above 0.5.
-func (m *machine) chooseMargin(pLow float64) int {
+func (m *Machine) chooseMargin(pLow float64) int {
 	s := &m.spec
 	if s.ReliabilityTarget == 0 {
 		return s.K
@@ -124,14 +124,14 @@ func (m *machine) chooseMargin(pLow float64) int {
 	for _, c := range m.rel.rec.KSteps {
 		logPast += float64(c.Steps) * plan.LogPVote(pLow, c.K)
 	}
-	left := max(m.totalSteps()-m.step, 1)
+	left := max(m.totalSteps()-m.Step, 1)
 	k, reached := plan.ChooseK(pLow, logPast, left, s.ReliabilityTarget, lo, hi)
-	if !reached && m.rel.unreachedAt != m.step-1 {
+	if !reached && m.rel.unreachedAt != m.Step-1 {
 		m.log.Warn("reliability target out of reach at the current estimate of p: holding the steps left to the target on their own",
-			"step", m.step, "target", s.ReliabilityTarget, "p_low", pLow, "k", k, "k_ceiling", hi)
+			"step", m.Step, "target", s.ReliabilityTarget, "p_low", pLow, "k", k, "k_ceiling", hi)
 	}
 	if !reached {
-		m.rel.unreachedAt = m.step
+		m.rel.unreachedAt = m.Step
 	}
 	return k
 }
@@ -141,7 +141,7 @@ func (m *machine) chooseMargin(pLow float64) int {
 // undecided with chance at most falseAlarm (raceQuantile, the valid
 // fraction at its lower bound). 0: no test (p not bounded above 0.5, or
 // no threshold below the sample cap).
-func (m *machine) threshold(k int, pLow float64) int {
+func (m *Machine) threshold(k int, pLow float64) int {
 	if !(pLow > 0.5) {
 		return 0
 	}
@@ -167,8 +167,8 @@ func (m *machine) threshold(k int, pLow float64) int {
 // prompt (variants in turn), at the job's decorrelation temperature and
 // from the job's models in turn. The decision depends on the index alone,
 // so answers arriving in any order give the same requests.
-func (m *machine) decorrelate(req *schemas.SampleRequest) {
-	if req.Step != m.step || m.rung != "" || !m.spec.Decorrelating() {
+func (m *Machine) decorrelate(req *schemas.SampleRequest) {
+	if req.Step != m.Step || m.Rung != "" || !m.spec.Decorrelating() {
 		return
 	}
 	m.openReliability()
@@ -184,10 +184,10 @@ func (m *machine) decorrelate(req *schemas.SampleRequest) {
 	if ms := m.spec.Models; len(ms) > 0 {
 		req.Model = ms[n%len(ms)]
 	}
-	if m.rel.noisyAt != m.step {
-		m.rel.noisyAt = m.step
+	if m.rel.noisyAt != m.Step {
+		m.rel.noisyAt = m.Step
 		m.log.Warn("correlated errors? the step runs past what p predicts: decorrelating its remaining samples",
-			"step", m.step, "k", m.rel.k, "threshold", q, "p_low", m.rel.pLow)
+			"step", m.Step, "k", m.rel.k, "threshold", q, "p_low", m.rel.pLow)
 	}
 }
 
@@ -197,7 +197,7 @@ func (m *machine) decorrelate(req *schemas.SampleRequest) {
 // test, the histograms and the exceptional steps. live adds the
 // correlated counts to the figures (a replay has them from the entries'
 // changes).
-func (m *machine) noteDecision(e *schemas.JournalEntry, live bool) {
+func (m *Machine) noteDecision(e *schemas.JournalEntry, live bool) {
 	m.openReliability()
 	r := &m.rel
 	k, q := r.k, r.q
@@ -243,8 +243,8 @@ func (m *machine) noteDecision(e *schemas.JournalEntry, live bool) {
 			st.Decorrelated = st.Counted - q
 		}
 		if live {
-			m.acct.CorrelatedSteps++
-			m.acct.DecorrelatedSamples += int64(st.Decorrelated)
+			m.Acct.CorrelatedSteps++
+			m.Acct.DecorrelatedSamples += int64(st.Decorrelated)
 			m.log.Warn("correlated step: many more samples than p predicts before consensus",
 				"step", e.Step, "samples", st.Counted, "threshold", q, "k", k, "candidates", st.Candidates, "decorrelated", st.Decorrelated)
 		}
@@ -261,7 +261,7 @@ func (m *machine) noteDecision(e *schemas.JournalEntry, live bool) {
 
 // restoreReliability goes on from a checkpoint's receipt (nil: a
 // checkpoint of an older release; the evidence starts again).
-func (m *machine) restoreReliability(rec *schemas.Receipt) {
+func (m *Machine) restoreReliability(rec *schemas.Receipt) {
 	m.initReliability()
 	if rec != nil {
 		m.rel.rec = *rec.Clone()
@@ -269,7 +269,7 @@ func (m *machine) restoreReliability(rec *schemas.Receipt) {
 }
 
 // receipt is the job's reliability receipt as the decided steps stand.
-func (m *machine) receipt() *schemas.Receipt {
+func (m *Machine) receipt() *schemas.Receipt {
 	rec := m.rel.rec.Clone()
 	if p0 := m.spec.PEstimate; p0 > 0 {
 		rec.PriorP, rec.PriorWeight = p0, priorWeight
@@ -283,7 +283,7 @@ func (m *machine) receipt() *schemas.Receipt {
 		rec.KFloor = m.spec.Floor()
 	}
 	rec.BoundAchieved = boundAt(rec.PLow, rec.KSteps)
-	rec.CorrelatedSteps, rec.DecorrelatedSamples = m.acct.CorrelatedSteps, m.acct.DecorrelatedSamples
+	rec.CorrelatedSteps, rec.DecorrelatedSamples = m.Acct.CorrelatedSteps, m.Acct.DecorrelatedSamples
 	rec.FalseAlarmRate = falseAlarm
 	rec.FullRecord = fullRecord
 	for _, s := range []*[]schemas.Bucket{&rec.VotesHistogram, &rec.DissentHistogram, &rec.RedFlagHistogram} {

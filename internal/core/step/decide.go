@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 import (
 	"errors"
@@ -14,25 +14,25 @@ import (
 // told (when some of the step's requests are still out), the decision is
 // journaled (fenced by the lease) and applied, and the job moves on from
 // the winner's own next state.
-func (m *machine) decide(now time.Time, d *vote.Decision) ([]action, error) {
-	acts := m.crash(nil, CrashAfterCount, m.step)
+func (m *Machine) decide(now time.Time, d *vote.Decision) ([]Action, error) {
+	acts := m.crash(nil, CrashAfterCount, m.Step)
 	// With none out, the usual case since waves never overshoot, there is
 	// nothing to skip and the event is saved.
 	if m.published > m.answered {
-		acts = append(acts, action{kind: actAnnounce, decided: &schemas.StepDecided{
+		acts = append(acts, Action{Kind: ActAnnounce, Decided: &schemas.StepDecided{
 			Header: schemas.NewHeader(schemas.KindStepDecided),
-			Tenant: m.spec.Tenant, JobID: m.spec.JobID, Step: m.step, Epoch: m.epoch,
+			Tenant: m.spec.Tenant, JobID: m.spec.JobID, Step: m.Step, Epoch: m.Epoch,
 			VoteKey: d.Winner, Votes: d.Votes, Lead: d.Lead, Samples: d.Counted, RedFlagged: d.RedFlagged,
 			Tally: d.Tally, DecidedAt: now.UTC(),
 		}})
 	}
 	// Answers recorded beyond the deciding one were drawn for nothing.
-	m.acct.LateSamples += int64(max(0, len(m.seen)-d.Counted))
-	e := m.entry(now, schemas.EntryDecision)
+	m.Acct.LateSamples += int64(max(0, len(m.seen)-d.Counted))
+	e := m.Entry(now, schemas.EntryDecision)
 	e.VoteKey, e.Votes, e.Lead, e.Counted, e.Valid, e.RedFlagged = d.Winner, d.Votes, d.Lead, d.Counted, d.Valid, d.RedFlagged
 	e.Tally, e.RedFlags = d.Tally, m.redFlags(d.Counted)
-	if m.rung != "" {
-		e.Rung, e.Prior = m.rung, m.prior
+	if m.Rung != "" {
+		e.Rung, e.Prior = m.Rung, m.prior
 	}
 	more, err := m.commit(now, &e, d.Counted)
 	return append(acts, more...), err
@@ -45,7 +45,7 @@ func (m *machine) decide(now time.Time, d *vote.Decision) ([]action, error) {
 // a checkpoint, or the end) waits for it, so the journal never runs ahead
 // of itself, and a lost append stops the job before anything of the next
 // step is journaled.
-func (m *machine) commit(now time.Time, e *schemas.JournalEntry, counted int) ([]action, error) {
+func (m *Machine) commit(now time.Time, e *schemas.JournalEntry, counted int) ([]Action, error) {
 	m.notePrev(counted)
 	if err := m.apply(e, false); err != nil {
 		if errors.Is(err, task.ErrEval) {
@@ -53,22 +53,22 @@ func (m *machine) commit(now time.Time, e *schemas.JournalEntry, counted int) ([
 		}
 		return nil, err
 	}
-	e.Work = m.acct.delta()
-	acts := []action{{kind: actJournal, entry: e}}
+	e.Work = m.Acct.Delta()
+	acts := []Action{{Kind: ActJournal, Entry: e}}
 	if e.Type == schemas.EntryArbiter {
 		// No vote closed the step, so no script opened the next one.
-		acts = append(acts, m.open())
+		acts = append(acts, m.Open())
 	}
-	acts = m.crash(acts, CrashAfterJournal, m.step-1)
-	more, err := m.moveOn(now)
+	acts = m.crash(acts, CrashAfterJournal, m.Step-1)
+	more, err := m.MoveOn(now)
 	return append(acts, more...), err
 }
 
 // notePrev remembers the open step, about to be decided, and what its
 // rung recorded (counted of them counted), to recognise its answers
 // delivered again.
-func (m *machine) notePrev(counted int) {
-	m.prev.step, m.prev.epoch, m.prev.counted = m.step, m.epoch, counted
+func (m *Machine) notePrev(counted int) {
+	m.prev.step, m.prev.epoch, m.prev.counted = m.Step, m.Epoch, counted
 	clear(m.prev.seen)
 	for idx := range m.seen {
 		m.prev.seen[idx] = true
@@ -80,27 +80,27 @@ func (m *machine) notePrev(counted int) {
 // entries carry their figures) the figures. The next step starts from the
 // state in the winning answer (task.Instance.Next), never from one
 // recomputed by code; the verifier only counts wrong steps.
-func (m *machine) apply(e *schemas.JournalEntry, replay bool) error {
-	if e.Step != m.step {
-		return fmt.Errorf("decision for step %d where step %d was expected", e.Step, m.step)
+func (m *Machine) apply(e *schemas.JournalEntry, replay bool) error {
+	if e.Step != m.Step {
+		return fmt.Errorf("decision for step %d where step %d was expected", e.Step, m.Step)
 	}
 	vote := task.Vote{Key: e.VoteKey}
-	next, err := m.inst.Next(m.state, vote)
+	next, err := m.Inst.Next(m.State, vote)
 	if err != nil {
-		return fmt.Errorf("coordinator: step %d: next state from the winning vote: %w", m.step, err)
+		return fmt.Errorf("coordinator: step %d: next state from the winning vote: %w", m.Step, err)
 	}
 	if !replay {
 		if err := m.countDecision(e, vote); err != nil {
 			return err
 		}
 	}
-	m.trace.Write([]byte(e.VoteKey))
-	m.trace.Write([]byte{'\n'})
-	m.state = next
-	m.step++
+	m.Trace.Write([]byte(e.VoteKey))
+	m.Trace.Write([]byte{'\n'})
+	m.State = next
+	m.Step++
 	m.climb("", nil)
 	for at := range m.strongerAt {
-		if at[0] < m.step-1 { // answers this late are rare: priced as the job's model
+		if at[0] < m.Step-1 { // answers this late are rare: priced as the job's model
 			delete(m.strongerAt, at)
 		}
 	}
@@ -111,23 +111,23 @@ func (m *machine) apply(e *schemas.JournalEntry, replay bool) error {
 
 // countDecision adds a decided step to the figures. A verifier that cannot
 // judge the step (a spec's reference failing) is an error.
-func (m *machine) countDecision(e *schemas.JournalEntry, vote task.Vote) error {
-	f := &m.acct.Figures
+func (m *Machine) countDecision(e *schemas.JournalEntry, vote task.Vote) error {
+	f := &m.Acct.Figures
 	if m.verifier != nil {
-		err := m.verifier.Verify(m.state, vote)
+		err := m.verifier.Verify(m.State, vote)
 		if errors.Is(err, task.ErrEval) {
-			return fmt.Errorf("coordinator: step %d: verifier: %w", m.step, err)
+			return fmt.Errorf("coordinator: step %d: verifier: %w", m.Step, err)
 		}
 		if err != nil {
 			f.Errors++
 			if len(f.ErrorSteps) < maxErrorSteps {
-				f.ErrorSteps = append(f.ErrorSteps, m.step)
+				f.ErrorSteps = append(f.ErrorSteps, m.Step)
 			}
-			m.log.Warn("verifier: wrong step decided", "step", m.step, "err", err)
+			m.log.Warn("verifier: wrong step decided", "step", m.Step, "err", err)
 		}
 	}
 	f.Steps++
-	m.countStep(m.step, e.Counted, e.Valid, e.RedFlagged, e.RedFlags, e.Prior)
+	m.countStep(m.Step, e.Counted, e.Valid, e.RedFlagged, e.RedFlags, e.Prior)
 	switch {
 	case e.Type == schemas.EntryArbiter:
 		f.ArbiterDecisions++
@@ -135,7 +135,7 @@ func (m *machine) countDecision(e *schemas.JournalEntry, vote task.Vote) error {
 			f.ArbiterCostUSD += e.Arbiter.CostUSD
 		}
 		if len(f.ArbiterSteps) < maxErrorSteps {
-			f.ArbiterSteps = append(f.ArbiterSteps, m.step)
+			f.ArbiterSteps = append(f.ArbiterSteps, m.Step)
 		}
 	case e.Rung == schemas.RungStrongerModel:
 		f.Escalations++
@@ -146,42 +146,42 @@ func (m *machine) countDecision(e *schemas.JournalEntry, vote task.Vote) error {
 	return nil
 }
 
-// moveOn goes on from a decision applied, with the next step open in
+// MoveOn goes on from a decision applied, with the next step open in
 // Redis: the job ends after its last step; else a checkpoint when one is
 // due, a pause or cancel asked for, and the next step's first wave.
-func (m *machine) moveOn(now time.Time) ([]action, error) {
-	if acts := m.endIfOver(); acts != nil {
+func (m *Machine) MoveOn(now time.Time) ([]Action, error) {
+	if acts := m.EndIfOver(); acts != nil {
 		return acts, nil
 	}
-	var acts []action
-	if m.sinceCkpt++; m.sinceCkpt >= m.every {
-		acts = append(acts, action{kind: actCheckpoint})
+	var acts []Action
+	if m.SinceCkpt++; m.SinceCkpt >= m.every {
+		acts = append(acts, Action{Kind: ActCheckpoint})
 	}
-	if more := m.obeyControl(); more != nil {
+	if more := m.ObeyControl(); more != nil {
 		return append(acts, more...), nil
 	}
-	more, err := m.topUp(now)
+	more, err := m.TopUp(now)
 	return append(acts, more...), err
 }
 
-// obeyControl acts on a pause or cancel asked for the job, at a step
+// ObeyControl acts on a pause or cancel asked for the job, at a step
 // boundary: a pause checkpoints and stops; a cancel ends the job,
 // cancelled. nil: run on.
-func (m *machine) obeyControl() []action {
-	switch m.control {
+func (m *Machine) ObeyControl() []Action {
+	switch m.Control {
 	case schemas.ControlPause:
-		m.dropAhead(0)
-		m.paused = true
-		return []action{{kind: actCheckpoint}, {kind: actPause}}
+		m.DropAhead(0)
+		m.Paused = true
+		return []Action{{Kind: ActCheckpoint}, {Kind: ActPause}}
 	case schemas.ControlCancel:
 		m.abandonLadder()
-		return m.finish(schemas.StateCancelled, fmt.Sprintf("cancelled at step %d", m.step), nil)
+		return m.finish(schemas.StateCancelled, fmt.Sprintf("cancelled at step %d", m.Step), nil)
 	}
 	return nil
 }
 
-// endIfOver ends the job when its chain is over (nil: it is not).
-func (m *machine) endIfOver() []action {
+// EndIfOver ends the job when its chain is over (nil: it is not).
+func (m *Machine) EndIfOver() []Action {
 	over, err := m.over()
 	switch {
 	case err != nil:
@@ -194,34 +194,34 @@ func (m *machine) endIfOver() []action {
 
 // atGoal ends the job where the chain is over: solved when the goal is
 // reached and the verifier found no wrong step.
-func (m *machine) atGoal() []action {
-	errs := m.acct.Errors
+func (m *Machine) atGoal() []Action {
+	errs := m.Acct.Errors
 	switch {
-	case m.inst.Done(m.state) && errs == 0:
+	case m.Inst.Done(m.State) && errs == 0:
 		return m.finish(schemas.StateSolved, "", nil)
-	case m.inst.Done(m.state):
+	case m.Inst.Done(m.State):
 		return m.finish(schemas.StateUnsolved, fmt.Sprintf("reached the goal, but the verifier found %d wrong steps", errs), nil)
-	case m.spec.StepLimit > 0 && m.step >= m.spec.StepLimit && m.step < m.inst.TotalSteps():
-		return m.finish(schemas.StateUnsolved, fmt.Sprintf("stopped at the job's step limit, %d steps (%d wrong steps)", m.step, errs), nil)
+	case m.spec.StepLimit > 0 && m.Step >= m.spec.StepLimit && m.Step < m.Inst.TotalSteps():
+		return m.finish(schemas.StateUnsolved, fmt.Sprintf("stopped at the job's step limit, %d steps (%d wrong steps)", m.Step, errs), nil)
 	default:
-		return m.finish(schemas.StateUnsolved, fmt.Sprintf("not at the goal after %d steps (%d wrong steps)", m.acct.Steps, errs), nil)
+		return m.finish(schemas.StateUnsolved, fmt.Sprintf("not at the goal after %d steps (%d wrong steps)", m.Acct.Steps, errs), nil)
 	}
 }
 
 // failEval ends the job failed at the open step: the task's own logic (a
 // spec's expression or template) failed there. Trying again cannot help.
-func (m *machine) failEval(err error) []action {
-	m.log.Error("the task failed at this step: ending the job", "step", m.step, "err", err)
-	return m.finish(schemas.StateFailed, fmt.Sprintf("the task failed at step %d: %v", m.step, err), nil)
+func (m *Machine) failEval(err error) []Action {
+	m.log.Error("the task failed at this step: ending the job", "step", m.Step, "err", err)
+	return m.finish(schemas.StateFailed, fmt.Sprintf("the task failed at step %d: %v", m.Step, err), nil)
 }
 
 // finish ends the job.
-func (m *machine) finish(state, reason string, nc *schemas.NoConsensus) []action {
-	m.dropAhead(0)
-	m.end = &ending{state: state, reason: reason, noConsensus: nc}
-	return []action{{kind: actEnd}}
+func (m *Machine) finish(state, reason string, nc *schemas.NoConsensus) []Action {
+	m.DropAhead(0)
+	m.End = &Ending{State: state, Reason: reason, NoConsensus: nc}
+	return []Action{{Kind: ActEnd}}
 }
 
-// halted reports whether the job has ended or stopped at this boundary
+// Halted reports whether the job has ended or stopped at this boundary
 // (paused, or waiting for a person): nothing more is to be done.
-func (m *machine) halted() bool { return m.end != nil || m.paused }
+func (m *Machine) Halted() bool { return m.End != nil || m.Paused }

@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 import (
 	"encoding/json"
@@ -69,7 +69,7 @@ type script func(req *schemas.SampleRequest) string
 // delivers answers when told to.
 type harness struct {
 	t       testing.TB
-	m       *machine
+	m       *Machine
 	tally   vote.Tally // the rule Redis runs, in memory
 	now     time.Time
 	queue   []*schemas.SampleRequest // published, not yet answered
@@ -100,9 +100,9 @@ func harnessFor(t testing.TB, spec schemas.JobSpec, inst task.Instance, answer s
 	if err := spec.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	m := newMachine(spec, inst, machineConfig{token: 1, owner: "c1", checkpointEvery: 1000})
+	m := New(spec, inst, Config{Token: 1, Owner: "c1", CheckpointEvery: 1000})
 	h := &harness{t: t, m: m, now: time.Unix(1_700_000_000, 0), answer: answer}
-	h.do(nil, []action{m.open()})
+	h.do(nil, []Action{m.Open()})
 	return h
 }
 
@@ -114,60 +114,60 @@ func spec(k, maxSamples int) schemas.JobSpec {
 // start runs the first wave.
 func (h *harness) start() {
 	h.t.Helper()
-	acts, err := h.m.topUp(h.now)
+	acts, err := h.m.TopUp(h.now)
 	h.do(err, acts)
 }
 
-func (h *harness) do(err error, acts []action) {
+func (h *harness) do(err error, acts []Action) {
 	h.t.Helper()
 	if err != nil {
 		h.t.Fatalf("machine: %v", err)
 	}
 	for _, a := range acts {
 		h.acts = append(h.acts, a.String())
-		switch a.kind {
-		case actPublish:
-			h.queue = append(h.queue, a.req)
-			h.sent = append(h.sent, a.req)
-		case actRecord:
-			outs := make([]vote.RecordResult, len(a.samples))
-			for i, s := range a.samples {
-				res, err := h.tally.Record(s, h.m.k())
+		switch a.Kind {
+		case ActPublish:
+			h.queue = append(h.queue, a.Req)
+			h.sent = append(h.sent, a.Req)
+		case ActRecord:
+			outs := make([]vote.RecordResult, len(a.Samples))
+			for i, s := range a.Samples {
+				res, err := h.tally.Record(s, h.m.K())
 				if err != nil {
 					h.t.Fatalf("record: %v", err)
 				}
 				outs[i] = res
 			}
-			more, err := h.m.recorded(h.now, outs)
+			more, err := h.m.Recorded(h.now, outs)
 			h.do(err, more)
-		case actJournal:
-			if err := a.entry.Validate(); err != nil {
-				h.t.Fatalf("journal entry %s does not validate: %v", a.entry.Type, err)
+		case ActJournal:
+			if err := a.Entry.Validate(); err != nil {
+				h.t.Fatalf("journal entry %s does not validate: %v", a.Entry.Type, err)
 			}
-			h.entries = append(h.entries, *a.entry)
-		case actOpenStep:
+			h.entries = append(h.entries, *a.Entry)
+		case ActOpenStep:
 			// A later epoch already open refuses, as in Redis: the
 			// machine then reads its samples as stale.
-			if _, _, err := h.tally.Open(h.m.step, h.m.epoch); err != nil && !errors.Is(err, vote.ErrStaleOpen) {
+			if _, _, err := h.tally.Open(h.m.Step, h.m.Epoch); err != nil && !errors.Is(err, vote.ErrStaleOpen) {
 				h.t.Fatalf("open: %v", err)
 			}
-		case actCloseStep:
-			tally, _, err := h.tally.Close(h.m.step, h.m.epoch)
+		case ActCloseStep:
+			tally, _, err := h.tally.Close(h.m.Step, h.m.Epoch)
 			if err != nil {
 				h.t.Fatalf("close: %v", err)
 			}
-			more, err := h.m.closed(h.now, tally)
+			more, err := h.m.Closed(h.now, tally)
 			h.do(err, more)
-		case actArbitrate:
-			h.arbs = append(h.arbs, a.arb)
+		case ActArbitrate:
+			h.arbs = append(h.arbs, a.Arb)
 			if h.arbiter != nil {
-				more, err := h.m.arbitrated(h.now, h.arbiter(a.arb))
+				more, err := h.m.Arbitrated(h.now, h.arbiter(a.Arb))
 				h.do(err, more)
 			}
-		case actPause:
+		case ActPause:
 			h.paused = true
-		case actNeedsHuman:
-			h.human = a.reason
+		case ActNeedsHuman:
+			h.human = a.Reason
 		}
 	}
 }
@@ -181,15 +181,15 @@ func (h *harness) deliver(n int) {
 	}
 	batch := h.queue[:n]
 	h.queue = h.queue[n:]
-	in := make([]incoming, len(batch))
+	in := make([]Incoming, len(batch))
 	for i, req := range batch {
-		in[i] = incoming{data: h.result(req, h.answer(req))}
+		in[i] = Incoming{Data: h.result(req, h.answer(req))}
 	}
-	h.do(nil, h.m.onResults(h.now, in))
+	h.do(nil, h.m.OnResults(h.now, in))
 	// As the shell's loop does: a step adopted from speculation records
 	// the answers it held.
-	for len(h.m.sp.feed) > 0 && !h.m.halted() {
-		h.do(nil, h.m.onFeed(h.now))
+	for len(h.m.Ahead.Feed) > 0 && !h.m.Halted() {
+		h.do(nil, h.m.OnFeed(h.now))
 	}
 }
 
@@ -240,7 +240,7 @@ func (h *harness) resultWith(req *schemas.SampleRequest, a string, edit func(*sc
 // has nothing in flight.
 func (h *harness) run() {
 	h.t.Helper()
-	for i := 0; len(h.queue) > 0 && !h.m.halted(); i++ {
+	for i := 0; len(h.queue) > 0 && !h.m.Halted(); i++ {
 		if i > 100_000 {
 			h.t.Fatal("run does not end")
 		}

@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 import (
 	"github.com/makerfleet/makerfleet/internal/core/pricing"
@@ -31,7 +31,7 @@ type sampleAt struct {
 // own nor the stronger model (those the machine knows by its step): a
 // decorrelation model, so that its answer, late ones included, is priced
 // as that model's.
-func (m *machine) noteAsked(req *schemas.SampleRequest) {
+func (m *Machine) noteAsked(req *schemas.SampleRequest) {
 	if req.Model == "" || m.strongerAt[[2]int64{req.Step, req.Epoch}] {
 		return
 	}
@@ -43,16 +43,16 @@ func (m *machine) noteAsked(req *schemas.SampleRequest) {
 
 // forgetAsked drops what noteAsked kept of steps before the last decided
 // one (answers that late are rare: priced as the voters' own model).
-func (m *machine) forgetAsked() {
+func (m *Machine) forgetAsked() {
 	for at := range m.asked {
-		if at.step < m.step-1 {
+		if at.step < m.Step-1 {
 			delete(m.asked, at)
 		}
 	}
 }
 
 // requestModel is the model res's request named ("": the voters' own).
-func (m *machine) requestModel(res *schemas.SampleResult, stronger bool) string {
+func (m *Machine) requestModel(res *schemas.SampleResult, stronger bool) string {
 	if stronger {
 		return m.policy().StrongerModel
 	}
@@ -65,7 +65,7 @@ func (m *machine) requestModel(res *schemas.SampleResult, stronger bool) string 
 // SampleCostNanoUSD, the job's own claim to UnverifiedCostNanoUSD, and
 // tokens nobody prices count nothing (said once per model and run when
 // the fleet prices other models).
-func (m *machine) priceTokens(res *schemas.SampleResult, stronger bool, prompt, completion int64) pricing.Nano {
+func (m *Machine) priceTokens(res *schemas.SampleResult, stronger bool, prompt, completion int64) pricing.Nano {
 	if m.price == nil || prompt == 0 && completion == 0 {
 		return 0
 	}
@@ -76,7 +76,7 @@ func (m *machine) priceTokens(res *schemas.SampleResult, stronger bool, prompt, 
 		sign, prompt, completion = -1, -prompt, -completion
 	}
 	n := sign * int64(pricing.Cost(&p, prompt, completion))
-	f := &m.acct.Figures
+	f := &m.Acct.Figures
 	switch src {
 	case pricing.Fleet:
 		f.SampleCostNanoUSD = max(f.SampleCostNanoUSD+n, 0)
@@ -96,8 +96,8 @@ func (m *machine) priceTokens(res *schemas.SampleResult, stronger bool, prompt, 
 	return 0
 }
 
-// reportCost is what the figures cost at the fleet's prices (answers and
+// ReportCost is what the figures cost at the fleet's prices (answers and
 // arbitrations), and at the job's own unverified ones, in dollars.
-func reportCost(f *schemas.Figures) (cost, unverified float64) {
+func ReportCost(f *schemas.Figures) (cost, unverified float64) {
 	return pricing.Nano(f.SampleCostNanoUSD).USD() + f.ArbiterCostUSD, pricing.Nano(f.UnverifiedCostNanoUSD).USD()
 }

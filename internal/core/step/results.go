@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 import (
 	"errors"
@@ -7,88 +7,87 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/core/vote"
-	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
 
-// incoming is a result message as the shell read it.
-type incoming struct {
-	data    []byte
-	subject string
+// Incoming is a result message as the shell read it.
+type Incoming struct {
+	Data    []byte
+	Subject string
 }
 
-// received is a result the machine sent to Redis, and its message.
-type received struct {
+// Received is a result the machine sent to Redis, and its message.
+type Received struct {
 	msg int
-	res schemas.SampleResult
+	Res schemas.SampleResult
 }
 
 // naked is the delay before a result Redis did not take comes back.
-const nakDelay = 250 * time.Millisecond
+const NakDelay = 250 * time.Millisecond
 
-// onResults screens a batch of result messages: it settles the ones that
+// OnResults screens a batch of result messages: it settles the ones that
 // cannot count (unreadable, forged, another step's, an index never
 // published, a vote the task cannot read, a skip), and asks for the rest
 // to be recorded in one Redis round trip (the last action; the shell
 // calls recorded with the outcomes). Before anything else reads a result,
 // its token is checked (capability.go) and its token counts bounded
 // (claims.go).
-func (m *machine) onResults(now time.Time, batch []incoming) []action {
-	var acts []action
-	m.batch = m.batch[:0]
-	m.verified = slices.Grow(m.verified[:0], len(batch))[:len(batch)]
-	clear(m.verified)
+func (m *Machine) OnResults(now time.Time, batch []Incoming) []Action {
+	var acts []Action
+	m.Batch = m.Batch[:0]
+	m.Verified = slices.Grow(m.Verified[:0], len(batch))[:len(batch)]
+	clear(m.Verified)
 	var samples []vote.Sample
 	for i, in := range batch {
 		var res schemas.SampleResult
-		if err := schemas.Decode(in.data, &res); err != nil || res.Tenant != m.spec.Tenant || res.JobID != m.spec.JobID {
-			m.acct.MalformedMessages++
-			m.log.Warn("dropping malformed result", "err", err, "subject", in.subject)
-			acts = append(acts, settle(i, fateTerm, "malformed result"))
+		if err := schemas.Decode(in.Data, &res); err != nil || res.Tenant != m.spec.Tenant || res.JobID != m.spec.JobID {
+			m.Acct.MalformedMessages++
+			m.log.Warn("dropping malformed result", "err", err, "subject", in.Subject)
+			acts = append(acts, settle(i, FateTerm, "malformed result"))
 			continue
 		}
 		if !m.caps.verify(res.SampleID, res.Token) {
-			m.forged(now, &res, in.subject)
-			acts = append(acts, settle(i, fateTerm, "forged result: not its sample's token"))
+			m.forged(now, &res, in.Subject)
+			acts = append(acts, settle(i, FateTerm, "forged result: not its sample's token"))
 			continue
 		}
-		m.verified[i] = res.SampleID
+		m.Verified[i] = res.SampleID
 		m.bounded(now, &res)
 		if m.takeAhead(res) {
-			acts = append(acts, settle(i, fateAck, ""))
+			acts = append(acts, settle(i, FateAck, ""))
 			continue
 		}
-		if m.isLost(res.Branch) || res.Step == m.step && res.Epoch == m.epoch && m.lostBranch(res) {
+		if m.isLost(res.Branch) || res.Step == m.Step && res.Epoch == m.Epoch && m.lostBranch(res) {
 			// A guess that lost: its samples are counted as wasted already.
 			m.addTokens(&res, 1)
-			acts = append(acts, settle(i, fateAck, ""))
+			acts = append(acts, settle(i, FateAck, ""))
 			continue
 		}
-		if res.Step != m.step || res.Epoch != m.epoch {
+		if res.Step != m.Step || res.Epoch != m.Epoch {
 			m.countLate(res, false)
-			acts = append(acts, settle(i, fateAck, ""))
+			acts = append(acts, settle(i, FateAck, ""))
 			continue
 		}
 		if res.Index >= m.dispatched {
 			m.addTokens(&res, 1)
-			m.acct.MalformedMessages++
+			m.Acct.MalformedMessages++
 			m.log.Warn("dropping result for an index never published", "step", res.Step, "index", res.Index)
-			acts = append(acts, settle(i, fateTerm, "index never published"))
+			acts = append(acts, settle(i, FateTerm, "index never published"))
 			continue
 		}
 		if res.Outcome == schemas.OutcomeVote {
 			// A voter's key is counted only if the task could move on from
 			// it: a rogue or broken voter cannot win a step with garbage.
-			if _, err := m.inst.Next(m.state, task.Vote{Key: res.VoteKey}); errors.Is(err, task.ErrEval) {
+			if _, err := m.Inst.Next(m.State, task.Vote{Key: res.VoteKey}); errors.Is(err, task.ErrEval) {
 				// Not the vote's fault: the task cannot move on from a
 				// readable answer (a spec's next expression failing).
 				return append(acts, m.failEval(err)...)
 			} else if err != nil {
 				m.addTokens(&res, 1)
-				m.acct.MalformedMessages++
+				m.Acct.MalformedMessages++
 				m.log.Warn("dropping a vote the task cannot read", "voter", res.VoterID, "step", res.Step, "index", res.Index, "err", err)
-				acts = append(acts, settle(i, fateTerm, "vote key the task cannot read"))
+				acts = append(acts, settle(i, FateTerm, "vote key the task cannot read"))
 				continue
 			}
 		}
@@ -96,113 +95,113 @@ func (m *machine) onResults(now time.Time, batch []incoming) []action {
 			// A voter thought this step decided (an old event); ask again.
 			m.countLate(res, false)
 			m.answered++
-			acts = append(acts, settle(i, fateAck, ""))
-			if p, ok := m.pending[res.Index]; ok && p.attempt == res.Attempt {
+			acts = append(acts, settle(i, FateAck, ""))
+			if p, ok := m.Pending[res.Index]; ok && p.Attempt == res.Attempt {
 				if p.skips++; p.skips <= maxSkips {
 					skips := p.skips
-					acts = append(acts, m.publish(now, res.Index, p.attempt+1))
-					m.pending[res.Index].skips = skips
+					acts = append(acts, m.publish(now, res.Index, p.Attempt+1))
+					m.Pending[res.Index].skips = skips
 				}
 			}
 			continue
 		}
-		m.batch = append(m.batch, received{msg: i, res: res})
+		m.Batch = append(m.Batch, Received{msg: i, Res: res})
 		samples = append(samples, sampleOf(res))
 	}
 	if len(samples) > 0 {
-		acts = append(acts, action{kind: actRecord, samples: samples})
+		acts = append(acts, Action{Kind: ActRecord, Samples: samples})
 	}
 	return acts
 }
 
-// recordFailed goes on after Redis did not record the batch: a step whose
+// RecordFailed goes on after Redis did not record the batch: a step whose
 // tally is gone is sampled again under a new epoch; otherwise the results
 // come back after a delay and are recorded (and accounted) then, as
 // recording is idempotent.
-func (m *machine) recordFailed(now time.Time, err error) ([]action, error) {
-	batch := m.batch
-	m.batch = nil
-	var acts []action
-	if errors.Is(err, store.ErrNoStep) {
+func (m *Machine) RecordFailed(now time.Time, err error) ([]Action, error) {
+	batch := m.Batch
+	m.Batch = nil
+	var acts []Action
+	if errors.Is(err, vote.ErrNoStep) {
 		for _, it := range batch {
 			if it.msg >= 0 {
-				m.addTokens(&it.res, 1)
+				m.addTokens(&it.Res, 1)
 			}
 			m.answered++
-			acts = append(acts, settle(it.msg, fateAck, ""))
+			acts = append(acts, settle(it.msg, FateAck, ""))
 		}
-		more, err := m.reopen(now, "the step's tally is gone from Redis")
+		more, err := m.Reopen(now, "the step's tally is gone from Redis")
 		return append(acts, more...), err
 	}
 	m.log.Warn("record samples", "err", err)
 	for _, it := range batch {
 		if it.msg < 0 { // held, not redelivered: recorded again from the feed
-			m.sp.feed = append(m.sp.feed, it.res)
-			m.sp.feedAt = now.Add(nakDelay)
+			m.Ahead.Feed = append(m.Ahead.Feed, it.Res)
+			m.Ahead.FeedAt = now.Add(NakDelay)
 			continue
 		}
-		acts = append(acts, action{kind: actSettle, msg: it.msg, fate: fateNak, delay: nakDelay})
+		acts = append(acts, Action{Kind: ActSettle, Msg: it.msg, Fate: fateNak, Delay: NakDelay})
 	}
 	return acts, nil
 }
 
-// recorded acts on what Redis did with each sample of the batch, in
+// Recorded acts on what Redis did with each sample of the batch, in
 // order, then tops the step up. Each answer's tokens are counted as it is
 // settled here, so an answer settled after a decision (a copy of one it
 // counted) is accounted on the right side of that decision's entry.
-func (m *machine) recorded(now time.Time, outs []vote.RecordResult) ([]action, error) {
-	batch := m.batch
-	m.batch = nil
+func (m *Machine) Recorded(now time.Time, outs []vote.RecordResult) ([]Action, error) {
+	batch := m.Batch
+	m.Batch = nil
 	if len(outs) != len(batch) {
 		return nil, fmt.Errorf("coordinator: %d outcomes for %d samples", len(outs), len(batch))
 	}
-	var acts []action
+	var acts []Action
 	for i, out := range outs {
 		it := batch[i]
-		if m.halted() || it.res.Step != m.step || it.res.Epoch != m.epoch {
+		if m.Halted() || it.Res.Step != m.Step || it.Res.Epoch != m.Epoch {
 			// An earlier sample of this batch decided the step (or ended
 			// the job): this one came too late to count.
-			m.countLate(it.res, it.msg < 0)
-			acts = append(acts, settle(it.msg, fateAck, ""))
+			m.countLate(it.Res, it.msg < 0)
+			acts = append(acts, settle(it.msg, FateAck, ""))
 			continue
 		}
 		if it.msg >= 0 { // a held answer's tokens were counted when it came
-			m.addTokens(&it.res, 1)
+			m.addTokens(&it.Res, 1)
 		}
 		m.answered++
 		switch out.Outcome {
 		case vote.Duplicate:
-			if _, ok := m.seen[it.res.Index]; ok {
-				m.acct.DuplicateResults++
+			if _, ok := m.seen[it.Res.Index]; ok {
+				m.Acct.DuplicateResults++
 			} else {
 				// Ours: a call that ran but whose reply was lost (go-redis
 				// retried it, or we nak'ed it) recorded this index.
-				m.recordedAnswer(it.res)
+				m.recordedAnswer(it.Res)
 			}
-			delete(m.pending, it.res.Index)
+			delete(m.Pending, it.Res.Index)
 			m.counters = out.Counters
 		case vote.Stale:
 			// Redis holds another step or epoch than ours: sample this
 			// step again under a new epoch rather than wait for votes that
 			// never count.
-			acts = append(acts, settle(it.msg, fateAck, ""))
-			m.countLate(it.res, true)
-			more, err := m.reopen(now, fmt.Sprintf("Redis has step %d epoch %d open", out.Counters.Step, out.Counters.Epoch))
+			acts = append(acts, settle(it.msg, FateAck, ""))
+			m.countLate(it.Res, true)
+			more, err := m.Reopen(now, fmt.Sprintf("Redis has step %d epoch %d open", out.Counters.Step, out.Counters.Epoch))
 			acts = append(acts, more...)
 			if err != nil {
 				return acts, err
 			}
 			continue
 		case vote.Recorded:
-			m.recordedAnswer(it.res)
+			m.recordedAnswer(it.Res)
 			m.counters = out.Counters
 		case vote.Decided, vote.Replayed:
-			if _, ok := m.seen[it.res.Index]; ok {
-				m.acct.DuplicateResults++
+			if _, ok := m.seen[it.Res.Index]; ok {
+				m.Acct.DuplicateResults++
 			} else {
-				m.recordedAnswer(it.res) // for Replayed: the deciding call's reply was lost
+				m.recordedAnswer(it.Res) // for Replayed: the deciding call's reply was lost
 			}
-			if d := out.Decision; d.Step == m.step && d.Epoch == m.epoch {
+			if d := out.Decision; d.Step == m.Step && d.Epoch == m.Epoch {
 				more, err := m.decide(now, d)
 				acts = append(acts, more...)
 				if err != nil {
@@ -210,20 +209,20 @@ func (m *machine) recorded(now time.Time, outs []vote.RecordResult) ([]action, e
 				}
 			}
 		}
-		acts = append(acts, settle(it.msg, fateAck, ""))
+		acts = append(acts, settle(it.msg, FateAck, ""))
 	}
-	if m.halted() {
+	if m.Halted() {
 		return acts, nil
 	}
-	more, err := m.topUp(now)
+	more, err := m.TopUp(now)
 	return append(acts, more...), err
 }
 
 // recordedAnswer notes an answer the tally now holds for the open step.
-func (m *machine) recordedAnswer(res schemas.SampleResult) {
+func (m *Machine) recordedAnswer(res schemas.SampleResult) {
 	m.noteVote(res)
 	m.seen[res.Index] = res.RedFlag
-	delete(m.pending, res.Index)
+	delete(m.Pending, res.Index)
 }
 
 // sampleOf is what Redis records of res.
@@ -233,6 +232,14 @@ func sampleOf(res schemas.SampleResult) vote.Sample {
 
 // settle is the action settling message msg of the batch (none for -1: a
 // result held while its step was ahead, settled then).
-func settle(msg, fate int, reason string) action {
-	return action{kind: actSettle, msg: msg, fate: fate, reason: reason}
+func settle(msg, fate int, reason string) Action {
+	return Action{Kind: ActSettle, Msg: msg, Fate: fate, Reason: reason}
+}
+
+// NewerAttemptOut reports whether the job still waits on an attempt of
+// res's index newer than res's: the index's place in flight is that
+// attempt's now.
+func (m *Machine) NewerAttemptOut(res schemas.SampleResult) bool {
+	p, ok := m.Pending[res.Index]
+	return ok && res.Step == m.Step && res.Epoch == m.Epoch && p.Attempt > res.Attempt
 }

@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 import (
 	"crypto/hmac"
@@ -9,7 +9,6 @@ import (
 	"hash"
 	"time"
 
-	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -49,8 +48,8 @@ const tokenBytes = 16
 // keeps that true whichever coordinator reads them.
 func newCapabilities(key []byte) *capabilities {
 	if len(key) == 0 {
-		key = make([]byte, store.SampleKeyBytes)
-		_, _ = rand.Read(key) // never fails (crypto/rand)
+		key = make([]byte, 32) // store.SampleKeyBytes, the fleet key's size
+		_, _ = rand.Read(key)  // never fails (crypto/rand)
 	}
 	return &capabilities{mac: hmac.New(sha256.New, key)}
 }
@@ -97,11 +96,11 @@ func (g *logGate) open(now time.Time) bool {
 
 // forged drops res, whose token is not its sample's: counted, logged at
 // most once a second, its tokens never counted.
-func (m *machine) forged(now time.Time, res *schemas.SampleResult, subject string) {
-	m.acct.ForgedResults++
+func (m *Machine) forged(now time.Time, res *schemas.SampleResult, subject string) {
+	m.Acct.ForgedResults++
 	if m.caps.log.open(now) {
 		m.log.Warn("dropping a forged result: its token is not the one issued for its sample (a voter answering a sample it was never handed?)",
-			"voter", truncate(res.VoterID, 64), "sample", res.SampleID, "subject", subject, "forged_so_far", m.acct.ForgedResults)
+			"voter", truncate(res.VoterID, 64), "sample", res.SampleID, "subject", subject, "forged_so_far", m.Acct.ForgedResults)
 	}
 }
 

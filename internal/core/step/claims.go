@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 import (
 	"fmt"
@@ -46,7 +46,7 @@ type stepPrompt struct {
 // a step forgotten since).
 type claims struct {
 	prompts           map[promptKey]*stepPrompt
-	topPrompt, topOut int64
+	TopPrompt, topOut int64
 	log               logGate // of overclaims
 }
 
@@ -56,8 +56,8 @@ const keepPromptSteps = 2
 
 // prompt returns the prompt entry of key, building the prompt of state
 // the first time.
-func (m *machine) prompt(key promptKey, state task.State) *stepPrompt {
-	c := &m.claims
+func (m *Machine) prompt(key promptKey, state task.State) *stepPrompt {
+	c := &m.Claims
 	if p, ok := c.prompts[key]; ok {
 		return p
 	}
@@ -65,14 +65,14 @@ func (m *machine) prompt(key promptKey, state task.State) *stepPrompt {
 		c.prompts = map[promptKey]*stepPrompt{}
 	}
 	p := &stepPrompt{}
-	p.msgs, p.err = m.inst.Prompt(state)
+	p.msgs, p.err = m.Inst.Prompt(state)
 	c.prompts[key] = p
 	return p
 }
 
-// promptBound is the bound of the prompt tokens of req: of the prompt the
+// PromptBound is the bound of the prompt tokens of req: of the prompt the
 // voter builds for it. An error is the task's, building the prompt.
-func (m *machine) promptBound(req *schemas.SampleRequest) (int64, error) {
+func (m *Machine) PromptBound(req *schemas.SampleRequest) (int64, error) {
 	p := m.prompt(promptKey{req.Step, req.Epoch, req.Branch}, task.State(req.State))
 	return p.bound(req.PromptVariant)
 }
@@ -98,8 +98,8 @@ func (p *stepPrompt) bound(v int) (int64, error) {
 // noteSent notes req, about to be published: its answer may claim up to
 // its bounds. A prompt the task cannot build bounds its answers' prompt
 // tokens at 0: no voter can send it to a model either.
-func (m *machine) noteSent(req *schemas.SampleRequest) {
-	c := &m.claims
+func (m *Machine) noteSent(req *schemas.SampleRequest) {
+	c := &m.Claims
 	p := m.prompt(promptKey{req.Step, req.Epoch, req.Branch}, task.State(req.State))
 	b, _ := p.bound(req.PromptVariant)
 	if v := req.PromptVariant; v != 0 {
@@ -110,7 +110,7 @@ func (m *machine) noteSent(req *schemas.SampleRequest) {
 	}
 	out := int64(req.MaxOutputTokens)
 	p.maxOut = max(p.maxOut, out)
-	c.topPrompt, c.topOut = max(c.topPrompt, b), max(c.topOut, out)
+	c.TopPrompt, c.topOut = max(c.TopPrompt, b), max(c.topOut, out)
 }
 
 // claimLimit is the most tokens a result may claim.
@@ -119,11 +119,11 @@ type claimLimit struct{ prompt, completion int64 }
 // limit is what the request res answers allows: its prompt's bound and
 // its max_output_tokens, or, for a step whose prompts are forgotten, the
 // largest of any request the run published.
-func (m *machine) limit(res *schemas.SampleResult) claimLimit {
-	c := &m.claims
+func (m *Machine) limit(res *schemas.SampleResult) claimLimit {
+	c := &m.Claims
 	p, ok := c.prompts[promptKey{res.Step, res.Epoch, res.Branch}]
 	if !ok || p.maxOut == 0 {
-		return claimLimit{c.topPrompt, c.topOut}
+		return claimLimit{c.TopPrompt, c.topOut}
 	}
 	b, _ := p.bound(p.variants[[2]int{res.Index, res.Attempt}]) // worked out when it was sent
 	return claimLimit{b, p.maxOut}
@@ -158,27 +158,27 @@ func overclaimWas(res *schemas.SampleResult) string {
 
 // bounded brings res's claims within what its request allows; one outside
 // is counted and logged (at most once a second).
-func (m *machine) bounded(now time.Time, res *schemas.SampleResult) {
+func (m *Machine) bounded(now time.Time, res *schemas.SampleResult) {
 	claimed := [2]int{res.PromptTokens, res.CompletionTokens}
 	lim := m.limit(res)
 	if !boundClaim(res, lim) {
 		return
 	}
-	m.acct.OverclaimedResults++
-	if m.claims.log.open(now) {
+	m.Acct.OverclaimedResults++
+	if m.Claims.log.open(now) {
 		m.log.Warn("a result claims more tokens than its request allows: counted as the red flag overclaim, charged at the bound",
 			"voter", truncate(res.VoterID, 64), "sample", res.SampleID, "prompt_tokens", claimed[0], "completion_tokens", claimed[1],
-			"prompt_bound", lim.prompt, "completion_bound", lim.completion, "overclaimed_so_far", m.acct.OverclaimedResults)
+			"prompt_bound", lim.prompt, "completion_bound", lim.completion, "overclaimed_so_far", m.Acct.OverclaimedResults)
 	}
 }
 
 // forgetPrompts forgets the prompts of steps more than keepPromptSteps
 // before the open one: their late answers are bounded by the largest
 // request of the run.
-func (m *machine) forgetPrompts() {
-	for k := range m.claims.prompts {
-		if k.step+keepPromptSteps < m.step {
-			delete(m.claims.prompts, k)
+func (m *Machine) forgetPrompts() {
+	for k := range m.Claims.prompts {
+		if k.step+keepPromptSteps < m.Step {
+			delete(m.Claims.prompts, k)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 import (
 	"fmt"
@@ -79,7 +79,7 @@ func (f faulty) Verify(s task.State, v task.Vote) error {
 // the state it starts from, then the first wave.
 func (h *harness) begin() {
 	h.t.Helper()
-	if acts := h.m.endIfOver(); acts != nil {
+	if acts := h.m.EndIfOver(); acts != nil {
 		h.do(nil, acts)
 		return
 	}
@@ -122,20 +122,20 @@ func upTo(n int) []int64 {
 // steps before it, each once.
 func checkFailedAt(t *testing.T, h *harness, at int, what string) {
 	t.Helper()
-	e := h.m.end
-	if e == nil || e.state != schemas.StateFailed {
+	e := h.m.End
+	if e == nil || e.State != schemas.StateFailed {
 		t.Fatalf("end %+v, want failed; actions %v", e, h.acts)
 	}
 	for _, want := range []string{fmt.Sprintf("the task failed at step %d: ", at), what + " (", "division by zero"} {
-		if !strings.Contains(e.reason, want) {
-			t.Errorf("reason %q does not say %q", e.reason, want)
+		if !strings.Contains(e.Reason, want) {
+			t.Errorf("reason %q does not say %q", e.Reason, want)
 		}
 	}
 	if got := decidedSteps(h.entries); !slices.Equal(got, upTo(at)) {
 		t.Errorf("decided steps %v, want each of the %d steps before the failure once", got, at)
 	}
-	if h.m.step != int64(at) || h.m.acct.Steps != int64(at) {
-		t.Errorf("machine at step %d with %d steps counted, want %d", h.m.step, h.m.acct.Steps, at)
+	if h.m.Step != int64(at) || h.m.Acct.Steps != int64(at) {
+		t.Errorf("machine at step %d with %d steps counted, want %d", h.m.Step, h.m.Acct.Steps, at)
 	}
 	if n := countOf(h.acts, "end"); n != 1 {
 		t.Errorf("%d end actions, want 1: %v", n, h.acts)
@@ -165,7 +165,7 @@ func TestMachineTaskFailsAtStep(t *testing.T) {
 						inst := faulty{walk: walk{steps: 5}, what: what, at: at}
 						h := harnessFor(t, spec(k, 20), inst, answers[k])
 						h.begin()
-						for i := 0; len(h.queue) > 0 && !h.m.halted(); i++ {
+						for i := 0; len(h.queue) > 0 && !h.m.Halted(); i++ {
 							if i > 1000 {
 								t.Fatal("the job does not end")
 							}
@@ -191,27 +191,27 @@ func TestMachineTaskFailsAtStep(t *testing.T) {
 
 						// Nothing decides after the end: late answers
 						// (still queued) and overdue timers.
-						end, n := *h.m.end, len(h.entries)
+						end, n := *h.m.End, len(h.entries)
 						h.deliver(-1)
-						if acts := h.m.onTick(h.now.Add(time.Hour)); len(acts) != 0 {
+						if acts := h.m.OnTick(h.now.Add(time.Hour)); len(acts) != 0 {
 							t.Errorf("tick after the end: %s", describe(acts))
 						}
-						if len(h.entries) != n || h.m.end.state != end.state || h.m.end.reason != end.reason {
-							t.Errorf("after the end: %d entries (was %d), end %+v (was %+v)", len(h.entries), n, *h.m.end, end)
+						if len(h.entries) != n || h.m.End.State != end.State || h.m.End.Reason != end.Reason {
+							t.Errorf("after the end: %d entries (was %d), end %+v (was %+v)", len(h.entries), n, *h.m.End, end)
 						}
 
 						// A new owner replays the journal to the failing
 						// step and fails there again, deciding nothing.
 						r := replayed(t, h)
-						if r.step != int64(at) || string(r.state) != strconv.Itoa(at) {
-							t.Fatalf("replayed to step %d state %s, want %d", r.step, r.state, at)
+						if r.Step != int64(at) || string(r.State) != strconv.Itoa(at) {
+							t.Fatalf("replayed to step %d state %s, want %d", r.Step, r.State, at)
 						}
 						h2 := &harness{t: t, m: r, now: h.now, answer: h.answer}
-						h2.do(nil, []action{r.open()})
+						h2.do(nil, []Action{r.Open()})
 						h2.begin()
 						h2.run()
-						if r.end == nil || r.end.state != schemas.StateFailed || r.end.reason != end.reason {
-							t.Errorf("resumed: end %+v, want failed as before: %q", r.end, end.reason)
+						if r.End == nil || r.End.State != schemas.StateFailed || r.End.Reason != end.Reason {
+							t.Errorf("resumed: end %+v, want failed as before: %q", r.End, end.Reason)
 						}
 						if len(h2.entries) != 0 {
 							t.Errorf("resumed: journaled %s", journalKinds(h2.entries))
@@ -265,10 +265,10 @@ func TestMachineTaskFailsAfterEscalation(t *testing.T) {
 			h.begin()
 			h.run()
 			if tc.person {
-				if h.human == "" || h.m.step != 2 {
-					t.Fatalf("needs-human %q at step %d, want a person asked at step 2", h.human, h.m.step)
+				if h.human == "" || h.m.Step != 2 {
+					t.Fatalf("needs-human %q at step %d, want a person asked at step 2", h.human, h.m.Step)
 				}
-				acts, ok := h.m.person(h.now, schemas.PersonDecision{Step: 2, VoteKey: right(2), By: "alice"})
+				acts, ok := h.m.Person(h.now, schemas.PersonDecision{Step: 2, VoteKey: right(2), By: "alice"})
 				h.human = ""
 				h.do(nil, acts)
 				if ok {

@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 import (
 	"slices"
@@ -61,10 +61,10 @@ func addRun(runs []schemas.KRun, unlisted, step int64, k int) ([]schemas.KRun, i
 	return runs, unlisted + 1
 }
 
-// fillReceipt puts the receipt on a report. For an adaptive-k job the
+// FillReceipt puts the receipt on a report. For an adaptive-k job the
 // theory figures are the schedule's: E[N] at each step's k, at the job's
 // p_estimate.
-func (m *machine) fillReceipt(rep *schemas.JobReport) {
+func (m *Machine) FillReceipt(rep *schemas.JobReport) {
 	rec := m.receipt()
 	rep.Receipt = rec
 	p := m.spec.PEstimate

@@ -1,4 +1,4 @@
-package coordinator
+package step
 
 import (
 	"strings"
@@ -90,19 +90,19 @@ func TestClaimLimits(t *testing.T) {
 		{"a paraphrase", result(para, 1), claimLimit{para3, out}},
 		{"another attempt of the paraphrased index", result(para, 0), claimLimit{base, out}},
 		{"a step ahead", result(ahead, 0), claimLimit{long, out}},
-		{"a step forgotten", &schemas.SampleResult{Step: 0, Epoch: m.epoch - 1}, claimLimit{top, out}},
+		{"a step forgotten", &schemas.SampleResult{Step: 0, Epoch: m.Epoch - 1}, claimLimit{top, out}},
 	} {
 		if got := m.limit(tc.res); got != tc.want {
 			t.Errorf("%s: limit %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
 	for _, req := range []*schemas.SampleRequest{plain, para, ahead} {
-		got, err := m.promptBound(req)
+		got, err := m.PromptBound(req)
 		if want := m.limit(result(req, req.Attempt)).prompt; err != nil || got != want {
 			t.Errorf("the budget's bound of %s: %d, %v; want the claims' %d", req.SampleID, got, err, want)
 		}
 	}
-	m.step = 4
+	m.Step = 4
 	m.forgetPrompts()
 	if got := m.limit(result(plain, 0)); got != (claimLimit{top, out}) {
 		t.Errorf("a step forgotten: limit %+v, want the run's largest %d/%d", got, top, out)
@@ -133,22 +133,22 @@ func TestUntrustedAhead(t *testing.T) {
 	forged.Token = ahead[1].Token
 	over := h.resultWith(ahead[1], right(1), func(r *schemas.SampleResult) { r.PromptTokens = 1 << 40 })
 	n := len(h.acts)
-	h.do(nil, h.m.onResults(h.now, []incoming{{data: h.result(&forged, wrongAns(1))}, {data: h.result(ahead[0], right(1))}, {data: over}}))
+	h.do(nil, h.m.OnResults(h.now, []Incoming{{Data: h.result(&forged, wrongAns(1))}, {Data: h.result(ahead[0], right(1))}, {Data: over}}))
 	if got := strings.Join(h.acts[n:], ", "); got != "term #0, ack #1, ack #2" {
 		t.Fatalf("actions %q, want the forgery terminated, the others held", got)
 	}
-	s := h.m.sp.slots[0]
+	s := h.m.Ahead.slots[0]
 	if s.got[0].VoteKey != right(1) || s.got[1].RedFlag != schemas.RedFlagOverclaim {
 		t.Errorf("held %+v: want index 0's honest vote and index 1 as the red flag overclaim", s.got)
 	}
-	f := h.m.acct.Figures
+	f := h.m.Acct.Figures
 	wantPrompt := 100 + pricing.PromptTokensBound(walkPrompt(1))
 	if f.ForgedResults != 1 || f.OverclaimedResults != 1 || f.PromptTokens != wantPrompt {
 		t.Errorf("forged %d, overclaimed %d, prompt tokens %d; want 1, 1 and %d", f.ForgedResults, f.OverclaimedResults, f.PromptTokens, wantPrompt)
 	}
 	h.deliver(-1)
 	h.run()
-	if e := h.m.end; e == nil || e.state != schemas.StateSolved || h.m.acct.RedFlags[schemas.RedFlagOverclaim] != 1 {
-		t.Errorf("end %+v, red flags %v: want solved, the overclaim counted once", e, h.m.acct.RedFlags)
+	if e := h.m.End; e == nil || e.State != schemas.StateSolved || h.m.Acct.RedFlags[schemas.RedFlagOverclaim] != 1 {
+		t.Errorf("end %+v, red flags %v: want solved, the overclaim counted once", e, h.m.Acct.RedFlags)
 	}
 }
