@@ -8,7 +8,6 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/core/step"
-	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -314,7 +313,7 @@ func (r *jobRun) handBack(ctx context.Context) error {
 		return err
 	}
 	r.publishStatus(ctx, schemas.StateQueued)
-	if err := jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StateQueued); err != nil {
+	if err := r.c.registry.MarkState(ctx, r.spec.Tenant, r.spec.JobID, schemas.StateQueued); err != nil {
 		r.log.Warn("mark the job queued in the registry", "err", err)
 	}
 	return fmt.Errorf("%w: at step %d", errYield, r.m.Step)

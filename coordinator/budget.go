@@ -74,7 +74,7 @@ var errNoArbitration = errors.New("coordinator: no room for an arbitration")
 
 // jobBudget is a job's side of the budgets while this coordinator runs it.
 type jobBudget struct {
-	budgets *store.Budgets
+	budgets Budgets
 	// claimed is set once this owner claimed the job's budget (releasing
 	// what earlier owners held); took once it reserved something since
 	// (released again at a pause or the end).
@@ -117,11 +117,7 @@ func (r *jobRun) budget() (*jobBudget, error) {
 	if r.bud != nil {
 		return r.bud, nil
 	}
-	b, err := store.NewBudgets(r.c.store.Client(), store.BudgetConfig{KeyPrefix: r.c.store.Prefix()})
-	if err != nil {
-		return nil, err
-	}
-	r.bud = &jobBudget{budgets: b, token: r.token, holds: map[string]hold{}}
+	r.bud = &jobBudget{budgets: r.c.budgets, token: r.token, holds: map[string]hold{}}
 	return r.bud, nil
 }
 
@@ -580,7 +576,7 @@ func (r *jobRun) exhausted(ctx context.Context, why error) error {
 		return fmt.Errorf("%w: %v", errBudgetExhausted, why)
 	}
 	r.publishBudgetStatus(ctx, finish, why.Error())
-	if err := jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StateBudgetExhausted); err != nil {
+	if err := r.c.registry.MarkState(ctx, r.spec.Tenant, r.spec.JobID, schemas.StateBudgetExhausted); err != nil {
 		return err
 	}
 	return fmt.Errorf("%w: %v", errBudgetExhausted, why)

@@ -81,6 +81,11 @@ type Config struct {
 	RetentionInterval time.Duration
 	// Bus configures the streams when this coordinator creates them.
 	Bus topology.Config
+	// Storage names the adapters of the jobs' tally, budgets, journals
+	// and registry (ports.go); the zero value is the fleet's: Redis
+	// through the store given to New, the namespace's journal stream and
+	// registry bucket.
+	Storage Storage
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
 	// Metrics receives the coordinator's metrics (internal/metrics). Nil:
@@ -173,6 +178,13 @@ type Coordinator struct {
 	fair   *fairness         // quotas, limits and fair shares (schedule.go, admit.go)
 	prices *pricetable.Cache // the fleet's price table (internal/core/pricing); set by Run
 
+	// the ports (ports.go), Config.Storage's or the fleet's; the journals
+	// and registry set by Run
+	tally    Tally
+	budgets  Budgets
+	journals Journals
+	registry Registry
+
 	mu      sync.Mutex
 	running map[string]bool // registry keys of the jobs this coordinator runs
 
@@ -194,7 +206,18 @@ func New(nc *nats.Conn, st *store.Store, cfg Config) (*Coordinator, error) {
 		return nil, fmt.Errorf("coordinator: jetstream: %w", err)
 	}
 	c := &Coordinator{cfg: cfg, nc: nc, js: js, store: st, log: cfg.Logger.With("coordinator", cfg.ID), running: map[string]bool{},
-		fair: newFairness(st, cfg), prices: pricetable.NewCache(nil)}
+		fair: newFairness(st, cfg), prices: pricetable.NewCache(nil),
+		tally: cfg.Storage.Tally, budgets: cfg.Storage.Budgets, journals: cfg.Storage.Journals, registry: cfg.Storage.Registry}
+	if c.tally == nil {
+		c.tally = st
+	}
+	if c.budgets == nil {
+		b, err := store.NewBudgets(st.Client(), store.BudgetConfig{KeyPrefix: st.Prefix()})
+		if err != nil {
+			return nil, err
+		}
+		c.budgets = b
+	}
 	cfg.Metrics.JobsRunning(func() int {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -212,6 +235,12 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return err
 	}
 	c.tasks = taskreg.New(topo.Tasks, c.cfg.Tasks, taskspec.CompileSpec)
+	if c.journals == nil {
+		c.journals = streamJournals{js: c.js, topo: topo}
+	}
+	if c.registry == nil {
+		c.registry = kvRegistry{topo: topo}
+	}
 	if c.leases, err = lease.NewManager(topo.Leases, c.cfg.ID, c.cfg.LeaseTTL); err != nil {
 		return err
 	}

@@ -48,7 +48,11 @@
 // Each job is a step machine (internal/core/step: events in, actions out,
 // no I/O, the time passed in) inside a thin shell, jobRun. The shell feeds
 // the machine what happened and carries out its actions in order, feeding
-// outcomes back: job.go (the loop and the actions), resume.go (takeover,
+// outcomes back. What it keeps besides the bus it reaches through small
+// ports (ports.go: the Tally, Budgets, Journals and Registry interfaces;
+// Config.Storage names other adapters, nil ones are the fleet's: Redis
+// through internal/store, the journal stream, the registry bucket). Its
+// files: job.go (the loop and the actions), resume.go (takeover,
 // cleanup, the journal replayed into the machine), journal.go (journal
 // writes and checkpoints), jobcontrol.go (the registry's control of the
 // job, a person's answer), arbitrate.go (the judge), report.go (status and

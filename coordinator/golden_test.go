@@ -107,7 +107,7 @@ func TestGolden(t *testing.T) {
 		for i, gc := range goldenCases {
 			t.Run(gc.Name, func(t *testing.T) {
 				t.Parallel()
-				got[i] = runGolden(t, gc)
+				got[i] = runGolden(t, gc, coordinator.Config{})
 				if *updateGolden {
 					return
 				}
@@ -138,7 +138,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-func runGolden(t *testing.T, gc goldenCase) goldenFigures {
+func runGolden(t *testing.T, gc goldenCase, cfg coordinator.Config) goldenFigures {
 	env := fleettest.New(t)
 	if gc.Panel {
 		startJudge(t, env, panelOf([]string{"m1", "m2", "m3"}))
@@ -146,7 +146,7 @@ func runGolden(t *testing.T, gc goldenCase) goldenFigures {
 	sim := fleettest.StartSim(t, simllm.Config{
 		Accuracy: gc.Accuracy, Seed: gc.Seed, MalformedRate: gc.Malformed, OverlongRate: gc.Overlong,
 	})
-	env.StartCoordinator(coordinator.Config{})
+	env.StartCoordinator(cfg)
 	env.StartVoter(fleettest.SimClient(t, sim, llm.Config{}), voter.Config{Concurrency: 16})
 	spec := fleettest.HanoiSpec(gc.Disks, gc.K, gc.Seed)
 	spec.MaxSamplesPerStep = gc.MaxSamples

@@ -15,7 +15,6 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/core/step"
 	"github.com/makerfleet/makerfleet/internal/jobs"
-	"github.com/makerfleet/makerfleet/internal/journal"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -35,7 +34,7 @@ type jobRun struct {
 	sampleSj string
 	token    int64
 	m        *step.Machine
-	jr       *journal.Journal
+	jr       Journal
 	started  time.Time
 	// ended is the journal's end entry, found on resume: the job ended
 	// but its owner stopped before the report was out.
@@ -187,7 +186,7 @@ func (r *jobRun) run(ctx context.Context) error {
 	defer iter.Stop()
 
 	r.publishStatus(ctx, schemas.StateRunning)
-	if err := jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StateRunning); err != nil {
+	if err := r.c.registry.MarkState(ctx, r.spec.Tenant, r.spec.JobID, schemas.StateRunning); err != nil {
 		r.log.Warn("mark the job running in the registry", "err", err)
 	}
 	if m.Rung == schemas.RungPanel {
@@ -379,7 +378,7 @@ func (r *jobRun) exec(ctx context.Context, a step.Action) error {
 			_ = r.c.nc.Publish(r.topo.NS.DecidedSubject(r.spec.Tenant, r.spec.JobID), data)
 		}
 	case step.ActRecord:
-		outs, err := r.c.store.RecordMany(ctx, r.ref, a.Samples, m.K())
+		outs, err := r.c.tally.RecordMany(ctx, r.ref, a.Samples, m.K())
 		if err != nil {
 			return r.event(ctx, func(now time.Time) ([]step.Action, error) { return m.RecordFailed(now, err) })
 		}
@@ -419,14 +418,14 @@ func (r *jobRun) exec(ctx context.Context, a step.Action) error {
 		}
 		r.met.pending = count
 	case step.ActOpenStep:
-		if _, _, err := r.c.store.OpenStep(ctx, r.ref, m.Step, m.Epoch); err != nil {
+		if _, _, err := r.c.tally.OpenStep(ctx, r.ref, m.Step, m.Epoch); err != nil {
 			if errors.Is(err, store.ErrStaleOpen) {
 				return fmt.Errorf("%w: %v", errLeaseLost, err)
 			}
 			return err
 		}
 	case step.ActCloseStep:
-		tally, _, err := r.c.store.CloseStep(ctx, r.ref, m.Step, m.Epoch)
+		tally, _, err := r.c.tally.CloseStep(ctx, r.ref, m.Step, m.Epoch)
 		switch {
 		case errors.Is(err, store.ErrNoStep):
 			return r.event(ctx, func(now time.Time) ([]step.Action, error) {
@@ -484,7 +483,7 @@ func (r *jobRun) publish(ctx context.Context, req *schemas.SampleRequest) error 
 // the job waits for maker resume (or decide).
 func (r *jobRun) pause(ctx context.Context) error {
 	r.publishStatus(ctx, schemas.StatePaused)
-	if err := jobs.MarkState(ctx, r.topo, r.spec.Tenant, r.spec.JobID, schemas.StatePaused); err != nil {
+	if err := r.c.registry.MarkState(ctx, r.spec.Tenant, r.spec.JobID, schemas.StatePaused); err != nil {
 		return err
 	}
 	return errPaused

@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -59,7 +58,7 @@ func (r *jobRun) notePerson(rec schemas.JobRecord) {
 // personDecision journals a person's answer (maker decide) for the step the
 // job is at, if the registry holds one, instead of sampling the step.
 func (r *jobRun) personDecision(ctx context.Context) error {
-	rec, _, err := jobs.Get(ctx, r.topo, r.spec.Tenant, r.spec.JobID)
+	rec, _, err := r.c.registry.Get(ctx, r.spec.Tenant, r.spec.JobID)
 	if err != nil {
 		return err
 	}

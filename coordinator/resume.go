@@ -20,7 +20,7 @@ import (
 // under this lease's token, which fences every older owner out of the
 // journal, and cleans up what older owners left in flight.
 func (r *jobRun) resume(ctx context.Context) error {
-	jr, res, err := journal.Open(ctx, r.c.js, r.topo.NS, r.spec.Tenant, r.spec.JobID)
+	jr, res, err := r.c.journals.Open(ctx, r.spec.Tenant, r.spec.JobID)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func (r *jobRun) clearOldOwners(ctx context.Context) error {
 // cleanup removes the job's hot state, queued requests, stray results and
 // result consumer. The journal stays: it is the job's record.
 func (r *jobRun) cleanup(ctx context.Context) error {
-	if err := r.c.store.DeleteJob(ctx, r.ref); err != nil {
+	if err := r.c.tally.DeleteJob(ctx, r.ref); err != nil {
 		return err
 	}
 	js := r.c.js

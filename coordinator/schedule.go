@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
-	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/lease"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/topology"
@@ -108,7 +107,7 @@ func (c *Coordinator) start(ctx context.Context, topo *topology.Topology, open m
 	}
 	// The watch may lag (a server restart, say): the registry itself has
 	// the last word on whether the job still needs us.
-	cur, _, err := jobs.Get(ctx, topo, rec.Tenant, rec.JobID)
+	cur, _, err := c.registry.Get(ctx, rec.Tenant, rec.JobID)
 	if err != nil || cur.Finished || cur.Control == schemas.ControlPause {
 		if err == nil {
 			if cur.Finished {
@@ -208,7 +207,7 @@ func (c *Coordinator) own(ctx context.Context, topo *topology.Topology, l *lease
 	case err == nil:
 		log.Info("job finished", "state", rep.State, "steps", rep.Steps, "errors", rep.Errors,
 			"samples_per_step", rep.SamplesPerStep, "wall_seconds", rep.WallSeconds)
-		if err := jobs.MarkFinished(sctx, topo, spec.Tenant, spec.JobID, rep.State); err != nil {
+		if err := c.registry.MarkFinished(sctx, spec.Tenant, spec.JobID, rep.State); err != nil {
 			log.Error("mark the job finished", "err", err)
 		}
 		c.cfg.Metrics.JobFinished(spec.Tenant, rep.State)
@@ -221,7 +220,7 @@ func (c *Coordinator) own(ctx context.Context, topo *topology.Topology, l *lease
 		c.release(sctx, l, 0, log)
 	case errors.Is(err, ErrInvalidJob):
 		log.Error("job refused", "err", err)
-		if err := jobs.MarkFinished(sctx, topo, spec.Tenant, spec.JobID, schemas.StateFailed); err != nil {
+		if err := c.registry.MarkFinished(sctx, spec.Tenant, spec.JobID, schemas.StateFailed); err != nil {
 			log.Error("mark the job finished", "err", err)
 		}
 		c.cfg.Metrics.JobFinished(spec.Tenant, schemas.StateFailed)
@@ -244,7 +243,7 @@ func (c *Coordinator) own(ctx context.Context, topo *topology.Topology, l *lease
 			if err := c.store.ClearFailures(sctx, ref); err != nil {
 				log.Warn("clear failure count", "err", err)
 			}
-			if err := jobs.MarkFinished(sctx, topo, spec.Tenant, spec.JobID, schemas.StateFailed); err != nil {
+			if err := c.registry.MarkFinished(sctx, spec.Tenant, spec.JobID, schemas.StateFailed); err != nil {
 				log.Error("mark the job finished", "err", err)
 			}
 			c.failJob(sctx, topo, spec, fmt.Sprintf("failed %d times; last error: %v", n, err))
