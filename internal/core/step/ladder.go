@@ -50,7 +50,7 @@ func (m *Machine) climb(rung string, prior []schemas.RungTally) {
 }
 
 // escalate closes the spent rung's tally in Redis (the last action; the
-// shell calls closed with it), to climb or to end without consensus.
+// shell calls Closed with it), to climb or to end without consensus.
 func (m *Machine) escalate() ([]Action, error) {
 	m.closing = nextRung(m.policy(), m.Rung == schemas.RungStrongerModel)
 	return []Action{{Kind: ActCloseStep}}, nil
@@ -118,7 +118,7 @@ func (m *Machine) noConsensus(rt schemas.RungTally, tally []schemas.TallyEntry) 
 
 // Arbitrate asks the judge's panel to settle the step among the
 // candidates the rungs below found (the last action; the shell calls
-// arbitrated, or needsHuman). Without a candidate there is nothing to
+// Arbitrated, or NeedsHuman). Without a candidate there is nothing to
 // choose from: a person decides.
 func (m *Machine) Arbitrate() []Action {
 	cands, samples := schemas.MergeRungs(m.prior)

@@ -18,13 +18,19 @@ import (
 // from what happened and does no I/O: each event is a method call (results
 // arrived, Redis recorded them, a timer ticked, a tally was closed, the
 // judge or a person decided, control changed) that returns the actions
-// the shell (jobRun) carries out, in order. An action whose outcome the
-// machine needs (record, close the step, arbitrate) is the last of its
-// list; the shell feeds its outcome back as the next event.
+// the shell (the coordinator's jobRun) carries out, in order. An action
+// whose outcome the machine needs (record, close the step, arbitrate) is
+// the last of its list; the shell feeds its outcome back as the next
+// event. A Machine is not safe for concurrent use: one goroutine, the
+// job's loop, owns it.
 //
 // The machine owns the open step's bookkeeping (waves, pending samples,
 // the rung of the escalation ladder), the decided chain (state, trace) and
-// the job's figures.
+// the job's figures. Its exported fields are the shell's to read; the
+// shell writes only Control (what the registry asks, at step boundaries),
+// ArbCap (what it reserved for an arbitration), End (a job that ended
+// before a restart), Paused (a cancel overriding a pause) and SinceCkpt
+// (after it stored a checkpoint).
 type Machine struct {
 	spec     schemas.JobSpec
 	Params   json.RawMessage // the task's canonical params
@@ -244,8 +250,8 @@ const (
 	// ActAnnounce: publish the step-decided event decided (voters skip
 	// and cancel the step's samples).
 	ActAnnounce
-	// ActRecord: record samples in Redis, then call recorded (or
-	// recordFailed).
+	// ActRecord: record samples in Redis, then call Recorded (or
+	// RecordFailed).
 	ActRecord
 	// ActSettle: settle the batch's message msg: fate ack, term (reason)
 	// or nak (after delay).
@@ -256,10 +262,10 @@ const (
 	// ActOpenStep: open the machine's step under its epoch in Redis.
 	ActOpenStep
 	// ActCloseStep: close the open step in Redis without a decision, then
-	// call closed with its tally (or reopen if it is gone).
+	// call Closed with its tally (or Reopen if it is gone).
 	ActCloseStep
 	// ActArbitrate: ask the judge to settle the step (arb), then call
-	// arbitrated, or needsHuman.
+	// Arbitrated, or NeedsHuman.
 	ActArbitrate
 	// ActCheckpoint: store a checkpoint of the machine.
 	ActCheckpoint

@@ -30,7 +30,7 @@ const NakDelay = 250 * time.Millisecond
 // cannot count (unreadable, forged, another step's, an index never
 // published, a vote the task cannot read, a skip), and asks for the rest
 // to be recorded in one Redis round trip (the last action; the shell
-// calls recorded with the outcomes). Before anything else reads a result,
+// calls Recorded with the outcomes). Before anything else reads a result,
 // its token is checked (capability.go) and its token counts bounded
 // (claims.go).
 func (m *Machine) OnResults(now time.Time, batch []Incoming) []Action {

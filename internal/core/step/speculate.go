@@ -45,14 +45,14 @@ type ahead struct {
 	guessed bool
 }
 
-// speculation is the machine's steps ahead: slots[i] is step m.step+1+i.
+// speculation is the machine's steps ahead: slots[i] is step m.Step+1+i.
 type speculation struct {
 	slots  []*ahead
 	branch int64 // the last branch id given out
 	// open is the branch the open step adopted (0: none); answers of other
 	// branches for it are from a guess that lost.
 	open int64
-	// Feed holds the adopted step's answers, to be recorded (onFeed), not
+	// Feed holds the adopted step's answers, to be recorded (OnFeed), not
 	// before feedAt (Redis refused them: they wait as a nak'ed message).
 	Feed   []schemas.SampleResult
 	FeedAt time.Time
@@ -333,7 +333,7 @@ func (m *Machine) Unsent(reqs []*schemas.SampleRequest) {
 
 // adopt takes the first step ahead as the open step when its guess is the
 // open step's state: its published indices count as dispatched, answers
-// not in yet are pending, answers in are queued for recording (onFeed),
+// not in yet are pending, answers in are queued for recording (OnFeed),
 // indices a voter skipped are asked again. Any other step ahead lost.
 func (m *Machine) adopt(now time.Time) []Action {
 	sp := &m.Ahead
