@@ -83,6 +83,8 @@ func (v *Voter) traceCall(ctx context.Context, call *llm.Request) (context.Conte
 			status = "timeout"
 		case errors.Is(err, llm.ErrBadResponse):
 			status = "bad_response"
+		case errors.Is(err, llm.ErrProvider):
+			status = "provider_refused"
 		case errors.Is(err, llm.ErrPermanent):
 			status = "refused"
 		default:

@@ -48,6 +48,7 @@
 package voter
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -162,6 +163,10 @@ type Stats struct {
 	BadReplies int64 `json:"bad_replies"`
 	// NoticesIgnored counts decided notices outside the tracker's window.
 	NoticesIgnored int64 `json:"notices_ignored"`
+	// ProviderRefusals counts calls the provider refused for the key or
+	// the model (llm.ErrProvider: 401, 403, 404); their samples were
+	// handed back, never answered (also model errors).
+	ProviderRefusals int64 `json:"provider_refusals"`
 }
 
 // Voter pulls sample requests and answers them.
@@ -178,8 +183,12 @@ type Voter struct {
 	requests, modelCalls, votes, redFlags, skipped, cancelled atomic.Int64
 	modelErrors, malformed, handedBack                        atomic.Int64
 	policyRefused, badReplies, noticesIgnored                 atomic.Int64
-	maxDeliver                                                atomic.Int64   // the consumer's MaxDeliver
+	maxDeliver                                                atomic.Int64 // the consumer's MaxDeliver
+	providerRefusals                                          atomic.Int64
 	noticeLog                                                 throttle.Every // spaces the ignored-notice log lines
+	faultLog                                                  throttle.Every // spaces the provider-refusal log lines
+	faults                                                    faults         // the provider refusing the key or a model (fault.go)
+	worker                                                    *bus.Worker    // set by Run before any request is handled
 }
 
 // New returns a Voter that calls model.
@@ -198,7 +207,7 @@ func New(nc *nats.Conn, model Model, cfg Config) (*Voter, error) {
 		model = timedModel{Model: model, met: cfg.Metrics, model: cfg.Model}
 	}
 	return &Voter{cfg: cfg, nc: nc, js: js, model: model, log: cfg.Logger.With("voter", cfg.ID), decided: newTracker(),
-		insts: lru.New[string, task.Instance](maxInstances), noticeLog: throttle.Every{Interval: noticeLogEvery}}, nil
+		insts: lru.New[string, task.Instance](maxInstances), noticeLog: throttle.Every{Interval: noticeLogEvery}, faultLog: throttle.Every{Interval: faultLogEvery}}, nil
 }
 
 // Stats returns the counters.
@@ -208,6 +217,7 @@ func (v *Voter) Stats() Stats {
 		RedFlags: v.redFlags.Load(), Skipped: v.skipped.Load(), Cancelled: v.cancelled.Load(),
 		ModelErrors: v.modelErrors.Load(), Malformed: v.malformed.Load(), HandedBack: v.handedBack.Load(),
 		PolicyRefused: v.policyRefused.Load(), BadReplies: v.badReplies.Load(), NoticesIgnored: v.noticesIgnored.Load(),
+		ProviderRefusals: v.providerRefusals.Load(),
 	}
 }
 
@@ -248,6 +258,7 @@ func (v *Voter) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("voter: %w", err)
 	}
+	v.worker = w // handlers run only once w runs
 	v.log.Info("voter started", "concurrency", v.cfg.Concurrency, "model", v.cfg.Model, "allow_models", v.cfg.Policy.AllowModels,
 		"max_tokens_ceiling", v.cfg.Policy.MaxTokensCeiling, "temperature_max", v.cfg.Policy.TemperatureMax)
 	err = w.Run(ctx)
@@ -357,10 +368,34 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 				Outcome: schemas.OutcomeRedFlag, RedFlag: schemas.RedFlagEmpty, Detail: "model: " + truncate(err.Error(), 200),
 				LatencyMS: ms(resp.Latency),
 			})
+		case errors.Is(err, llm.ErrProvider):
+			// The provider refuses this voter's key or model (401, 403,
+			// 404 model_not_found): the fleet's configuration, not the
+			// sample. Answering it (a red flag) would spend the step's
+			// samples on a fault of ours and could end the job without
+			// consensus; so the sample is handed back for a voter that can
+			// serve it, this voter reports not ready, and it fetches
+			// nothing for a growing backoff (the messages go to voters that
+			// can serve them meanwhile).
+			v.modelErrors.Add(1)
+			v.providerRefusals.Add(1)
+			model := cmp.Or(req.Model, v.cfg.Model)
+			hold := v.faults.refused(model, err, time.Now(), v.cfg.ModelErrorDelay)
+			if w := v.worker; w != nil {
+				w.HoldOff(time.Now().Add(hold))
+			}
+			if v.faultLog.Allow() {
+				v.log.Error("the provider refuses this voter's key or model; handing samples back, not fetching for the backoff, not ready until a call succeeds",
+					"model", model, "err", err, "sample", req.SampleID, "backoff", hold)
+			}
+			if v.lastDelivery(msg) {
+				return bus.Drop(err, "max_deliveries: "+truncate(err.Error(), 200))
+			}
+			return bus.Retry(err, v.cfg.ModelErrorDelay)
 		case errors.Is(err, llm.ErrPermanent):
-			// Retrying this request cannot help (bad request, unknown
-			// model, bad key): answer it as a red-flagged sample, with the
-			// reason. The step draws another sample in its place (perhaps
+			// Retrying this request cannot help (a request the model
+			// will never take: 400, 422): answer it as a red-flagged
+			// sample, with the reason. The step draws another sample in its place (perhaps
 			// on a voter configured right), and a step no model will answer
 			// reaches its sample cap and escalates or ends, rather than
 			// waiting forever. This worker pauses (holding its slot, the
@@ -379,22 +414,10 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 			return rerr
 		default:
 			v.modelErrors.Add(1)
-			delay := v.cfg.ModelErrorDelay
-			var later *llm.RetryLaterError
-			if errors.As(err, &later) && later.Delay > delay {
-				delay = later.Delay
-			}
-			if md, merr := msg.Metadata(); merr == nil && v.maxDeliver.Load() > 0 && int64(md.NumDelivered) >= v.maxDeliver.Load() {
-				// The last delivery the consumer allows: give up on it
-				// here, where the request and the reason are in hand (the
-				// server drops a work-queue message once it gives up).
-				v.log.Error("model call failed on the request's last delivery; dead-lettering it", "err", err, "sample", req.SampleID)
-				return bus.Drop(err, "max_deliveries: "+truncate(err.Error(), 200))
-			}
-			v.log.Warn("model call failed; handing the sample back", "err", err, "sample", req.SampleID, "delay", delay)
-			return bus.Retry(err, delay)
+			return v.handBack(msg, &req, err)
 		}
 	}
+	v.faults.served(cmp.Or(req.Model, v.cfg.Model))
 	res := Judge(inst, &req, resp)
 	if res.Outcome == schemas.OutcomeVote {
 		v.votes.Add(1)
@@ -402,6 +425,34 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 		v.redFlags.Add(1)
 	}
 	return v.reply(ctx, msg, &req, res)
+}
+
+// handBack is the fate of a request whose model call failed for a reason
+// of the model's or the provider's: handed back after ModelErrorDelay (or
+// the server's longer Retry-After) for another try, by this voter or
+// another; on the last delivery the consumer allows, dead-lettered here,
+// where the request and the reason are in hand (the server drops a
+// work-queue message once it gives up), and the coordinator samples the
+// index again after its timeout.
+func (v *Voter) handBack(msg jetstream.Msg, req *schemas.SampleRequest, err error) error {
+	delay := v.cfg.ModelErrorDelay
+	var later *llm.RetryLaterError
+	if errors.As(err, &later) && later.Delay > delay {
+		delay = later.Delay
+	}
+	if v.lastDelivery(msg) {
+		v.log.Error("model call failed on the request's last delivery; dead-lettering it", "err", err, "sample", req.SampleID)
+		return bus.Drop(err, "max_deliveries: "+truncate(err.Error(), 200))
+	}
+	v.log.Warn("model call failed; handing the sample back", "err", err, "sample", req.SampleID, "delay", delay)
+	return bus.Retry(err, delay)
+}
+
+// lastDelivery reports whether msg is on the last delivery the consumer
+// allows.
+func (v *Voter) lastDelivery(msg jetstream.Msg) bool {
+	md, err := msg.Metadata()
+	return err == nil && v.maxDeliver.Load() > 0 && int64(md.NumDelivered) >= v.maxDeliver.Load()
 }
 
 // Judge turns a model response into a sample result: the vote, or the red
@@ -498,6 +549,10 @@ func (v *Voter) onDecided(m *nats.Msg) {
 // noticeLogEvery spaces the log lines of ignored notices: a flood of forged
 // notices is counted in full (Stats) but logged once a second.
 const noticeLogEvery = time.Second
+
+// faultLogEvery spaces the log lines of a provider refusing the voter's
+// key or model: every worker meets it, again and again, until it is fixed.
+const faultLogEvery = 10 * time.Second
 
 func (v *Voter) ignoreNotice(ev *schemas.StepDecided, why string, args ...any) {
 	v.noticesIgnored.Add(1)

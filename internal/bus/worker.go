@@ -58,6 +58,7 @@ type Worker struct {
 	cons      jetstream.Consumer // the fetch loop's; replaced by Recreate
 	consumer  string             // the consumer's name, for dead letters
 	keepAlive atomic.Int64       // InProgress interval: a third of AckWait
+	holdOff   atomic.Int64       // no fetch before this (unix nanoseconds; HoldOff)
 
 	mu        sync.Mutex
 	started   bool
@@ -228,6 +229,40 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
+// HoldOff stops fetching until t: the messages in hand go on, and no new
+// one is taken before then (a later t extends the hold, an earlier one
+// does not shorten it). A handler calls it when its messages cannot be
+// served for a while (the voter: the provider refuses its key or model),
+// so the consumer's messages go to workers that can serve them instead
+// of being taken and handed back here, each time using up a delivery.
+func (w *Worker) HoldOff(t time.Time) {
+	n := t.UnixNano()
+	for {
+		cur := w.holdOff.Load()
+		if n <= cur || w.holdOff.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// waitHoldOff waits out a hold (HoldOff), as long as it lasts; false when
+// fetchCtx ended first.
+func (w *Worker) waitHoldOff(fetchCtx context.Context) bool {
+	for {
+		d := time.Until(time.Unix(0, w.holdOff.Load()))
+		if d <= 0 {
+			return true
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-fetchCtx.Done():
+			t.Stop()
+			return false
+		}
+	}
+}
+
 // loop fetches into free slots until fetchCtx ends; ctx is the handlers'.
 func (w *Worker) loop(fetchCtx, ctx context.Context) {
 	defer close(w.done)
@@ -264,7 +299,7 @@ func (w *Worker) loop(fetchCtx, ctx context.Context) {
 				break more
 			}
 		}
-		if fetchCtx.Err() != nil {
+		if fetchCtx.Err() != nil || !w.waitHoldOff(fetchCtx) {
 			return
 		}
 		got, err := w.fetch(fetchCtx, n, msgs)

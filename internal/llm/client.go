@@ -192,6 +192,16 @@ func (c *Client) Check(ctx context.Context) error {
 	return fmt.Errorf("%w: %s lists %s; not %q", ErrModelNotListed, c.cfg.BaseURL, listed, c.cfg.Model)
 }
 
+// Probe asks the client's model for one token, to learn whether the
+// provider serves it to this key when its /models list cannot tell (a
+// model it does not list, or no list at all). It costs a few tokens. The
+// error is Complete's: llm.ErrProvider when the key or the model is
+// refused (401, 403, 404 model_not_found).
+func (c *Client) Probe(ctx context.Context) error {
+	_, err := c.Complete(ctx, Request{Messages: []Message{{Role: "user", Content: "Say OK."}}, MaxTokens: 1})
+	return err
+}
+
 var errNoChoices = errors.New("response has no choices")
 
 // usable checks what a 2xx reply says before anything of it is used: at

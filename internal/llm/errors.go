@@ -11,18 +11,20 @@ import (
 // Sentinels for errors.Is. Every error from Complete falls in one row below
 // and also wraps its underlying cause, so callers can decide a message's fate:
 //
-//	error                     cause                                 voter does
-//	ErrPermanent              4xx except 402/408/409/429, bad       Term with reason
-//	                          request/config, TLS verification
-//	ErrQuota (+ErrRetryLater) 429 insufficient_quota/billing, 402,  NakWithDelay(Delay); pause the job
-//	                          4xx with a quota/budget error code
-//	ErrRetryLater             Retry-After above MaxRetryAfter       NakWithDelay(Delay)
-//	ErrRetryBudget            MaxAttempts retryable failures        Nak with backoff
-//	ErrBadResponse            BadResponseAttempts 2xx replies that  answer with red flag "empty"
-//	                          cannot be used (not JSON, no choice,
-//	                          usage out of range, a body past
-//	                          maxReplyBytes)
-//	context.Canceled/...      the caller's ctx ended                stop; nothing to report
+//	error                       cause                                 voter does
+//	ErrProvider (+ErrPermanent) 401, 403, 404: the key or the model   hand back; not ready; back off
+//	                            is refused (the fleet's configuration)
+//	ErrPermanent                other 4xx except 402/408/409/429,     answer red flag "refused"
+//	                            bad request, TLS verification
+//	ErrQuota (+ErrRetryLater)   429 insufficient_quota/billing, 402,  NakWithDelay(Delay); pause the job
+//	                            4xx with a quota/budget error code
+//	ErrRetryLater               Retry-After above MaxRetryAfter       NakWithDelay(Delay)
+//	ErrRetryBudget              MaxAttempts retryable failures        Nak with backoff
+//	ErrBadResponse              BadResponseAttempts 2xx replies that  answer with red flag "empty"
+//	                            cannot be used (not JSON, no choice,
+//	                            usage out of range, a body past
+//	                            maxReplyBytes)
+//	context.Canceled/...        the caller's ctx ended                stop; nothing to report
 var (
 	// ErrRetryBudget: every attempt failed with a retryable error. The last
 	// cause is wrapped too.
@@ -32,6 +34,12 @@ var (
 	ErrRetryLater = errors.New("llm: retry later")
 	// ErrPermanent: retrying the same request cannot help.
 	ErrPermanent = errors.New("llm: permanent failure")
+	// ErrProvider: the provider refuses this client's key or model (401,
+	// 403, 404 such as model_not_found). It is the deployment's
+	// configuration, not the request: another voter, or this one once
+	// fixed, serves the same request. It also matches ErrPermanent (no
+	// retry in the call).
+	ErrProvider = errors.New("llm: the provider refuses the key or the model")
 	// ErrQuota: out of quota, credit or spend limit. Not retried in-call,
 	// but it also matches ErrRetryLater: topping up fixes it, so a run
 	// should pause and resume, not fail.

@@ -27,7 +27,8 @@ import (
 //	429 insufficient_quota/billing, 402,    ErrQuota + ErrRetryLater, no retry
 //	other 4xx with a quota code/type
 //	Retry-After > MaxRetryAfter             ErrRetryLater with Delay, no retry
-//	other 4xx (400, 401, 403, 404, 422...)  ErrPermanent, no retry
+//	401, 403, 404 (key or model refused)     ErrProvider (also ErrPermanent), no retry
+//	other 4xx (400, 422...)                 ErrPermanent, no retry
 //	invalid Request, go-openai refusal      ErrPermanent, nothing sent
 //	caller's ctx done (also mid-wait)       ctx.Err() wrapped, no retry
 //	MaxAttempts retryable failures          ErrRetryBudget wrapping the last cause
@@ -38,6 +39,7 @@ const (
 	success outcome = iota
 	retryable
 	permanent
+	provider // 401, 403, 404: the key or the model is refused
 	quota
 	badResponse // a 2xx reply that cannot be used: retried a few times only
 	stopped     // the caller's ctx ended
@@ -72,6 +74,8 @@ func (c *Client) retry(ctx context.Context, op string, maxAttempts int,
 			return attempt, stopErr(where, ctx.Err(), v.err)
 		case permanent:
 			return attempt, fmt.Errorf("%w: %s: %w", ErrPermanent, where, v.err)
+		case provider:
+			return attempt, fmt.Errorf("%w (%w): %s: %w", ErrProvider, ErrPermanent, where, v.err)
 		case quota:
 			d := c.cfg.MaxRetryAfter
 			if v.hasRA {
@@ -163,9 +167,17 @@ func (c *Client) classify(st *attemptState, err error) verdict {
 		}
 	case s == 408, s == 409, s >= 500:
 		v.outcome = retryable
+	case s == 401, s == 403, s == 404:
+		// The key or the model is refused: the deployment's configuration,
+		// whatever the request.
+		v.outcome = provider
+		// Some proxies (LiteLLM budgets) report spend limits as 403.
+		if byCode, _ := quotaSignals(err); byCode {
+			v.outcome = quota
+		}
 	default:
 		v.outcome = permanent
-		// Some proxies (LiteLLM budgets) report spend limits as 400/403.
+		// Some proxies (LiteLLM budgets) report spend limits as 400.
 		if byCode, _ := quotaSignals(err); byCode {
 			v.outcome = quota
 		}

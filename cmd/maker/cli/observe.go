@@ -151,8 +151,9 @@ func topologyReady(js jetstream.JetStream, streams ...string) metrics.Check {
 
 // startRoleMetrics serves a coordinator's, voter's or serve's metrics:
 // the queue lag of the default namespace's consumers, ready while NATS is
-// connected, the topology exists and (given) Redis answers.
-func startRoleMetrics(ctx context.Context, e *env, log *slog.Logger, addr string, reg *metrics.Registry, nc *nats.Conn, rdb redis.UniversalClient) (func(), error) {
+// connected, the topology exists, (given) Redis answers and every extra
+// check passes (the voter: its provider serves its model).
+func startRoleMetrics(ctx context.Context, e *env, log *slog.Logger, addr string, reg *metrics.Registry, nc *nats.Conn, rdb redis.UniversalClient, extra ...metrics.Check) (func(), error) {
 	if reg == nil {
 		return func() {}, nil
 	}
@@ -167,5 +168,5 @@ func startRoleMetrics(ctx context.Context, e *env, log *slog.Logger, addr string
 		checks = append(checks, redisReady(rdb))
 	}
 	checks = append(checks, topologyReady(js, ns.JobsStream(), ns.SamplesStream()))
-	return startMetrics(ctx, e, log, addr, reg, checks...)
+	return startMetrics(ctx, e, log, addr, reg, append(checks, extra...)...)
 }

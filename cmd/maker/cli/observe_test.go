@@ -140,15 +140,7 @@ func TestCoordinatorMetricsAddr(t *testing.T) {
 func TestVoterReadiness(t *testing.T) {
 	t.Parallel()
 	ns := testkit.StartNATS(t)
-	sim, err := simllm.Start(t.Context(), "127.0.0.1:0", simllm.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = sim.Close(ctx)
-	})
+	sim := startSimLLM(t, simllm.Config{})
 	base, stderr, stop := startService(t, "voter", "--nats", ns.URL, "--llm-base-url", sim.URL(), "--model", simllm.DefaultModel,
 		"--id", "voter-v3", "--metrics-addr", "127.0.0.1:0")
 	if code, _ := httpGet(t, base+"/healthz"); code != 200 {

@@ -94,8 +94,20 @@ func voterCmd(e *env) *cobra.Command {
 			cancel()
 			switch {
 			case errors.Is(err, llm.ErrModelNotListed):
-				log.Warn("the model server does not list the model; samples fail if it does not serve it either",
-					"llm_base_url", baseURL, "model", model, "err", err)
+				// Not listed (some servers list nothing, or other names):
+				// ask the model for one token before taking samples.
+				pctx, cancel := context.WithTimeout(cmd.Context(), modelCheckTimeout)
+				perr := client.Probe(pctx)
+				cancel()
+				if errors.Is(perr, llm.ErrProvider) {
+					return fmt.Errorf("model server %s does not serve %q to this key: %w (and %w)", baseURL, model, perr, err)
+				}
+				if perr == nil {
+					log.Info("the model server does not list the model but answers it", "llm_base_url", baseURL, "model", model, "listed", err)
+				} else {
+					log.Warn("the model server does not list the model and could not be asked; samples are handed back if it does not serve it",
+						"llm_base_url", baseURL, "model", model, "err", err, "probe_err", perr)
+				}
 			case err != nil:
 				return fmt.Errorf("model server %s: GET /models: %w", baseURL, err)
 			default:
@@ -106,11 +118,6 @@ func voterCmd(e *env) *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			stopMetrics, err := startRoleMetrics(cmd.Context(), e, log, metricsAddr, reg, nc, nil)
-			if err != nil {
-				return err
-			}
-			defer stopMetrics()
 			v, err := voter.New(nc, client, voter.Config{ID: id, Tasks: builtin.Registry(), Model: model, Metrics: met,
 				Concurrency: concurrency, DrainTimeout: drain, Logger: log, SimHints: simHints, Policy: policy,
 				// The topology is the coordinators' to create, with their
@@ -119,6 +126,13 @@ func voterCmd(e *env) *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
+			// /readyz fails while the provider refuses the key or a model.
+			stopMetrics, err := startRoleMetrics(cmd.Context(), e, log, metricsAddr, reg, nc, nil,
+				metrics.Check{Name: "model", Fn: func(context.Context) error { return v.Ready() }})
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			return v.Run(cmd.Context())
 		},
 	}

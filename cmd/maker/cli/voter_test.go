@@ -24,7 +24,9 @@ import (
 
 // TestVoterChecksModel: a voter whose model server does not answer exits 1
 // at once, naming the URL and the error; one whose server does not list
-// its model says so clearly and runs on.
+// its model asks the model for one token: served, it says so and runs on;
+// refused (404 model_not_found), it exits 1 naming the model and the
+// provider's answer, before taking any sample.
 func TestVoterChecksModel(t *testing.T) {
 	t.Parallel()
 	srv := testkit.StartNATS(t)
@@ -52,17 +54,25 @@ func TestVoterChecksModel(t *testing.T) {
 		}
 	})
 
+	t.Run("model not served", func(t *testing.T) {
+		t.Parallel()
+		// Serves sim-1 and sim-strong; any other name gets 404
+		// model_not_found.
+		sim := startSimLLM(t, simllm.Config{Models: []string{"sim-strong"}})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*modelCheckTimeout)
+		defer cancel()
+		var out, errb syncBuffer
+		code := Main(ctx, []string{"voter", "--nats", srv.URL, "--llm-base-url", sim.URL(), "--model", "gpt-nope"}, &out, &errb)
+		msg := errb.String()
+		if code != ExitError || !strings.Contains(msg, "maker: model server "+sim.URL()+` does not serve "gpt-nope" to this key`) ||
+			!strings.Contains(msg, "404") {
+			t.Errorf("exit %d, stderr %q; want exit %d naming the server, the model and the 404", code, msg, ExitError)
+		}
+	})
+
 	t.Run("model not listed", func(t *testing.T) {
 		t.Parallel()
-		sim, err := simllm.Start(t.Context(), "127.0.0.1:0", simllm.Config{}) // lists sim-1
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = sim.Close(ctx)
-		})
+		sim := startSimLLM(t, simllm.Config{}) // lists sim-1
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		// The topology is the coordinators' to create; a voter waits for it.
@@ -99,12 +109,27 @@ func TestVoterChecksModel(t *testing.T) {
 			t.Errorf("the voter exited %d when stopped, want 0: %s", code, errb.String())
 		}
 		log := errb.String()
-		for _, want := range []string{"level=WARN", "does not list the model", `model=other-model`, sim.URL(), `lists sim-1; not \"other-model\"`} {
+		for _, want := range []string{"level=INFO", "does not list the model but answers it", `model=other-model`, sim.URL(), `lists sim-1; not \"other-model\"`} {
 			if !strings.Contains(log, want) {
 				t.Errorf("stderr lacks %q:\n%s", want, log)
 			}
 		}
 	})
+}
+
+// startSimLLM starts the simulated model on a free port, closed at cleanup.
+func startSimLLM(t *testing.T, cfg simllm.Config) *simllm.Running {
+	t.Helper()
+	sim, err := simllm.Start(t.Context(), "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = sim.Close(ctx)
+	})
+	return sim
 }
 
 // TestVoterPolicyFlagsRefused: the policy flags and their variables are
