@@ -140,7 +140,7 @@ func TestCoordinatorMetricsAddr(t *testing.T) {
 func TestVoterReadiness(t *testing.T) {
 	t.Parallel()
 	ns := testkit.StartNATS(t)
-	sim := startSimLLM(t, simllm.Config{})
+	sim := fleettest.StartSim(t, simllm.Config{})
 	base, stderr, stop := startService(t, "voter", "--nats", ns.URL, "--llm-base-url", sim.URL(), "--model", simllm.DefaultModel,
 		"--id", "voter-v3", "--metrics-addr", "127.0.0.1:0")
 	if code, _ := httpGet(t, base+"/healthz"); code != 200 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/makerfleet/makerfleet/internal/app/fleettest"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/testkit"
@@ -58,7 +59,7 @@ func TestVoterChecksModel(t *testing.T) {
 		t.Parallel()
 		// Serves sim-1 and sim-strong; any other name gets 404
 		// model_not_found.
-		sim := startSimLLM(t, simllm.Config{Models: []string{"sim-strong"}})
+		sim := fleettest.StartSim(t, simllm.Config{Models: []string{"sim-strong"}})
 		ctx, cancel := context.WithTimeout(context.Background(), 2*modelCheckTimeout)
 		defer cancel()
 		var out, errb syncBuffer
@@ -72,7 +73,7 @@ func TestVoterChecksModel(t *testing.T) {
 
 	t.Run("model not listed", func(t *testing.T) {
 		t.Parallel()
-		sim := startSimLLM(t, simllm.Config{}) // lists sim-1
+		sim := fleettest.StartSim(t, simllm.Config{}) // lists sim-1
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		// The topology is the coordinators' to create; a voter waits for it.
@@ -115,21 +116,6 @@ func TestVoterChecksModel(t *testing.T) {
 			}
 		}
 	})
-}
-
-// startSimLLM starts the simulated model on a free port, closed at cleanup.
-func startSimLLM(t *testing.T, cfg simllm.Config) *simllm.Running {
-	t.Helper()
-	sim, err := simllm.Start(t.Context(), "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = sim.Close(ctx)
-	})
-	return sim
 }
 
 // TestVoterPolicyFlagsRefused: the policy flags and their variables are
