@@ -77,6 +77,24 @@ type JobRequest struct {
 	// a job spec (0 or omitted: off).
 	SpeculationDepth    int     `json:"speculation_depth,omitempty"`
 	SpeculationMaxWaste float64 `json:"speculation_max_waste,omitempty"`
+	// Calibration takes p_estimate, valid_fraction and the tokens a call
+	// uses from a calibration stored on the fleet (maker calibrate), as the
+	// CLI's --calibration-model does: the forecast, admission and k's
+	// defaults then use what the model measured. Refused beside
+	// p_estimate or valid_fraction; a calibration the fleet does not hold
+	// is refused (422) naming the prompt versions it holds.
+	Calibration *CalibrationRef `json:"calibration,omitempty"`
+}
+
+// CalibrationRef names a stored calibration (schemas.Calibration).
+type CalibrationRef struct {
+	// Model is the model the calibration measured (as maker calibrate
+	// --model named it).
+	Model string `json:"model"`
+	// PromptVersion picks the calibration of that prompt version; default
+	// the job's own (a built-in task's current prompt, a task spec's
+	// hash), else the newest stored for the model and task.
+	PromptVersion string `json:"prompt_version,omitempty"`
 }
 
 // Spec is the job spec r asks for, run as tenant (defaults not applied:

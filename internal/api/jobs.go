@@ -84,6 +84,11 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p apikey.Prin
 	ctx, cancel := s.timeout(r.Context())
 	defer cancel()
 	spec := req.Spec(p.Tenant)
+	if req.Calibration != nil {
+		if err := s.calibrated(ctx, &req, &spec); err != nil {
+			return err
+		}
+	}
 	prices, err := s.priceTable(ctx)
 	if err != nil {
 		return err

@@ -418,18 +418,6 @@ func calibrateShowCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-// calibratedP is the p a job or a plan takes from c, and where it comes
-// from: c's estimate, or its interval's lower end when no valid sample of
-// the calibration was wrong (an estimate of 1 leaves k undefined).
-func calibratedP(c schemas.Calibration) (float64, string) {
-	src := fmt.Sprintf("calibration %s n=%d (%s, prompt %s, p in [%.4g, %.4g] at %g %%)",
-		c.MeasuredAt.Format(time.DateOnly), c.Samples, clipText(c.Model, 60), c.PromptVersion, c.PLow, c.PHigh, 100*c.Confidence)
-	if c.P >= 1 {
-		return c.PLow, src + ", its lower end: no valid sample was wrong"
-	}
-	return c.P, src
-}
-
 // calibrationFlags find the stored calibration plan takes p from.
 type calibrationFlags struct {
 	model, task, promptVersion, natsURL string
@@ -469,41 +457,12 @@ func (f *calibrationFlags) lookup(ctx context.Context, disks int) (schemas.Calib
 		return schemas.Calibration{}, fmt.Errorf("reading the stored calibrations (give --p to plan without): %w", err)
 	}
 	defer done()
-	if version != "" {
-		c, err := calibrate.Lookup(ctx, kv, f.task, f.model, version)
-		if err == nil {
-			return c, nil
-		}
-		if !errors.Is(err, calibrate.ErrNotFound) {
-			return c, err
-		}
+	c, err := calibrate.Find(ctx, kv, f.task, f.model, version)
+	if errors.Is(err, calibrate.ErrNotFound) {
+		return c, usagef("no calibration of %s on %s (%v): measure one with maker calibrate --task %s --model %s, give --prompt-version for another prompt's, or give --p",
+			clipText(f.model, 60), f.task, err, f.task, clipText(f.model, 60))
 	}
-	list, lerr := calibrate.List(ctx, kv)
-	var best *schemas.Calibration
-	var others []string
-	for i, c := range list {
-		if c.Task != f.task || c.Model != f.model {
-			continue
-		}
-		others = append(others, c.PromptVersion)
-		if version == "" && (best == nil || c.MeasuredAt.After(best.MeasuredAt)) {
-			best = &list[i]
-		}
-	}
-	if best != nil {
-		return *best, nil
-	}
-	what := ""
-	if version != "" {
-		what = " for prompt " + version
-	}
-	if len(others) > 0 {
-		what += " (stored for prompts " + strings.Join(others, ", ") + ": give --prompt-version to use one)"
-	}
-	if lerr != nil {
-		what += fmt.Sprintf(" (%v)", lerr)
-	}
-	return schemas.Calibration{}, usagef("no calibration of %s on %s%s: measure one with maker calibrate --task %s --model %s, or give --p", clipText(f.model, 60), f.task, what, f.task, clipText(f.model, 60))
+	return c, err
 }
 
 // storedCalibration is a jobFlags.calibrated that finds, on the NATS
