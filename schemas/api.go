@@ -118,6 +118,11 @@ func (r JobRequest) Spec(tenant string) JobSpec {
 // time, a batch's place) and a calibration's token estimates.
 var JobSpecOnly = []string{"Header", "TaskHash", "PromptTokensEstimate", "CompletionTokensEstimate", "BatchID", "BatchLine", "SubmittedAt"}
 
+// JobRequestOnly are the JobRequest fields a JobSpec does not carry: what
+// the server resolves into spec fields before it prepares the job (a
+// calibration, into p_estimate, valid_fraction and the token estimates).
+var JobRequestOnly = []string{"Calibration"}
+
 // Request is the request that submits s over the HTTP API: Spec's
 // inverse, every field but those in JobSpecOnly. Its Tenant is s's; leave
 // it empty to run as the API key's tenant.
