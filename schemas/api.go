@@ -2,6 +2,8 @@ package schemas
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -95,6 +97,21 @@ type CalibrationRef struct {
 	// the job's own (a built-in task's current prompt, a task spec's
 	// hash), else the newest stored for the model and task.
 	PromptVersion string `json:"prompt_version,omitempty"`
+}
+
+// MaxCalibrationRefBytes bounds a CalibrationRef's model and prompt
+// version.
+const MaxCalibrationRefBytes = 256
+
+// Check checks r's shape (what the fleet holds is the lookup's to say).
+func (r CalibrationRef) Check() error {
+	switch {
+	case strings.TrimSpace(r.Model) == "" || len(r.Model) > MaxCalibrationRefBytes:
+		return fmt.Errorf("%w: calibration.model must name the calibrated model (1 to %d bytes)", ErrInvalid, MaxCalibrationRefBytes)
+	case len(r.PromptVersion) > MaxCalibrationRefBytes:
+		return fmt.Errorf("%w: calibration.prompt_version is over %d bytes", ErrInvalid, MaxCalibrationRefBytes)
+	}
+	return nil
 }
 
 // Spec is the job spec r asks for, run as tenant (defaults not applied:

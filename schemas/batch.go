@@ -321,6 +321,10 @@ type BatchLine struct {
 	// in a job spec (0 or omitted: off).
 	SpeculationDepth    int     `json:"speculation_depth,omitempty"`
 	SpeculationMaxWaste float64 `json:"speculation_max_waste,omitempty"`
+	// Calibration takes p_estimate, valid_fraction and the tokens a call
+	// uses from a stored calibration, as a JobRequest's does (refused
+	// beside p_estimate or valid_fraction).
+	Calibration *CalibrationRef `json:"calibration,omitempty"`
 }
 
 // DecodeBatchLine reads one batch line as strictly as Decode reads a

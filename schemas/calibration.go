@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"time"
 )
@@ -154,4 +155,28 @@ func (c *Calibration) Validate() error {
 		return invalid(k, "red_flags add up to %d, samples − valid is %d", flagged, c.Samples-c.Valid)
 	}
 	return nil
+}
+
+// JobP is the p a job takes from c, and where it comes from: c's
+// estimate, or its interval's lower end when no valid sample was wrong (an
+// estimate of 1 would make voting look free).
+func (c Calibration) JobP() (float64, string) {
+	model := c.Model
+	if len(model) > 60 {
+		model = model[:60] + "…"
+	}
+	src := fmt.Sprintf("calibration %s n=%d (%s, prompt %s, p in [%.4g, %.4g] at %g %%)",
+		c.MeasuredAt.Format(time.DateOnly), c.Samples, model, c.PromptVersion, c.PLow, c.PHigh, 100*c.Confidence)
+	if c.P >= 1 {
+		return c.PLow, src + ", its lower end: no valid sample was wrong"
+	}
+	return c.P, src
+}
+
+// ApplyTo gives spec what c measured: p (JobP), the valid fraction and
+// the tokens of a call, which its forecast and k then take.
+func (c Calibration) ApplyTo(spec *JobSpec) {
+	spec.PEstimate, _ = c.JobP()
+	spec.ValidFraction = c.ValidFraction
+	spec.PromptTokensEstimate, spec.CompletionTokensEstimate = c.PromptTokensMean, c.CompletionTokensMean
 }

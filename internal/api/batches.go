@@ -71,7 +71,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, p apikey.Pr
 	if _, err := mediaType(r, append(jsonlTypes, "text/plain")...); err != nil {
 		return err
 	}
-	o := batch.CreateOptions{MaxOpenBytes: s.cfg.MaxTenantBatchBytes}
+	o := batch.CreateOptions{MaxOpenBytes: s.cfg.MaxTenantBatchBytes, Calibrations: s.lineCalibrations()}
 	q := r.URL.Query()
 	if v := q.Get("priority"); v != "" {
 		n, err := strconv.Atoi(v)

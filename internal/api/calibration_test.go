@@ -22,27 +22,7 @@ import (
 func TestSubmitCalibrated(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, options{forecast: pricing.Forecast})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	kv, err := calibrate.OpenBucket(ctx, e.fleet.JS, e.fleet.Topo.NS, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := hanoitask.New(4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := schemas.Calibration{
-		Header: schemas.NewHeader(schemas.KindCalibration), Task: "hanoi", Model: "gpt-cal",
-		PromptVersion: calibrate.PromptVersion(task.Ref{Name: "hanoi"}, inst),
-		Temperature:   0.1, MaxOutputTokens: 750, Samples: 200, Valid: 180, Right: 171,
-		P: 0.95, PLow: 0.91, PHigh: 0.975, ValidFraction: 0.9, ValidLow: 0.85, ValidHigh: 0.94,
-		PromptTokensMean: 321, CompletionTokensMean: 45, TokensPerCall: 366, RedFlags: map[string]int64{schemas.RedFlagParse: 20},
-		Confidence: 0.95, Method: schemas.CalibrationClopperPearson, Seed: 1, MeasuredAt: time.Now().UTC(),
-	}
-	if err := calibrate.Put(ctx, kv, c); err != nil {
-		t.Fatal(err)
-	}
+	c := storeCalibration(t, e)
 
 	req := hanoi(4)
 	req.Calibration = &schemas.CalibrationRef{Model: "gpt-cal"}
@@ -77,5 +57,65 @@ func TestSubmitCalibrated(t *testing.T) {
 	}
 	if _, after := e.enqueued(); after != before {
 		t.Errorf("refused submissions queued %d jobs", after-before)
+	}
+}
+
+// storeCalibration stores a calibration of hanoi (its current prompt) on
+// "gpt-cal": p 0.95, valid fraction 0.9, 321 prompt and 45 completion
+// tokens a call.
+func storeCalibration(t *testing.T, e *apiEnv) schemas.Calibration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	kv, err := calibrate.OpenBucket(ctx, e.fleet.JS, e.fleet.Topo.NS, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := hanoitask.New(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := schemas.Calibration{
+		Header: schemas.NewHeader(schemas.KindCalibration), Task: "hanoi", Model: "gpt-cal",
+		PromptVersion: calibrate.PromptVersion(task.Ref{Name: "hanoi"}, inst),
+		Temperature:   0.1, MaxOutputTokens: 750, Samples: 200, Valid: 180, Right: 171,
+		P: 0.95, PLow: 0.91, PHigh: 0.975, ValidFraction: 0.9, ValidLow: 0.85, ValidHigh: 0.94,
+		PromptTokensMean: 321, CompletionTokensMean: 45, TokensPerCall: 366, RedFlags: map[string]int64{schemas.RedFlagParse: 20},
+		Confidence: 0.95, Method: schemas.CalibrationClopperPearson, Seed: 1, MeasuredAt: time.Now().UTC(),
+	}
+	if err := calibrate.Put(ctx, kv, c); err != nil {
+		t.Fatal(err)
+	}
+
+	return c
+}
+
+// TestBatchCalibrated: a batch line may name a calibration as a job
+// request does; one the fleet does not hold, or one beside p_estimate,
+// refuses that line (invalid_spec, in the error file) and the rest is
+// kept.
+func TestBatchCalibrated(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	storeCalibration(t, e)
+	body := strings.Join([]string{
+		`{"custom_id":"a","task":"hanoi","params":{"disks":4},"k":2,"calibration":{"model":"gpt-cal"}}`,
+		`{"custom_id":"b","task":"hanoi","params":{"disks":4},"k":2,"calibration":{"model":"gpt-none"}}`,
+		`{"custom_id":"c","task":"hanoi","params":{"disks":4},"k":2,"p_estimate":0.9,"calibration":{"model":"gpt-cal"}}`,
+	}, "\n") + "\n"
+	r := e.do(http.MethodPost, "/v1/batches", e.key[alpha], "application/jsonl", strings.NewReader(body))
+	var rec schemas.BatchRecord
+	r.decode(t, http.StatusCreated, &rec)
+	if rec.Counts.Total != 3 || rec.Counts.Valid != 1 || rec.Counts.Invalid != 2 {
+		t.Fatalf("created %+v, want 1 valid line of 3", rec.Counts)
+	}
+	errs := jsonLines(t, e.json(http.MethodGet, "/v1/batches/"+rec.ID+"/errors", e.key[alpha], nil).body)
+	if len(errs) != 2 || errs[0].CustomID != "b" || errs[1].CustomID != "c" {
+		t.Fatalf("error file %+v, want lines b and c", errs)
+	}
+	for i, want := range []string{"no calibration", "not both"} {
+		if e := errs[i].Error; e == nil || e.Code != schemas.BatchErrInvalidSpec || !strings.Contains(e.Message, want) {
+			t.Errorf("line %s error %+v, want invalid_spec saying %q", errs[i].CustomID, e, want)
+		}
 	}
 }

@@ -85,6 +85,11 @@ type CreateOptions struct {
 	// the coordinators still pause such a job before it runs anything.
 	Prices         pricing.Table
 	SpendPerDayUSD float64
+	// Calibrations finds the stored calibration a line names
+	// (calibrate.ForJob on the fleet's bucket): its job's task pinned as
+	// ref, bound to params. Nil: a line naming one is refused with
+	// invalid_spec (this submitter cannot read the fleet's calibrations).
+	Calibrations func(ctx context.Context, ref task.Ref, params json.RawMessage, c schemas.CalibrationRef) (schemas.Calibration, error)
 }
 
 func (o *CreateOptions) defaults() error {
@@ -368,6 +373,15 @@ func (c *creator) item(ctx context.Context, n int64, line []byte, tooLong bool) 
 		return fail(schemas.BatchErrUnknownTask, "%s", trimInvalid(err))
 	}
 	spec.TaskVersion, spec.TaskHash = ref.Version, ref.Hash
+	if l.Calibration != nil {
+		msg, err := c.calibrate(ctx, &l, ref, &spec)
+		if err != nil {
+			return it, err
+		}
+		if msg != "" {
+			return fail(schemas.BatchErrInvalidSpec, "%s", msg)
+		}
+	}
 	spec.ApplyDefaults()
 	if err := spec.Validate(); err != nil {
 		return fail(schemas.BatchErrInvalidSpec, "%s", trimInvalid(err))
@@ -383,6 +397,32 @@ func (c *creator) item(ctx context.Context, n int64, line []byte, tooLong bool) 
 	}
 	it.Spec = &spec
 	return it, nil
+}
+
+// calibrate gives spec what the calibration line names measured
+// (schemas.Calibration.ApplyTo); msg says why the line is refused, err
+// why the batch cannot go on (the calibrations unreadable, ctx ended).
+func (c *creator) calibrate(ctx context.Context, l *schemas.BatchLine, ref task.Ref, spec *schemas.JobSpec) (msg string, err error) {
+	switch {
+	case l.PEstimate != 0 || l.ValidFraction != 0:
+		return "give p_estimate and valid_fraction, or a calibration to take them from, not both", nil
+	case c.o.Calibrations == nil:
+		return "this submitter cannot read the fleet's calibrations: give p_estimate", nil
+	}
+	if err := l.Calibration.Check(); err != nil {
+		return trimInvalid(err), nil
+	}
+	cal, err := c.o.Calibrations(ctx, ref, spec.Params, *l.Calibration)
+	switch {
+	case ctx.Err() != nil:
+		return "", ctx.Err()
+	case errors.Is(err, jobs.ErrUnavailable):
+		return "", err
+	case err != nil:
+		return trimInvalid(err), nil
+	}
+	cal.ApplyTo(spec)
+	return "", nil
 }
 
 // resolve pins a task, remembering the first few it resolved.

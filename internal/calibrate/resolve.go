@@ -2,14 +2,15 @@ package calibrate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
 )
 
 // Find returns the calibration a job of task should take on model: the
@@ -54,24 +55,31 @@ func Find(ctx context.Context, kv jetstream.KeyValue, task, model, promptVersion
 	return schemas.Calibration{}, fmt.Errorf("%w of %s on %s%s", ErrNotFound, clip(model, 60), task, what)
 }
 
-// P is the p a job takes from c, and where it comes from: c's estimate,
-// or its interval's lower end when no valid sample was wrong (an estimate
-// of 1 would make voting look free).
-func P(c schemas.Calibration) (float64, string) {
-	src := fmt.Sprintf("calibration %s n=%d (%s, prompt %s, p in [%.4g, %.4g] at %g %%)",
-		c.MeasuredAt.Format(time.DateOnly), c.Samples, clip(c.Model, 60), c.PromptVersion, c.PLow, c.PHigh, 100*c.Confidence)
-	if c.P >= 1 {
-		return c.PLow, src + ", its lower end: no valid sample was wrong"
-	}
-	return c.P, src
-}
+// ErrUnreadable: the calibrations could not be read (the bucket or the
+// server failed), as opposed to ErrNotFound.
+var ErrUnreadable = errors.New("calibrate: calibrations unreadable")
 
-// Apply gives spec what c measured: p (P), the valid fraction and the
-// tokens of a call, which its forecast and k then take.
-func Apply(spec *schemas.JobSpec, c schemas.Calibration) {
-	spec.PEstimate, _ = P(c)
-	spec.ValidFraction = c.ValidFraction
-	spec.PromptTokensEstimate, spec.CompletionTokensEstimate = c.PromptTokensMean, c.CompletionTokensMean
+// ForJob finds the calibration a job should take on model: the job's
+// task pinned by ref, bound to params for its prompt version unless
+// promptVersion names one (Find). A calibration without a valid sample
+// gives no p: ErrNotFound too; a store that fails is ErrUnreadable; a
+// task that cannot be bound is the task's error.
+func ForJob(ctx context.Context, kv jetstream.KeyValue, src task.Source, ref task.Ref, params json.RawMessage, model, promptVersion string) (schemas.Calibration, error) {
+	if promptVersion == "" {
+		inst, err := task.BindRef(ctx, src, ref, params)
+		if err != nil {
+			return schemas.Calibration{}, err
+		}
+		promptVersion = PromptVersion(ref, inst)
+	}
+	c, err := Find(ctx, kv, ref.Name, model, promptVersion)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return c, fmt.Errorf("%w: %w", ErrUnreadable, err)
+	}
+	if err == nil && c.Valid == 0 {
+		return c, fmt.Errorf("%w: the calibration of %s on %s counted no valid sample, so it gives no p", ErrNotFound, clip(model, 60), ref.Name)
+	}
+	return c, err
 }
 
 // clip shortens s to at most n bytes, marking the cut.

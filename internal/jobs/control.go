@@ -66,6 +66,17 @@ func setControl(ctx context.Context, topo *topology.Topology, tenant, job, contr
 	default:
 		return Outcome{}, fmt.Errorf("%w: unknown control %q", ErrInvalid, control)
 	}
+	if err := checkRef(tenant, job); err != nil {
+		return Outcome{}, err
+	}
+	// The report is out before its owner marks the registry finished: a
+	// control asked in between (right after a Wait, say) is refused too.
+	if e, err := topo.Reports.Get(ctx, bus.JobKey(tenant, job)); err == nil {
+		var rep schemas.JobReport
+		if schemas.Decode(e.Value(), &rep) == nil && rep.Tenant == tenant && rep.JobID == job {
+			return Outcome{}, fmt.Errorf("%w: %s/%s ended %s", ErrFinished, tenant, job, rep.State)
+		}
+	}
 	var cur schemas.JobRecord
 	rec, err := update(ctx, topo, tenant, job, func(r *schemas.JobRecord) error {
 		cur = *r

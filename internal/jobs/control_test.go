@@ -183,6 +183,38 @@ func TestApply(t *testing.T) {
 	}
 }
 
+// TestControlAfterTheReport: a job's report is out before its owner marks
+// the registry finished; a control asked in between (right after Wait
+// returned) is refused as for a finished job, and changes nothing.
+func TestControlAfterTheReport(t *testing.T) {
+	t.Parallel()
+	r := newRegistry(t)
+	rec := record(t, "acme", "j2", 3, 1, time.Now().UTC())
+	r.register(t, rec)
+	now := time.Now().UTC()
+	rep := schemas.JobReport{
+		Header: schemas.NewHeader(schemas.KindJobReport), Tenant: "acme", JobID: "j2",
+		Task: rec.Spec.Task, Params: rec.Spec.Params, K: rec.Spec.K, State: schemas.StateSolved, Solved: true,
+		TotalSteps: 7, Figures: schemas.Figures{Steps: 7, Samples: 7, Votes: 7, RedFlags: map[string]int64{}},
+		TraceSHA256: strings.Repeat("ab", 32), StartedAt: now.Add(-time.Minute), FinishedAt: now,
+	}
+	data, err := schemas.Encode(&rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.topo.Reports.Put(ctxT(t), bus.JobKey("acme", "j2"), data); err != nil {
+		t.Fatal(err)
+	}
+	for _, action := range []string{schemas.ActionPause, schemas.ActionCancel, schemas.ActionResume} {
+		if _, err := jobs.Apply(ctxT(t), r.topo, "acme", "j2", schemas.ControlRequest{Action: action}); !errors.Is(err, jobs.ErrFinished) {
+			t.Errorf("Apply(%s) after the report = %v, want ErrFinished", action, err)
+		}
+	}
+	if got, _ := r.get(t, "acme", "j2"); got.Control != schemas.ControlRun {
+		t.Errorf("control %q after refused requests, want run", got.Control)
+	}
+}
+
 // TestProblems: every refusal becomes a reply's problem with its code, and
 // the coordinator's message.
 func TestProblems(t *testing.T) {

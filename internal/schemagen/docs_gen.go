@@ -82,6 +82,7 @@ var docComments = map[string]string{
 	"BatchItem.Spec":                    "Spec is the job of a valid line (job id <batch>-<line>); Error why the line was refused. Exactly one is set.",
 	"BatchItem.Tenant":                  "Tenant and BatchID name the batch; Line is the input line's number (from 1; blank lines have none but count).",
 	"BatchLine":                         "BatchLine is one line of a batch's JSONL input: a job as a submit names it, with the caller's custom_id. The tenant is the caller's; a line naming another is refused. Fields left out take the job spec's defaults (priority: the batch's).",
+	"BatchLine.Calibration":             "Calibration takes p_estimate, valid_fraction and the tokens a call uses from a stored calibration, as a JobRequest's does (refused beside p_estimate or valid_fraction).",
 	"BatchLine.CustomID":                "CustomID is the caller's id for the line (1-256 bytes, no control characters), unique in the batch; output lines carry it.",
 	"BatchLine.Decorrelate":             "ReliabilityTarget, KFloor, Decorrelate, DecorrelateTemperature and Models: adaptive k and decorrelation, as in a job spec.",
 	"BatchLine.DecorrelateTemperature":  "ReliabilityTarget, KFloor, Decorrelate, DecorrelateTemperature and Models: adaptive k and decorrelation, as in a job spec.",

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/makerfleet/makerfleet/internal/calibrate"
 	"github.com/makerfleet/makerfleet/internal/core/plan"
 	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/internal/jobs"
@@ -148,7 +147,7 @@ func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFrac
 	if !cmd.Flags().Changed("p") && f.calibrated != nil {
 		if c, ok := f.calibrated(ctx, ref, inst); ok {
 			cal = &c
-			p, pSource = calibrate.P(c)
+			p, pSource = c.JobP()
 			validFraction = c.ValidFraction
 		}
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/makerfleet/makerfleet/internal/calibrate"
 	"github.com/makerfleet/makerfleet/internal/core/plan"
 )
 
@@ -66,7 +65,7 @@ calibration stored in the fleet (maker calibrate) for --task and its current pro
 				if err != nil {
 					return err
 				}
-				in.P, pSource = calibrate.P(c)
+				in.P, pSource = c.JobP()
 				if !fl.Changed("valid-fraction") && c.ValidFraction > 0 {
 					in.ValidFraction = c.ValidFraction
 				}
