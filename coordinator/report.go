@@ -86,6 +86,10 @@ func (r *jobRun) status(state string) schemas.JobStatus {
 	if !schemas.Terminal(state) {
 		st.Rung = m.Rung
 	}
+	if state == schemas.StateRunning && !m.Stalled.IsZero() {
+		st.Reason = fmt.Sprintf("samples unanswered past the sample timeout since %s: are voters running, and ready? (a voter's /readyz names a model its provider refuses)",
+			m.Stalled.UTC().Format(time.RFC3339))
+	}
 	return st
 }
 

@@ -396,7 +396,9 @@ type JobStatus struct {
 	FinishCostUSD float64 `json:"finish_cost_usd,omitempty"`
 	// Reason says why a budget_exhausted job stopped: the budget that
 	// cannot pay for its next samples, or the model the fleet's price
-	// table does not price.
+	// table does not price; or why a running job waits: its open step's
+	// samples unanswered past the sample timeout (no voter serves them, or
+	// the provider refuses the voters), and since when.
 	Reason string `json:"reason,omitempty"`
 	// UpdatedAt is when these figures were taken.
 	UpdatedAt time.Time `json:"updated_at"`

@@ -20,8 +20,9 @@ import (
 // samples: it hands them back, reports not ready naming the model and the
 // provider's answer, and backs off. A job with a sample cap of 4 sees
 // more refusals than its cap (answered as red flags, as before, they
-// would have ended it no_consensus) and stays unfinished; once a voter
-// with the right model joins, it solves, with no sample red-flagged.
+// would have ended it no_consensus) and stays unfinished, its status
+// saying that its samples go unanswered; once a voter with the right
+// model joins, it solves, with no sample red-flagged.
 func TestWrongModelNeverEndsAJob(t *testing.T) {
 	t.Parallel()
 	env := fleettest.New(t)
@@ -32,6 +33,7 @@ func TestWrongModelNeverEndsAJob(t *testing.T) {
 
 	spec := fleettest.HanoiSpec(3, 2, 3)
 	spec.MaxSamplesPerStep = 4
+	spec.SampleTimeoutMS = 300 // so the job says soon that it waits
 	env.Submit(&spec)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -52,6 +54,13 @@ func TestWrongModelNeverEndsAJob(t *testing.T) {
 	if st := bad.Stats(); st.RedFlags != 0 || st.Votes != 0 || st.ProviderRefusals != st.ModelErrors {
 		t.Errorf("the wrong voter answered samples, or counted its refusals as other errors: %+v", st)
 	}
+
+	// The job's status says why it waits.
+	var st schemas.JobStatus
+	fleettest.Eventually(t, 30*time.Second, func() bool {
+		st, _ = jobs.Status(ctx, env.Topo, spec.Tenant, spec.JobID)
+		return st.State == schemas.StateRunning && strings.Contains(st.Reason, "samples unanswered past the sample timeout")
+	}, "the waiting job's status %+v does not say why it waits", st)
 
 	env.StartVoter(fleettest.SimClient(t, sim, llm.Config{}), voter.Config{ID: "voter-good", Concurrency: 4})
 	rep := env.Wait(spec)

@@ -41,3 +41,30 @@ func TestNewerAttemptKeepsPlace(t *testing.T) {
 		t.Error("an answer of another step would keep a place")
 	}
 }
+
+// TestStalled: the open step is stalled from the first re-publish of an
+// overdue sample until an answer of it is counted; a forged answer does
+// not end it.
+func TestStalled(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, spec(2, 0), 3, byIndex(rightAns))
+	h.start()
+	if !h.m.Stalled.IsZero() {
+		t.Fatalf("stalled at the start: %v", h.m.Stalled)
+	}
+	late := h.now.Add(2 * time.Minute)
+	h.do(nil, h.m.OnTick(late))
+	if !h.m.Stalled.Equal(late) {
+		t.Fatalf("Stalled = %v after the timeout, want %v", h.m.Stalled, late)
+	}
+	forged := *h.queue[0]
+	forged.Token = "AAAAAAAAAAAAAAAAAAAAAA" // well formed, not its sample's
+	h.do(nil, h.m.OnResults(h.now, []Incoming{{Data: h.result(&forged, rightAns(0))}}))
+	if h.m.Stalled.IsZero() {
+		t.Error("a forged answer ended the stall")
+	}
+	h.deliver(1)
+	if !h.m.Stalled.IsZero() {
+		t.Errorf("Stalled = %v after an answer was counted", h.m.Stalled)
+	}
+}

@@ -117,9 +117,14 @@ type Machine struct {
 	// of the samples sent to Redis.
 	Batch []Received
 
-	Acct   accounts
-	End    *Ending // set once the job has ended
-	Paused bool    // stopped at this boundary: paused, or waiting for a person
+	Acct accounts
+	// Stalled is when the open step's samples first went unanswered past
+	// the sample timeout (zero: they are answered): no voter serves them,
+	// or the provider refuses the voters (the shell says so in the
+	// status).
+	Stalled time.Time
+	End     *Ending // set once the job has ended
+	Paused  bool    // stopped at this boundary: paused, or waiting for a person
 }
 
 // pending is a published sample with no answer yet.

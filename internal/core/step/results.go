@@ -107,6 +107,7 @@ func (m *Machine) OnResults(now time.Time, batch []Incoming) []Action {
 		}
 		m.Batch = append(m.Batch, Received{msg: i, Res: res})
 		samples = append(samples, sampleOf(res))
+		m.Stalled = time.Time{} // the open step is answered
 	}
 	if len(samples) > 0 {
 		acts = append(acts, Action{Kind: ActRecord, Samples: samples})

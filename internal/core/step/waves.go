@@ -112,7 +112,8 @@ func (m *Machine) Timeout(attempt int) time.Duration {
 // twice as long as the one before: an answer that is only slow (a backlog,
 // a rate-limited model retrying) is not paid for again and again, and the
 // fleet is not flooded when it is already behind. A job never gives up on
-// an index (the model may come back); voters log why it does not answer.
+// an index (the model may come back); voters log why it does not answer,
+// and Stalled says since when the open step waits for one.
 func (m *Machine) OnTick(now time.Time) []Action {
 	if m.Halted() {
 		return nil
@@ -129,6 +130,9 @@ func (m *Machine) OnTick(now time.Time) []Action {
 		m.log.Log(context.Background(), lvl, "sample still unanswered; re-publishing (is the model reachable? see the voters' logs)",
 			"step", m.Step, "index", idx, "attempt", p.Attempt+1)
 		acts = append(acts, m.publish(now, idx, p.Attempt+1))
+		if m.Stalled.IsZero() {
+			m.Stalled = now
+		}
 	}
 	return acts
 }
