@@ -56,7 +56,7 @@
 // cleanup, the journal replayed into the machine), journal.go (journal
 // writes and checkpoints), jobcontrol.go (the registry's control of the
 // job, a person's answer), arbitrate.go (the judge), report.go (status and
-// report), tokens' metrics (metrics.go), admit.go (a wave's admission
+// report), metrics.go (the job's metrics, its tokens by model), admit.go (a wave's admission
 // under the tenant's quotas and the fleet's weighted-fair capacity,
 // internal/quota: requests refused for now wait in the job's deferred
 // queue, never blocking its loop) and budget.go (reserve-then-dispatch:

@@ -40,7 +40,7 @@ func (s *Server) calibrated(ctx context.Context, req *schemas.JobRequest, spec *
 	c, err := calibrate.ForJob(ctx, kv, s.tasks, tref, probe.Params, ref.Model, ref.PromptVersion)
 	switch {
 	case errors.Is(err, calibrate.ErrNotFound):
-		return invalidField("/calibration", "%v: measure one with maker calibrate --task %s --model %s", err, tref.Name, clipRef(ref.Model))
+		return invalidField("/calibration", "%v", err)
 	case errors.Is(err, calibrate.ErrUnreadable):
 		return fmt.Errorf("%w: %w", jobs.ErrUnavailable, err)
 	case err != nil:
@@ -70,10 +70,7 @@ func (s *Server) lineCalibrations() func(context.Context, task.Ref, json.RawMess
 		}
 		mu.Unlock()
 		cal, err := calibrate.ForJob(ctx, kv, s.tasks, ref, params, c.Model, c.PromptVersion)
-		switch {
-		case errors.Is(err, calibrate.ErrNotFound):
-			return cal, fmt.Errorf("%w: measure one with maker calibrate --task %s --model %s", err, ref.Name, clipRef(c.Model))
-		case errors.Is(err, calibrate.ErrUnreadable):
+		if errors.Is(err, calibrate.ErrUnreadable) {
 			return cal, fmt.Errorf("%w: %w", jobs.ErrUnavailable, err)
 		}
 		return cal, err
@@ -92,12 +89,4 @@ func (s *Server) calibrations(ctx context.Context) (jetstream.KeyValue, error) {
 		return nil, fmt.Errorf("%w: calibrations: %w", jobs.ErrUnavailable, err)
 	}
 	return kv, nil
-}
-
-// clipRef shortens a name for a problem's detail.
-func clipRef(s string) string {
-	if len(s) > 60 {
-		return s[:60] + "…"
-	}
-	return s
 }

@@ -62,8 +62,9 @@ var ErrUnreadable = errors.New("calibrate: calibrations unreadable")
 // ForJob finds the calibration a job should take on model: the job's
 // task pinned by ref, bound to params for its prompt version unless
 // promptVersion names one (Find). A calibration without a valid sample
-// gives no p: ErrNotFound too; a store that fails is ErrUnreadable; a
-// task that cannot be bound is the task's error.
+// gives no p: ErrNotFound too, and either says how to measure one; a store
+// that fails is ErrUnreadable; a task that cannot be bound is the task's
+// error.
 func ForJob(ctx context.Context, kv jetstream.KeyValue, src task.Source, ref task.Ref, params json.RawMessage, model, promptVersion string) (schemas.Calibration, error) {
 	if promptVersion == "" {
 		inst, err := task.BindRef(ctx, src, ref, params)
@@ -73,13 +74,16 @@ func ForJob(ctx context.Context, kv jetstream.KeyValue, src task.Source, ref tas
 		promptVersion = PromptVersion(ref, inst)
 	}
 	c, err := Find(ctx, kv, ref.Name, model, promptVersion)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	switch {
+	case err != nil && !errors.Is(err, ErrNotFound):
 		return c, fmt.Errorf("%w: %w", ErrUnreadable, err)
+	case err == nil && c.Valid == 0:
+		err = fmt.Errorf("%w: the calibration of %s on %s counted no valid sample, so it gives no p", ErrNotFound, clip(model, 60), ref.Name)
 	}
-	if err == nil && c.Valid == 0 {
-		return c, fmt.Errorf("%w: the calibration of %s on %s counted no valid sample, so it gives no p", ErrNotFound, clip(model, 60), ref.Name)
+	if err != nil {
+		return c, fmt.Errorf("%w: measure one with maker calibrate --task %s --model %s", err, ref.Name, clip(model, 60))
 	}
-	return c, err
+	return c, nil
 }
 
 // clip shortens s to at most n bytes, marking the cut.
