@@ -22,9 +22,10 @@ const maxFaultModels = 32
 // faults are the provider's refusals of this voter's key or of a model
 // (llm.ErrProvider), by model, while they last. They are the fleet's
 // faults, never a sample's: the voter hands such samples back for a voter
-// that can serve them, reports not ready (Ready), and each worker that
-// meets one holds its slot for a growing backoff, so the voter does not
-// run through the queue. A call to the model that succeeds ends its fault.
+// that can serve them, reports not ready (Ready), and, for its own model
+// or its key, fetches nothing for a growing backoff (Voter.refusalScope),
+// so it does not run through the queue. A call to the model that succeeds
+// ends its fault.
 type faults struct {
 	mu  sync.Mutex
 	set map[string]*fault

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sashabaranov/go-openai"
 )
 
 // TestFaultBackoff: each refusal in a row doubles the hold from the base
@@ -60,5 +62,38 @@ func TestReadyNamesTheModel(t *testing.T) {
 	v.faults.served("gpt-nope")
 	if err := v.Ready(); err != nil {
 		t.Errorf("Ready = %v after the model answered", err)
+	}
+}
+
+// TestRefusalScope: a refusal of the voter's own model, or of its key,
+// stops the voter fetching; a refusal of another model a request names
+// does not, and counts for Ready only when the voter's policy names that
+// model (not when only AnyModel lets it through: a job's choice must not
+// make voters report not ready or stop them).
+func TestRefusalScope(t *testing.T) {
+	t.Parallel()
+	v := &Voter{cfg: Config{Model: "own", Policy: Policy{AllowModels: []string{"strong", AnyModel}}}}
+	status := func(code int) error {
+		return fmt.Errorf("refused: %w", &openai.APIError{HTTPStatusCode: code, Message: "no"})
+	}
+	for _, tc := range []struct {
+		model           string
+		code            int
+		record, holdOff bool
+	}{
+		{"own", 404, true, true},
+		{"own", 401, true, true},
+		{"own", 403, true, true},
+		{"strong", 404, true, false},
+		{"strong", 403, true, false},
+		{"strong", 401, true, true},
+		{"any-name-a-job-chose", 404, false, false},
+		{"any-name-a-job-chose", 403, false, false},
+		{"any-name-a-job-chose", 401, false, true},
+	} {
+		record, holdOff := v.refusalScope(tc.model, status(tc.code))
+		if record != tc.record || holdOff != tc.holdOff {
+			t.Errorf("%s %d: record %v, hold off %v; want %v, %v", tc.model, tc.code, record, holdOff, tc.record, tc.holdOff)
+		}
 	}
 }

@@ -54,7 +54,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -380,13 +382,17 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 			v.modelErrors.Add(1)
 			v.providerRefusals.Add(1)
 			model := cmp.Or(req.Model, v.cfg.Model)
-			hold := v.faults.refused(model, err, time.Now(), v.cfg.ModelErrorDelay)
-			if w := v.worker; w != nil {
+			record, holdOff := v.refusalScope(model, err)
+			hold := v.cfg.ModelErrorDelay
+			if record {
+				hold = v.faults.refused(model, err, time.Now(), v.cfg.ModelErrorDelay)
+			}
+			if w := v.worker; w != nil && holdOff {
 				w.HoldOff(time.Now().Add(hold))
 			}
 			if v.faultLog.Allow() {
-				v.log.Error("the provider refuses this voter's key or model; handing samples back, not fetching for the backoff, not ready until a call succeeds",
-					"model", model, "err", err, "sample", req.SampleID, "backoff", hold)
+				v.log.Error("the provider refuses this voter's key or a model; handing samples back (not fetching for the backoff when it is the key or the voter's own model), not ready until a call succeeds",
+					"model", truncate(model, 64), "err", err, "sample", req.SampleID, "backoff", hold, "holding_off", holdOff)
 			}
 			if v.lastDelivery(msg) {
 				return bus.Drop(err, "max_deliveries: "+truncate(err.Error(), 200))
@@ -446,6 +452,20 @@ func (v *Voter) handBack(msg jetstream.Msg, req *schemas.SampleRequest, err erro
 	}
 	v.log.Warn("model call failed; handing the sample back", "err", err, "sample", req.SampleID, "delay", delay)
 	return bus.Retry(err, delay)
+}
+
+// refusalScope says what a provider's refusal of a call to model means
+// for the whole voter. record: the fault counts for Ready, when model is
+// the voter's own or one its policy names (a model allowed only through
+// AnyModel is a job's choice, and a job must not make voters report not
+// ready). holdOff: the voter stops fetching for the backoff, when its own
+// model is refused, or the key (401: every call fails); a job's other
+// model refused (403, 404) must not stop a voter that serves its own.
+func (v *Voter) refusalScope(model string, err error) (record, holdOff bool) {
+	own := model == v.cfg.Model
+	record = own || slices.Contains(v.cfg.Policy.AllowModels, model)
+	holdOff = own || llm.HTTPStatus(err) == http.StatusUnauthorized
+	return record, holdOff
 }
 
 // lastDelivery reports whether msg is on the last delivery the consumer
