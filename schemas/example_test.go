@@ -86,4 +86,5 @@ func ExampleAll() {
 	// retention_policy https://makerfleet.dev/schemas/v1/retention_policy.schema.json
 	// calibration https://makerfleet.dev/schemas/v1/calibration.schema.json
 	// model_price https://makerfleet.dev/schemas/v1/model_price.schema.json
+	// deployment https://makerfleet.dev/schemas/v1/deployment.schema.json
 }

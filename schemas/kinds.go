@@ -43,6 +43,7 @@ func All() []MessageType {
 		{KindRetentionPolicy, func() Message { return new(RetentionPolicy) }},
 		{KindCalibration, func() Message { return new(Calibration) }},
 		{KindModelPrice, func() Message { return new(ModelPrice) }},
+		{KindDeployment, func() Message { return new(Deployment) }},
 	}
 }
 
@@ -72,6 +73,7 @@ var (
 	_ Message = (*RetentionPolicy)(nil)
 	_ Message = (*Calibration)(nil)
 	_ Message = (*ModelPrice)(nil)
+	_ Message = (*Deployment)(nil)
 	_ Message = (*ArbitrationResponse)(nil)
 	_ Message = (*ArbiterDecision)(nil)
 	_ Message = (*TaskRecord)(nil)

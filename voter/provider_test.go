@@ -10,7 +10,9 @@ import (
 	"github.com/makerfleet/makerfleet/internal/app/fleettest"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/llm"
+	"github.com/makerfleet/makerfleet/internal/providers"
 	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/voter"
 )
@@ -66,5 +68,54 @@ func TestWrongModelNeverEndsAJob(t *testing.T) {
 	rep := env.Wait(spec)
 	if rep.State != schemas.StateSolved || rep.RedFlags[schemas.RedFlagRefused] != 0 || rep.RedFlagged != 0 {
 		t.Errorf("report %s with red flags %v, want solved with none", rep.State, rep.RedFlags)
+	}
+}
+
+// TestFailoverKeepsTheTrace: a job's voters call the model through two
+// deployments; one goes down in the middle of the job. The job solves
+// with exactly the decisions and counts of a run on one healthy
+// deployment (the simulated model's answers are a function of the
+// request, not of the deployment).
+func TestFailoverKeepsTheTrace(t *testing.T) {
+	t.Parallel()
+	env := fleettest.New(t)
+	sim := fleettest.StartSim(t, simllm.Config{Accuracy: 0.9, Seed: 7})
+	env.StartCoordinator(coordinator.Config{})
+	flaky := testkit.StartFlaky(t, sim.URL())
+	// The endpoint goes down after its 20th call, for good.
+	flaky.DownAfter.Store(20)
+	router, err := providers.NewRouter(providers.Config{
+		Model: simllm.DefaultModel,
+		Source: providers.StaticSource([]schemas.Deployment{
+			{Name: "flaky", BaseURL: flaky.URL(), Model: simllm.DefaultModel},
+			{Name: "steady", BaseURL: sim.URL(), Model: simllm.DefaultModel},
+		}),
+		LLM:      llm.Config{MaxAttempts: 2, BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond},
+		Cooldown: 50 * time.Millisecond, MaxCooldown: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer router.Close()
+	env.StartVoter(router, voter.Config{ID: "voter-routed", Concurrency: 4, ModelErrorDelay: 10 * time.Millisecond})
+
+	spec := fleettest.HanoiSpec(5, 2, 7)
+	got := env.Run(&spec)
+	if flaky.Refused.Load() == 0 {
+		t.Fatal("the flaky deployment never went down during the job; the test proves nothing")
+	}
+
+	// The reference: the same job on one healthy deployment.
+	ref := fleettest.New(t)
+	ref.StartCoordinator(coordinator.Config{})
+	ref.StartVoter(fleettest.SimClient(t, sim, llm.Config{}), voter.Config{ID: "voter-ref", Concurrency: 4})
+	refSpec := fleettest.HanoiSpec(5, 2, 7)
+	want := ref.Run(&refSpec)
+
+	if got.State != schemas.StateSolved || got.TraceSHA256 != want.TraceSHA256 || got.Steps != want.Steps ||
+		got.Votes != want.Votes || got.RedFlagged != want.RedFlagged {
+		t.Errorf("with a deployment down mid-job: %s, %d steps, trace %s, %d votes, %d red-flagged; want %s, %d, %s, %d, %d",
+			got.State, got.Steps, got.TraceSHA256, got.Votes, got.RedFlagged,
+			want.State, want.Steps, want.TraceSHA256, want.Votes, want.RedFlagged)
 	}
 }

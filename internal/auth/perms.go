@@ -105,15 +105,15 @@ func (n names) fleetStreams() []string {
 
 func (n names) fleetBuckets() []string {
 	return []string{n.ns.JobsBucket(), n.ns.StatusBucket(), n.ns.ReportsBucket(), n.ns.LeasesBucket(), n.ns.TasksBucket(),
-		n.ns.QuotasBucket(), n.ns.APIKeysBucket(), n.ns.BatchesBucket(), n.ns.PricesBucket()}
+		n.ns.QuotasBucket(), n.ns.APIKeysBucket(), n.ns.BatchesBucket(), n.ns.PricesBucket(), n.ns.ProvidersBucket()}
 }
 
 // guarded are the buckets only the admin (and, for quotas, prices and
 // task specs, the api) writes: quotas and API keys decide what a tenant
 // may do, the price table what its work costs, the task registry what a
-// job runs.
+// job runs, the provider registry where voters send their keys.
 func (n names) guarded() []string {
-	return []string{n.ns.TasksBucket(), n.ns.QuotasBucket(), n.ns.APIKeysBucket(), n.ns.PricesBucket()}
+	return []string{n.ns.TasksBucket(), n.ns.QuotasBucket(), n.ns.APIKeysBucket(), n.ns.PricesBucket(), n.ns.ProvidersBucket()}
 }
 
 // readCalibrations lets a client read the models' calibrations
@@ -245,10 +245,10 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 		// themselves are the admin's.
 		p.Publish.Allow = append(p.Publish.Allow, "$KV."+n.ns.RetentionBucket()+".sweep.lease")
 		p.Publish.Deny = []string{n.subj("result") + ">", n.subj("judge") + ">", n.subj("judge_approve") + ">"}
-		// It creates the quota, API key and price buckets (topology.Ensure)
+		// It creates the quota, API key, price and provider buckets (topology.Ensure)
 		// and may raise their replicas, but never writes, purges or
 		// deletes them: the prices it bills by are the operator's.
-		for _, b := range []string{n.ns.QuotasBucket(), n.ns.APIKeysBucket(), n.ns.PricesBucket()} {
+		for _, b := range []string{n.ns.QuotasBucket(), n.ns.APIKeysBucket(), n.ns.PricesBucket(), n.ns.ProvidersBucket()} {
 			p.Publish.Deny = append(p.Publish.Deny, "$KV."+b+".>")
 			for _, op := range []string{"DELETE", "PURGE", "MSG.DELETE"} {
 				p.Publish.Deny = append(p.Publish.Deny, "$JS.API.STREAM."+op+"."+kvStream(b))
@@ -277,6 +277,9 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 		)
 		p.Publish.Allow = append(p.Publish.Allow, pull(n.ns.SamplesStream(), bus.ConsumerVoters)...)
 		p.Publish.Allow = append(p.Publish.Allow, kvRead(n.ns.TasksBucket(), ">")...)
+		// The provider registry: which deployments serve its models
+		// (read, and watched for changes; never written).
+		p.Publish.Allow = append(p.Publish.Allow, kvRead(n.ns.ProvidersBucket(), ">")...)
 		p.Subscribe.Allow = []string{inbox, n.subj("decided") + ">"}
 
 	case Judge:

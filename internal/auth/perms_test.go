@@ -65,8 +65,8 @@ func TestAuthPermissionsShape(t *testing.T) {
 	}
 }
 
-// TestAuthGuardedBuckets: who may write the quotas, the API keys and the
-// batch records, as the rules say (the refusals themselves are tested on
+// TestAuthGuardedBuckets: who may write the quotas, the API keys, the
+// batch records, the prices and the provider registry, as the rules say (the refusals themselves are tested on
 // a real server in TestAuthRefusedService).
 func TestAuthGuardedBuckets(t *testing.T) {
 	t.Parallel()
@@ -80,20 +80,20 @@ func TestAuthGuardedBuckets(t *testing.T) {
 		return (slices.Contains(p.Publish.Allow, w) || slices.Contains(p.Publish.Allow, ">")) && !slices.Contains(p.Publish.Deny, w)
 	}
 	for _, tc := range []struct {
-		id                               string
-		quotas, apikeys, batches, prices bool
+		id                                          string
+		quotas, apikeys, batches, prices, providers bool
 	}{
-		{auth.Admin, true, true, true, true},
-		{auth.API, true, false, true, true}, // admin keys' routes
-		{auth.Coordinator, false, false, true, false},
-		{auth.Voter, false, false, false, false},
-		{auth.Judge, false, false, false, false},
-		{auth.Approver, false, false, false, false},
+		{auth.Admin, true, true, true, true, true},
+		{auth.API, true, false, true, true, false}, // admin keys' routes
+		{auth.Coordinator, false, false, true, false, false},
+		{auth.Voter, false, false, false, false, false},
+		{auth.Judge, false, false, false, false, false},
+		{auth.Approver, false, false, false, false, false},
 	} {
 		for _, b := range []struct {
 			bucket string
 			want   bool
-		}{{ns.QuotasBucket(), tc.quotas}, {ns.APIKeysBucket(), tc.apikeys}, {ns.BatchesBucket(), tc.batches}, {ns.PricesBucket(), tc.prices}} {
+		}{{ns.QuotasBucket(), tc.quotas}, {ns.APIKeysBucket(), tc.apikeys}, {ns.BatchesBucket(), tc.batches}, {ns.PricesBucket(), tc.prices}, {ns.ProvidersBucket(), tc.providers}} {
 			if got := writes(tc.id, b.bucket); got != b.want {
 				t.Errorf("%s writes every key of %s: %v, want %v", tc.id, b.bucket, got, b.want)
 			}

@@ -163,6 +163,7 @@ func TestAuthRefusedService(t *testing.T) {
 		t.Errorf("coordinator was refused: %v", v)
 	}
 	keys, quotas, batches, prices := ns.APIKeysBucket(), ns.QuotasBucket(), ns.BatchesBucket(), ns.PricesBucket()
+	providers := ns.ProvidersBucket()
 	lines := ns.BatchesStream()
 	direct := func(bucket string) string { return "$JS.API.DIRECT.GET.KV_" + bucket }
 	cases := []refusal{
@@ -206,6 +207,19 @@ func TestAuthRefusedService(t *testing.T) {
 		{"approver sets a price", auth.Approver, priceSet("sim-1"), "$KV." + prices + ".model.sim-1"},
 		{"judge sets a price", auth.Judge, kvPut(prices, "default"), "$JS.API.STREAM.INFO.KV_" + prices},
 		{"api deletes the prices", auth.API, request("$JS.API.STREAM.DELETE.KV_" + prices), "$JS.API.STREAM.DELETE.KV_" + prices},
+		// The provider registry: where voters send their provider keys.
+		// Only the admin writes it; voters read and watch it. A leaked
+		// voter or coordinator credential that could write a deployment
+		// would point every voter's key at a server of its choosing.
+		{"admin sets a deployment", auth.Admin, kvPut(providers, "openai-east"), ""},
+		{"voter reads a deployment", auth.Voter, kvGet(providers, "openai-east"), ""},
+		{"voter watches the deployments", auth.Voter, kvWatch(providers, ">"), ""},
+		{"voter sets a deployment", auth.Voter, kvPut(providers, "openai-east"), "$KV." + providers + ".openai-east"},
+		{"coordinator sets a deployment", auth.Coordinator, kvPut(providers, "openai-east"), "$KV." + providers + ".openai-east"},
+		{"coordinator purges the deployments", auth.Coordinator, request("$JS.API.STREAM.PURGE.KV_" + providers), "$JS.API.STREAM.PURGE.KV_" + providers},
+		{"voter purges the deployments", auth.Voter, request("$JS.API.STREAM.PURGE.KV_" + providers), "$JS.API.STREAM.PURGE.KV_" + providers},
+		{"api sets a deployment", auth.API, kvPut(providers, "openai-east"), "$KV." + providers + ".openai-east"},
+		{"judge sets a deployment", auth.Judge, kvPut(providers, "openai-east"), "$JS.API.STREAM.INFO.KV_" + providers},
 		// Batches: kept by the api (for the key's tenant) and run by the
 		// coordinators.
 		{"voter stores a batch line", auth.Voter, publish(ns.BatchSubject("alpha", "b1")), ns.BatchSubject("alpha", "b1")},

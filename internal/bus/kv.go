@@ -137,3 +137,39 @@ func (k *KV[T]) Update(ctx context.Context, key string, mutate func(cur *T) (*T,
 		}
 	}
 }
+
+// ReadAll reads every record of kv now (not a watch), each through
+// decode, which also checks the record against its key. A record removed
+// meanwhile is skipped; one that cannot be read or decoded is left out
+// and named in the error returned with the rest.
+func ReadAll[T any](ctx context.Context, kv jetstream.KeyValue, decode func(jetstream.KeyValueEntry) (T, error)) ([]T, error) {
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bus: list %s: %w", kv.Bucket(), err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	var (
+		out  []T
+		errs []error
+	)
+	for _, k := range keys {
+		e, err := kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("bus: read %s %s: %w", kv.Bucket(), k, err))
+			continue
+		}
+		v, err := decode(e)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("bus: record %s %s: %w", kv.Bucket(), k, err))
+			continue
+		}
+		out = append(out, v)
+	}
+	return out, errors.Join(errs...)
+}

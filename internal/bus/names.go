@@ -76,6 +76,11 @@ func (ns Namespace) BatchesBucket() string { return ns.bucket("batches") }
 // (internal/pricetable). Only the operator writes it.
 func (ns Namespace) PricesBucket() string { return ns.bucket("prices") }
 
+// ProvidersBucket holds the provider registry (schemas.Deployment): where
+// each model is served, at what limits (internal/providers). Only the
+// operator writes it; voters read it.
+func (ns Namespace) ProvidersBucket() string { return ns.bucket("providers") }
+
 // RetentionBucket holds the retention policies (schemas.RetentionPolicy):
 // the fleet's, tenants' and jobs' (internal/retention).
 func (ns Namespace) RetentionBucket() string { return ns.bucket("retention") }

@@ -84,7 +84,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	oc := openai.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = cfg.BaseURL
-	oc.HTTPClient = &doer{hc: hc}
+	oc.HTTPClient = &doer{hc: hc, onResponse: cfg.OnResponse}
 	return &Client{cfg: cfg, oa: openai.NewClientWithConfig(oc), hc: hc, ownHTTP: own}, nil
 }
 

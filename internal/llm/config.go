@@ -83,6 +83,11 @@ type Config struct {
 	// OnRetry, when set, is called before each wait between attempts, for
 	// logs and metrics (rate limits are worth seeing). Must not block.
 	OnRetry func(RetryEvent)
+	// OnResponse, when set, is called with every HTTP response's status
+	// and headers before its body is read (a provider's rate-limit
+	// headers: ProviderHold). It runs in the calling goroutine and should
+	// be quick.
+	OnResponse func(status int, h http.Header)
 }
 
 // RetryEvent describes a failed attempt that is about to be retried.

@@ -39,7 +39,10 @@ type attemptState struct {
 }
 
 // doer is the openai.HTTPDoer that go-openai sends through.
-type doer struct{ hc *http.Client }
+type doer struct {
+	hc         *http.Client
+	onResponse func(int, http.Header)
+}
 
 var _ openai.HTTPDoer = (*doer)(nil)
 
@@ -61,6 +64,9 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		req = r2
 	}
 	resp, err := d.hc.Do(req)
+	if resp != nil && d.onResponse != nil {
+		d.onResponse(resp.StatusCode, resp.Header)
+	}
 	if resp != nil {
 		st.status = resp.StatusCode
 		st.retryAfter = resp.Header.Get("Retry-After")

@@ -104,35 +104,15 @@ func Load(ctx context.Context, kv jetstream.KeyValue) (pricing.Table, error) {
 	if kv == nil {
 		return pricing.Table{}, nil
 	}
-	lister, err := kv.ListKeys(ctx)
-	if err != nil {
-		return pricing.Table{}, fmt.Errorf("pricing: list: %w", err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
-	var (
-		recs []schemas.ModelPrice
-		errs []error
-	)
-	for _, k := range keys {
-		e, err := kv.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // removed meanwhile
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("pricing: read %s: %w", k, err))
-			continue
-		}
+	recs, err := bus.ReadAll(ctx, kv, func(e jetstream.KeyValueEntry) (schemas.ModelPrice, error) {
 		var p schemas.ModelPrice
-		if err := schemas.Decode(e.Value(), &p); err != nil {
-			errs = append(errs, fmt.Errorf("pricing: record %s: %w", k, err))
-			continue
-		}
-		recs = append(recs, p)
+		err := schemas.Decode(e.Value(), &p)
+		return p, err
+	})
+	if err != nil {
+		err = fmt.Errorf("pricing: %w", err)
 	}
-	return pricing.NewTable(recs), errors.Join(errs...)
+	return pricing.NewTable(recs), err
 }
 
 // Cache is the price table kept in memory through the bucket's watch

@@ -53,6 +53,14 @@ type Config struct {
 	// up) and retry-after-ms exactly. Default 1s; NoRetryAfter (any negative
 	// value) sends neither header.
 	RetryAfter time.Duration
+	// RPM and TPM limit the requests and the tokens (prompt and
+	// completion) per minute the server answers, as a provider's key is
+	// limited (limits.go): beyond them it answers 429 with Retry-After,
+	// and every chat reply carries x-ratelimit-limit-*, -remaining-* and
+	// -reset-* headers. 0: no limit.
+	RPM, TPM int64
+	// Now is the limits' clock. Test hook; default time.Now.
+	Now func() time.Time
 	// ServerErrorRate is the share of requests answered 500.
 	// RateLimitRate + ServerErrorRate must be <= 1.
 	ServerErrorRate float64
@@ -125,6 +133,9 @@ func (c Config) Validate() error {
 	if math.IsNaN(c.TemperatureSensitivity) || math.IsInf(c.TemperatureSensitivity, 0) {
 		errs = append(errs, fmt.Errorf("TemperatureSensitivity %v is not a finite number", c.TemperatureSensitivity))
 	}
+	if c.RPM < 0 || c.TPM < 0 {
+		errs = append(errs, fmt.Errorf("negative RPM %d or TPM %d", c.RPM, c.TPM))
+	}
 	if c.WrongSpread < 0 {
 		errs = append(errs, fmt.Errorf("negative WrongSpread %d", c.WrongSpread))
 	}
@@ -163,6 +174,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Model == "" {
 		c.Model = DefaultModel
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }

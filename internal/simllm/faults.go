@@ -94,6 +94,16 @@ func (s *Server) writeRateLimit(w http.ResponseWriter) {
 	writeError(w, &apiError{status: http.StatusTooManyRequests, typ: "requests", code: "rate_limit_exceeded", message: msg})
 }
 
+// writeLimited answers a call beyond Config.RPM or TPM as OpenAI does:
+// 429 rate_limit_exceeded, with the wait until it would fit.
+func (s *Server) writeLimited(w http.ResponseWriter, which string, wait time.Duration) {
+	wait = max(wait, time.Millisecond)
+	w.Header().Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
+	w.Header().Set("Retry-After-Ms", strconv.FormatInt(max(wait.Milliseconds(), 1), 10))
+	writeError(w, &apiError{status: http.StatusTooManyRequests, typ: which, code: "rate_limit_exceeded",
+		message: "Rate limit reached for " + which + " per minute (simulated). Please try again in " + wait.Round(time.Millisecond).String() + "."})
+}
+
 // apiError is an OpenAI error response; empty param and code encode as null.
 type apiError struct {
 	status                    int

@@ -36,6 +36,7 @@ type Stats struct {
 	Unrecognized     int64 `json:"unrecognized"`
 	BreakGlass       int64 `json:"break_glass"` // answers to break-glass panel and judge prompts
 	RateLimited      int64 `json:"rate_limited"`
+	OverLimit        int64 `json:"over_limit"` // of RateLimited: beyond Config.RPM or TPM
 	ServerErrors     int64 `json:"server_errors"`
 	BadRequests      int64 `json:"bad_requests"` // 400, 405 and 413
 	Unauthorized     int64 `json:"unauthorized"`
@@ -52,7 +53,7 @@ type counters struct {
 	breakGlass                                           atomic.Int64
 	rateLimited, serverErrors, badRequests, unauthorized atomic.Int64
 	canceled, promptTokens, completionTokens, logErrors  atomic.Int64
-	unknownModels                                        atomic.Int64
+	unknownModels, overLimit                             atomic.Int64
 }
 
 // Server is the simulated model, an http.Handler. It is safe for
@@ -74,6 +75,8 @@ type Server struct {
 	logMu sync.Mutex // serializes Config.LogRequests writes
 
 	specs *specs // the task specs hinted requests name
+
+	limits *limits // Config.RPM and TPM
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -92,6 +95,7 @@ func New(cfg Config) (*Server, error) {
 		faultRNG:    rand.New(rand.NewPCG(mix(seed, 0xfa017), mix(seed, 0x5eed))),
 		times:       make(map[uint64]int),
 		specs:       newSpecs(cfg.Tasks),
+		limits:      newLimits(cfg.RPM, cfg.TPM, cfg.Now),
 	}
 	s.models = newModels(cfg)
 	return s, nil
@@ -108,7 +112,7 @@ func (s *Server) Stats() Stats {
 		BadRequests: c.badRequests.Load(), Unauthorized: c.unauthorized.Load(),
 		Canceled: c.canceled.Load(), PromptTokens: c.promptTokens.Load(),
 		CompletionTokens: c.completionTokens.Load(), LogErrors: c.logErrors.Load(),
-		UnknownModels: c.unknownModels.Load(),
+		UnknownModels: c.unknownModels.Load(), OverLimit: c.overLimit.Load(),
 	}
 }
 
@@ -247,6 +251,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if wait, which, ok := s.limits.admit(); !ok {
+		s.st.rateLimited.Add(1)
+		s.st.overLimit.Add(1)
+		s.limits.headers(w.Header())
+		s.writeLimited(w, which, wait)
+		return
+	}
 	fault, jitter, aerr := s.transport(r, body)
 	if aerr != nil {
 		s.st.badRequests.Add(1)
@@ -283,6 +294,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 
 	id := s.nextID()
 	a := s.generate(req, body)
+	s.limits.charge(req.promptTokens + a.completionTokens)
+	s.limits.headers(w.Header())
 	op := getBuf()
 	defer putBuf(op)
 	w.Header()["X-Request-Id"] = []string{"req_" + string(id[:])}

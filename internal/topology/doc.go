@@ -46,6 +46,7 @@
 //	KV maker_apikeys      <hash of the key>                API keys
 //	KV maker_batches      <tenant>.<batch>                 batch records
 //	KV maker_prices       <model> (bus.SafeKey), _default  the fleet's price table (operator only)
+//	KV maker_providers    <deployment>                     the provider registry (operator only; voters read)
 //	KV maker_retention    _fleet, <tenant>, job.<tenant>.<job>  retention policies (made when first set)
 //	KV maker_calibrations <task>.<model>.<prompt version>  models' calibrations (made when first stored)
 //

@@ -259,6 +259,7 @@ func Table(ns bus.Namespace, cfg Config, jcfg JudgeConfig) []Decl {
 		fleetKV("apikey", ns.APIKeysBucket(), "makerfleet API keys, by the SHA-256 of the key"),
 		fleetKV("batch", ns.BatchesBucket(), "makerfleet batch records"),
 		fleetKV("pricing", ns.PricesBucket(), "makerfleet price table: what each model's tokens cost, set by the operator"),
+		fleetKV("providers", ns.ProvidersBucket(), "makerfleet provider registry: where each model is served and its limits, set by the operator"),
 		// The features' buckets, made when first written.
 		kv(Feature, "retention", false, jetstream.KeyValueConfig{
 			Bucket: ns.RetentionBucket(), Description: "makerfleet retention policies: fleet, tenants, jobs",

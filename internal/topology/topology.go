@@ -27,6 +27,9 @@ type Topology struct {
 	// Prices is the fleet's price table: schemas.ModelPrice by model
 	// (internal/pricetable).
 	Prices jetstream.KeyValue
+	// Providers is the provider registry: schemas.Deployment by name
+	// (internal/providers).
+	Providers jetstream.KeyValue
 }
 
 // handles maps each of the fleet's required buckets to its field.
@@ -36,7 +39,7 @@ func (t *Topology) handles() map[string]*jetstream.KeyValue {
 		ns.StatusBucket(): &t.Status, ns.ReportsBucket(): &t.Reports,
 		ns.JobsBucket(): &t.Jobs, ns.LeasesBucket(): &t.Leases, ns.TasksBucket(): &t.Tasks,
 		ns.QuotasBucket(): &t.Quotas, ns.APIKeysBucket(): &t.APIKeys, ns.BatchesBucket(): &t.Batches,
-		ns.PricesBucket(): &t.Prices,
+		ns.PricesBucket(): &t.Prices, ns.ProvidersBucket(): &t.Providers,
 	}
 }
 

@@ -127,6 +127,8 @@ specs come from --task-file files, or from a fleet's task registry (--nats).
 	fl.Float64Var(&cfg.RateLimitRate, "rate-limit-rate", 0, "share of requests answered 429")
 	fl.DurationVar(&retryAfter, "retry-after", time.Second, "Retry-After sent with 429s (0: none)")
 	fl.Float64Var(&cfg.ServerErrorRate, "server-error-rate", 0, "share of requests answered 500")
+	fl.Int64Var(&cfg.RPM, "rpm", 0, "requests per minute answered, like a provider key's limit: beyond it 429 with Retry-After; x-ratelimit-* headers on every reply (0: none)")
+	fl.Int64Var(&cfg.TPM, "tpm", 0, "tokens (prompt and completion) per minute answered, like a provider key's limit (0: none)")
 	fl.DurationVar(&cfg.Latency, "latency", 0, "fixed latency per request")
 	fl.DurationVar(&cfg.LatencyJitter, "latency-jitter", 0, "extra uniform random latency per request")
 	fl.Float64Var(&cfg.TemperatureSensitivity, "temperature-sensitivity", simllm.DefaultTemperatureSensitivity, "how fast accuracy falls above temperature 0.1 (negative: off)")
