@@ -94,7 +94,7 @@ func (f *specFleet) startVoter(m voter.Model, hints bool) {
 
 // job registers the spec src in the fleet's task registry and returns a
 // job of it with params and k, not yet submitted.
-func (f *specFleet) job(t *testing.T, src, params string, k int) schemas.JobSpec {
+func (f *specFleet) job(t testing.TB, src, params string, k int) schemas.JobSpec {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

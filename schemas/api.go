@@ -178,6 +178,11 @@ type Forecast struct {
 	// Basis says where the figures come from, e.g. "p=0.99 (default),
 	// pricing from the job".
 	Basis string `json:"basis,omitempty"`
+	// Calibrated: p and the tokens of a call were measured (a
+	// calibration), so CostUSD holds (within 25 % on the simulated model)
+	// and admission compares a budget with it; otherwise they are
+	// assumed, and only CostLowUSD, a floor, refuses a budget.
+	Calibrated bool `json:"calibrated,omitempty"`
 }
 
 // JobCreated is the answer to POST /v1/jobs (201, or 200 for a

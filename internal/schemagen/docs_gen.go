@@ -350,6 +350,7 @@ var docComments = map[string]string{
 	"Figures.Votes":                     "Samples counts samples that took part in a step: Votes (valid votes) plus RedFlagged (red-flagged samples).",
 	"Forecast":                          "Forecast is the planner's estimate of what a job will take, with a band: the expected figure and a low and a high one.",
 	"Forecast.Basis":                    "Basis says where the figures come from, e.g. \"p=0.99 (default), pricing from the job\".",
+	"Forecast.Calibrated":               "Calibrated: p and the tokens of a call were measured (a calibration), so CostUSD holds (within 25 % on the simulated model) and admission compares a budget with it; otherwise they are assumed, and only CostLowUSD, a floor, refuses a budget.",
 	"Forecast.CostHighUSD":              "CostUSD is the expected cost in US dollars, CostLowUSD and CostHighUSD its band (0 without pricing).",
 	"Forecast.CostLowUSD":               "CostUSD is the expected cost in US dollars, CostLowUSD and CostHighUSD its band (0 without pricing).",
 	"Forecast.CostUSD":                  "CostUSD is the expected cost in US dollars, CostLowUSD and CostHighUSD its band (0 without pricing).",

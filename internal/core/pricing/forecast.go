@@ -22,12 +22,13 @@ const (
 	// BytesPerToken is how many prompt bytes make a token in the expected
 	// and low figures (English text with common tokenizers: about 4).
 	BytesPerToken = 4
-	// ExpectedOutputShare and LowOutputShare are the share of
-	// max_output_tokens a reply is taken to use in the expected and low
-	// figures (the planner's 300 of 750; a quarter). The high figure
-	// takes all of it: it is the reservations' upper bound.
+	// ExpectedOutputShare is the share of max_output_tokens a reply is
+	// taken to use in the expected figure of a job whose tokens per call
+	// were not measured (the planner's 300 of 750). The low figure takes
+	// the right answer itself (the task's reference vote for its first
+	// state, at BytesPerToken bytes a token: no reply can say less), the
+	// high figure all of max_output_tokens (the reservations' bound).
 	ExpectedOutputShare = 0.4
-	LowOutputShare      = 0.25
 )
 
 // PEstimator is implemented by task instances that declare the chance a
@@ -52,12 +53,13 @@ var ErrOverBudget = errors.New("pricing: budget below the forecast")
 //     shortcut k/(2p−1)/v at the pessimistic p (the high end).
 //   - A sample's cost: the prompt of the task's first state at
 //     BytesPerToken bytes a token (low and expected) or its upper bound
-//     (PromptTokensBound: high), and LowOutputShare, ExpectedOutputShare
-//     or all of max_output_tokens, at the fleet's price of the voters'
-//     own model from its table (Of: on a fleet without a table,
-//     the job's own pricing, said to be unverified; else no cost). The
-//     spec's token estimates (a calibration's) replace the expected
-//     figure's, the band widened to hold them.
+//     (PromptTokensBound: high), and a reply of the right answer's own
+//     size (low), ExpectedOutputShare or all of max_output_tokens, at
+//     the fleet's price of the voters' own model from its table (Of: on
+//     a fleet without a table, the job's own pricing, said to be
+//     unverified; else no cost). The spec's token estimates (a
+//     calibration's) replace the expected figure's, the band widened to
+//     hold them; with them and p measured the forecast is Calibrated.
 //   - Time: samples over the tenant's samples per second, when it has a
 //     rate limit (else none is given).
 func Forecast(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota, prices Table) schemas.Forecast {
@@ -106,7 +108,7 @@ func Forecast(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota, p
 		price = &p0
 	}
 	cost := func(prompt, out float64) float64 { return usd(price, prompt, out) }
-	lowC, expC, highC := cost(promptTokens, LowOutputShare*maxOut), cost(promptTokens, ExpectedOutputShare*maxOut),
+	lowC, expC, highC := cost(promptTokens, math.Min(answerTokens(inst), maxOut)), cost(promptTokens, ExpectedOutputShare*maxOut),
 		cost(float64(promptBound), maxOut)
 	if in, out := spec.PromptTokensEstimate, spec.CompletionTokensEstimate; in > 0 || out > 0 {
 		// A calibration measured what a call uses: the expected figure is
@@ -120,7 +122,10 @@ func Forecast(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota, p
 		expC = cost(in, out)
 		lowC, highC = math.Min(lowC, expC), math.Max(highC, expC)
 		basis = append(basis, fmt.Sprintf("tokens per call from the job: %.0f in, %.0f out", in, out))
+	} else {
+		basis = append(basis, fmt.Sprintf("tokens per call assumed (%.0f%% of max_output_tokens out): calibrate the model for a forecast that holds", 100*ExpectedOutputShare))
 	}
+	calibrated := spec.PEstimate > 0.5 && spec.CompletionTokensEstimate > 0
 	switch src {
 	case Fleet:
 		basis = append(basis, "priced at the fleet's price")
@@ -137,6 +142,7 @@ func Forecast(spec schemas.JobSpec, inst task.Instance, q schemas.TenantQuota, p
 		CostUSD:         s * expN * expC,
 		CostLowUSD:      s * lowN * lowC,
 		CostHighUSD:     s * highN * highC,
+		Calibrated:      calibrated,
 	}
 	if q.SamplesPerSecond > 0 {
 		f.Seconds = s * expN / q.SamplesPerSecond
@@ -162,17 +168,41 @@ func usd(p *schemas.Pricing, prompt, out float64) float64 {
 	return (prompt*p.InputUSDPerMTok + out*p.OutputUSDPerMTok) / 1e6
 }
 
-// Admit is the admission check at submit: a job whose budget_usd is
-// below its forecast's lowest cost cannot finish within it and is refused
-// (ErrOverBudget, with both figures); a job without a budget, or with one
-// at or above the low end, is admitted (it pauses as budget_exhausted if
-// it runs out).
+// Admit is the admission check at submit. A calibrated forecast holds:
+// a job whose budget_usd is below its central cost is refused
+// (ErrOverBudget, with the figures). An uncalibrated one is a guess, and
+// a guess must not refuse jobs that would fit: only a budget below its
+// low end (k samples a step, each the prompt and the bare right answer)
+// is refused. Any other job is admitted (it pauses as budget_exhausted
+// if it runs out).
 func Admit(spec schemas.JobSpec, f schemas.Forecast) error {
-	if spec.BudgetUSD > 0 && spec.BudgetUSD < f.CostLowUSD {
+	if spec.BudgetUSD <= 0 {
+		return nil
+	}
+	if f.Calibrated && spec.BudgetUSD < f.CostUSD {
+		return fmt.Errorf("%w: budget_usd %s below the calibrated forecast %s (from %s to %s; %s)", ErrOverBudget,
+			dollars(spec.BudgetUSD), dollars(f.CostUSD), dollars(f.CostLowUSD), dollars(f.CostHighUSD), f.Basis)
+	}
+	if spec.BudgetUSD < f.CostLowUSD {
 		return fmt.Errorf("%w: budget_usd %s below the forecast's lowest cost %s (expected %s, up to %s; %s)", ErrOverBudget,
 			dollars(spec.BudgetUSD), dollars(f.CostLowUSD), dollars(f.CostUSD), dollars(f.CostHighUSD), f.Basis)
 	}
 	return nil
+}
+
+// answerTokens is the size of the right answer to inst's first step, in
+// tokens at BytesPerToken bytes: its reference vote's key, the answer's
+// canonical form (at least 1; 1 without a reference).
+func answerTokens(inst task.Instance) float64 {
+	r, ok := inst.(task.Referencer)
+	if !ok {
+		return 1
+	}
+	v, err := r.ReferenceVote(inst.Initial())
+	if err != nil {
+		return 1
+	}
+	return math.Max(1, float64(len(v.Key))/BytesPerToken)
 }
 
 // dollars prints an amount with four significant digits.
