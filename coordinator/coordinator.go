@@ -186,7 +186,8 @@ type Coordinator struct {
 	registry Registry
 
 	mu      sync.Mutex
-	running map[string]bool // registry keys of the jobs this coordinator runs
+	running map[string]bool   // registry keys of the jobs this coordinator runs
+	waiting map[string]string // of those, the ones waiting on the fleet: why (schemas.JobWaiting)
 
 	// sampleKey is the fleet's key of sample capabilities
 	// (store.SampleKey); set by Run, before any job runs.
@@ -205,7 +206,7 @@ func New(nc *nats.Conn, st *store.Store, cfg Config) (*Coordinator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: jetstream: %w", err)
 	}
-	c := &Coordinator{cfg: cfg, nc: nc, js: js, store: st, log: cfg.Logger.With("coordinator", cfg.ID), running: map[string]bool{},
+	c := &Coordinator{cfg: cfg, nc: nc, js: js, store: st, log: cfg.Logger.With("coordinator", cfg.ID), running: map[string]bool{}, waiting: map[string]string{},
 		fair: newFairness(st, cfg), prices: pricetable.NewCache(nil),
 		tally: cfg.Storage.Tally, budgets: cfg.Storage.Budgets, journals: cfg.Storage.Journals, registry: cfg.Storage.Registry}
 	if c.tally == nil {
@@ -222,6 +223,17 @@ func New(nc *nats.Conn, st *store.Store, cfg Config) (*Coordinator, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return len(c.running)
+	})
+	cfg.Metrics.JobsWaiting([]string{schemas.WaitProviderUnavailable, schemas.WaitUnanswered}, func(reason string) int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		n := 0
+		for _, r := range c.waiting {
+			if r == reason {
+				n++
+			}
+		}
+		return n
 	})
 	return c, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
@@ -60,6 +61,11 @@ func failedReport(spec schemas.JobSpec, reason string) schemas.JobReport {
 // owner, so its status names none.
 func (r *jobRun) publishStatus(ctx context.Context, state string) {
 	st := r.status(state)
+	why := ""
+	if st.Waiting != nil {
+		why = st.Waiting.Reason
+	}
+	r.c.setWaiting(bus.JobKey(r.spec.Tenant, r.spec.JobID), why)
 	if state == schemas.StatePaused {
 		st.Coordinator = ""
 	}
@@ -86,9 +92,17 @@ func (r *jobRun) status(state string) schemas.JobStatus {
 	if !schemas.Terminal(state) {
 		st.Rung = m.Rung
 	}
-	if state == schemas.StateRunning && !m.Stalled.IsZero() {
-		st.Reason = fmt.Sprintf("samples unanswered past the sample timeout since %s: are voters running, and ready? (a voter's /readyz names a model its provider refuses)",
-			m.Stalled.UTC().Format(time.RFC3339))
+	if state == schemas.StateRunning {
+		st.Waiting = waitingOf(m)
+		switch w := st.Waiting; {
+		case w == nil:
+		case w.Reason == schemas.WaitProviderUnavailable:
+			st.Reason = fmt.Sprintf("provider_unavailable: voters cannot have model %s served (%s); samples handed back since %s; the job resumes by itself once a voter can serve it",
+				modelName(w.Model), w.Error, w.Since.UTC().Format(time.RFC3339))
+		default:
+			st.Reason = fmt.Sprintf("samples unanswered past the sample timeout since %s: are voters running, and ready? (a voter's /readyz names a model its provider refuses)",
+				w.Since.UTC().Format(time.RFC3339))
+		}
 	}
 	return st
 }
@@ -138,4 +152,29 @@ func (r *jobRun) report() schemas.JobReport {
 	summarize(&rep, r.spec, fmt.Sprintf("%x", m.Trace.Sum(nil)), time.Now())
 	m.FillReceipt(&rep)
 	return rep
+}
+
+// waitingOf is why a running job waits on the fleet, if it does: voters'
+// notices that they cannot have its open step's samples served, else its
+// samples unanswered past the sample timeout.
+func waitingOf(m *step.Machine) *schemas.JobWaiting {
+	if u := m.Unserved; u != nil && u.Step == m.Step {
+		since := u.At
+		if !m.Stalled.IsZero() && m.Stalled.Before(since) {
+			since = m.Stalled
+		}
+		return &schemas.JobWaiting{Reason: schemas.WaitProviderUnavailable, Model: u.Model, Error: u.Error, Since: since}
+	}
+	if !m.Stalled.IsZero() {
+		return &schemas.JobWaiting{Reason: schemas.WaitUnanswered, Since: m.Stalled}
+	}
+	return nil
+}
+
+// modelName names a model in a status ("" is the voters' own).
+func modelName(model string) string {
+	if model == "" {
+		return "(the voters' own)"
+	}
+	return strconv.Quote(model)
 }

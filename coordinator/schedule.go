@@ -165,7 +165,20 @@ func (c *Coordinator) setRunning(key string, on bool) {
 		c.running[key] = true
 	} else {
 		delete(c.running, key)
+		delete(c.waiting, key)
 	}
+}
+
+// setWaiting records why a running job waits on the fleet ("": it does
+// not), for maker_jobs_waiting.
+func (c *Coordinator) setWaiting(key, reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if reason == "" || !c.running[key] {
+		delete(c.waiting, key)
+		return
+	}
+	c.waiting[key] = reason
 }
 
 // own runs a job this coordinator holds the lease of, renewing the lease

@@ -243,8 +243,11 @@ type JobView struct {
 	SpentUSD      float64 `json:"spent_usd,omitempty"`
 	ReservedUSD   float64 `json:"reserved_usd,omitempty"`
 	FinishCostUSD float64 `json:"finish_cost_usd,omitempty"`
-	// Reason says why a budget_exhausted job stopped (its status's).
+	// Reason says why a budget_exhausted job stopped, or why a running
+	// one waits (its status's).
 	Reason string `json:"reason,omitempty"`
+	// Waiting is why a running job waits on the fleet (its status's).
+	Waiting *JobWaiting `json:"waiting,omitempty"`
 	// BatchID and BatchLine name the batch and input line the job came
 	// from (absent for a job submitted alone).
 	BatchID   string `json:"batch_id,omitempty"`
@@ -264,7 +267,7 @@ func (v JobView) Status() JobStatus {
 		Steps: v.Steps, TotalSteps: v.TotalSteps, Progress: v.Progress,
 		Samples: v.Samples, Votes: v.Votes, RedFlagged: v.RedFlagged, Errors: v.Errors,
 		Coordinator: v.Coordinator, Rung: v.Rung, Control: v.Control,
-		SpentUSD: v.SpentUSD, ReservedUSD: v.ReservedUSD, FinishCostUSD: v.FinishCostUSD, Reason: v.Reason, UpdatedAt: v.UpdatedAt,
+		SpentUSD: v.SpentUSD, ReservedUSD: v.ReservedUSD, FinishCostUSD: v.FinishCostUSD, Reason: v.Reason, Waiting: v.Waiting, UpdatedAt: v.UpdatedAt,
 	}
 }
 

@@ -400,8 +400,36 @@ type JobStatus struct {
 	// samples unanswered past the sample timeout (no voter serves them, or
 	// the provider refuses the voters), and since when.
 	Reason string `json:"reason,omitempty"`
+	// Waiting is set while a running job waits on the fleet, not on
+	// itself: why, and since when. It clears by itself at the next answer.
+	Waiting *JobWaiting `json:"waiting,omitempty"`
 	// UpdatedAt is when these figures were taken.
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Reasons a running job waits (JobWaiting.Reason).
+const (
+	// WaitProviderUnavailable: voters hand the open step's samples back
+	// unanswered because the provider does not serve the model to them
+	// (the key or the model refused, every deployment of it out).
+	WaitProviderUnavailable = "provider_unavailable"
+	// WaitUnanswered: the open step's samples go unanswered past the
+	// sample timeout with no word from any voter (none running or ready?).
+	WaitUnanswered = "unanswered"
+)
+
+// JobWaiting is why a running job waits on the fleet.
+type JobWaiting struct {
+	// Reason is provider_unavailable or unanswered.
+	Reason string `json:"reason" jsonschema:"enum=provider_unavailable,enum=unanswered"`
+	// Model is the model that could not be served, as the voter names it,
+	// Error the provider's last answer as a voter saw it
+	// (provider_unavailable only).
+	Model string `json:"model,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Since is when the wait began: the first sample unanswered past the
+	// sample timeout, or the first notice of an unserved sample.
+	Since time.Time `json:"since"`
 }
 
 // MessageKind implements Message.

@@ -192,6 +192,15 @@ const (
 	// OutcomeCancelled: the step was decided during the model call, which
 	// was cancelled.
 	OutcomeCancelled = "cancelled"
+	// OutcomeUnserved: no answer. The voter could not have the sample
+	// served (the provider refuses its key or the model, every deployment
+	// of the model is out) and handed it back for another try; this
+	// notice tells the job why it waits (status: provider_unavailable,
+	// the model, the error in Detail). It never counts as a sample.
+	OutcomeUnserved = "unserved"
+	// MaxUnservedDetail bounds what a job keeps of an unserved notice's
+	// Detail (its status shows it).
+	MaxUnservedDetail = 300
 )
 
 // Red-flag reasons.
@@ -234,8 +243,8 @@ type SampleResult struct {
 	Index    int    `json:"index"`
 	Attempt  int    `json:"attempt"`
 	Branch   int64  `json:"branch,omitempty"`
-	// Outcome is vote, red_flag, skipped or cancelled.
-	Outcome string `json:"outcome" jsonschema:"enum=vote,enum=red_flag,enum=skipped,enum=cancelled"`
+	// Outcome is vote, red_flag, skipped, cancelled or unserved.
+	Outcome string `json:"outcome" jsonschema:"enum=vote,enum=red_flag,enum=skipped,enum=cancelled,enum=unserved"`
 	// VoteKey is the canonical parsed answer (outcome vote only).
 	VoteKey string `json:"vote_key,omitempty"`
 	// RedFlag is the red-flag reason (outcome red_flag only): length,
@@ -290,7 +299,7 @@ func (r *SampleResult) Validate() error {
 		if r.VoteKey != "" {
 			return invalid(k, "a red-flagged sample has no vote_key")
 		}
-	case OutcomeSkipped, OutcomeCancelled:
+	case OutcomeSkipped, OutcomeCancelled, OutcomeUnserved:
 		if r.VoteKey != "" || r.RedFlag != "" {
 			return invalid(k, "a %s sample has no vote_key or red_flag", r.Outcome)
 		}

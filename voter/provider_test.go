@@ -57,17 +57,24 @@ func TestWrongModelNeverEndsAJob(t *testing.T) {
 		t.Errorf("the wrong voter answered samples, or counted its refusals as other errors: %+v", st)
 	}
 
-	// The job's status says why it waits.
+	// The job's status says why it waits: provider_unavailable, the model
+	// and the provider's answer.
 	var st schemas.JobStatus
 	fleettest.Eventually(t, 30*time.Second, func() bool {
 		st, _ = jobs.Status(ctx, env.Topo, spec.Tenant, spec.JobID)
-		return st.State == schemas.StateRunning && strings.Contains(st.Reason, "samples unanswered past the sample timeout")
+		w := st.Waiting
+		return st.State == schemas.StateRunning && w != nil && w.Reason == schemas.WaitProviderUnavailable &&
+			w.Model == "gpt-nope" && strings.Contains(w.Error, "404") && strings.HasPrefix(st.Reason, "provider_unavailable: ")
 	}, "the waiting job's status %+v does not say why it waits", st)
 
 	env.StartVoter(fleettest.SimClient(t, sim, llm.Config{}), voter.Config{ID: "voter-good", Concurrency: 4})
 	rep := env.Wait(spec)
 	if rep.State != schemas.StateSolved || rep.RedFlags[schemas.RedFlagRefused] != 0 || rep.RedFlagged != 0 {
 		t.Errorf("report %s with red flags %v, want solved with none", rep.State, rep.RedFlags)
+	}
+	// The notices were never samples.
+	if rep.Samples != rep.Votes {
+		t.Errorf("report counts %d samples for %d votes: a notice was counted", rep.Samples, rep.Votes)
 	}
 }
 

@@ -187,10 +187,11 @@ type Voter struct {
 	policyRefused, badReplies, noticesIgnored                 atomic.Int64
 	maxDeliver                                                atomic.Int64 // the consumer's MaxDeliver
 	providerRefusals                                          atomic.Int64
-	noticeLog                                                 throttle.Every // spaces the ignored-notice log lines
-	faultLog                                                  throttle.Every // spaces the provider-refusal log lines
-	faults                                                    faults         // the provider refusing the key or a model (fault.go)
-	worker                                                    *bus.Worker    // set by Run before any request is handled
+	noticeLog                                                 throttle.Every                // spaces the ignored-notice log lines
+	faultLog                                                  throttle.Every                // spaces the provider-refusal log lines
+	faults                                                    faults                        // the provider refusing the key or a model (fault.go)
+	unserved                                                  *lru.Cache[string, time.Time] // last unserved notice by job
+	worker                                                    *bus.Worker                   // set by Run before any request is handled
 }
 
 // New returns a Voter that calls model.
@@ -209,7 +210,7 @@ func New(nc *nats.Conn, model Model, cfg Config) (*Voter, error) {
 		model = timedModel{Model: model, met: cfg.Metrics, model: cfg.Model}
 	}
 	return &Voter{cfg: cfg, nc: nc, js: js, model: model, log: cfg.Logger.With("voter", cfg.ID), decided: newTracker(),
-		insts: lru.New[string, task.Instance](maxInstances), noticeLog: throttle.Every{Interval: noticeLogEvery}, faultLog: throttle.Every{Interval: faultLogEvery}}, nil
+		insts: lru.New[string, task.Instance](maxInstances), unserved: lru.New[string, time.Time](maxInstances), noticeLog: throttle.Every{Interval: noticeLogEvery}, faultLog: throttle.Every{Interval: faultLogEvery}}, nil
 }
 
 // Stats returns the counters.
@@ -394,6 +395,7 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 				v.log.Error("the provider refuses this voter's key or a model; handing samples back (not fetching for the backoff when it is the key or the voter's own model), not ready until a call succeeds",
 					"model", truncate(model, 64), "err", err, "sample", req.SampleID, "backoff", hold, "holding_off", holdOff)
 			}
+			v.notifyUnserved(ctx, msg, &req, model, err)
 			if v.lastDelivery(msg) {
 				return bus.Drop(err, "max_deliveries: "+truncate(err.Error(), 200))
 			}
@@ -420,6 +422,7 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 			return rerr
 		default:
 			v.modelErrors.Add(1)
+			v.notifyUnserved(ctx, msg, &req, cmp.Or(req.Model, v.cfg.Model), err)
 			return v.handBack(msg, &req, err)
 		}
 	}
@@ -486,6 +489,37 @@ func Judge(inst task.Instance, req *schemas.SampleRequest, resp llm.Response) sc
 // the worker, on nil); if the result cannot be published, the error hands
 // the request back instead.
 func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, res schemas.SampleResult) error {
+	if err := v.publish(ctx, msg, req, &res); err != nil {
+		return err
+	}
+	v.cfg.Metrics.Answered(res.Model, res.RedFlag)
+	return nil
+}
+
+// unservedEvery spaces a voter's unserved notices to one job: the job
+// needs to know why it waits, not every sample handed back.
+const unservedEvery = time.Second
+
+// notifyUnserved tells req's job that its sample is handed back
+// unanswered because the model could not be served (schemas.
+// OutcomeUnserved: the job's status says provider_unavailable, the model
+// and err), at most once a second per job. Best effort: the sample is
+// handed back whether or not the notice goes out.
+func (v *Voter) notifyUnserved(ctx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, model string, err error) {
+	key := req.Tenant + "/" + req.JobID
+	now := time.Now()
+	if last, ok := v.unserved.Get(key); ok && now.Sub(last) < unservedEvery {
+		return
+	}
+	v.unserved.Put(key, now)
+	res := schemas.SampleResult{Outcome: schemas.OutcomeUnserved, Model: model, Detail: truncate(err.Error(), schemas.MaxUnservedDetail)}
+	if perr := v.publish(ctx, msg, req, &res); perr != nil {
+		v.log.Debug("cannot tell the job its sample is unserved", "err", perr, "sample", req.SampleID)
+	}
+}
+
+// publish sends res as req's result (see reply).
+func (v *Voter) publish(ctx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, res *schemas.SampleResult) error {
 	res.Header = schemas.NewHeader(schemas.KindSampleResult)
 	res.Tenant, res.JobID, res.SampleID = req.Tenant, req.JobID, req.SampleID
 	res.Step, res.Epoch, res.Index, res.Attempt, res.Branch = req.Step, req.Epoch, req.Index, req.Attempt, req.Branch
@@ -494,7 +528,7 @@ func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.Sampl
 	if res.Model == "" {
 		res.Model = v.cfg.Model
 	}
-	data, err := json.Marshal(&res)
+	data, err := json.Marshal(res)
 	if err != nil {
 		v.log.Error("encode result", "err", err)
 		return fmt.Errorf("voter: encode result: %w", err)
@@ -509,13 +543,12 @@ func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.Sampl
 		delivery = md.NumDelivered
 	}
 	out.Header.Set(jetstream.MsgIDHeader, schemas.ResultMsgID(req.SampleID, req.Token, delivery))
-	traceReply(ctx, req, &res, out.Header, len(data), v.nc.MaxPayload())
+	traceReply(ctx, req, res, out.Header, len(data), v.nc.MaxPayload())
 	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var perr error
 	for attempt := 0; attempt < 5; attempt++ {
 		if _, perr = v.js.PublishMsg(pubCtx, out); perr == nil {
-			v.cfg.Metrics.Answered(res.Model, res.RedFlag)
 			return nil
 		}
 		if pubCtx.Err() != nil {

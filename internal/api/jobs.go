@@ -222,7 +222,7 @@ func jobView(rec schemas.JobRecord, st schemas.JobStatus) schemas.JobView {
 		State: st.State, Finished: rec.Finished, Control: st.Control, Asked: rec.Control,
 		Progress: st.Progress, Steps: st.Steps, TotalSteps: st.TotalSteps,
 		Samples: st.Samples, Votes: st.Votes, RedFlagged: st.RedFlagged, Errors: st.Errors, Rung: st.Rung, Coordinator: st.Coordinator,
-		SpentUSD: st.SpentUSD, ReservedUSD: st.ReservedUSD, FinishCostUSD: st.FinishCostUSD, Reason: st.Reason,
+		SpentUSD: st.SpentUSD, ReservedUSD: st.ReservedUSD, FinishCostUSD: st.FinishCostUSD, Reason: st.Reason, Waiting: st.Waiting,
 		BatchID: sp.BatchID, BatchLine: sp.BatchLine, SubmittedAt: sp.SubmittedAt, UpdatedAt: st.UpdatedAt,
 	}
 }

@@ -90,6 +90,7 @@ func TestHandlerOutput(t *testing.T) {
 	running := 3
 	c.JobsRunning(func() int { return running })
 	c.JobsRunning(func() int { return 99 }) // a second call is ignored, not a panic
+	c.JobsWaiting([]string{"provider_unavailable", "unanswered"}, func(r string) int { return map[string]int{"provider_unavailable": 2}[r] })
 	jt := c.Tenant("acme")
 	jt.SamplesRequested(5)
 	jt.Counted(4, map[string]int64{"parse": 1})
@@ -139,6 +140,8 @@ func TestHandlerOutput(t *testing.T) {
 	}{
 		{"maker_build_info", map[string]string{"role": "coordinator", "version": "v1.2.3"}, 1},
 		{"maker_jobs_running", nil, 3},
+		{"maker_jobs_waiting", map[string]string{"reason": "provider_unavailable"}, 2},
+		{"maker_jobs_waiting", map[string]string{"reason": "unanswered"}, 0},
 		{"maker_samples_requested_total", map[string]string{"tenant": "acme"}, 5},
 		{"maker_votes_total", map[string]string{"tenant": "acme"}, 4},
 		{"maker_samples_red_flagged_total", map[string]string{"tenant": "acme", "reason": "parse"}, 1},

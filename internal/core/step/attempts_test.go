@@ -1,6 +1,7 @@
 package step
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -66,5 +67,38 @@ func TestStalled(t *testing.T) {
 	h.deliver(1)
 	if !h.m.Stalled.IsZero() {
 		t.Errorf("Stalled = %v after an answer was counted", h.m.Stalled)
+	}
+}
+
+// TestUnserved: a voter's notice that it could not have a sample served
+// says why the job waits (the model, the provider's answer) without
+// counting as a sample or ending the stall; a forged one (not the
+// sample's token) is dropped; the first answer counted clears it.
+func TestUnserved(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, spec(2, 0), 3, byIndex(rightAns))
+	h.start()
+	unserved := func(res *schemas.SampleResult) {
+		res.Outcome, res.VoteKey, res.PromptTokens, res.CompletionTokens = schemas.OutcomeUnserved, "", 0, 0
+		res.Model, res.Detail = "gpt-nope", "llm: the provider refuses the key or the model: http status 404: "+strings.Repeat("x", 1000)
+	}
+	forged := *h.queue[0]
+	forged.Token = "AAAAAAAAAAAAAAAAAAAAAA"
+	h.do(nil, h.m.OnResults(h.now, []Incoming{{Data: h.resultWith(&forged, rightAns(0), unserved)}}))
+	if h.m.Unserved != nil {
+		t.Fatalf("a forged notice was taken: %+v", h.m.Unserved)
+	}
+	samples := h.m.Acct.Samples
+	h.do(nil, h.m.OnResults(h.now, []Incoming{{Data: h.resultWith(h.queue[0], rightAns(0), unserved)}}))
+	u := h.m.Unserved
+	if u == nil || u.Model != "gpt-nope" || !strings.Contains(u.Error, "404") || len(u.Error) > schemas.MaxUnservedDetail+len("…") || u.Step != h.m.Step {
+		t.Fatalf("Unserved = %+v, want the model and the 404, clipped", u)
+	}
+	if h.m.Acct.Samples != samples {
+		t.Errorf("the notice counted as a sample: %d, want %d", h.m.Acct.Samples, samples)
+	}
+	h.deliver(1)
+	if h.m.Unserved != nil {
+		t.Errorf("Unserved = %+v after an answer was counted", h.m.Unserved)
 	}
 }

@@ -123,8 +123,21 @@ type Machine struct {
 	// or the provider refuses the voters (the shell says so in the
 	// status).
 	Stalled time.Time
-	End     *Ending // set once the job has ended
+	// Unserved is the last notice that a voter could not have one of the
+	// open step's samples served (schemas.OutcomeUnserved), since an
+	// answer was last counted: why the job waits (nil: no such notice).
+	Unserved *Unserved
+	End      *Ending // set once the job has ended
 	Paused  bool    // stopped at this boundary: paused, or waiting for a person
+}
+
+// Unserved is why a voter handed a sample back unanswered.
+type Unserved struct {
+	Model string    // the model it could not have served ("" the voters' own)
+	Error string    // the provider's answer, as the voter saw it (at most schemas.MaxUnservedDetail bytes)
+	At    time.Time // when the notice came
+	Voter string
+	Step  int64 // the step it was for
 }
 
 // pending is a published sample with no answer yet.

@@ -53,6 +53,15 @@ func (m *Machine) OnResults(now time.Time, batch []Incoming) []Action {
 			continue
 		}
 		m.Verified[i] = res.SampleID
+		if res.Outcome == schemas.OutcomeUnserved {
+			// Not an answer: the sample stays open (handed back); the
+			// notice only says why the job waits.
+			if res.Step == m.Step && res.Epoch == m.Epoch {
+				m.Unserved = &Unserved{Model: clip(res.Model, 200), Error: clip(res.Detail, schemas.MaxUnservedDetail), At: now, Voter: clip(res.VoterID, 100), Step: res.Step}
+			}
+			acts = append(acts, settle(i, FateAck, ""))
+			continue
+		}
 		m.bounded(now, &res)
 		if m.takeAhead(res) {
 			acts = append(acts, settle(i, FateAck, ""))
@@ -107,7 +116,7 @@ func (m *Machine) OnResults(now time.Time, batch []Incoming) []Action {
 		}
 		m.Batch = append(m.Batch, Received{msg: i, Res: res})
 		samples = append(samples, sampleOf(res))
-		m.Stalled = time.Time{} // the open step is answered
+		m.Stalled, m.Unserved = time.Time{}, nil // the open step is answered
 	}
 	if len(samples) > 0 {
 		acts = append(acts, Action{Kind: ActRecord, Samples: samples})
@@ -243,4 +252,12 @@ func settle(msg, fate int, reason string) Action {
 func (m *Machine) NewerAttemptOut(res schemas.SampleResult) bool {
 	p, ok := m.Pending[res.Index]
 	return ok && res.Step == m.Step && res.Epoch == m.Epoch && p.Attempt > res.Attempt
+}
+
+// clip bounds s to n bytes (a notice's text goes into the job's status).
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

@@ -386,6 +386,12 @@ function render(v) {
     $('progress-bar').value = st.progress || 0;
     $('job-state').textContent = st.state;
     $('job-state').className = 'state-' + st.state;
+    // Why a running job waits on the fleet (provider_unavailable: the
+    // model and the provider's answer), cleared by the next answer.
+    const w = st.waiting;
+    $('job-waiting').textContent = w ? w.reason + (w.model ? ' (model ' + w.model + ')' : '') +
+      (w.error ? ': ' + w.error : '') + ' since ' + w.since : 'no';
+    $('job-waiting').className = w ? 'state-waiting' : '';
     $('job-rung').textContent = st.rung || 'own_model';
     $('job-control').textContent = st.control ? st.control + ' asked' : 'none';
     $('job-coordinator').textContent = st.coordinator || 'none';
