@@ -128,7 +128,7 @@ type Machine struct {
 	// answer was last counted: why the job waits (nil: no such notice).
 	Unserved *Unserved
 	End      *Ending // set once the job has ended
-	Paused  bool    // stopped at this boundary: paused, or waiting for a person
+	Paused   bool    // stopped at this boundary: paused, or waiting for a person
 }
 
 // Unserved is why a voter handed a sample back unanswered.
