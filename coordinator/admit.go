@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -209,11 +210,13 @@ func (r *jobRun) send(ctx context.Context, reqs []*schemas.SampleRequest, held b
 		}
 		return err
 	}
-	now := time.Now()
-	for _, req := range reqs {
-		if err := r.publish(ctx, req); err != nil {
+	for _, g := range groupSamples(reqs, r.c.cfg.SamplesPerCall) {
+		if err := r.publish(ctx, g); err != nil {
 			return err
 		}
+	}
+	now := time.Now()
+	for _, req := range reqs {
 		if p, ok := r.m.Pending[req.Index]; ok && p.Attempt == req.Attempt && p.SentAt.After(now) {
 			p.SentAt = now // it waited: its timeout counts from now
 		}
@@ -339,4 +342,40 @@ func (r *jobRun) admitDone(ctx context.Context) {
 			r.log.Warn("forget the job's waiting entry", "err", err)
 		}
 	}
+}
+
+// groupSamples puts the requests that ask the same question (the same
+// step, state, temperature above 0, model, prompt and limits: a wave's
+// samples after its first) into requests of at most perCall samples each
+// (schemas.SampleRequest.Also), in order; the others go alone. The
+// machine's requests are not changed.
+func groupSamples(reqs []*schemas.SampleRequest, perCall int) []*schemas.SampleRequest {
+	if perCall <= 1 || len(reqs) < 2 {
+		return reqs
+	}
+	out := make([]*schemas.SampleRequest, 0, len(reqs))
+	var head *schemas.SampleRequest
+	for _, req := range reqs {
+		if head != nil && len(head.Also)+1 < perCall && sameQuestion(head, req) {
+			head.Also = append(head.Also, schemas.SampleMember{Index: req.Index, Seed: req.Seed, Token: req.Token})
+			continue
+		}
+		if req.Temperature <= 0 {
+			head = nil
+			out = append(out, req)
+			continue
+		}
+		h := *req
+		head = &h
+		out = append(out, head)
+	}
+	return out
+}
+
+// sameQuestion reports whether b may be drawn in a's call.
+func sameQuestion(a, b *schemas.SampleRequest) bool {
+	return a.Step == b.Step && a.Epoch == b.Epoch && a.Branch == b.Branch && a.Attempt == b.Attempt &&
+		a.Temperature == b.Temperature && b.Temperature > 0 && a.Model == b.Model && a.PromptVariant == b.PromptVariant &&
+		a.MaxOutputTokens == b.MaxOutputTokens && a.Task == b.Task && a.TaskVersion == b.TaskVersion && a.TaskHash == b.TaskHash &&
+		bytes.Equal(a.State, b.State) && bytes.Equal(a.Params, b.Params)
 }

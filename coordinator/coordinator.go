@@ -68,6 +68,14 @@ type Config struct {
 	// requests its quotas deferred (a token bucket's next token may come
 	// later). Default 10ms.
 	AdmitRetry time.Duration
+	// SamplesPerCall is how many samples of one wave may go out as one
+	// request (schemas.SampleRequest.Also): the samples after a step's
+	// first, at the same temperature (above 0), model and prompt. A voter
+	// whose model answers n > 1 draws them in one call, the prompt paid
+	// once; any other draws each alone, exactly as if they had come
+	// apart. Default 1 (each sample its own request); at most
+	// schemas.MaxSamplesPerCall.
+	SamplesPerCall int
 	// ArbitrationReserveUSD is what a job under a limit (its budget, or
 	// its tenant's spend per day) holds on it before asking the judge's
 	// panel to arbitrate a step, in US dollars: the judge is told to
@@ -146,6 +154,12 @@ func (c *Config) defaults() error {
 	}
 	if c.Slice == 0 {
 		c.Slice = 30 * time.Second
+	}
+	if c.SamplesPerCall == 0 {
+		c.SamplesPerCall = 1
+	}
+	if c.SamplesPerCall < 1 || c.SamplesPerCall > schemas.MaxSamplesPerCall {
+		return fmt.Errorf("coordinator: SamplesPerCall %d: want 1 to %d", c.SamplesPerCall, schemas.MaxSamplesPerCall)
 	}
 	if c.AdmitRetry == 0 {
 		c.AdmitRetry = 10 * time.Millisecond

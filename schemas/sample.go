@@ -63,6 +63,40 @@ type SampleRequest struct {
 	Token string `json:"token"`
 	// IssuedAt is when the coordinator published the request.
 	IssuedAt time.Time `json:"issued_at"`
+	// Also are more samples of the same question (the same step, state,
+	// temperature above 0, model, prompt and limits) to draw with this
+	// one: a voter whose model answers n > 1 draws them all in one call
+	// (the prompt paid once), any other draws each alone with its own
+	// seed. Each is answered with its own result, index, sample id and
+	// token. At most MaxSamplesPerCall − 1.
+	Also []SampleMember `json:"also,omitempty"`
+}
+
+// MaxSamplesPerCall bounds the samples one request asks for (itself and
+// Also).
+const MaxSamplesPerCall = 16
+
+// SampleMember is one more sample of a request (SampleRequest.Also): its
+// sample id is the request's with this index.
+type SampleMember struct {
+	Index int    `json:"index"`
+	Seed  int64  `json:"seed"`
+	Token string `json:"token"`
+}
+
+// Members returns the samples r asks for, r first, each a request of its
+// own (no Also): what a voter answers.
+func (r *SampleRequest) Members() []SampleRequest {
+	out := make([]SampleRequest, 0, 1+len(r.Also))
+	one := *r
+	one.Also = nil
+	out = append(out, one)
+	for _, m := range r.Also {
+		one.Index, one.Seed, one.Token = m.Index, m.Seed, m.Token
+		one.SampleID = BranchSampleID(r.Tenant, r.JobID, r.Step, r.Epoch, m.Index, r.Attempt, r.Branch)
+		out = append(out, one)
+	}
+	return out
 }
 
 // MessageKind implements Message.
@@ -100,6 +134,24 @@ func (r *SampleRequest) Validate() error {
 	}
 	if !ValidSampleToken(r.Token) {
 		return invalid(k, "token must be %d characters of A-Z, a-z, 0-9, '-' and '_' (got %d bytes)", SampleTokenLen, len(r.Token))
+	}
+	if len(r.Also) > 0 {
+		if len(r.Also) >= MaxSamplesPerCall {
+			return invalid(k, "also holds %d samples, at most %d", len(r.Also), MaxSamplesPerCall-1)
+		}
+		if r.Temperature <= 0 {
+			return invalid(k, "samples at temperature 0 are drawn one a call (n copies of one greedy answer are not votes)")
+		}
+		seen := map[int]bool{r.Index: true}
+		for i, m := range r.Also {
+			if m.Index < 0 || seen[m.Index] {
+				return invalid(k, "also[%d]: index %d negative or given twice", i, m.Index)
+			}
+			seen[m.Index] = true
+			if !ValidSampleToken(m.Token) {
+				return invalid(k, "also[%d]: token must be %d characters of A-Z, a-z, 0-9, '-' and '_'", i, SampleTokenLen)
+			}
+		}
 	}
 	return nil
 }

@@ -523,3 +523,52 @@ func TestDecodeKeys(t *testing.T) {
 		t.Errorf("Decode with free-form params: %v", err)
 	}
 }
+
+// TestSampleRequestAlso: a request asking several samples names each by
+// a distinct index and its own token, never at temperature 0 (n copies
+// of one greedy answer are not votes), at most MaxSamplesPerCall in all;
+// Members gives each its sample id.
+func TestSampleRequestAlso(t *testing.T) {
+	t.Parallel()
+	var base schemas.SampleRequest
+	if err := schemas.Decode(golden(t, schemas.KindSampleRequest), &base); err != nil {
+		t.Fatal(err)
+	}
+	base.Temperature = 0.1
+	tok := strings.Repeat("A", schemas.SampleTokenLen)
+	ok := base
+	ok.Also = []schemas.SampleMember{{Index: base.Index + 1, Seed: 9, Token: tok}, {Index: base.Index + 2, Seed: 10, Token: tok}}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("a good group: %v", err)
+	}
+	ms := ok.Members()
+	if len(ms) != 3 || ms[2].Index != base.Index+2 || ms[2].Seed != 10 || ms[2].Also != nil ||
+		ms[2].SampleID != schemas.BranchSampleID(base.Tenant, base.JobID, base.Step, base.Epoch, base.Index+2, base.Attempt, base.Branch) {
+		t.Errorf("members: %+v", ms)
+	}
+	if err := ms[2].Validate(); err != nil {
+		t.Errorf("a member does not validate: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(r *schemas.SampleRequest)
+	}{
+		{"greedy", func(r *schemas.SampleRequest) { r.Temperature = 0 }},
+		{"its own index", func(r *schemas.SampleRequest) { r.Also[0].Index = r.Index }},
+		{"twice", func(r *schemas.SampleRequest) { r.Also[1].Index = r.Also[0].Index }},
+		{"negative", func(r *schemas.SampleRequest) { r.Also[0].Index = -1 }},
+		{"bad token", func(r *schemas.SampleRequest) { r.Also[0].Token = "short" }},
+		{"too many", func(r *schemas.SampleRequest) {
+			for i := range schemas.MaxSamplesPerCall {
+				r.Also = append(r.Also, schemas.SampleMember{Index: 100 + i, Token: tok})
+			}
+		}},
+	} {
+		r := ok
+		r.Also = append([]schemas.SampleMember(nil), ok.Also...)
+		tc.edit(&r)
+		if err := r.Validate(); err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		}
+	}
+}

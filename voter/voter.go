@@ -58,6 +58,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -97,6 +98,11 @@ type Config struct {
 	SimHints bool
 	// Model names the model in results (the client decides what is called).
 	Model string
+	// SupportsN: the voter's model answers a call's n > 1 with n choices,
+	// so a request asking several samples (schemas.SampleRequest.Also)
+	// is drawn in one call (a model that says so itself, NModel, decides
+	// instead). Default false: one call a sample.
+	SupportsN bool
 	// Concurrency is how many samples this voter works on at once. Default 8.
 	Concurrency int
 	// DrainTimeout is how long Run, once stopped, lets samples in hand
@@ -347,93 +353,225 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 	if v.cfg.SimHints && req.TaskVersion != "" {
 		call.Headers = llm.SimHint{Task: req.Task, Version: req.TaskVersion, Hash: req.TaskHash, Params: req.Params, State: req.State}.Headers()
 	}
-	v.modelCalls.Add(1)
-	spanCtx, endCall := v.traceCall(callCtx, &call)
-	resp, err := v.model.Complete(spanCtx, call)
-	endCall(resp, err)
-	if err != nil {
-		switch {
-		case ctx.Err() != nil: // shutting down: the worker hands it back now
-			v.handedBack.Add(1)
-			return err
-		case callCtx.Err() != nil: // the step was decided meanwhile
-			v.cancelled.Add(1)
-			return v.reply(ctx, msg, &req, schemas.SampleResult{Outcome: schemas.OutcomeCancelled, LatencyMS: ms(resp.Latency)})
-		case errors.Is(err, llm.ErrBadResponse):
-			// The server keeps answering, with nothing usable: asking
-			// again would only get the same (the client tried a few
-			// times). A red flag, as for an empty reply: the step draws
-			// another sample, and no usage figure of it is counted.
-			v.badReplies.Add(1)
-			v.redFlags.Add(1)
-			v.log.Warn("the model's replies cannot be used; answering the sample as a red flag", "err", err, "sample", req.SampleID)
-			return v.reply(ctx, msg, &req, schemas.SampleResult{
-				Outcome: schemas.OutcomeRedFlag, RedFlag: schemas.RedFlagEmpty, Detail: "model: " + truncate(err.Error(), 200),
-				LatencyMS: ms(resp.Latency),
-			})
-		case errors.Is(err, llm.ErrProvider):
-			// The provider refuses this voter's key or model (401, 403,
-			// 404 model_not_found): the fleet's configuration, not the
-			// sample. Answering it (a red flag) would spend the step's
-			// samples on a fault of ours and could end the job without
-			// consensus; so the sample is handed back for a voter that can
-			// serve it, this voter reports not ready, and it fetches
-			// nothing for a growing backoff (the messages go to voters that
-			// can serve them meanwhile).
-			v.modelErrors.Add(1)
-			v.providerRefusals.Add(1)
-			model := cmp.Or(req.Model, v.cfg.Model)
-			record, holdOff := v.refusalScope(model, err)
-			hold := v.cfg.ModelErrorDelay
-			if record {
-				hold = v.faults.refused(model, err, time.Now(), v.cfg.ModelErrorDelay)
+	members := req.Members()
+	drawn := v.draw(callCtx, members, call)
+	// Each sample is answered on its own; a failure that hands the
+	// request back hands back every sample not answered (those answered
+	// are answered again on the next delivery: the tally counts a
+	// duplicate once).
+	var handBack error
+	for i := range members {
+		m, d := &members[i], drawn[i]
+		if d.err == nil {
+			v.faults.served(cmp.Or(m.Model, v.cfg.Model))
+			res := Judge(inst, m, d.resp)
+			if res.Outcome == schemas.OutcomeVote {
+				v.votes.Add(1)
+			} else {
+				v.redFlags.Add(1)
 			}
-			if w := v.worker; w != nil && holdOff {
-				w.HoldOff(time.Now().Add(hold))
+			if err := v.reply(ctx, msg, m, res); err != nil {
+				return err
 			}
-			if v.faultLog.Allow() {
-				v.log.Error("the provider refuses this voter's key or a model; handing samples back (not fetching for the backoff when it is the key or the voter's own model), not ready until a call succeeds",
-					"model", truncate(model, 64), "err", err, "sample", req.SampleID, "backoff", hold, "holding_off", holdOff)
+			continue
+		}
+		fate, back := v.failed(ctx, callCtx, msg, m, d.resp, d.err)
+		if !back {
+			if fate != nil {
+				return fate
 			}
-			v.notifyUnserved(ctx, msg, &req, model, err)
-			if v.lastDelivery(msg) {
-				return bus.Drop(err, "max_deliveries: "+truncate(err.Error(), 200))
-			}
-			return bus.Retry(err, v.cfg.ModelErrorDelay)
-		case errors.Is(err, llm.ErrPermanent):
-			// Retrying this request cannot help (a request the model
-			// will never take: 400, 422): answer it as a red-flagged
-			// sample, with the reason. The step draws another sample in its place (perhaps
-			// on a voter configured right), and a step no model will answer
-			// reaches its sample cap and escalates or ends, rather than
-			// waiting forever. This worker pauses (holding its slot, the
-			// answer already published), so a misconfigured voter does not
-			// burn through the queue.
-			v.modelErrors.Add(1)
-			v.redFlags.Add(1)
-			v.log.Error("model refused the request; answering it as a red flag", "err", err, "sample", req.SampleID)
-			rerr := v.reply(ctx, msg, &req, schemas.SampleResult{
-				Outcome: schemas.OutcomeRedFlag, RedFlag: schemas.RedFlagRefused, Detail: "model: " + truncate(err.Error(), 200),
-			})
-			select {
-			case <-time.After(v.cfg.ModelErrorDelay):
-			case <-ctx.Done():
-			}
-			return rerr
-		default:
-			v.modelErrors.Add(1)
-			v.notifyUnserved(ctx, msg, &req, cmp.Or(req.Model, v.cfg.Model), err)
-			return v.handBack(msg, &req, err)
+			continue
+		}
+		if handBack == nil {
+			handBack = fate
 		}
 	}
-	v.faults.served(cmp.Or(req.Model, v.cfg.Model))
-	res := Judge(inst, &req, resp)
-	if res.Outcome == schemas.OutcomeVote {
-		v.votes.Add(1)
-	} else {
-		v.redFlags.Add(1)
+	return handBack
+}
+
+// drawn is one sample's model answer.
+type drawn struct {
+	resp llm.Response
+	err  error
+}
+
+// NModel is implemented by models that can say whether they answer a
+// call's n > 1 with n choices for a model (a router over deployments
+// that support it).
+type NModel interface {
+	SupportsN(model string) bool
+}
+
+// draw asks the model for the samples of members (one request and its
+// Also), call being the first's: in one call with n = len(members) when
+// the model answers n (the prompt paid once: the first sample carries
+// the prompt tokens, the completion tokens are shared by each choice's
+// length), else one call each with its own seed, at once. A choice the
+// server left out (one ignoring n) is drawn alone.
+func (v *Voter) draw(ctx context.Context, members []schemas.SampleRequest, call llm.Request) []drawn {
+	out := make([]drawn, len(members))
+	one := func(i int) {
+		c := call
+		seed := members[i].Seed
+		c.Seed, c.N = &seed, 1
+		v.modelCalls.Add(1)
+		spanCtx, end := v.traceCall(ctx, &c)
+		out[i].resp, out[i].err = v.model.Complete(spanCtx, c)
+		end(out[i].resp, out[i].err)
 	}
-	return v.reply(ctx, msg, &req, res)
+	if len(members) == 1 {
+		one(0)
+		return out
+	}
+	model := cmp.Or(call.Model, v.cfg.Model)
+	rest := make([]int, 0, len(members))
+	if v.supportsN(model) {
+		c := call
+		c.N = len(members)
+		v.modelCalls.Add(1)
+		spanCtx, end := v.traceCall(ctx, &c)
+		resp, err := v.model.Complete(spanCtx, c)
+		end(resp, err)
+		shares := splitTokens(resp)
+		for i := range members {
+			switch {
+			case err != nil:
+				out[i].err = err
+			case i < len(resp.Choices):
+				r := resp
+				r.Choices = resp.Choices[i : i+1]
+				r.CompletionTokens = shares[i]
+				if i > 0 {
+					r.PromptTokens = 0 // the call's prompt is billed once
+				}
+				out[i].resp = r
+			default:
+				rest = append(rest, i)
+			}
+		}
+	} else {
+		for i := range members {
+			rest = append(rest, i)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, i := range rest {
+		wg.Go(func() { one(i) })
+	}
+	wg.Wait()
+	return out
+}
+
+// supportsN reports whether the voter may ask its model for n choices.
+func (v *Voter) supportsN(model string) bool {
+	if nm, ok := v.model.(NModel); ok {
+		return nm.SupportsN(model)
+	}
+	return v.cfg.SupportsN && model == v.cfg.Model
+}
+
+// splitTokens shares a call's completion tokens among its choices by the
+// length of each, summing to the call's figure.
+func splitTokens(resp llm.Response) []int {
+	n := len(resp.Choices)
+	shares := make([]int, n)
+	if n == 0 {
+		return shares
+	}
+	total, bytes := resp.CompletionTokens, 0
+	for _, c := range resp.Choices {
+		bytes += len(c.Content)
+	}
+	given := 0
+	for i, c := range resp.Choices {
+		if bytes > 0 {
+			shares[i] = total * len(c.Content) / bytes
+		} else {
+			shares[i] = total / n
+		}
+		given += shares[i]
+	}
+	shares[n-1] += total - given
+	return shares
+}
+
+// failed is the fate of one sample whose model call failed: answered (a
+// red flag, a cancellation) with back false, or handed back (back true,
+// fate the worker's). See the package comment.
+func (v *Voter) failed(ctx, callCtx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, resp llm.Response, err error) (fate error, back bool) {
+	switch {
+	case ctx.Err() != nil: // shutting down: the worker hands it back now
+		v.handedBack.Add(1)
+		return err, true
+	case callCtx.Err() != nil: // the step was decided meanwhile
+		v.cancelled.Add(1)
+		return v.reply(ctx, msg, req, schemas.SampleResult{Outcome: schemas.OutcomeCancelled, LatencyMS: ms(resp.Latency)}), false
+	case errors.Is(err, llm.ErrBadResponse):
+		// The server keeps answering, with nothing usable: asking
+		// again would only get the same (the client tried a few
+		// times). A red flag, as for an empty reply: the step draws
+		// another sample, and no usage figure of it is counted.
+		v.badReplies.Add(1)
+		v.redFlags.Add(1)
+		v.log.Warn("the model's replies cannot be used; answering the sample as a red flag", "err", err, "sample", req.SampleID)
+		return v.reply(ctx, msg, req, schemas.SampleResult{
+			Outcome: schemas.OutcomeRedFlag, RedFlag: schemas.RedFlagEmpty, Detail: "model: " + truncate(err.Error(), 200),
+			LatencyMS: ms(resp.Latency),
+		}), false
+	case errors.Is(err, llm.ErrProvider):
+		// The provider refuses this voter's key or model (401, 403,
+		// 404 model_not_found): the fleet's configuration, not the
+		// sample. Answering it (a red flag) would spend the step's
+		// samples on a fault of ours and could end the job without
+		// consensus; so the sample is handed back for a voter that can
+		// serve it, this voter reports not ready, and it fetches
+		// nothing for a growing backoff (the messages go to voters that
+		// can serve them meanwhile).
+		v.modelErrors.Add(1)
+		v.providerRefusals.Add(1)
+		model := cmp.Or(req.Model, v.cfg.Model)
+		record, holdOff := v.refusalScope(model, err)
+		hold := v.cfg.ModelErrorDelay
+		if record {
+			hold = v.faults.refused(model, err, time.Now(), v.cfg.ModelErrorDelay)
+		}
+		if w := v.worker; w != nil && holdOff {
+			w.HoldOff(time.Now().Add(hold))
+		}
+		if v.faultLog.Allow() {
+			v.log.Error("the provider refuses this voter's key or a model; handing samples back (not fetching for the backoff when it is the key or the voter's own model), not ready until a call succeeds",
+				"model", truncate(model, 64), "err", err, "sample", req.SampleID, "backoff", hold, "holding_off", holdOff)
+		}
+		v.notifyUnserved(ctx, msg, req, model, err)
+		if v.lastDelivery(msg) {
+			return bus.Drop(err, "max_deliveries: "+truncate(err.Error(), 200)), true
+		}
+		return bus.Retry(err, v.cfg.ModelErrorDelay), true
+	case errors.Is(err, llm.ErrPermanent):
+		// Retrying this request cannot help (a request the model
+		// will never take: 400, 422): answer it as a red-flagged
+		// sample, with the reason. The step draws another sample in its place (perhaps
+		// on a voter configured right), and a step no model will answer
+		// reaches its sample cap and escalates or ends, rather than
+		// waiting forever. This worker pauses (holding its slot, the
+		// answer already published), so a misconfigured voter does not
+		// burn through the queue.
+		v.modelErrors.Add(1)
+		v.redFlags.Add(1)
+		v.log.Error("model refused the request; answering it as a red flag", "err", err, "sample", req.SampleID)
+		rerr := v.reply(ctx, msg, req, schemas.SampleResult{
+			Outcome: schemas.OutcomeRedFlag, RedFlag: schemas.RedFlagRefused, Detail: "model: " + truncate(err.Error(), 200),
+		})
+		select {
+		case <-time.After(v.cfg.ModelErrorDelay):
+		case <-ctx.Done():
+		}
+		return rerr, false
+	default:
+		v.modelErrors.Add(1)
+		v.notifyUnserved(ctx, msg, req, cmp.Or(req.Model, v.cfg.Model), err)
+		return v.handBack(msg, req, err), true
+	}
 }
 
 // handBack is the fate of a request whose model call failed for a reason

@@ -242,7 +242,7 @@ func (r *Router) Complete(ctx context.Context, req llm.Request) (llm.Response, e
 	if len(cands) == 0 {
 		return llm.Response{}, fmt.Errorf("%w: %w: %q (maker providers list)", llm.ErrProvider, ErrNoDeployment, model)
 	}
-	order, outErr, retryIn := r.order(cands)
+	order, outErr, retryIn := r.order(cands, req.N > 1)
 	if len(order) == 0 && !errors.Is(outErr, errBreakerOpen) {
 		// No key on this voter for any of them: its configuration.
 		return llm.Response{}, fmt.Errorf("%w: %w: %q: %w", llm.ErrProvider, ErrUnavailable, model, outErr)
@@ -289,7 +289,7 @@ func deploymentFault(err error) bool {
 
 // order is the deployments a call may try now, the least busy first
 // (ties spread round robin). With none, why and when the first is back.
-func (r *Router) order(cands []*deployment) (order []*deployment, why error, retryIn time.Duration) {
+func (r *Router) order(cands []*deployment, wantN bool) (order []*deployment, why error, retryIn time.Duration) {
 	now := r.cfg.Now()
 	retryIn = r.cfg.MaxCooldown
 	for _, d := range cands {
@@ -311,6 +311,9 @@ func (r *Router) order(cands []*deployment) (order []*deployment, why error, ret
 		start := int(r.rr.Add(1) % uint64(len(order)))
 		order = append(order[start:], order[:start]...)
 		slices.SortStableFunc(order, func(a, b *deployment) int { return cmp.Compare(a.inFlight.Load(), b.inFlight.Load()) })
+		if wantN { // a call for n choices goes where one call gives them
+			slices.SortStableFunc(order, func(a, b *deployment) int { return -cmp.Compare(boolInt(a.rec.SupportsN), boolInt(b.rec.SupportsN)) })
+		}
 	}
 	return order, why, retryIn
 }
@@ -358,6 +361,11 @@ func (r *Router) call(ctx context.Context, d *deployment, req llm.Request) (llm.
 	}
 	call := req
 	call.Model = d.rec.Upstream()
+	if call.N > 1 && !d.rec.SupportsN {
+		// One choice; the caller draws the others alone (some servers
+		// refuse n > 1 outright).
+		call.N = 1
+	}
 	resp, err := d.client.Complete(ctx, call)
 	if res != nil {
 		r.settle(d, res, int64(resp.PromptTokens+resp.CompletionTokens), true)
@@ -371,6 +379,24 @@ func (r *Router) settle(d *deployment, res *ratelimit.Reservation, used int64, s
 	if err := r.cfg.Limiter.Settle(ctx, *res, used, sent); err != nil && r.limitLog.Allow() {
 		r.log.Warn("cannot settle a fleet-wide reservation", "deployment", d.rec.Name, "err", err)
 	}
+}
+
+// SupportsN reports whether a deployment serving model answers n > 1
+// (the voter then asks a request's samples in one call).
+func (r *Router) SupportsN(model string) bool {
+	for _, d := range r.current()[model] {
+		if d.rec.SupportsN && d.keyErr == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // EstimateTokens bounds what a call may use, for its reservation: its

@@ -23,6 +23,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 		natsURL, redisURL, id, crashAt     string
 		metricsAddr                        string
 		maxJobs, checkpointEvery, replicas int
+		samplesPerCall                     int
 		leaseTTL, slice                    time.Duration
 		retentionInterval                  time.Duration // retention.go
 		arbReserve                         float64
@@ -86,8 +87,8 @@ func coordinatorCmd(e *env) *cobra.Command {
 			c, err := coordinator.New(nc, st, coordinator.Config{
 				ID: id, Tasks: builtin.Registry(), MaxJobs: maxJobs, Logger: log,
 				LeaseTTL: leaseTTL, CheckpointEvery: checkpointEvery, CrashAt: crashAt, Crash: crash, Slice: slice, RetentionInterval: retentionInterval,
-				ArbitrationReserveUSD: arbReserve,
-				Bus:                   topology.Config{Replicas: replicas, Logger: log}, Metrics: met,
+				ArbitrationReserveUSD: arbReserve, SamplesPerCall: samplesPerCall,
+				Bus: topology.Config{Replicas: replicas, Logger: log}, Metrics: met,
 			})
 			if err != nil {
 				return usageError{err}
@@ -104,6 +105,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&redisURL, "redis", envOr("MAKER_REDIS_URL", "redis://127.0.0.1:6379/0"),
 		"Redis URL: redis://[USER:PASS@]HOST:PORT/DB, rediss:// for TLS (options tls_ca, tls_cert, tls_key), redis+cluster://HOST:PORT,HOST:PORT,... for Redis Cluster, redis+sentinel://HOST:26379,.../MASTER/DB for Sentinel [$MAKER_REDIS_URL]")
 	cmd.Flags().IntVar(&maxJobs, "max-jobs", 16, "jobs this coordinator runs at once")
+	cmd.Flags().IntVar(&samplesPerCall, "samples-per-call", 1, "samples of a wave (after its first, at the same temperature) sent as one request: a voter whose model answers n draws them in one call, the prompt paid once; others draw each alone")
 	cmd.Flags().StringVar(&id, "id", "", "coordinator id, unique in the fleet (default coordinator-host-pid)")
 	cmd.Flags().DurationVar(&leaseTTL, "lease-ttl", 10*time.Second, "a job whose coordinator stops renewing its lease is taken over after this long")
 	cmd.Flags().DurationVar(&slice, "slice", 30*time.Second, "when full, hand a job back (at a step boundary) after it ran this long if another tenant's job waits (negative: never)")

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/schemas"
 )
 
 // Flags several commands share: the NATS URL, the metrics address, and the
@@ -79,8 +80,8 @@ func (s *simFlags) config(seed int64) (simllm.Config, error) {
 // serviceFlags point an in-process fleet at external services.
 type serviceFlags struct {
 	nats, redis, llmBaseURL, model, apiKey, dataDir string
-	concurrency                                     int
-	stream                                          bool
+	concurrency, samplesPerCall                     int
+	stream, supportsN                               bool
 }
 
 func addServiceFlags(cmd *cobra.Command, s *serviceFlags) {
@@ -93,6 +94,8 @@ func addServiceFlags(cmd *cobra.Command, s *serviceFlags) {
 	fl.StringVar(&s.dataDir, "data-dir", "", "embedded nats-server data dir (default: a temporary dir)")
 	fl.IntVar(&s.concurrency, "concurrency", 16, "samples the in-process voter works on at once")
 	fl.BoolVar(&s.stream, "llm-stream", false, "ask the model for streamed replies (stream: true, usage in the last chunk)")
+	fl.IntVar(&s.samplesPerCall, "samples-per-call", 1, "samples of a wave (after its first, at the same temperature) asked in one request: drawn in one call with n, the prompt paid once, when the model answers n (the simulated model does; --llm-supports-n for another)")
+	fl.BoolVar(&s.supportsN, "llm-supports-n", false, "the --llm-base-url model answers n > 1 with n choices")
 }
 
 func (s *serviceFlags) options(sim simllm.Config, log *slog.Logger) (fleetOptions, error) {
@@ -102,6 +105,9 @@ func (s *serviceFlags) options(sim simllm.Config, log *slog.Logger) (fleetOption
 	if s.concurrency < 1 {
 		return fleetOptions{}, usagef("--concurrency must be >= 1, got %d", s.concurrency)
 	}
+	if s.samplesPerCall < 1 || s.samplesPerCall > schemas.MaxSamplesPerCall {
+		return fleetOptions{}, usagef("--samples-per-call must be between 1 and %d, got %d", schemas.MaxSamplesPerCall, s.samplesPerCall)
+	}
 	key := s.apiKey
 	if key == "" {
 		key = apiKeyFromEnv()
@@ -109,6 +115,7 @@ func (s *serviceFlags) options(sim simllm.Config, log *slog.Logger) (fleetOption
 	return fleetOptions{
 		natsURL: s.nats, redisURL: s.redis, llmBaseURL: s.llmBaseURL, apiKey: key, model: s.model,
 		dataDir: s.dataDir, sim: sim, concurrency: s.concurrency, stream: s.stream, log: log,
+		samplesPerCall: s.samplesPerCall, supportsN: s.supportsN || s.llmBaseURL == "",
 	}, nil
 }
 

@@ -34,6 +34,10 @@ type fleetOptions struct {
 	// in memory.
 	simHTTP     bool
 	concurrency int
+	// samplesPerCall is the coordinator's SamplesPerCall; supportsN says
+	// the voter's model answers n (the simulated model does).
+	samplesPerCall int
+	supportsN      bool
 	// stream asks the model for streamed replies.
 	stream bool
 	// ownServer: the fleet's embedded nats-server lives and dies with
@@ -80,10 +84,10 @@ func startFleet(ctx context.Context, o fleetOptions) (*fleet.Fleet, error) {
 		NATSURL: o.natsURL, DataDir: o.dataDir, RedisURL: o.redisURL, RedisServer: o.redisServer,
 		LLMBaseURL: o.llmBaseURL, APIKey: o.apiKey, Model: o.model, Sim: o.sim, SimHTTP: o.simHTTP,
 		LLM: llm.Config{Stream: o.stream}, Private: true, Logger: o.log, Bus: o.busConfig(),
-		Coordinators: 1, Coordinator: coordinator.Config{ID: "coordinator-inproc", MaxJobs: o.maxJobs},
+		Coordinators: 1, Coordinator: coordinator.Config{ID: "coordinator-inproc", MaxJobs: o.maxJobs, SamplesPerCall: o.samplesPerCall},
 		// The private fleet answers only this command's own job, whose
 		// flags are the user's own: its voter takes whatever the job asks.
-		Voters: 1, Voter: voter.Config{ID: "voter-inproc", Concurrency: o.concurrency, Policy: voter.Policy{
+		Voters: 1, Voter: voter.Config{ID: "voter-inproc", Concurrency: o.concurrency, SupportsN: o.supportsN, Policy: voter.Policy{
 			AllowModels: []string{voter.AnyModel}, MaxTokensCeiling: 1_000_000, TemperatureMax: 2}}, // a job spec's own limits
 		Prices: o.prices,
 	})

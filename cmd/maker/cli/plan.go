@@ -125,6 +125,8 @@ calibration stored in the fleet (maker calibrate) for --task and its current pro
 			fmt.Fprintf(w, "cost per call              $%.6f   (%d in at $%g/M, %d out at $%g/M)\n",
 				pl.CostPerCallUSD, pl.InputTokens, pl.InputUSDPerMTok, pl.OutputTokens, pl.OutputUSDPerMTok)
 			fmt.Fprintf(w, "expected cost              $%.2f\n", pl.ExpectedCost)
+			fmt.Fprintf(w, "expected cost with n       $%.2f   (%.2f calls a step, not %.2f: a wave's samples after the first in one call, the prompt paid once; coordinator --samples-per-call)\n",
+				pl.ExpectedCostWithN, pl.CallsPerStepWithN, pl.ExpectedSamplesPerStep)
 			return nil
 		},
 	}

@@ -33,10 +33,10 @@ func voterCmd(e *env) *cobra.Command {
 		metricsAddr                         string
 		// Without --llm-base-url: the deployments of a providers file,
 		// or of the fleet's registry; limitsRedis shares their limits.
-		providersFile, limitsRedis string
-		concurrency, maxAttempts   int
-		attemptTimeout, drain      time.Duration
-		simHints, llmStream        bool
+		providersFile, limitsRedis     string
+		concurrency, maxAttempts       int
+		attemptTimeout, drain          time.Duration
+		simHints, llmStream, supportsN bool
 		// policy bounds what a sample request may ask of the model;
 		// badReplies is the model client's BadResponseAttempts.
 		policy     voter.Policy
@@ -126,7 +126,7 @@ func voterCmd(e *env) *cobra.Command {
 				ready = append(ready, metrics.Check{Name: "deployments", Fn: func(context.Context) error { return router.Ready() }})
 			}
 			v, err := voter.New(nc, m, voter.Config{ID: id, Tasks: builtin.Registry(), Model: model, Metrics: met,
-				Concurrency: concurrency, DrainTimeout: drain, Logger: log, SimHints: simHints, Policy: policy,
+				Concurrency: concurrency, DrainTimeout: drain, Logger: log, SimHints: simHints, Policy: policy, SupportsN: supportsN,
 				// The topology is the coordinators' to create, with their
 				// --replicas: a voter started first waits for it.
 				Bus: topology.Config{Await: true, Logger: log}})
@@ -153,6 +153,7 @@ func voterCmd(e *env) *cobra.Command {
 	fl.StringVar(&apiKey, "api-key", "", "model API key (default $MAKER_LLM_API_KEY or $OPENAI_API_KEY)")
 	fl.IntVar(&concurrency, "concurrency", 8, "samples this voter works on at once")
 	fl.IntVar(&maxAttempts, "max-attempts", llm.DefaultMaxAttempts, "model call attempts per sample (429, 5xx and timeouts are retried with backoff)")
+	fl.BoolVar(&supportsN, "supports-n", false, "the --llm-base-url model answers n > 1 with n choices: a request asking several samples is drawn in one call (on deployments, each one's supports_n decides)")
 	fl.BoolVar(&llmStream, "llm-stream", false, "ask the model for streamed replies (stream: true, usage in the last chunk) and join them [$MAKER_LLM_STREAM]")
 	fl.DurationVar(&attemptTimeout, "attempt-timeout", llm.DefaultAttemptTimeout, "timeout of one model call attempt")
 	fl.DurationVar(&drain, "drain-timeout", 30*time.Second, "on SIGTERM, time to finish samples in hand before handing them back")

@@ -121,6 +121,14 @@ type Plan struct {
 	CostPerCallUSD float64 `json:"cost_per_call_usd"`
 	// ExpectedCost is c·s·E[N]/v in USD.
 	ExpectedCost float64 `json:"expected_cost"`
+	// CallsPerStepWithN and ExpectedCostWithN are the model calls a step
+	// takes and the cost when a wave's samples after the step's first
+	// are drawn in one call with n (the prompt paid once a call): the
+	// first sample alone, the rest of the first wave in one call, and
+	// each later sample (a top-up, typically one) in one more:
+	// 2 + max(0, E[N]/v − k) calls; every sample's output paid.
+	CallsPerStepWithN float64 `json:"calls_per_step_with_n"`
+	ExpectedCostWithN float64 `json:"expected_cost_with_n"`
 }
 
 // Compute validates in, applies defaults and returns the plan. Every error
@@ -172,6 +180,7 @@ func Compute(in Input) (Plan, error) {
 	}
 	en := ExpectedVotes(in.P, k)
 	c := (float64(in.InputTokens)*in.InputUSDPerMTok + float64(in.OutputTokens)*in.OutputUSDPerMTok) / 1e6
+	callsN := math.Min(en/in.ValidFraction, 2+math.Max(0, en/in.ValidFraction-float64(k)))
 	s := float64(in.Steps)
 	return Plan{
 		P:                      in.P,
@@ -194,6 +203,8 @@ func Compute(in Input) (Plan, error) {
 		OutputUSDPerMTok:       in.OutputUSDPerMTok,
 		CostPerCallUSD:         c,
 		ExpectedCost:           c * s * en / in.ValidFraction,
+		CallsPerStepWithN:      callsN,
+		ExpectedCostWithN:      s * (callsN*float64(in.InputTokens)*in.InputUSDPerMTok + en/in.ValidFraction*float64(in.OutputTokens)*in.OutputUSDPerMTok) / 1e6,
 	}, nil
 }
 

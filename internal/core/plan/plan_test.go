@@ -422,14 +422,36 @@ func TestPlanJSON(t *testing.T) {
 		"p", "steps", "target", "valid_fraction", "k_min", "k", "meets_target", "p_vote", "p_full",
 		"p_full_k_min", "expected_votes_per_step", "shortcut_votes_per_step", "expected_samples_per_step",
 		"expected_total_samples", "input_tokens", "output_tokens", "input_usd_per_mtok",
-		"output_usd_per_mtok", "cost_per_call_usd", "expected_cost",
+		"output_usd_per_mtok", "cost_per_call_usd", "expected_cost", "calls_per_step_with_n", "expected_cost_with_n",
 	} {
 		if _, ok := m[key]; !ok {
 			t.Errorf("plan JSON lacks %q: %s", key, b)
 		}
 	}
-	if len(m) != 20 {
-		t.Errorf("plan JSON has %d fields, want 20: %s", len(m), b)
+	if len(m) != 22 {
+		t.Errorf("plan JSON has %d fields, want 22: %s", len(m), b)
+	}
+}
+
+// TestPlanWithN: the paper's run (20 disks, p 0.998, gpt-4.1-mini's
+// prices, 600 tokens in and 300 out) priced both ways: with a wave's
+// samples after the first in one call, 2 + (E[N] − k) calls a step pay
+// the prompt instead of E[N]; every sample's output is paid either way.
+func TestPlanWithN(t *testing.T) {
+	t.Parallel()
+	pl, err := plan.Compute(plan.Input{Steps: 1<<20 - 1, P: 0.998, Target: 0.95, ValidFraction: 1,
+		InputTokens: 600, OutputTokens: 300, InputUSDPerMTok: 0.4, OutputUSDPerMTok: 1.6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	en := pl.ExpectedSamplesPerStep
+	if want := 2 + (en - float64(pl.K)); math.Abs(pl.CallsPerStepWithN-want) > 1e-12 {
+		t.Errorf("calls a step with n %v, want %v", pl.CallsPerStepWithN, want)
+	}
+	s := float64(pl.Steps)
+	want := s * (pl.CallsPerStepWithN*600*0.4 + en*300*1.6) / 1e6
+	if math.Abs(pl.ExpectedCostWithN-want) > 1e-6 || pl.ExpectedCostWithN >= pl.ExpectedCost {
+		t.Errorf("cost with n $%v, want $%v (below $%v without)", pl.ExpectedCostWithN, want, pl.ExpectedCost)
 	}
 }
 

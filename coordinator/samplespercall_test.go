@@ -1,0 +1,90 @@
+package coordinator_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/makerfleet/makerfleet/coordinator"
+	"github.com/makerfleet/makerfleet/internal/app/fleettest"
+	"github.com/makerfleet/makerfleet/internal/llm"
+	"github.com/makerfleet/makerfleet/internal/pricetable"
+	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/voter"
+)
+
+// TestSamplesPerCall: with a wave's samples after its first sent as one
+// request and drawn in one call with n, a job decides the same way (the
+// same steps, no error, about as many samples a step) while the model is
+// called fewer times and paid the prompt fewer times; a voter whose model
+// does not answer n draws each sample alone, with its own seed, so the
+// job is exactly the one without grouping (same trace, same counts).
+func TestSamplesPerCall(t *testing.T) {
+	t.Parallel()
+	run := func(perCall int, supportsN bool) (schemas.JobReport, simllm.Stats) {
+		env := fleettest.New(t)
+		sim := fleettest.StartSim(t, simllm.Config{Accuracy: 0.9, Seed: 5})
+		env.StartCoordinator(coordinator.Config{SamplesPerCall: perCall})
+		env.StartVoter(fleettest.SimClient(t, sim, llm.Config{}), voter.Config{Concurrency: 8, SupportsN: supportsN})
+		spec := fleettest.HanoiSpec(6, 3, 5)
+		rep := env.Run(&spec)
+		return rep, sim.Stats()
+	}
+	base, baseSim := run(1, false)
+	split, _ := run(8, false)
+	withN, nSim := run(8, true)
+
+	if split.TraceSHA256 != base.TraceSHA256 || split.Samples != base.Samples || split.Votes != base.Votes || split.PromptTokens != base.PromptTokens {
+		t.Errorf("grouped requests drawn one call each differ from ungrouped: %d samples, %d votes, %d prompt tokens, trace %s; want %d, %d, %d, %s",
+			split.Samples, split.Votes, split.PromptTokens, split.TraceSHA256, base.Samples, base.Votes, base.PromptTokens, base.TraceSHA256)
+	}
+	if withN.State != schemas.StateSolved || withN.Errors != 0 || withN.Steps != base.Steps {
+		t.Fatalf("with n: %s, %d errors, %d steps; want solved like the base (%d steps)", withN.State, withN.Errors, withN.Steps, base.Steps)
+	}
+	perStep := func(r schemas.JobReport) float64 { return float64(r.Samples) / float64(r.Steps) }
+	if d := math.Abs(perStep(withN)/perStep(base) - 1); d > 0.15 {
+		t.Errorf("samples a step with n %.2f, without %.2f: the statistics moved", perStep(withN), perStep(base))
+	}
+	if nSim.Completions >= baseSim.Completions || nSim.Choices < withN.Samples {
+		t.Errorf("with n the model took %d calls for %d choices; without, %d calls: no call was saved", nSim.Completions, nSim.Choices, baseSim.Completions)
+	}
+	if float64(withN.PromptTokens)/float64(withN.Steps) > 0.8*float64(base.PromptTokens)/float64(base.Steps) {
+		t.Errorf("prompt tokens a step with n %d, without %d: the prompt is still paid per sample",
+			withN.PromptTokens/withN.Steps, base.PromptTokens/base.Steps)
+	}
+	t.Logf("per decided step: %.0f prompt tokens with n, %.0f without; %d model calls for %d samples, %d without",
+		float64(withN.PromptTokens)/float64(withN.Steps), float64(base.PromptTokens)/float64(base.Steps), nSim.Completions, withN.Samples, baseSim.Completions)
+}
+
+// BenchmarkSamplesPerCall prints, for one hanoi job of 10 disks on the
+// simulated model (p 0.95, k 3, priced at $0.4/$1.6 per million), the
+// prompt tokens and dollars per decided step, the samples per step and
+// the errors, with a wave's samples drawn one call each and with them
+// drawn in one call with n, in the same run. Run with -benchtime=1x.
+func BenchmarkSamplesPerCall(b *testing.B) {
+	for _, perCall := range []int{1, 8} {
+		b.Run(fmt.Sprintf("samples-per-call=%d", perCall), func(b *testing.B) {
+			env := fleettest.New(b)
+			sim := fleettest.StartSim(b, simllm.Config{Seed: 5})
+			ctx := context.Background()
+			if _, err := pricetable.Set(ctx, env.Topo.Prices, schemas.ModelPrice{Default: true, InputUSDPerMTok: 0.4, OutputUSDPerMTok: 1.6}); err != nil {
+				b.Fatal(err)
+			}
+			env.StartCoordinator(coordinator.Config{SamplesPerCall: perCall})
+			env.StartVoter(fleettest.SimClient(b, sim, llm.Config{}), voter.Config{Concurrency: 16, SupportsN: true})
+			spec := fleettest.HanoiSpec(10, 3, 5)
+			rep := env.Run(&spec)
+			st := sim.Stats()
+			s := float64(rep.Steps)
+			b.ReportMetric(float64(rep.PromptTokens)/s, "prompt_tokens/step")
+			b.ReportMetric(1e6*rep.CostUSD/s, "micro_usd/step")
+			b.ReportMetric(float64(rep.Samples)/s, "samples/step")
+			b.ReportMetric(float64(rep.Errors), "errors")
+			b.ReportMetric(float64(st.Completions)/s, "calls/step")
+			b.Logf("%d samples per call: %s, %d steps, %.1f prompt tokens and $%.7f a decided step, %.2f samples and %.2f model calls a step, %d errors",
+				perCall, rep.State, rep.Steps, float64(rep.PromptTokens)/s, rep.CostUSD/s, float64(rep.Samples)/s, float64(st.Completions)/s, rep.Errors)
+		})
+	}
+}
