@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/makerfleet/makerfleet/coordinator"
@@ -87,4 +90,40 @@ func BenchmarkSamplesPerCall(b *testing.B) {
 				perCall, rep.State, rep.Steps, float64(rep.PromptTokens)/s, rep.CostUSD/s, float64(rep.Samples)/s, float64(st.Completions)/s, rep.Errors)
 		})
 	}
+}
+
+// TestCachedPromptTokens: a task whose prompt repeats long instructions
+// first has them served from the provider's prompt cache (the simulated
+// model caches a repeated prefix of 1,024 tokens or more); the report
+// counts the cached tokens and the job is billed them at the cached
+// price, less than at the input price.
+func TestCachedPromptTokens(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(filepath.Join("..", "examples", "tasks", "multiply.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1,500 tokens of unchanging instructions before the step's own.
+	long := strings.Replace(string(src), "  system: |-\n", "  system: |-\n"+strings.Repeat("    Work carefully and answer in the format asked.\n", 120), 1)
+	f := newSpecFleet(t)
+	f.startSimVoter(t, simllm.Config{Seed: 3})
+	ctx := context.Background()
+	price := schemas.ModelPrice{Default: true, InputUSDPerMTok: 0.4, CachedInputUSDPerMTok: 0.1, OutputUSDPerMTok: 1.6}
+	if _, err := pricetable.Set(ctx, f.env.Topo.Prices, price); err != nil {
+		t.Fatal(err)
+	}
+	spec := f.job(t, long, `{"a":"314","b":"27"}`, 2)
+	rep := f.env.Run(&spec)
+	if rep.State != schemas.StateSolved {
+		t.Fatalf("%s: %s", rep.State, rep.Reason)
+	}
+	if rep.CachedPromptTokens <= 0 || rep.CachedPromptTokens >= rep.PromptTokens {
+		t.Fatalf("cached %d of %d prompt tokens: want most, not all (the first call of each prefix is not cached)", rep.CachedPromptTokens, rep.PromptTokens)
+	}
+	full := (float64(rep.PromptTokens)*0.4 + float64(rep.CompletionTokens)*1.6) / 1e6
+	want := (float64(rep.PromptTokens-rep.CachedPromptTokens)*0.4 + float64(rep.CachedPromptTokens)*0.1 + float64(rep.CompletionTokens)*1.6) / 1e6
+	if math.Abs(rep.CostUSD-want) > 1e-6*float64(rep.Samples) || rep.CostUSD >= full {
+		t.Errorf("cost $%.6f, want $%.6f at the cached price (full price $%.6f)", rep.CostUSD, want, full)
+	}
+	t.Logf("%d of %d prompt tokens cached; $%.6f, $%.6f at the full input price", rep.CachedPromptTokens, rep.PromptTokens, rep.CostUSD, full)
 }

@@ -66,6 +66,9 @@ type Figures struct {
 	CompletionTokens         int64 `json:"completion_tokens"`
 	StrongerPromptTokens     int64 `json:"stronger_prompt_tokens,omitempty"`
 	StrongerCompletionTokens int64 `json:"stronger_completion_tokens,omitempty"`
+	// CachedPromptTokens is the part of PromptTokens the providers served
+	// from their prompt caches, priced at the cached price.
+	CachedPromptTokens int64 `json:"cached_prompt_tokens,omitempty"`
 	// ArbiterCostUSD is what the judge's panel calls on the job's steps
 	// cost, as the judge reported it: those that decided a step and those
 	// that left it to a person.
@@ -134,6 +137,7 @@ func (f *Figures) Add(d Figures) {
 	f.CompletionTokens += d.CompletionTokens
 	f.StrongerPromptTokens += d.StrongerPromptTokens
 	f.StrongerCompletionTokens += d.StrongerCompletionTokens
+	f.CachedPromptTokens += d.CachedPromptTokens
 	f.ArbiterCostUSD += d.ArbiterCostUSD
 	f.SampleCostNanoUSD += d.SampleCostNanoUSD
 	f.UnverifiedCostNanoUSD += d.UnverifiedCostNanoUSD
@@ -163,6 +167,7 @@ func (f Figures) Sub(base Figures) Figures {
 		PromptTokens: pos(f.PromptTokens - base.PromptTokens), CompletionTokens: pos(f.CompletionTokens - base.CompletionTokens),
 		StrongerPromptTokens:     pos(f.StrongerPromptTokens - base.StrongerPromptTokens),
 		StrongerCompletionTokens: pos(f.StrongerCompletionTokens - base.StrongerCompletionTokens),
+		CachedPromptTokens:       pos(f.CachedPromptTokens - base.CachedPromptTokens),
 		ArbiterCostUSD:           max(f.ArbiterCostUSD-base.ArbiterCostUSD, 0),
 		SampleCostNanoUSD:        pos(f.SampleCostNanoUSD - base.SampleCostNanoUSD),
 		UnverifiedCostNanoUSD:    pos(f.UnverifiedCostNanoUSD - base.UnverifiedCostNanoUSD),
@@ -216,6 +221,7 @@ func (f *Figures) check(k, prefix string) error {
 		count{p("prompt_tokens"), f.PromptTokens}, count{p("completion_tokens"), f.CompletionTokens},
 		count{p("stronger_prompt_tokens"), f.StrongerPromptTokens},
 		count{p("stronger_completion_tokens"), f.StrongerCompletionTokens},
+		count{p("cached_prompt_tokens"), f.CachedPromptTokens},
 		count{p("escalations"), f.Escalations}, count{p("arbiter_decisions"), f.ArbiterDecisions},
 		count{p("correlated_steps"), f.CorrelatedSteps}, count{p("decorrelated_samples"), f.DecorrelatedSamples},
 		count{p("sample_cost_nanousd"), f.SampleCostNanoUSD}, count{p("unverified_cost_nanousd"), f.UnverifiedCostNanoUSD},

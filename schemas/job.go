@@ -35,6 +35,9 @@ type Pricing struct {
 	// tokens.
 	InputUSDPerMTok  float64 `json:"input_usd_per_mtok"`
 	OutputUSDPerMTok float64 `json:"output_usd_per_mtok"`
+	// CachedInputUSDPerMTok prices prompt tokens the provider served from
+	// its cache (0: at InputUSDPerMTok).
+	CachedInputUSDPerMTok float64 `json:"cached_input_usd_per_mtok,omitempty"`
 }
 
 // JobSpec is a submitted job. Submitters fill every field; ApplyDefaults

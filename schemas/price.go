@@ -37,6 +37,9 @@ type ModelPrice struct {
 	// MaxModelPriceUSDPerMTok.
 	InputUSDPerMTok  float64 `json:"input_usd_per_mtok" jsonschema:"minimum=0,maximum=10000"`
 	OutputUSDPerMTok float64 `json:"output_usd_per_mtok" jsonschema:"minimum=0,maximum=10000"`
+	// CachedInputUSDPerMTok prices prompt tokens a provider served from
+	// its prompt cache (0: at InputUSDPerMTok); at most InputUSDPerMTok.
+	CachedInputUSDPerMTok float64 `json:"cached_input_usd_per_mtok,omitempty" jsonschema:"minimum=0,maximum=10000"`
 	// UpdatedAt is when the record was set.
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -63,12 +66,15 @@ func (p *ModelPrice) Validate() error {
 	if !inRange(p.OutputUSDPerMTok, 0, MaxModelPriceUSDPerMTok) {
 		return invalid(k, "output_usd_per_mtok must be between 0 and %d, got %v", MaxModelPriceUSDPerMTok, p.OutputUSDPerMTok)
 	}
+	if !inRange(p.CachedInputUSDPerMTok, 0, p.InputUSDPerMTok) {
+		return invalid(k, "cached_input_usd_per_mtok must be between 0 and input_usd_per_mtok %v, got %v", p.InputUSDPerMTok, p.CachedInputUSDPerMTok)
+	}
 	return nil
 }
 
 // Pricing is the record's price.
 func (p ModelPrice) Pricing() Pricing {
-	return Pricing{InputUSDPerMTok: p.InputUSDPerMTok, OutputUSDPerMTok: p.OutputUSDPerMTok}
+	return Pricing{InputUSDPerMTok: p.InputUSDPerMTok, OutputUSDPerMTok: p.OutputUSDPerMTok, CachedInputUSDPerMTok: p.CachedInputUSDPerMTok}
 }
 
 // Name is the record's model, or "default" for the default record.

@@ -311,6 +311,9 @@ type SampleResult struct {
 	// PromptTokens and CompletionTokens are the model's usage figures.
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
+	// CachedPromptTokens is the part of PromptTokens the provider served
+	// from its prompt cache (at most PromptTokens).
+	CachedPromptTokens int `json:"cached_prompt_tokens,omitempty"`
 	// LatencyMS is the model call's wall time, retries included.
 	LatencyMS float64 `json:"latency_ms"`
 	// Model is the model that answered.
@@ -360,6 +363,9 @@ func (r *SampleResult) Validate() error {
 	}
 	if err := nonNegative(k, count{"prompt_tokens", int64(r.PromptTokens)}, count{"completion_tokens", int64(r.CompletionTokens)}); err != nil {
 		return err
+	}
+	if r.CachedPromptTokens < 0 || r.CachedPromptTokens > r.PromptTokens {
+		return invalid(k, "cached_prompt_tokens %d outside [0, prompt_tokens %d]", r.CachedPromptTokens, r.PromptTokens)
 	}
 	if r.Token != "" && !ValidSampleToken(r.Token) {
 		return invalid(k, "token must be %d characters of A-Z, a-z, 0-9, '-' and '_' (got %d bytes)", SampleTokenLen, len(r.Token))

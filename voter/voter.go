@@ -442,7 +442,7 @@ func (v *Voter) draw(ctx context.Context, members []schemas.SampleRequest, call 
 				r.Choices = resp.Choices[i : i+1]
 				r.CompletionTokens = shares[i]
 				if i > 0 {
-					r.PromptTokens = 0 // the call's prompt is billed once
+					r.PromptTokens, r.CachedPromptTokens = 0, 0 // the call's prompt is billed once
 				}
 				out[i].resp = r
 			default:

@@ -52,9 +52,13 @@ type Response struct {
 	Choices          []Choice
 	PromptTokens     int
 	CompletionTokens int
-	Model            string        // model name the server reported
-	Attempts         int           // HTTP attempts made
-	Latency          time.Duration // wall time including retries and waits
+	// CachedPromptTokens is the part of PromptTokens the provider served
+	// from its prompt cache (usage.prompt_tokens_details.cached_tokens),
+	// billed at its cached price; within [0, PromptTokens].
+	CachedPromptTokens int
+	Model              string        // model name the server reported
+	Attempts           int           // HTTP attempts made
+	Latency            time.Duration // wall time including retries and waits
 	// UsageEstimated: the server sent no usage (a stream whose server
 	// ignores include_usage), so PromptTokens and CompletionTokens are
 	// estimates (bytes / 4).
@@ -134,6 +138,11 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	}
 	res.PromptTokens = out.Usage.PromptTokens
 	res.CompletionTokens = out.Usage.CompletionTokens
+	if d := out.Usage.PromptTokensDetails; d != nil {
+		// A figure out of range is the server's mistake: what it says it
+		// cached cannot be more than the prompt, nor below nothing.
+		res.CachedPromptTokens = min(max(d.CachedTokens, 0), res.PromptTokens)
+	}
 	res.Model = out.Model
 	if estimated {
 		res.UsageEstimated = true

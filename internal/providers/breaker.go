@@ -23,7 +23,6 @@ type breaker struct {
 	openUntil time.Time
 	trial     bool  // a trial call is in flight
 	lastErr   error // the failure that opened it
-	failures  int64
 }
 
 // allow reports whether a call may go now; a call let through while the
@@ -58,7 +57,6 @@ func (b *breaker) success() {
 func (b *breaker) failure(now time.Time, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.failures++
 	b.cooldown = min(max(b.base, 2*b.cooldown), b.ceiling)
 	b.openUntil, b.trial, b.lastErr = now.Add(b.cooldown), false, err
 }
@@ -71,9 +69,16 @@ func (b *breaker) release() {
 	b.mu.Unlock()
 }
 
-// state is the breaker now: whether it is out, until when, and why.
-func (b *breaker) state(now time.Time) (out bool, until time.Time, why error, failures int64) {
+// breakerState is a breaker at one time.
+type breakerState struct {
+	out   bool      // the deployment is out of rotation
+	until time.Time // when its next trial may go
+	why   error     // the failure that opened it
+}
+
+// state is the breaker now.
+func (b *breaker) state(now time.Time) breakerState {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.lastErr != nil && (now.Before(b.openUntil) || b.trial), b.openUntil, b.lastErr, b.failures
+	return breakerState{out: b.lastErr != nil && (now.Before(b.openUntil) || b.trial), until: b.openUntil, why: b.lastErr}
 }

@@ -242,7 +242,7 @@ func (r *Router) Complete(ctx context.Context, req llm.Request) (llm.Response, e
 	if len(cands) == 0 {
 		return llm.Response{}, fmt.Errorf("%w: %w: %q (maker providers list)", llm.ErrProvider, ErrNoDeployment, model)
 	}
-	order, outErr, retryIn := r.order(cands, req.N > 1)
+	order, retryIn, outErr := r.order(cands, req.N > 1)
 	if len(order) == 0 && !errors.Is(outErr, errBreakerOpen) {
 		// No key on this voter for any of them: its configuration.
 		return llm.Response{}, fmt.Errorf("%w: %w: %q: %w", llm.ErrProvider, ErrUnavailable, model, outErr)
@@ -289,7 +289,7 @@ func deploymentFault(err error) bool {
 
 // order is the deployments a call may try now, the least busy first
 // (ties spread round robin). With none, why and when the first is back.
-func (r *Router) order(cands []*deployment, wantN bool) (order []*deployment, why error, retryIn time.Duration) {
+func (r *Router) order(cands []*deployment, wantN bool) (order []*deployment, retryIn time.Duration, why error) {
 	now := r.cfg.Now()
 	retryIn = r.cfg.MaxCooldown
 	for _, d := range cands {
@@ -300,9 +300,9 @@ func (r *Router) order(cands []*deployment, wantN bool) (order []*deployment, wh
 			continue
 		}
 		if !d.br.usable(now) {
-			_, until, err, _ := d.br.state(now)
-			why = fmt.Errorf("deployment %s %w until %s: %w", d.rec.Name, errBreakerOpen, until.Format(time.RFC3339), err)
-			retryIn = min(retryIn, max(until.Sub(now), 100*time.Millisecond))
+			st := d.br.state(now)
+			why = fmt.Errorf("deployment %s %w until %s: %w", d.rec.Name, errBreakerOpen, st.until.Format(time.RFC3339), st.why)
+			retryIn = min(retryIn, max(st.until.Sub(now), 100*time.Millisecond))
 			continue
 		}
 		order = append(order, d)
@@ -315,7 +315,7 @@ func (r *Router) order(cands []*deployment, wantN bool) (order []*deployment, wh
 			slices.SortStableFunc(order, func(a, b *deployment) int { return -cmp.Compare(boolInt(a.rec.SupportsN), boolInt(b.rec.SupportsN)) })
 		}
 	}
-	return order, why, retryIn
+	return order, retryIn, why
 }
 
 // call makes one call on d: its slot, its fleet-wide reservation, the
@@ -443,8 +443,8 @@ func (r *Router) Status() []Status {
 			InFlight: d.inFlight.Load(), Calls: d.calls.Load(), Failures: d.failures.Load()}
 		if d.keyErr != nil {
 			s.State, s.Reason = "no_key", d.keyErr.Error()
-		} else if isOut, until, why, _ := d.br.state(now); isOut {
-			s.State, s.Until, s.Reason = "out", until, why.Error()
+		} else if st := d.br.state(now); st.out {
+			s.State, s.Until, s.Reason = "out", st.until, st.why.Error()
 		}
 		out = append(out, s)
 	}

@@ -38,7 +38,8 @@ func Request(prompt []task.Message, temperature float64, maxTokens int, seed int
 func Judge(inst task.Instance, state task.State, maxOutputTokens int, resp llm.Response) schemas.SampleResult {
 	res := schemas.SampleResult{
 		PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens,
-		LatencyMS: float64(resp.Latency.Microseconds()) / 1000, Model: resp.Model,
+		CachedPromptTokens: min(max(resp.CachedPromptTokens, 0), max(resp.PromptTokens, 0)),
+		LatencyMS:          float64(resp.Latency.Microseconds()) / 1000, Model: resp.Model,
 	}
 	if len(resp.Choices) > 0 {
 		// Kept for empty replies too: "content_filter" says why there is none.
@@ -47,7 +48,7 @@ func Judge(inst task.Instance, state task.State, maxOutputTokens int, resp llm.R
 	if resp.PromptTokens < 0 || resp.CompletionTokens < 0 || resp.PromptTokens > llm.MaxUsageTokens || resp.CompletionTokens > llm.MaxUsageTokens {
 		// A model that does not check its usage (the llm client does):
 		// no figure of it reaches a job's cost.
-		res.PromptTokens, res.CompletionTokens = 0, 0
+		res.PromptTokens, res.CompletionTokens, res.CachedPromptTokens = 0, 0, 0
 		res.Outcome, res.RedFlag = schemas.OutcomeRedFlag, schemas.RedFlagEmpty
 		res.Detail = fmt.Sprintf("usage out of range: %d prompt, %d completion tokens", resp.PromptTokens, resp.CompletionTokens)
 		return res

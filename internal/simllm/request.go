@@ -35,8 +35,12 @@ type chatRequest struct {
 	texts          []string // message contents
 	msgHash        uint64   // hash of roles and contents
 	promptTokens   int
-	breakGlass     *bgPrompt    // set by chat for a break-glass prompt
-	hint           *llm.SimHint // set by chat when the request carries one
+	// prefixTokens and prefixHash are every message but the last: the
+	// part a provider's prompt cache can serve again (cache.go).
+	prefixTokens int
+	prefixHash   uint64
+	breakGlass   *bgPrompt    // set by chat for a break-glass prompt
+	hint         *llm.SimHint // set by chat when the request carries one
 }
 
 type streamOptions struct {
@@ -164,6 +168,9 @@ func (req *chatRequest) validate() *apiError {
 			return badRequest(param+".content", "invalid_type", "Invalid type for '"+param+".content': expected one of a string or array of objects, but got "+anyKind(m.Content)+" instead.")
 		}
 		req.texts[i] = text
+		if i == len(req.Messages)-1 {
+			req.prefixTokens, req.prefixHash = req.promptTokens, h.Sum64()
+		}
 		req.promptTokens += tokenCount(text) + 4
 		_, _ = h.Write([]byte(m.Role))
 		_, _ = h.Write([]byte{0})

@@ -43,6 +43,7 @@ type Stats struct {
 	Canceled         int64 `json:"canceled"`       // client left before the answer
 	UnknownModels    int64 `json:"unknown_models"` // 404 model_not_found
 	PromptTokens     int64 `json:"prompt_tokens"`
+	CachedTokens     int64 `json:"cached_tokens"` // of PromptTokens, served from the prompt cache
 	CompletionTokens int64 `json:"completion_tokens"`
 	LogErrors        int64 `json:"log_errors"` // failed writes to Config.LogRequests
 }
@@ -53,7 +54,7 @@ type counters struct {
 	breakGlass                                           atomic.Int64
 	rateLimited, serverErrors, badRequests, unauthorized atomic.Int64
 	canceled, promptTokens, completionTokens, logErrors  atomic.Int64
-	unknownModels, overLimit                             atomic.Int64
+	unknownModels, overLimit, cachedTokens               atomic.Int64
 }
 
 // Server is the simulated model, an http.Handler. It is safe for
@@ -76,7 +77,8 @@ type Server struct {
 
 	specs *specs // the task specs hinted requests name
 
-	limits *limits // Config.RPM and TPM
+	limits *limits     // Config.RPM and TPM
+	cache  promptCache // prompt prefixes seen (cache.go)
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -112,7 +114,7 @@ func (s *Server) Stats() Stats {
 		BadRequests: c.badRequests.Load(), Unauthorized: c.unauthorized.Load(),
 		Canceled: c.canceled.Load(), PromptTokens: c.promptTokens.Load(),
 		CompletionTokens: c.completionTokens.Load(), LogErrors: c.logErrors.Load(),
-		UnknownModels: c.unknownModels.Load(), OverLimit: c.overLimit.Load(),
+		UnknownModels: c.unknownModels.Load(), OverLimit: c.overLimit.Load(), CachedTokens: c.cachedTokens.Load(),
 	}
 }
 
@@ -333,6 +335,7 @@ func readBody(w http.ResponseWriter, r *http.Request, buf []byte) ([]byte, error
 type generated struct {
 	choices          []choice
 	completionTokens int
+	cachedTokens     int // of the prompt, served from the prompt cache (cache.go)
 }
 
 // generate draws the request's choices and counts them.
@@ -380,9 +383,11 @@ func (s *Server) generate(req *chatRequest, body []byte) generated {
 		a.completionTokens += c.tokens
 		a.choices[i] = c
 	}
+	a.cachedTokens = s.cache.served(req.prefixHash, req.prefixTokens)
 	s.st.completions.Add(1)
 	s.st.choices.Add(int64(req.n))
 	s.st.promptTokens.Add(int64(req.promptTokens))
+	s.st.cachedTokens.Add(int64(a.cachedTokens))
 	s.st.completionTokens.Add(int64(a.completionTokens))
 	return a
 }
@@ -409,21 +414,23 @@ func (s *Server) appendCompletion(out []byte, req *chatRequest, id [24]byte, a g
 		out = append(out, `"}`...)
 	}
 	out = append(out, `],"usage":`...)
-	out = appendUsage(out, req.promptTokens, a.completionTokens)
+	out = appendUsage(out, req.promptTokens, a.completionTokens, a.cachedTokens)
 	out = append(out, `,"service_tier":"default","system_fingerprint":`...)
 	out = plainjson.AppendString(out, s.fingerprint)
 	return append(out, '}')
 }
 
 // appendUsage appends a usage object as OpenAI writes it.
-func appendUsage(out []byte, prompt, completion int) []byte {
+func appendUsage(out []byte, prompt, completion, cached int) []byte {
 	out = append(out, `{"prompt_tokens":`...)
 	out = appendInt(out, int64(prompt))
 	out = append(out, `,"completion_tokens":`...)
 	out = appendInt(out, int64(completion))
 	out = append(out, `,"total_tokens":`...)
 	out = appendInt(out, int64(prompt+completion))
-	return append(out, `,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
+	out = append(out, `,"prompt_tokens_details":{"cached_tokens":`...)
+	out = appendInt(out, int64(cached))
+	return append(out, `,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
 }
 
 // accuracy is the model's accuracy for the step whose messages hash to

@@ -99,11 +99,11 @@ func (cw chunkWriter) appendChoiceEvents(out []byte, index int, c choice) []byte
 }
 
 // appendEnd appends the usage chunk (with include_usage) and [DONE].
-func (cw chunkWriter) appendEnd(out []byte, promptTokens, completionTokens int) []byte {
+func (cw chunkWriter) appendEnd(out []byte, promptTokens, completionTokens, cachedTokens int) []byte {
 	if cw.usage {
 		out = append(out, cw.head...)
 		out = append(out, `],"usage":`...)
-		out = appendUsage(out, promptTokens, completionTokens)
+		out = appendUsage(out, promptTokens, completionTokens, cachedTokens)
 		out = append(out, "}\n\n"...)
 	}
 	return append(out, "data: [DONE]\n\n"...)
@@ -115,7 +115,7 @@ func (cw chunkWriter) appendStream(out []byte, promptTokens int, a generated) []
 		out = cw.appendChoice(out, i, roleDelta, "")
 		out = cw.appendChoiceEvents(out, i, c)
 	}
-	return cw.appendEnd(out, promptTokens, a.completionTokens)
+	return cw.appendEnd(out, promptTokens, a.completionTokens, a.cachedTokens)
 }
 
 // writeStream sends a as server-sent events: the first chunk is flushed on

@@ -36,7 +36,7 @@ admin keys) may write the table.`,
 	var (
 		natsURL, model string
 		def, asJSON    bool
-		in, out        float64
+		in, out, cin   float64
 	)
 	// which is the record --model or --default names ("" for the default).
 	which := func(cmd *cobra.Command, needed bool) (string, error) {
@@ -85,15 +85,18 @@ admin keys) may write the table.`,
 				if !cmd.Flags().Changed("input") || !cmd.Flags().Changed("output") {
 					return usagef("give both --input and --output (US dollars per million tokens; 0 for a free model)")
 				}
-				for name, v := range map[string]float64{"--input": in, "--output": out} {
+				for name, v := range map[string]float64{"--input": in, "--output": out, "--cached-input": cin} {
 					if !(v >= 0 && v <= schemas.MaxModelPriceUSDPerMTok) || math.IsInf(v, 0) {
 						return usagef("%s %v must be between 0 and %d US dollars per million tokens", name, v, schemas.MaxModelPriceUSDPerMTok)
 					}
 				}
+				if cin > in {
+					return usagef("--cached-input %v above --input %v: a cached prompt token costs at most an uncached one", cin, in)
+				}
 				return nil
 			}
 			return onTable(cmd, true, check, func(ctx context.Context, kv jetstream.KeyValue, m string) error {
-				saved, err := pricetable.Set(ctx, kv, schemas.ModelPrice{Model: m, Default: m == "", InputUSDPerMTok: in, OutputUSDPerMTok: out})
+				saved, err := pricetable.Set(ctx, kv, schemas.ModelPrice{Model: m, Default: m == "", InputUSDPerMTok: in, OutputUSDPerMTok: out, CachedInputUSDPerMTok: cin})
 				if errors.Is(err, pricetable.ErrInvalid) {
 					return usagef("%v", err)
 				}
@@ -164,6 +167,7 @@ job under a limit that asks the model pauses as budget_exhausted until it is pri
 	}
 	set.Flags().Float64Var(&in, "input", 0, "US dollars per million prompt tokens")
 	set.Flags().Float64Var(&out, "output", 0, "US dollars per million completion tokens")
+	set.Flags().Float64Var(&cin, "cached-input", 0, "US dollars per million prompt tokens a provider serves from its prompt cache (0: at --input)")
 	for _, c := range []*cobra.Command{set, show} {
 		c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	}
@@ -174,14 +178,18 @@ job under a limit that asks the model pauses as budget_exhausted until it is pri
 // printPrices writes price records as a table.
 func printPrices(e *env, recs []schemas.ModelPrice) error {
 	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODEL\tINPUT USD/MTOK\tOUTPUT USD/MTOK\tUPDATED")
+	fmt.Fprintln(tw, "MODEL\tINPUT USD/MTOK\tCACHED INPUT\tOUTPUT USD/MTOK\tUPDATED")
 	num := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	for _, p := range recs {
 		name := p.Model
 		if p.Default {
 			name = "(default)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, num(p.InputUSDPerMTok), num(p.OutputUSDPerMTok), p.UpdatedAt.Format(time.RFC3339))
+		cached := "-"
+		if p.CachedInputUSDPerMTok > 0 {
+			cached = num(p.CachedInputUSDPerMTok)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, num(p.InputUSDPerMTok), cached, num(p.OutputUSDPerMTok), p.UpdatedAt.Format(time.RFC3339))
 	}
 	return tw.Flush()
 }

@@ -47,6 +47,21 @@ func Cost(p *schemas.Pricing, prompt, completion int64) Nano {
 	return Nano(math.Ceil((float64(prompt)*p.InputUSDPerMTok + float64(completion)*p.OutputUSDPerMTok) * 1e3))
 }
 
+// CostCached is Cost of prompt tokens of which cached were served from
+// the provider's cache: those at p's cached price (its input price when
+// it has none); cached is at most prompt.
+func CostCached(p *schemas.Pricing, prompt, cached, completion int64) Nano {
+	if p == nil {
+		return 0
+	}
+	cached = min(max(cached, 0), prompt)
+	in := p.CachedInputUSDPerMTok
+	if in <= 0 || in > p.InputUSDPerMTok {
+		in = p.InputUSDPerMTok
+	}
+	return Nano(math.Ceil((float64(prompt-cached)*p.InputUSDPerMTok + float64(cached)*in + float64(completion)*p.OutputUSDPerMTok) * 1e3))
+}
+
 // SampleBound is an upper bound of what one model call for msgs can cost
 // at p: the prompt's bound and maxOutput completion tokens (the voter
 // sends it as max_tokens).

@@ -34,15 +34,19 @@ func (a *accounts) reset(f schemas.Figures) {
 // stronger model's share is priced apart.
 func (m *Machine) addTokens(res *schemas.SampleResult, sign int64) {
 	p, c := sign*int64(res.PromptTokens), sign*int64(res.CompletionTokens)
+	// What a result says its provider cached is at most its prompt (as
+	// bounded by its request: claims.go).
+	cached := sign * int64(min(max(res.CachedPromptTokens, 0), res.PromptTokens))
 	f := &m.Acct.Figures
 	f.PromptTokens += p
 	f.CompletionTokens += c
+	f.CachedPromptTokens += cached
 	stronger := m.strongerAt[[2]int64{res.Step, res.Epoch}]
 	if stronger {
 		f.StrongerPromptTokens += p
 		f.StrongerCompletionTokens += c
 	}
-	nano := m.priceTokens(res, stronger, p, c) // pricing.go
+	nano := m.priceTokens(res, stronger, p, c, cached) // pricing.go
 	m.Tokens.add(res.Model, stronger, p, c, nano)
 }
 

@@ -65,7 +65,7 @@ func (m *Machine) requestModel(res *schemas.SampleResult, stronger bool) string 
 // SampleCostNanoUSD, the job's own claim to UnverifiedCostNanoUSD, and
 // tokens nobody prices count nothing (said once per model and run when
 // the fleet prices other models).
-func (m *Machine) priceTokens(res *schemas.SampleResult, stronger bool, prompt, completion int64) pricing.Nano {
+func (m *Machine) priceTokens(res *schemas.SampleResult, stronger bool, prompt, completion, cached int64) pricing.Nano {
 	if m.price == nil || prompt == 0 && completion == 0 {
 		return 0
 	}
@@ -73,9 +73,9 @@ func (m *Machine) priceTokens(res *schemas.SampleResult, stronger bool, prompt, 
 	p, src := m.price(model, stronger)
 	sign := int64(1)
 	if prompt < 0 || completion < 0 {
-		sign, prompt, completion = -1, -prompt, -completion
+		sign, prompt, completion, cached = -1, -prompt, -completion, -cached
 	}
-	n := sign * int64(pricing.Cost(&p, prompt, completion))
+	n := sign * int64(pricing.CostCached(&p, prompt, cached, completion))
 	f := &m.Acct.Figures
 	switch src {
 	case pricing.Fleet:
