@@ -49,24 +49,29 @@ type Deployment struct {
 	// e.g. https://api.openai.com/v1: http or https, at most 2048 bytes.
 	BaseURL string `json:"base_url"`
 	// APIKeyEnv names the environment variable holding the key on the
-	// voters' machines (ending in _KEY or _TOKEN); APIKeyFile is a file
-	// holding it instead (an absolute path). At most one; neither: no key
-	// is sent (a local server).
-	APIKeyEnv  string `json:"api_key_env,omitempty"`
+	// voters' machines (ending in _KEY or _TOKEN). At most one of it and
+	// APIKeyFile; neither: no key is sent (a local server).
+	APIKeyEnv string `json:"api_key_env,omitempty"`
+	// APIKeyFile is a file holding the key on the voters' machines (an
+	// absolute path; its first line).
 	APIKeyFile string `json:"api_key_file,omitempty"`
 	// Model is the model it serves, as jobs and voters name it.
 	Model string `json:"model"`
 	// ProviderModel is the name the provider knows the model by (an Azure
 	// deployment, an OpenRouter path), sent in every call; default Model.
 	ProviderModel string `json:"provider_model,omitempty"`
-	// Prices in US dollars per million tokens: prompt tokens, prompt
-	// tokens the provider served from its cache, completion tokens.
-	InputUSDPerMTok       float64 `json:"input_usd_per_mtok" jsonschema:"minimum=0,maximum=10000"`
+	// InputUSDPerMTok prices prompt tokens, in US dollars per million.
+	InputUSDPerMTok float64 `json:"input_usd_per_mtok" jsonschema:"minimum=0,maximum=10000"`
+	// CachedInputUSDPerMTok prices prompt tokens the provider served
+	// from its cache (at most InputUSDPerMTok).
 	CachedInputUSDPerMTok float64 `json:"cached_input_usd_per_mtok,omitempty" jsonschema:"minimum=0,maximum=10000"`
-	OutputUSDPerMTok      float64 `json:"output_usd_per_mtok" jsonschema:"minimum=0,maximum=10000"`
-	// RPM and TPM are the deployment's requests and tokens per minute,
-	// shared by every voter (0: no limit).
+	// OutputUSDPerMTok prices completion tokens.
+	OutputUSDPerMTok float64 `json:"output_usd_per_mtok" jsonschema:"minimum=0,maximum=10000"`
+	// RPM is the deployment's requests per minute, shared by every
+	// voter (0: no limit).
 	RPM int64 `json:"rpm,omitempty" jsonschema:"minimum=0"`
+	// TPM is its tokens per minute (prompt and completion), shared by
+	// every voter (0: no limit).
 	TPM int64 `json:"tpm,omitempty" jsonschema:"minimum=0"`
 	// Concurrency bounds the calls one voter keeps in flight on it (0: the
 	// voter's own concurrency).

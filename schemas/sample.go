@@ -79,8 +79,11 @@ const MaxSamplesPerCall = 16
 // SampleMember is one more sample of a request (SampleRequest.Also): its
 // sample id is the request's with this index.
 type SampleMember struct {
-	Index int    `json:"index"`
-	Seed  int64  `json:"seed"`
+	// Index is the sample's position in the step's vote order.
+	Index int `json:"index"`
+	// Seed is its model seed (the choice's, when drawn alone).
+	Seed int64 `json:"seed"`
+	// Token is its capability, answered back with its result.
 	Token string `json:"token"`
 }
 

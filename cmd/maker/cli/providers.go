@@ -18,7 +18,7 @@ import (
 
 // providersCmd keeps the provider registry (KV bucket maker_providers):
 // where each model is served, with what key reference, prices and limits.
-// Voters started without --llm-base-url call models through it.
+// Voters started with --providers call models through it.
 func providersCmd(e *env) *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:   "providers",
@@ -26,7 +26,7 @@ func providersCmd(e *env) *cobra.Command {
 		Long: `A deployment is one place a model is served: an OpenAI-compatible base URL, where voters find
 its key (an environment variable or a file on the voters' machines; the key itself is never
 stored), the model it serves, its prices, and its requests and tokens per minute, shared by every
-voter. Voters started without --llm-base-url use the deployments serving the model a sample
+voter. Voters started with --providers (maker voter) use the deployments serving the model a sample
 request names, pace themselves together under each one's limits (with --limits-redis), and fail
 over between them. Only the admin may write the registry.`,
 	})

@@ -111,9 +111,10 @@ func TestProvidersSecured(t *testing.T) {
 	}
 }
 
-// TestVoterOnDeployments: a voter without --llm-base-url calls the
-// deployments of the registry or of a providers file; with none serving
-// its model it does not start, naming the model; with one it pulls.
+// TestVoterOnDeployments: a voter with --providers calls the deployments
+// of the registry, with --providers-file those of a file; with none
+// serving its model it does not start, naming the model; with one it
+// pulls. With neither, nor --llm-base-url, it is a usage error.
 func TestVoterOnDeployments(t *testing.T) {
 	t.Parallel()
 	srv := testkit.StartNATS(t)
@@ -131,13 +132,19 @@ func TestVoterOnDeployments(t *testing.T) {
 		return code, errb.String()
 	}
 
-	if code, msg := voterRun(ctx, "--model", "sim-1"); code != ExitError || !strings.Contains(msg, `no deployment serves the model: "sim-1"`) {
+	if code, msg := voterRun(ctx, "--model", "sim-1"); code != ExitUsage || !strings.Contains(msg, "--llm-base-url is required (or --providers") {
+		t.Errorf("neither a server nor deployments: exit %d, %q", code, msg)
+	}
+	if code, msg := voterRun(ctx, "--model", "sim-1", "--providers", "--providers-file", "/x.json"); code != ExitUsage {
+		t.Errorf("--providers with --providers-file: exit %d, %q", code, msg)
+	}
+	if code, msg := voterRun(ctx, "--model", "sim-1", "--providers"); code != ExitError || !strings.Contains(msg, `no deployment serves the model: "sim-1"`) {
 		t.Errorf("no deployment: exit %d, %q", code, msg)
 	}
 	if o := maker("providers", "set", "wrong", "--base-url", sim.URL(), "--model", "gpt-nope"); o.code != ExitOK {
 		t.Fatal(o.stderr)
 	}
-	if code, msg := voterRun(ctx, "--model", "gpt-nope"); code != ExitError || !strings.Contains(msg, `no deployment serves "gpt-nope" to this voter`) || !strings.Contains(msg, "404") {
+	if code, msg := voterRun(ctx, "--model", "gpt-nope", "--providers"); code != ExitError || !strings.Contains(msg, `no deployment serves "gpt-nope" to this voter`) || !strings.Contains(msg, "404") {
 		t.Errorf("a deployment that refuses the model: exit %d, %q", code, msg)
 	}
 	if code, msg := voterRun(ctx, "--llm-base-url", sim.URL(), "--providers-file", "/x.json", "--model", "m"); code != ExitUsage {

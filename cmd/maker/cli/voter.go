@@ -31,12 +31,14 @@ func voterCmd(e *env) *cobra.Command {
 	var (
 		natsURL, baseURL, model, apiKey, id string
 		metricsAddr                         string
-		// Without --llm-base-url: the deployments of a providers file,
-		// or of the fleet's registry; limitsRedis shares their limits.
+		// Instead of --llm-base-url: the deployments of a providers file,
+		// or of the fleet's registry (--providers); limitsRedis shares
+		// their limits.
 		providersFile, limitsRedis     string
 		concurrency, maxAttempts       int
 		attemptTimeout, drain          time.Duration
 		simHints, llmStream, supportsN bool
+		useRegistry                    bool // --providers: the fleet's registry
 		// policy bounds what a sample request may ask of the model;
 		// badReplies is the model client's BadResponseAttempts.
 		policy     voter.Policy
@@ -53,7 +55,7 @@ func voterCmd(e *env) *cobra.Command {
 				{"allow-model", "MAKER_ALLOW_MODELS"}, {"max-tokens-ceiling", "MAKER_MAX_TOKENS_CEILING"},
 				{"temperature-max", "MAKER_TEMPERATURE_MAX"}, {"bad-reply-attempts", "MAKER_BAD_REPLY_ATTEMPTS"},
 				{"llm-stream", "MAKER_LLM_STREAM"}, {"providers-file", "MAKER_PROVIDERS_FILE"},
-				{"limits-redis", "MAKER_LIMITS_REDIS_URL"},
+				{"limits-redis", "MAKER_LIMITS_REDIS_URL"}, {"providers", "MAKER_PROVIDERS"},
 			} {
 				if v := os.Getenv(f.env); v != "" && !cmd.Flags().Changed(f.flag) {
 					if err := cmd.Flags().Set(f.flag, v); err != nil {
@@ -69,8 +71,13 @@ func voterCmd(e *env) *cobra.Command {
 			case badReplies < 1:
 				return usagef("--bad-reply-attempts must be >= 1, got %d", badReplies)
 			}
-			if baseURL != "" && (providersFile != "" || limitsRedis != "") {
-				return usagef("--llm-base-url calls one server; --providers-file and --limits-redis are for deployments (leave --llm-base-url out)")
+			switch {
+			case baseURL != "" && (providersFile != "" || limitsRedis != "" || useRegistry):
+				return usagef("--llm-base-url calls one server; --providers, --providers-file and --limits-redis are for deployments (leave --llm-base-url out)")
+			case baseURL == "" && providersFile == "" && !useRegistry:
+				return usagef("--llm-base-url is required (or --providers to call the fleet's deployments, maker providers; or --providers-file FILE)")
+			case useRegistry && providersFile != "":
+				return usagef("give --providers (the fleet's registry) or --providers-file, not both")
 			}
 			if model == "" {
 				return usagef("--model is required")
@@ -146,7 +153,8 @@ func voterCmd(e *env) *cobra.Command {
 	natsFlag(cmd, &natsURL)
 	fl := cmd.Flags()
 	fl.StringVar(&baseURL, "llm-base-url", envOr("MAKER_LLM_BASE_URL", ""),
-		"OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1; without it the voter calls the deployments of --providers-file or of the fleet's registry (maker providers) [$MAKER_LLM_BASE_URL]")
+		"OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1; or --providers / --providers-file for deployments [$MAKER_LLM_BASE_URL]")
+	fl.BoolVar(&useRegistry, "providers", false, "call the models through the fleet's provider registry (maker providers) instead of one --llm-base-url [$MAKER_PROVIDERS]")
 	fl.StringVar(&providersFile, "providers-file", "", `deployments to call instead of the fleet's registry ({"deployments": [...]}, as maker providers list --json prints) [$MAKER_PROVIDERS_FILE]`)
 	fl.StringVar(&limitsRedis, "limits-redis", "", "Redis URL where every voter shares the deployments' requests and tokens per minute (a Redis user limited to ~maker:rl:*; unset: each voter learns limits from 429s alone) [$MAKER_LIMITS_REDIS_URL]")
 	fl.StringVar(&model, "model", envOr("MAKER_MODEL", ""), "model name [$MAKER_MODEL]")
