@@ -34,6 +34,7 @@ var contract = map[string]metricDef{
 	"maker_escalations_total":             {"counter", []string{"tenant", "rung"}},
 	"maker_lease_takeovers_total":         {"counter", nil},
 	"maker_jobs_running":                  {"gauge", nil},
+	"maker_jobs_waiting":                  {"gauge", []string{"reason"}},
 	"maker_jobs_finished_total":           {"counter", []string{"tenant", "state"}},
 	"maker_tokens_total":                  {"counter", []string{"tenant", "model", "kind"}},
 	"maker_cost_usd_total":                {"counter", []string{"tenant", "model"}},
@@ -70,7 +71,9 @@ var targetLabels = []string{"instance", "job", "namespace", "pod", "app"}
 func TestContractIsTheCode(t *testing.T) {
 	t.Parallel()
 	r := metrics.NewRegistry("test", "dev")
-	metrics.NewCoordinator(r).JobsRunning(func() int { return 0 })
+	co := metrics.NewCoordinator(r)
+	co.JobsRunning(func() int { return 0 })
+	co.JobsWaiting([]string{"provider_unavailable"}, func(string) int { return 0 })
 	metrics.NewVoter(r)
 	metrics.NewJudge(r)
 	metrics.NewHTTP(r)

@@ -343,6 +343,7 @@ var wantAlerts = []string{
 	"MakerSamplesLagGrowing", "MakerRedFlagRateHigh", "MakerNoDecisions",
 	"MakerModelServerErrors", "MakerModelRateLimited", "MakerAPIServerErrors",
 	"MakerJudgeRefusals", "MakerNotReady", "MakerForgedResults", "MakerOverclaimedResults",
+	"MakerProviderUnavailable",
 }
 
 // TestAlertRules: prometheus/alerts.yml is a Prometheus rule file (known

@@ -70,18 +70,31 @@ func (c *Coordinator) JobsRunning(running func() int) {
 		Help: "Jobs this coordinator runs now."}, func() float64 { return float64(running()) }))
 }
 
-// JobsWaiting registers maker_jobs_waiting{reason}, one gauge per reason,
-// read from waiting at scrape time: the running jobs that wait on the
+// JobsWaiting registers maker_jobs_waiting{reason}, read from waiting at
+// scrape time for each of reasons: the running jobs that wait on the
 // fleet (provider_unavailable: voters cannot have their model served;
 // unanswered: their samples go unanswered). Only the first call counts.
 func (c *Coordinator) JobsWaiting(reasons []string, waiting func(reason string) int) {
 	if c == nil {
 		return
 	}
-	for _, r := range reasons {
-		_ = c.reg.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "maker_jobs_waiting",
-			Help:        "Running jobs of this coordinator that wait on the fleet, by why: provider_unavailable (voters cannot have the model served), unanswered (samples unanswered past the sample timeout).",
-			ConstLabels: prometheus.Labels{"reason": r}}, func() float64 { return float64(waiting(r)) }))
+	_ = c.reg.reg.Register(&waitingCollector{reasons: reasons, waiting: waiting, desc: prometheus.NewDesc("maker_jobs_waiting",
+		"Running jobs of this coordinator that wait on the fleet, by why: provider_unavailable (voters cannot have the model served), unanswered (samples unanswered past the sample timeout).",
+		[]string{"reason"}, nil)})
+}
+
+// waitingCollector reports maker_jobs_waiting at scrape time.
+type waitingCollector struct {
+	reasons []string
+	waiting func(string) int
+	desc    *prometheus.Desc
+}
+
+func (w *waitingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- w.desc }
+
+func (w *waitingCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range w.reasons {
+		ch <- prometheus.MustNewConstMetric(w.desc, prometheus.GaugeValue, float64(w.waiting(r)), r)
 	}
 }
 
