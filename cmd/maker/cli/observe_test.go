@@ -83,15 +83,18 @@ func TestCoordinatorMetricsAddr(t *testing.T) {
 	// The consumers are made after the streams: their lag shows soon after.
 	var code int
 	var body string
+	// Each consumer's lag shows once the consumer exists: wait for both.
+	lags := []string{
+		`maker_queue_pending_messages{consumer="voters",stream="MAKER_SAMPLES"} 0`,
+		`maker_queue_pending_messages{consumer="coordinators",stream="MAKER_JOBS"} 0`,
+	}
 	testkit.Eventually(t, 30*time.Second, func() bool {
 		code, body = httpGet(t, base+"/metrics")
-		return strings.Contains(body, "maker_queue_pending_messages{")
-	}, "no queue lag in /metrics")
+		return strings.Contains(body, lags[0]) && strings.Contains(body, lags[1])
+	}, "the queues' lag never in /metrics")
 	for _, want := range []string{
 		`maker_build_info{role="coordinator",version="` + Version + `"} 1`,
 		"maker_jobs_running 0",
-		`maker_queue_pending_messages{consumer="voters",stream="MAKER_SAMPLES"} 0`,
-		`maker_queue_pending_messages{consumer="coordinators",stream="MAKER_JOBS"} 0`,
 		"go_goroutines ", "process_cpu_seconds_total ",
 	} {
 		if code != 200 || !strings.Contains(body, want) {
