@@ -29,8 +29,10 @@
 // flag "policy" without calling the model (a request is data: on a fleet
 // without authorization anyone may have written it, and the model key is
 // the voter's). Otherwise it builds the step's prompt from the task, calls
-// the model once (retries for 429, 5xx and timeouts live in the model
-// client), and applies the red flags: finish_reason "length", more output
+// the model once a sample (retries for 429, 5xx and timeouts live in the
+// model client; a request asking several samples, SampleRequest.Also, is
+// one call with n when the model answers n, see draw), and applies the
+// red flags to each answer: finish_reason "length", more output
 // tokens than the request allows, a reply the task's strict parser
 // rejects, or no usable reply (no choice, no content, a body that is not a
 // completion or usage out of range, after the client's
@@ -44,7 +46,10 @@
 // unknown task, bad state, or a model failure on the last delivery allowed
 // → bus.Drop: kept in the dead-letter stream, then TermWithReason; any
 // other model failure, or a result that cannot be published →
-// NakWithDelay, so another voter or a later attempt takes it.
+// NakWithDelay, so another voter or a later attempt takes it. A sample
+// handed back because the provider cannot serve it is also told to its
+// job as an unserved result (never a sample), so the job's status says
+// provider_unavailable.
 package voter
 
 import (
