@@ -377,5 +377,5 @@ func sameQuestion(a, b *schemas.SampleRequest) bool {
 	return a.Step == b.Step && a.Epoch == b.Epoch && a.Branch == b.Branch && a.Attempt == b.Attempt &&
 		a.Temperature == b.Temperature && b.Temperature > 0 && a.Model == b.Model && a.PromptVariant == b.PromptVariant &&
 		a.MaxOutputTokens == b.MaxOutputTokens && a.Task == b.Task && a.TaskVersion == b.TaskVersion && a.TaskHash == b.TaskHash &&
-		bytes.Equal(a.State, b.State) && bytes.Equal(a.Params, b.Params)
+		bytes.Equal(a.State, b.State) && a.ParamsRef == b.ParamsRef && bytes.Equal(a.Params, b.Params)
 }

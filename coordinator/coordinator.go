@@ -15,6 +15,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/batch"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/core/pricing"
+	"github.com/makerfleet/makerfleet/internal/inputs"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/lease"
 	"github.com/makerfleet/makerfleet/internal/metrics"
@@ -189,6 +190,7 @@ type Coordinator struct {
 	log    *slog.Logger
 	leases *lease.Manager
 	tasks  *taskreg.Registry // built-ins and the fleet's task specs; set by Run
+	inputs *inputs.Store     // jobs' params kept by reference; set by Run
 	fair   *fairness         // quotas, limits and fair shares (schedule.go, admit.go)
 	prices *pricetable.Cache // the fleet's price table (internal/core/pricing); set by Run
 
@@ -261,6 +263,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return err
 	}
 	c.tasks = taskreg.New(topo.Tasks, c.cfg.Tasks, taskspec.CompileSpec)
+	c.inputs = inputs.New(topo.JS, topo.NS, inputs.Config{})
 	if c.journals == nil {
 		c.journals = streamJournals{js: c.js, topo: topo}
 	}
@@ -413,7 +416,7 @@ func (c *Coordinator) register(ctx context.Context, topo *topology.Topology, msg
 		Control: schemas.ControlRun, State: schemas.StateQueued, UpdatedAt: time.Now().UTC(),
 	}
 	var reason string
-	if _, err := task.BindRef(ctx, c.tasks, jobs.TaskRef(spec), spec.Params); err != nil {
+	if _, err := jobs.Bind(ctx, c.tasks, c.inputs, spec); err != nil {
 		reason = err.Error()
 		rec.Finished, rec.State = true, schemas.StateFailed
 	} else if err := c.checkPriced(ctx, &spec); err != nil {

@@ -86,7 +86,7 @@ func (c *Coordinator) runJob(ctx context.Context, topo *topology.Topology, token
 	// current from here.
 	r.control.Store(rec.Control)
 	r.notePerson(rec)
-	inst, err := task.BindRef(ctx, c.tasks, jobs.TaskRef(spec), spec.Params)
+	inst, err := c.bind(ctx, spec)
 	if err != nil {
 		rep := failedReport(spec, err.Error())
 		if perr := r.publishReport(ctx, rep); perr != nil {
@@ -509,4 +509,22 @@ func (r *jobRun) needsHuman(ctx context.Context) error {
 	// Paused here and now, not through the control the registry watch
 	// keeps: it may still deliver an older record saying run.
 	return r.pause(ctx)
+}
+
+// bind binds the job's task to its params. Params kept by reference are
+// stored again (a no-op while they are fresh), so that they outlive the
+// job in the inputs store.
+func (c *Coordinator) bind(ctx context.Context, spec schemas.JobSpec) (task.Instance, error) {
+	inst, err := jobs.Bind(ctx, c.tasks, c.inputs, spec)
+	if err != nil || spec.ParamsRef == "" {
+		return inst, err
+	}
+	params, err := jobs.Params(ctx, c.inputs, spec)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.inputs.Put(ctx, params); err != nil {
+		c.log.Warn("could not refresh a job's params in the inputs store", "tenant", spec.Tenant, "job", spec.JobID, "params_ref", spec.ParamsRef, "err", err)
+	}
+	return inst, nil
 }

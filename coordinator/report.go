@@ -51,7 +51,7 @@ func failedReport(spec schemas.JobSpec, reason string) schemas.JobReport {
 	now := time.Now().UTC()
 	return schemas.JobReport{
 		Header: schemas.NewHeader(schemas.KindJobReport),
-		Tenant: spec.Tenant, JobID: spec.JobID, Task: spec.Task, Params: spec.Params, K: spec.K,
+		Tenant: spec.Tenant, JobID: spec.JobID, Task: spec.Task, Params: spec.Params, ParamsRef: spec.ParamsRef, K: spec.K,
 		TaskVersion: spec.TaskVersion, TaskHash: spec.TaskHash, State: schemas.StateFailed, Reason: reason, Figures: schemas.Figures{RedFlags: map[string]int64{}},
 		StartedAt: now, FinishedAt: now,
 	}
@@ -135,14 +135,14 @@ func (r *jobRun) report() schemas.JobReport {
 	m := r.m
 	rep := schemas.JobReport{
 		Header: schemas.NewHeader(schemas.KindJobReport),
-		Tenant: r.spec.Tenant, JobID: r.spec.JobID, Task: r.spec.Task, Params: r.spec.Params,
+		Tenant: r.spec.Tenant, JobID: r.spec.JobID, Task: r.spec.Task, Params: r.spec.Params, ParamsRef: r.spec.ParamsRef,
 		TaskVersion: r.spec.TaskVersion, TaskHash: r.spec.TaskHash,
 		K: r.spec.K, PEstimate: r.spec.PEstimate, StartedAt: r.started.UTC(),
 	}
 	if m == nil {
 		return rep
 	}
-	rep.Params, rep.TotalSteps, rep.Figures = m.Params, m.Inst.TotalSteps(), m.Acct.Figures.Clone()
+	rep.Params, rep.ParamsRef, rep.TotalSteps, rep.Figures = m.Params, m.ParamsRef, m.Inst.TotalSteps(), m.Acct.Figures.Clone()
 	if json.Valid(m.State) {
 		rep.FinalState = bytes.Clone(m.State)
 	}

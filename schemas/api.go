@@ -133,7 +133,7 @@ func (r JobRequest) Spec(tenant string) JobSpec {
 // JobSpecOnly are the JobSpec fields a JobRequest does not carry: the
 // envelope, what the fleet fills in itself (the task's hash, the submit
 // time, a batch's place) and a calibration's token estimates.
-var JobSpecOnly = []string{"Header", "TaskHash", "PromptTokensEstimate", "CompletionTokensEstimate", "BatchID", "BatchLine", "SubmittedAt"}
+var JobSpecOnly = []string{"Header", "TaskHash", "ParamsRef", "PromptTokensEstimate", "CompletionTokensEstimate", "BatchID", "BatchLine", "SubmittedAt"}
 
 // JobRequestOnly are the JobRequest fields a JobSpec does not carry: what
 // the server resolves into spec fields before it prepares the job (a

@@ -52,6 +52,10 @@ type JobSpec struct {
 	// object only the task can judge.
 	Task   string          `json:"task"`
 	Params json.RawMessage `json:"params"`
+	// ParamsRef names params stored in the fleet's inputs store
+	// (InputRef) when they are larger than InlineParamsMax: Params is
+	// then empty. Submit sets it.
+	ParamsRef string `json:"params_ref,omitempty"`
 	// TaskVersion and TaskHash pin a registered task spec (maker task
 	// register): its version and content hash, filled in at submit; empty
 	// for a built-in task.
@@ -205,8 +209,8 @@ func (s *JobSpec) Validate() error {
 	if !taskRE.MatchString(s.Task) {
 		return invalid(k, "task %q is not a task name", s.Task)
 	}
-	if !isObject(s.Params) {
-		return invalid(k, "params must be a JSON object")
+	if err := checkParams(k, s.Params, s.ParamsRef, true); err != nil {
+		return err
 	}
 	if err := checkTaskPin(k, s.TaskVersion, s.TaskHash); err != nil {
 		return err
@@ -486,6 +490,9 @@ type JobReport struct {
 	JobID  string          `json:"job_id"`
 	Task   string          `json:"task"`
 	Params json.RawMessage `json:"params"`
+	// ParamsRef names the job's params in the inputs store when they
+	// travelled by reference (JobSpec.ParamsRef); Params is then empty.
+	ParamsRef string `json:"params_ref,omitempty"`
 	// TaskVersion and TaskHash name the registered task spec the job ran
 	// (empty for a built-in task).
 	TaskVersion string `json:"task_version,omitempty"`
@@ -576,9 +583,9 @@ func (r *JobReport) Validate() error {
 	if err := checkTaskPin(k, r.TaskVersion, r.TaskHash); err != nil {
 		return err
 	}
-	// Params are the job's; nil is written as null.
-	if len(r.Params) > 0 && !json.Valid(r.Params) {
-		return invalid(k, "params must be JSON")
+	// Params are the job's (nil is written as null), or its reference.
+	if err := checkParams(k, r.Params, r.ParamsRef, false); err != nil {
+		return err
 	}
 	if r.K < 1 || r.K > MaxK {
 		return invalid(k, "k must be between 1 and %d, got %d", MaxK, r.K)

@@ -38,6 +38,9 @@ type SampleRequest struct {
 	TaskVersion string          `json:"task_version,omitempty"`
 	TaskHash    string          `json:"task_hash,omitempty"`
 	Params      json.RawMessage `json:"params"`
+	// ParamsRef, when set, names the job's params in the inputs store
+	// instead (JobSpec.ParamsRef): Params is then empty.
+	ParamsRef string `json:"params_ref,omitempty"`
 	// State is the task state the step starts from, canonical JSON.
 	State json.RawMessage `json:"state"`
 	// Temperature for the model call: 0 for index 0, else the job's rest
@@ -120,7 +123,10 @@ func (r *SampleRequest) Validate() error {
 	if err := checkTaskPin(k, r.TaskVersion, r.TaskHash); err != nil {
 		return err
 	}
-	if !json.Valid(r.Params) || !json.Valid(r.State) {
+	if err := checkParams(k, r.Params, r.ParamsRef, false); err != nil {
+		return err
+	}
+	if r.ParamsRef == "" && !json.Valid(r.Params) || !json.Valid(r.State) {
 		return invalid(k, "params and state must be JSON")
 	}
 	if !inRange(r.Temperature, 0, MaxTemperature) {
@@ -256,6 +262,8 @@ const (
 	// MaxUnservedDetail bounds what a job keeps of an unserved notice's
 	// Detail (its status shows it).
 	MaxUnservedDetail = 300
+	// MaxResultDetail bounds a result's Detail on the wire.
+	MaxResultDetail = 1024
 )
 
 // Red-flag reasons.
@@ -307,7 +315,8 @@ type SampleResult struct {
 	// flag name (the coordinator makes a result that claims more tokens
 	// than its request allows the red flag overclaim).
 	RedFlag string `json:"red_flag,omitempty"`
-	// Detail explains a red flag, briefly.
+	// Detail explains a red flag (or an unserved notice), briefly: at
+	// most MaxResultDetail bytes.
 	Detail string `json:"detail,omitempty"`
 	// FinishReason is the model's finish_reason.
 	FinishReason string `json:"finish_reason,omitempty"`
@@ -339,6 +348,9 @@ func (r *SampleResult) Validate() error {
 	}
 	if err := checkPosition(k, r.Tenant, r.JobID, r.SampleID, r.Step, r.Epoch, r.Index, r.Attempt, r.Branch); err != nil {
 		return err
+	}
+	if len(r.Detail) > MaxResultDetail {
+		return invalid(k, "detail is %d bytes, over %d", len(r.Detail), MaxResultDetail)
 	}
 	switch r.Outcome {
 	case OutcomeVote:

@@ -71,6 +71,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/inputs"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/lru"
 	"github.com/makerfleet/makerfleet/internal/metrics"
@@ -191,6 +192,7 @@ type Voter struct {
 	log     *slog.Logger
 	decided *tracker
 	tasks   *taskreg.Registry                 // set by Run, before any request is handled
+	inputs  *inputs.Store                     // jobs' params by reference; set by Run
 	insts   *lru.Cache[string, task.Instance] // task+params → bound instance
 
 	requests, modelCalls, votes, redFlags, skipped, cancelled atomic.Int64
@@ -244,6 +246,7 @@ func (v *Voter) Run(ctx context.Context) error {
 		return err
 	}
 	v.tasks = taskreg.New(topo.Tasks, v.cfg.Tasks, taskspec.CompileSpec)
+	v.inputs = inputs.New(topo.JS, topo.NS, inputs.Config{})
 	cons, err := v.consumer(ctx)
 	if err != nil {
 		return err
@@ -331,6 +334,10 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 		return v.reply(ctx, msg, &req, schemas.SampleResult{Outcome: schemas.OutcomeSkipped})
 	}
 	inst, err := v.instance(ctx, &req)
+	if errors.Is(err, errInputs) {
+		v.log.Warn("cannot read a job's params yet; handing the sample back", "err", err, "sample", req.SampleID)
+		return err
+	}
 	if err != nil {
 		v.malformed.Add(1)
 		v.log.Warn("dropping sample request for a task this voter cannot run", "err", err, "sample", req.SampleID)
@@ -356,7 +363,7 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 
 	call := sampling.Request(prompt, req.Temperature, req.MaxOutputTokens, req.Seed, req.Model)
 	if v.cfg.SimHints && req.TaskVersion != "" {
-		call.Headers = llm.SimHint{Task: req.Task, Version: req.TaskVersion, Hash: req.TaskHash, Params: req.Params, State: req.State}.Headers()
+		call.Headers = llm.SimHint{Task: req.Task, Version: req.TaskVersion, Hash: req.TaskHash, Params: req.Params, ParamsRef: req.ParamsRef, State: req.State}.Headers()
 	}
 	members := req.Members()
 	drawn := v.draw(callCtx, members, call)
@@ -708,14 +715,38 @@ func (v *Voter) publish(ctx context.Context, msg jetstream.Msg, req *schemas.Sam
 // params (forged or not) cannot grow it.
 const maxInstances = 256
 
+// errInputs: the inputs store did not answer; the request is handed back.
+var errInputs = errors.New("voter: the inputs store did not answer")
+
 // instance binds the request's task (a built-in, or the task spec version
 // and hash the job pinned) and params once and caches it.
+//
+// Params by reference are keyed by their reference, not read: a step of a
+// job with big params costs the same as one with small ones. Reading
+// them fails with errInputs when the inputs store does not answer (the
+// request is handed back to try again), and as a refused request when it
+// does not hold them or they do not match their reference.
 func (v *Voter) instance(ctx context.Context, req *schemas.SampleRequest) (task.Instance, error) {
-	key := req.Task + "\x00" + req.TaskVersion + "\x00" + req.TaskHash + "\x00" + string(req.Params)
+	pkey := req.ParamsRef
+	if pkey == "" {
+		pkey = string(req.Params)
+	}
+	key := req.Task + "\x00" + req.TaskVersion + "\x00" + req.TaskHash + "\x00" + pkey
 	if in, ok := v.insts.Get(key); ok {
 		return in, nil
 	}
-	in, err := task.BindRef(ctx, v.tasks, task.Ref{Name: req.Task, Version: req.TaskVersion, Hash: req.TaskHash}, req.Params)
+	params := req.Params
+	if req.ParamsRef != "" {
+		b, err := v.inputs.Get(ctx, req.ParamsRef)
+		switch {
+		case errors.Is(err, inputs.ErrNotFound), errors.Is(err, inputs.ErrCorrupt), errors.Is(err, inputs.ErrBadRef), errors.Is(err, inputs.ErrTooBig):
+			return nil, err
+		case err != nil:
+			return nil, fmt.Errorf("%w: %w", errInputs, err)
+		}
+		params = b
+	}
+	in, err := task.BindRef(ctx, v.tasks, task.Ref{Name: req.Task, Version: req.TaskVersion, Hash: req.TaskHash}, params)
 	if err != nil {
 		return nil, err
 	}

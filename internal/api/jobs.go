@@ -75,7 +75,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ apikey.Princi
 // submitJob is POST /v1/jobs.
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p apikey.Principal) error {
 	var req schemas.JobRequest
-	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	if err := decodeJSON(w, r, s.cfg.MaxJobBytes, &req); err != nil {
 		return err
 	}
 	if req.Tenant != "" && req.Tenant != p.Tenant {
@@ -154,6 +154,12 @@ func (s *Server) forecast(ctx context.Context, spec schemas.JobSpec, q schemas.T
 // once (the same job again is a duplicate, another is jobs.ErrConflict).
 func (s *Server) enqueue(ctx context.Context, spec *schemas.JobSpec) (duplicate bool, err error) {
 	topo := s.deps.Topo
+	if err := jobs.Externalize(ctx, s.inputs, spec); err != nil {
+		if errors.Is(err, jobs.ErrInvalid) {
+			return false, specProblem(err)
+		}
+		return false, fmt.Errorf("%w: %w", jobs.ErrUnavailable, err)
+	}
 	data, err := schemas.Encode(spec)
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", jobs.ErrInvalid, err)

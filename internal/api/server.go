@@ -18,6 +18,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/internal/batch"
 	"github.com/makerfleet/makerfleet/internal/core/pricing"
+	"github.com/makerfleet/makerfleet/internal/inputs"
 	"github.com/makerfleet/makerfleet/internal/pricetable"
 	"github.com/makerfleet/makerfleet/internal/quota"
 	"github.com/makerfleet/makerfleet/internal/store"
@@ -113,6 +114,10 @@ var (
 type Config struct {
 	// MaxBodyBytes bounds a JSON request body (413 above). Default 1 MiB.
 	MaxBodyBytes int64
+	// MaxJobBytes bounds a job's body (POST /v1/jobs), whose params may
+	// be as large as the fleet keeps (schemas.MaxParamsBytes). Default
+	// that and 64 KiB for the rest.
+	MaxJobBytes int64
 	// MaxTaskBytes bounds a task spec's body. Default 1 MiB.
 	MaxTaskBytes int64
 	// MaxBatchBytes bounds a batch's JSONL body. Default 256 MiB.
@@ -162,6 +167,7 @@ func (c *Config) defaults() {
 		}
 	}
 	def(&c.MaxBodyBytes, 1<<20)
+	def(&c.MaxJobBytes, schemas.MaxParamsBytes+64<<10)
 	def(&c.MaxTaskBytes, 1<<20)
 	def(&c.MaxBatchBytes, 256<<20)
 	def(&c.MaxTenantBatchBytes, batch.DefaultMaxOpenBytes)
@@ -211,8 +217,10 @@ type Server struct {
 	deps  Deps
 	cfg   Config
 	tasks *taskreg.Registry
-	mux   *http.ServeMux
-	rate  *limiters
+	// inputs keeps big params by reference (jobs.Externalize).
+	inputs *inputs.Store
+	mux    *http.ServeMux
+	rate   *limiters
 	// streams counts the event streams open, per key and in all.
 	streams *streamSlots
 	log     *slog.Logger
@@ -239,14 +247,15 @@ func New(deps Deps, cfg Config) (*Server, error) {
 		return nil, errors.New("api: no built-in tasks")
 	case deps.Auth == nil:
 		return nil, errors.New("api: no authenticator")
-	case cfg.MaxBodyBytes < 0 || cfg.MaxBatchBytes < 0 || cfg.MaxTenantBatchBytes < 0 || cfg.MaxTaskBytes < 0 || cfg.RatePerSec < 0 || cfg.Burst < 0 ||
+	case cfg.MaxBodyBytes < 0 || cfg.MaxJobBytes < 0 || cfg.MaxBatchBytes < 0 || cfg.MaxTenantBatchBytes < 0 || cfg.MaxTaskBytes < 0 || cfg.RatePerSec < 0 || cfg.Burst < 0 ||
 		cfg.ListLimit < 1 || cfg.MaxListLimit < cfg.ListLimit || cfg.Heartbeat < 0 ||
 		cfg.MaxStreamsPerKey < 0 || cfg.MaxStreamsPerTenant < 0 || cfg.MaxStreams < 0 || cfg.StreamWriteTimeout < 0:
 		return nil, fmt.Errorf("api: invalid config %+v", cfg)
 	}
 	s := &Server{
 		deps: deps, cfg: cfg, tasks: taskreg.New(deps.Topo.Tasks, deps.Tasks, taskspec.CompileSpec),
-		mux: http.NewServeMux(), rate: newLimiters(cfg.RatePerSec, cfg.Burst), log: cfg.Logger,
+		inputs: inputs.New(deps.Topo.JS, deps.Topo.NS, inputs.Config{}),
+		mux:    http.NewServeMux(), rate: newLimiters(cfg.RatePerSec, cfg.Burst), log: cfg.Logger,
 		streams: newStreamSlots(cfg.MaxStreamsPerKey, cfg.MaxStreamsPerTenant, cfg.MaxStreams),
 		closing: make(chan struct{}),
 	}

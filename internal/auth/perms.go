@@ -174,6 +174,29 @@ func streamRead(stream, filter string) []string {
 	}
 }
 
+// objRead lets a client read an object store: bind it, look an object
+// up, and read its chunks through an ordered consumer. Content-addressed
+// objects are checked by their reader, so reading is all a reader needs.
+func objRead(bucket string) []string {
+	s := "OBJ_" + bucket
+	return []string{
+		"$JS.API.STREAM.INFO." + s,
+		"$JS.API.DIRECT.GET." + s + ".$O." + bucket + ".M.>",
+		"$JS.API.STREAM.MSG.GET." + s,
+		"$JS.API.CONSUMER.CREATE." + s,
+		"$JS.API.CONSUMER.CREATE." + s + ".>",
+		"$JS.API.CONSUMER.DELETE." + s + ".*",
+		"$JS.FC." + s + ".>",
+	}
+}
+
+// objWrite lets a client read and write an object store's objects (and
+// purge the chunks an object it replaces leaves), not change or delete
+// the store.
+func objWrite(bucket string) []string {
+	return append(objRead(bucket), "$O."+bucket+".>", "$JS.API.STREAM.PURGE.OBJ_"+bucket)
+}
+
 // pull lets a client pull from and ack the durable consumer of a stream.
 func pull(stream, durable string) []string {
 	return []string{
@@ -241,6 +264,9 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 			}
 		}
 		p.Publish.Allow = append(p.Publish.Allow, n.subj("batch")+">")
+		// The inputs store: params by reference, stored by the batch
+		// runner and refreshed when a job is taken.
+		p.Publish.Allow = append(p.Publish.Allow, objWrite(n.ns.InputsBucket())...)
 		// The retention sweep's lease (internal/retention); the policies
 		// themselves are the admin's.
 		p.Publish.Allow = append(p.Publish.Allow, "$KV."+n.ns.RetentionBucket()+".sweep.lease")
@@ -280,6 +306,8 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 		// The provider registry: which deployments serve its models
 		// (read, and watched for changes; never written).
 		p.Publish.Allow = append(p.Publish.Allow, kvRead(n.ns.ProvidersBucket(), ">")...)
+		// Jobs' params kept by reference: read, never written.
+		p.Publish.Allow = append(p.Publish.Allow, objRead(n.ns.InputsBucket())...)
 		p.Subscribe.Allow = []string{inbox, n.subj("decided") + ">"}
 
 	case Judge:
@@ -338,6 +366,8 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 			p.Publish.Allow = append(p.Publish.Allow, "$KV."+b+".>")
 		}
 		p.Publish.Allow = append(p.Publish.Allow, n.readCalibrations()...)
+		// Tenants' big params, stored by reference at submit.
+		p.Publish.Allow = append(p.Publish.Allow, objWrite(n.ns.InputsBucket())...)
 		p.Publish.Allow = append(p.Publish.Allow, streamRead(n.ns.DLQStream(), n.subj("dlq")+">")...)
 		// The dashboard's step feed (GET /v1/jobs/{id}/steps): a job's
 		// decisions, through ordered consumers filtered on its subject

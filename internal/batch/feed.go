@@ -284,6 +284,9 @@ func (f *feeder) submit(ctx context.Context, spec *schemas.JobSpec) error {
 		return nil // it ran already; its report is counted by check
 	}
 	spec.SubmittedAt = time.Now().UTC()
+	if err := jobs.Externalize(ctx, f.r.inputs, spec); err != nil {
+		return fmt.Errorf("job %s: %w", spec.JobID, err)
+	}
 	rec := schemas.JobRecord{
 		Header: schemas.NewHeader(schemas.KindJobRecord), Tenant: spec.Tenant, JobID: spec.JobID, Spec: *spec,
 		Control: schemas.ControlRun, State: schemas.StateQueued, UpdatedAt: spec.SubmittedAt,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/makerfleet/makerfleet/internal/inputs"
 	"github.com/makerfleet/makerfleet/internal/lease"
 	"github.com/makerfleet/makerfleet/internal/metrics"
 	"github.com/makerfleet/makerfleet/internal/throttle"
@@ -82,6 +83,8 @@ type Runner struct {
 	cfg    RunnerConfig
 	log    *slog.Logger
 	leases *lease.Manager
+	// inputs keeps lines' big params by reference (jobs.Externalize).
+	inputs *inputs.Store
 
 	mu      sync.Mutex
 	running map[string]*fedBatch // the batches this runner feeds, by record key
@@ -115,7 +118,7 @@ func NewRunner(topo *topology.Topology, cfg RunnerConfig) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{topo: topo, cfg: cfg, log: cfg.Logger.With("runner", cfg.Owner), leases: m, running: map[string]*fedBatch{},
+	return &Runner{topo: topo, cfg: cfg, log: cfg.Logger.With("runner", cfg.Owner), leases: m, inputs: inputs.New(topo.JS, topo.NS, inputs.Config{}), running: map[string]*fedBatch{},
 		refused: map[string]uint64{}, refusedLog: throttle.Every{Interval: cfg.RefusedLogEvery}}, nil
 }
 

@@ -81,6 +81,10 @@ func (ns Namespace) PricesBucket() string { return ns.bucket("prices") }
 // operator writes it; voters read it.
 func (ns Namespace) ProvidersBucket() string { return ns.bucket("providers") }
 
+// InputsBucket is the object store of jobs' params kept by reference
+// (internal/inputs), named by their content.
+func (ns Namespace) InputsBucket() string { return ns.bucket("inputs") }
+
 // RetentionBucket holds the retention policies (schemas.RetentionPolicy):
 // the fleet's, tenants' and jobs' (internal/retention).
 func (ns Namespace) RetentionBucket() string { return ns.bucket("retention") }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/core/pricing"
+	"github.com/makerfleet/makerfleet/internal/inputs"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -34,12 +35,23 @@ var (
 	ErrInvalid = errors.New("invalid job")
 	// ErrConflict marks a job id already taken by a different job.
 	ErrConflict = errors.New("job id taken by a different job")
+	// ErrTooBig marks params (or a task's state) over the fleet's limits
+	// (schemas.MaxParamsBytes, schemas.MaxStateBytes); it wraps ErrInvalid.
+	ErrTooBig = fmt.Errorf("%w: too big", ErrInvalid)
 )
 
 // SameJob reports whether rep is the report of the job spec describes: the
 // same task, params and k.
 func SameJob(spec schemas.JobSpec, rep schemas.JobReport) bool {
-	return rep.Task == spec.Task && rep.K == spec.K && bytes.Equal(compact(rep.Params), compact(spec.Params))
+	return rep.Task == spec.Task && rep.K == spec.K && rep.ParamsRef == spec.ParamsRef && bytes.Equal(compact(rep.Params), compact(spec.Params))
+}
+
+// paramsText is params for a message: inline, or their reference.
+func paramsText(params json.RawMessage, ref string) string {
+	if ref != "" {
+		return "params " + ref
+	}
+	return string(params)
 }
 
 func compact(raw json.RawMessage) []byte {
@@ -57,7 +69,7 @@ func CheckReport(spec schemas.JobSpec, rep schemas.JobReport) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s/%s ran as task %s %s with k=%d, not %s %s with k=%d; choose another --job-id",
-		ErrConflict, spec.Tenant, spec.JobID, rep.Task, rep.Params, rep.K, spec.Task, spec.Params, spec.K)
+		ErrConflict, spec.Tenant, spec.JobID, rep.Task, paramsText(rep.Params, rep.ParamsRef), rep.K, spec.Task, paramsText(spec.Params, spec.ParamsRef), spec.K)
 }
 
 // NewJobID returns a fresh job id: time-ordered, then random.
@@ -113,6 +125,13 @@ func prepare(ctx context.Context, spec *schemas.JobSpec, tasks Tasks, admit bool
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	if spec.ParamsRef != "" {
+		// Only Submit names params by reference, after this.
+		return fmt.Errorf("%w: params_ref is set by the fleet at submit; send the params themselves", ErrInvalid)
+	}
+	if err := checkParamsSize(spec.Params); err != nil {
+		return err
+	}
 	inst, err := task.BindRef(ctx, tasks, TaskRef(*spec), spec.Params)
 	if errors.Is(err, taskreg.ErrNoCompiler) {
 		// A program that links no spec language (the public client) pins
@@ -125,6 +144,9 @@ func prepare(ctx context.Context, spec *schemas.JobSpec, tasks Tasks, admit bool
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	spec.Params = inst.Params()
+	if err := checkParamsSize(spec.Params); err != nil {
+		return err
+	}
 	if admit && spec.BudgetUSD > 0 {
 		if err := pricing.Admit(*spec, pricing.Forecast(*spec, inst, schemas.TenantQuota{}, prices)); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -215,6 +237,9 @@ func Submit(ctx context.Context, js jetstream.JetStream, cfg topology.Config, sp
 		if err := prepare(ctx, spec, taskreg.New(topo.Tasks, builtin, set.compile), set.admit, set.prices); err != nil {
 			return Submitted{}, err
 		}
+	}
+	if err := Externalize(ctx, inputs.New(js, cfg.Namespace, inputs.Config{}), spec); err != nil {
+		return Submitted{}, err
 	}
 	data, err := schemas.Encode(spec)
 	if err != nil {

@@ -15,6 +15,9 @@ type SimHint struct {
 	Task, Version, Hash string
 	// Params and State are the job's params and the step's state, JSON.
 	Params, State []byte
+	// ParamsRef names the params in the fleet's inputs store instead
+	// (schemas.SampleRequest.ParamsRef): Params is then empty.
+	ParamsRef string
 }
 
 // Header names of a SimHint.
@@ -23,16 +26,22 @@ const (
 	hintVersion = "X-Maker-Task-Version"
 	hintHash    = "X-Maker-Task-Hash"
 	hintParams  = "X-Maker-Params"
+	hintRef     = "X-Maker-Params-Ref"
 	hintState   = "X-Maker-State"
 )
 
 // Headers are h as request headers (params and state in base64).
 func (h SimHint) Headers() map[string]string {
-	return map[string]string{
+	hd := map[string]string{
 		hintTask: h.Task, hintVersion: h.Version, hintHash: h.Hash,
-		hintParams: base64.StdEncoding.EncodeToString(h.Params),
-		hintState:  base64.StdEncoding.EncodeToString(h.State),
+		hintState: base64.StdEncoding.EncodeToString(h.State),
 	}
+	if h.ParamsRef != "" {
+		hd[hintRef] = h.ParamsRef
+	} else {
+		hd[hintParams] = base64.StdEncoding.EncodeToString(h.Params)
+	}
+	return hd
 }
 
 // ReadSimHint reads a SimHint from request headers; ok is false when
@@ -43,6 +52,7 @@ func ReadSimHint(hd http.Header) (h SimHint, ok bool) {
 		return SimHint{}, false
 	}
 	var err1, err2 error
+	h.ParamsRef = hd.Get(hintRef)
 	h.Params, err1 = base64.StdEncoding.DecodeString(hd.Get(hintParams))
 	h.State, err2 = base64.StdEncoding.DecodeString(hd.Get(hintState))
 	if err1 != nil || err2 != nil {

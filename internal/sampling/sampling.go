@@ -9,6 +9,8 @@ package sampling
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -72,12 +74,27 @@ func Judge(inst task.Instance, state task.State, maxOutputTokens int, resp llm.R
 			// A task spec's own red flag, by its name.
 			res.Outcome, res.RedFlag, res.Detail = schemas.OutcomeRedFlag, rf.Reason, truncate(rf.Detail, 200)
 		case err != nil:
-			res.Outcome, res.RedFlag, res.Detail = schemas.OutcomeRedFlag, schemas.RedFlagParse, truncate(err.Error(), 200)
+			// The reply's end goes with the error: where a model that
+			// cannot answer says why (the simulated model does).
+			res.Outcome, res.RedFlag, res.Detail = schemas.OutcomeRedFlag, schemas.RedFlagParse,
+				truncate(err.Error(), 120)+"; the reply ends "+strconv.Quote(tail(ch.Content, 160))
 		default:
 			res.Outcome, res.VoteKey = schemas.OutcomeVote, vote.Key
 		}
 	}
 	return res
+}
+
+// tail is the last n bytes of s (from a rune's start), marked as cut.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return "…" + s[i:]
 }
 
 // truncate cuts s to n bytes, marking the cut.

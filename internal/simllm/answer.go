@@ -349,3 +349,25 @@ var unrecognizedReplies = []string{
 func writeUnrecognized(b *strings.Builder, rng *rand.Rand) {
 	b.WriteString(pick(rng, unrecognizedReplies))
 }
+
+// unanswerable is the reply to a prompt the model cannot answer: neither
+// a Hanoi step nor a task-spec step it can work out. It says why, so that
+// the red flags it becomes name the cause (a voter without --sim-hints, a
+// model that cannot read the spec, a reference that fails).
+func unanswerable(rng *rand.Rand, hinted bool, why string, limit int) choice {
+	var b strings.Builder
+	writeUnrecognized(&b, rng)
+	switch {
+	case hinted:
+		b.WriteString(" [simulated model] I cannot answer this task-spec step: " + why)
+	default:
+		b.WriteString(" [simulated model] This is not a Towers of Hanoi step, and the request names no task step: " +
+			"a task spec's steps are answered when the voter sends hints (maker voter --sim-hints).")
+	}
+	text := b.String()
+	tokens := tokenCount(text)
+	if limit > 0 && tokens > limit {
+		return choice{content: text[:limit*4], finish: "length", tokens: limit, outcome: outOverlong}
+	}
+	return choice{content: text, finish: "stop", tokens: tokens, outcome: outUnrecognized}
+}

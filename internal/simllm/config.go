@@ -1,6 +1,7 @@
 package simllm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -98,11 +99,20 @@ type Config struct {
 	// answer with accuracy p. Nil: only Towers of Hanoi prompts are
 	// answered.
 	Tasks task.Source
+	// Inputs reads the params that hints name by reference
+	// (llm.SimHint.ParamsRef): the fleet's inputs store
+	// (*inputs.Store). Nil: such steps are not recognised.
+	Inputs Inputs
 	// LogRequests, if set, receives every parseable chat-completions
 	// request after authentication: its whole body as one compact JSON line,
 	// with "temperature": null added when the body has no temperature key.
 	// Writes are serialized; write errors are counted, not fatal.
 	LogRequests io.Writer
+}
+
+// Inputs reads params kept by reference: *inputs.Store.
+type Inputs interface {
+	Get(ctx context.Context, ref string) ([]byte, error)
 }
 
 // Validate reports every invalid field at once.

@@ -96,7 +96,7 @@ func New(cfg Config) (*Server, error) {
 		idBase:      mix(uint64(time.Now().UnixNano()), seed),
 		faultRNG:    rand.New(rand.NewPCG(mix(seed, 0xfa017), mix(seed, 0x5eed))),
 		times:       make(map[uint64]int),
-		specs:       newSpecs(cfg.Tasks),
+		specs:       newSpecs(cfg.Tasks, cfg.Inputs),
 		limits:      newLimits(cfg.RPM, cfg.TPM, cfg.Now),
 	}
 	s.models = newModels(cfg)
@@ -345,8 +345,9 @@ func (s *Server) generate(req *chatRequest, body []byte) generated {
 		st, _ = newStep(p)
 	}
 	var sst *specStep
+	why := ""
 	if st == nil && req.hint != nil {
-		sst, _ = s.specs.step(*req.hint)
+		sst, why = s.specs.step(*req.hint)
 	}
 	pEff := s.cfg.effective(s.accuracy(req.msgHash), req.temperature)
 
@@ -376,6 +377,8 @@ func (s *Server) generate(req *chatRequest, body []byte) generated {
 			c = breakGlassChoice(breakGlassReply(req.breakGlass), req.limit)
 		case sst != nil:
 			c = generateSpec(rng, sst, pEff, s.cfg.OverlongRate, s.cfg.MalformedRate, s.cfg.WrongSpread, req.limit)
+		case st == nil:
+			c = unanswerable(rng, req.hint != nil, why, req.limit)
 		default:
 			c = generate(rng, st, pEff, s.cfg.OverlongRate, s.cfg.MalformedRate, s.cfg.WrongSpread, req.limit)
 		}

@@ -2,6 +2,7 @@ package simllm
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -28,37 +29,40 @@ type specStep struct {
 // specs caches bound spec instances by hash and params, and the steps
 // recently answered: every sample of a step asks for the same one.
 type specs struct {
-	src   task.Source
-	in    *lru.Cache[string, *spec.Instance]
-	steps *lru.Cache[string, *specStep]
+	src    task.Source
+	inputs Inputs
+	in     *lru.Cache[string, *spec.Instance]
+	steps  *lru.Cache[string, *specStep]
 }
 
-func newSpecs(src task.Source) *specs {
-	return &specs{src: src, in: lru.New[string, *spec.Instance](256), steps: lru.New[string, *specStep](64)}
+func newSpecs(src task.Source, in Inputs) *specs {
+	return &specs{src: src, inputs: in, in: lru.New[string, *spec.Instance](256), steps: lru.New[string, *specStep](64)}
 }
 
-// step returns the step h names, or false when the task is unknown, not a
-// spec, or has no reference for the state.
-func (sp *specs) step(h llm.SimHint) (*specStep, bool) {
+// step returns the step h names, or why the model cannot answer it: the
+// task is unknown or not a spec, its params cannot be read, or the
+// spec's own reference fails for the state. The reason is the reply's
+// text, so that the job that asked can say why its samples are red flags.
+func (sp *specs) step(h llm.SimHint) (*specStep, string) {
 	if sp == nil || sp.src == nil {
-		return nil, false
+		return nil, "this simulated model reads no task specs: start it with --nats URL (a fleet's registered specs) or --task-file FILE"
 	}
 	key := taskKey(h) + "\x00" + string(h.State)
 	if st, ok := sp.steps.Get(key); ok {
-		return st, true
+		return st, ""
 	}
-	in, ok := sp.instance(h)
-	if !ok {
-		return nil, false
+	in, why := sp.instance(h)
+	if in == nil {
+		return nil, why
 	}
-	rightKey, right, err := in.Reference(h.State)
-	if err != nil {
-		return nil, false
+	rightKey, right, err := in.ReferenceReply(h.State)
+	switch {
+	case errors.Is(err, spec.ErrNoReference):
+		return nil, "the spec's reference gives no answer (null) for this state, so the simulated model has none to give"
+	case err != nil:
+		return nil, err.Error()
 	}
-	st := &specStep{}
-	if st.right, err = in.Render(h.State, right); err != nil {
-		return nil, false
-	}
+	st := &specStep{right: right}
 	// Only replies the task reads as another vote, each vote once: Wrong
 	// may alter the reference past the answer schema or into a red flag
 	// (a malformed reply, not a wrong one), and may list a vote twice
@@ -76,38 +80,52 @@ func (sp *specs) step(h llm.SimHint) (*specStep, bool) {
 		}
 	}
 	sp.steps.Put(key, st)
-	return st, true
+	return st, ""
 }
 
 // taskKey names h's task and params in the caches: the whole reference,
 // so a hint whose name or version does not match the hash is looked up,
 // not served what another hint found.
 func taskKey(h llm.SimHint) string {
-	return h.Task + "\x00" + h.Version + "\x00" + h.Hash + "\x00" + string(h.Params)
+	params := h.ParamsRef
+	if params == "" {
+		params = string(h.Params)
+	}
+	return h.Task + "\x00" + h.Version + "\x00" + h.Hash + "\x00" + params
 }
 
-func (sp *specs) instance(h llm.SimHint) (*spec.Instance, bool) {
+func (sp *specs) instance(h llm.SimHint) (*spec.Instance, string) {
 	key := taskKey(h)
 	if in, ok := sp.in.Get(key); ok {
-		return in, true
+		return in, ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	t, err := sp.src.Task(ctx, task.Ref{Name: h.Task, Version: h.Version, Hash: h.Hash})
 	if err != nil {
-		return nil, false
+		return nil, "the simulated model cannot read task " + h.Task + "@" + h.Version + ": " + err.Error() +
+			" (start it with --nats URL for a fleet's registered specs, or --task-file FILE)"
 	}
 	st, ok := t.(*spec.Task)
 	if !ok {
-		return nil, false
+		return nil, "task " + h.Task + " is not a task spec"
 	}
-	bound, err := st.Bind(h.Params)
+	params := h.Params
+	if h.ParamsRef != "" {
+		if sp.inputs == nil {
+			return nil, "the simulated model cannot read params kept by reference (" + h.ParamsRef + "): start it with --nats URL"
+		}
+		if params, err = sp.inputs.Get(ctx, h.ParamsRef); err != nil {
+			return nil, "the simulated model cannot read the job's params: " + err.Error()
+		}
+	}
+	bound, err := st.Bind(params)
 	if err != nil {
-		return nil, false
+		return nil, "the simulated model cannot bind the job's params: " + err.Error()
 	}
 	in := bound.(*spec.Instance)
 	sp.in.Put(key, in)
-	return in, true
+	return in, ""
 }
 
 // generateSpec draws one choice for a spec step, like generate does for a

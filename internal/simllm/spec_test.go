@@ -16,6 +16,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
 	"github.com/makerfleet/makerfleet/task/spec"
@@ -396,8 +397,9 @@ func unrecognized(t *testing.T, srv *Server, body string, hdr ...string) {
 	before := srv.Stats()
 	resp := mustChat(t, srv, body, hdr...)
 	for _, c := range resp.Choices {
-		if !slices.Contains(unrecognizedReplies, c.Message.Content) || c.FinishReason != "stop" {
-			t.Errorf("choice %d: finish %q, %q; want the unrecognized reply", c.Index, c.FinishReason, c.Message.Content)
+		known := slices.ContainsFunc(unrecognizedReplies, func(r string) bool { return strings.HasPrefix(c.Message.Content, r) })
+		if !known || !strings.Contains(c.Message.Content, "[simulated model]") || c.FinishReason != "stop" {
+			t.Errorf("choice %d: finish %q, %q; want the unrecognized reply, saying why", c.Index, c.FinishReason, c.Message.Content)
 		}
 	}
 	after := srv.Stats()
@@ -479,6 +481,50 @@ func TestSpecHintFallback(t *testing.T) {
 	t.Run("no task source", func(t *testing.T) {
 		unrecognized(t, newServer(t, Config{Seed: 2}), body, headers(counter.hint(step))...)
 	})
+}
+
+// TestSpecUnanswerableSaysWhy: the reply to a step the model cannot
+// answer names the cause, which the job's red flags then carry: no hints,
+// no way to read specs, a reference that gives nothing, fails, or is
+// refused by the spec's own answer schema.
+func TestSpecUnanswerableSaysWhy(t *testing.T) {
+	t.Parallel()
+	counter := newSpecRun(t, compileSpec(t, []byte(counterSpec)), `{"n": 12}`)
+	classify := exampleSpec(t, "classify.yaml")
+	// Its reference answers a negative total, which its schema refuses.
+	badRef := compileSpec(t, []byte(strings.NewReplacer("name: sim-counter", "name: sim-badref",
+		"reference: '{\"total\": state.total", "reference: '{\"total\": -1000 - state.total").Replace(counterSpec)))
+	const step = 3
+	body := counter.body(t, step, map[string]any{"seed": 1, "n": 2, "temperature": 0.1})
+	withTasks := newServer(t, Config{Seed: 2, Tasks: specSource(counter.tk, classify, badRef)})
+	badHint := counter.hint(step)
+	badHint.Task, badHint.Hash = badRef.Name(), badRef.Hash()
+	for _, tc := range []struct {
+		name string
+		srv  *Server
+		hdr  []string
+		want string
+	}{
+		{"no hints", withTasks, nil, "--sim-hints"},
+		{"no task source", newServer(t, Config{Seed: 2}), headers(counter.hint(step)), "--nats URL"},
+		{"no reference", withTasks, headers(llm.SimHint{Task: classify.Name(), Version: classify.Version(), Hash: classify.Hash(),
+			Params: []byte(`{"choices": ["yes", "no"], "records": ["a", "b"]}`), State: []byte(`{"n": 0, "labels": []}`)}), "no answer (null)"},
+		{"reference refused by its own schema", withTasks, headers(badHint), "own answer rules refuse its reference"},
+		{"params by reference, none readable", withTasks, headers(func() llm.SimHint {
+			h := counter.hint(step)
+			h.Params, h.ParamsRef = nil, schemas.InputRef([]byte(`{"n": 12}`))
+			return h
+		}()), "params kept by reference"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := mustChat(t, tc.srv, body, tc.hdr...)
+			for _, c := range resp.Choices {
+				if !strings.Contains(c.Message.Content, tc.want) {
+					t.Errorf("reply %q does not say %q", c.Message.Content, tc.want)
+				}
+			}
+		})
+	}
 }
 
 // TestSpecHintsConcurrently: valid and useless hints for the same steps,

@@ -94,6 +94,10 @@ type Limits struct {
 	// 1 GiB, 1 GiB, 512 MiB and 4 GiB; a stream kept in memory takes at
 	// most MemoryStreamBytes.
 	JobsBytes, ResultsBytes, DLQBytes, BatchesBytes int64
+	// InputsBytes bounds the inputs store (jobs' params kept by
+	// reference, internal/inputs): full, it refuses the next job whose
+	// params are new to it. Default 8 GiB.
+	InputsBytes int64
 }
 
 // MemoryStreamBytes caps a memory stream's default size limit: a server
@@ -112,6 +116,7 @@ func (l *Limits) defaults() {
 	def(&l.ResultsBytes, 1<<30)
 	def(&l.DLQBytes, 512<<20)
 	def(&l.BatchesBytes, 4<<30)
+	def(&l.InputsBytes, 8<<30)
 }
 
 // bytesFor is a byte limit for a stream of storage st.

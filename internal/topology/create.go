@@ -92,7 +92,26 @@ func create(ctx context.Context, js jetstream.JetStream, decls []Decl, handles m
 			if dst := handles[d.Bucket.Bucket]; dst != nil {
 				*dst = bus.Resilient(kv)
 			}
+		case Objects:
+			if err := ensureObjects(ctx, js, d.Objects); err != nil {
+				return err
+			}
 		}
+	}
+	return nil
+}
+
+// ensureObjects creates the object store oc names when it is missing.
+func ensureObjects(ctx context.Context, js jetstream.JetStream, oc jetstream.ObjectStoreConfig) error {
+	if _, err := js.ObjectStore(ctx, oc.Bucket); err == nil || !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return err
+	}
+	_, err := js.CreateObjectStore(ctx, oc)
+	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return nil // another process created it first
+	}
+	if err != nil {
+		return fmt.Errorf("topology: object store %s: %w", oc.Bucket, err)
 	}
 	return nil
 }
@@ -265,6 +284,10 @@ func teardown(ctx context.Context, js jetstream.JetStream, decls []Decl) error {
 			}
 		case Bucket:
 			if err := js.DeleteKeyValue(ctx, d.Name()); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				errs = append(errs, err)
+			}
+		case Objects:
+			if err := js.DeleteObjectStore(ctx, d.Name()); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 				errs = append(errs, err)
 			}
 		}

@@ -19,6 +19,8 @@ const (
 	Consumer
 	// Bucket is a KV bucket (the stream KV_<bucket>).
 	Bucket
+	// Objects is an object store (the stream OBJ_<bucket>).
+	Objects
 )
 
 func (k Kind) String() string {
@@ -29,6 +31,8 @@ func (k Kind) String() string {
 		return "consumer"
 	case Bucket:
 		return "bucket"
+	case Objects:
+		return "object store"
 	}
 	return "unknown"
 }
@@ -68,6 +72,8 @@ type Decl struct {
 	Consumer jetstream.ConsumerConfig
 	// Bucket is the config of a Bucket.
 	Bucket jetstream.KeyValueConfig
+	// Objects is the config of an object store.
+	Objects jetstream.ObjectStoreConfig
 }
 
 // Name is the name of the declared stream or bucket, or a consumer's
@@ -78,6 +84,8 @@ func (d Decl) Name() string {
 		return d.Stream.Name
 	case Consumer:
 		return d.Consumer.Durable
+	case Objects:
+		return d.Objects.Bucket
 	}
 	return d.Bucket.Bucket
 }
@@ -260,6 +268,14 @@ func Table(ns bus.Namespace, cfg Config, jcfg JudgeConfig) []Decl {
 		fleetKV("batch", ns.BatchesBucket(), "makerfleet batch records"),
 		fleetKV("pricing", ns.PricesBucket(), "makerfleet price table: what each model's tokens cost, set by the operator"),
 		fleetKV("providers", ns.ProvidersBucket(), "makerfleet provider registry: where each model is served and its limits, set by the operator"),
+		// Jobs' params kept by reference (internal/inputs): created with
+		// the fleet, not required, so a fleet made by an older release
+		// binds without it (a job whose params need it is refused, saying
+		// so). Kept InputsTTL after they were last stored.
+		{Kind: Objects, Creator: Fleet, Owner: "inputs", Objects: jetstream.ObjectStoreConfig{
+			Bucket: ns.InputsBucket(), Description: "makerfleet jobs' params by reference: sha256:<hex> of their bytes",
+			TTL: InputsTTL, Storage: cfg.Storage, Replicas: cfg.Replicas, MaxBytes: bytesFor(lim.InputsBytes, cfg.Storage),
+		}},
 		// The features' buckets, made when first written.
 		kv(Feature, "retention", false, jetstream.KeyValueConfig{
 			Bucket: ns.RetentionBucket(), Description: "makerfleet retention policies: fleet, tenants, jobs",
@@ -297,6 +313,11 @@ func Table(ns bus.Namespace, cfg Config, jcfg JudgeConfig) []Decl {
 		judgeKV(ns.JudgeApprovalsBucket(), "makerfleet break-glass approvals"),
 	}
 }
+
+// InputsTTL is how long the inputs store keeps params after they were
+// last stored; a coordinator taking a job stores its params again, so
+// they outlive every job that runs within it.
+const InputsTTL = 30 * 24 * time.Hour
 
 // CalibrationHistory is how many calibrations the calibrations bucket
 // keeps per key: the latest and the ones it replaced.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/lru"
 	"github.com/makerfleet/makerfleet/internal/plainjson"
+	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
 
@@ -138,6 +139,10 @@ func (t *Task) bind(raw json.RawMessage) (*Instance, error) {
 	}
 	if in.initial, err = plainjson.Marshal(st); err != nil {
 		return nil, fmt.Errorf("%w: initial: %v", task.ErrInvalidParams, err)
+	}
+	if len(in.initial) > schemas.MaxStateBytes {
+		return nil, fmt.Errorf("%w: the initial state is %d bytes, over the limit of %d (states travel in every sample request: keep fixed inputs in the params, which travel by reference)",
+			task.ErrInvalidParams, len(in.initial), schemas.MaxStateBytes)
 	}
 	n, err := t.maxSteps.eval("max_steps", vars)
 	if err != nil {
@@ -313,6 +318,10 @@ func (in *Instance) next(s task.State, v task.Vote) (task.State, error) {
 	out, err := plainjson.Marshal(next)
 	if err != nil {
 		return nil, fmt.Errorf("%w: next state: %v", task.ErrEval, err)
+	}
+	if len(out) > schemas.MaxStateBytes {
+		return nil, fmt.Errorf("%w: next state is %d bytes, over the limit of %d (states travel in every sample request: keep fixed inputs in the params)",
+			task.ErrEval, len(out), schemas.MaxStateBytes)
 	}
 	return out, nil
 }

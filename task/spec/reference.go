@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 
 	"github.com/makerfleet/makerfleet/task"
@@ -126,4 +127,41 @@ func (in *Instance) referenceNext(s task.State) (task.State, error) {
 		return nil, err
 	}
 	return in.Next(s, v)
+}
+
+// ReferenceReply is the reply a model answering s rightly writes: the
+// reference answer as answer.render writes it. It fails when the spec
+// cannot give one, saying why, for the spec's author: no reference for s
+// (ErrNoReference), a reference or render that fails (task.ErrEval), or
+// a reference answer the spec's own answer rules (schema, red flags,
+// vote) refuse (task.ErrMalformed). The simulated model answers with it;
+// `maker task test` checks it first.
+func (in *Instance) ReferenceReply(s task.State) (key, reply string, err error) {
+	key, answer, err := in.Reference(s)
+	if err != nil {
+		if errors.Is(err, task.ErrNoReference) {
+			return "", "", err
+		}
+		return "", "", fmt.Errorf("the spec's reference fails for this state: %w", err)
+	}
+	if reply, err = in.Render(s, answer); err != nil {
+		return "", "", fmt.Errorf("the spec's answer.render fails for its reference answer: %w", err)
+	}
+	v, err := in.Parse(s, reply)
+	if err != nil {
+		return "", "", fmt.Errorf("the spec's own answer rules refuse its reference answer %s: %w", clipQuote(reply, 200), err)
+	}
+	if v.Key != key {
+		return "", "", fmt.Errorf("%w: the spec's reference answer, as answer.render writes it (%s), reads back as another vote (%s, not %s): render and regex disagree",
+			task.ErrMalformed, clipQuote(reply, 200), clipQuote(v.Key, 200), clipQuote(key, 200))
+	}
+	return key, reply, nil
+}
+
+// clipQuote quotes s, at most n bytes of it.
+func clipQuote(s string, n int) string {
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return strconv.Quote(s)
 }

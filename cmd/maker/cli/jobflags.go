@@ -139,6 +139,9 @@ func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFrac
 	if err != nil {
 		return schemas.JobSpec{}, nil, err
 	}
+	if len(params) > schemas.MaxParamsBytes {
+		return schemas.JobSpec{}, nil, usagef("--params: the params are %s, over the fleet's limit of %s", jobs.Bytes(int64(len(params))), jobs.Bytes(schemas.MaxParamsBytes))
+	}
 	inst, err := task.BindRef(ctx, tasks, ref, params)
 	if err != nil {
 		return schemas.JobSpec{}, nil, usageError{err}

@@ -313,7 +313,11 @@ func printReport(w io.Writer, rep schemas.JobReport, asJSON bool) error {
 	if rep.TaskVersion != "" {
 		name += "@" + rep.TaskVersion // the spec version the job pinned
 	}
-	fmt.Fprintf(w, "job %s/%s  %s %s  k=%d  %s\n", rep.Tenant, rep.JobID, name, clipText(string(rep.Params), 200), rep.K, verdict)
+	params := clipText(string(rep.Params), 200)
+	if rep.ParamsRef != "" {
+		params = "params " + rep.ParamsRef
+	}
+	fmt.Fprintf(w, "job %s/%s  %s %s  k=%d  %s\n", rep.Tenant, rep.JobID, name, params, rep.K, verdict)
 	if rep.Reason != "" {
 		fmt.Fprintf(w, "  reason           %s\n", rep.Reason)
 	}

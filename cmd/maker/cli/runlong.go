@@ -15,6 +15,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -97,7 +98,7 @@ func (x runExtras) profile() (func() error, error) {
 
 // cancelGrace bounds how long a job cancelled at the timeout may take to
 // reach its step boundary and publish its report.
-const cancelGrace = 30 * time.Second
+const cancelGrace = 10 * time.Second
 
 // waitOrCancel waits for the job's report until deadline; then it cancels
 // the job and waits (up to cancelGrace) for the report of the cancelled
@@ -114,10 +115,24 @@ func waitOrCancel(ctx context.Context, f *fleet.Fleet, spec *schemas.JobSpec, de
 		rep schemas.JobReport
 		err error
 	}
+	// The last status seen: the partial report of a job that cannot be
+	// cancelled in time.
+	var (
+		lastMu sync.Mutex
+		last   *schemas.JobStatus
+	)
+	watch := func(st schemas.JobStatus) {
+		lastMu.Lock()
+		last = &st
+		lastMu.Unlock()
+		if onStatus != nil {
+			onStatus(st)
+		}
+	}
 	wait := func(c context.Context) (schemas.JobReport, error) {
 		done := make(chan result, 1)
 		go func() {
-			rep, err := jobs.Wait(c, f.Topo, spec.Tenant, spec.JobID, onStatus)
+			rep, err := jobs.Wait(c, f.Topo, spec.Tenant, spec.JobID, watch)
 			done <- result{rep, err}
 		}()
 		select {
@@ -134,12 +149,25 @@ func waitOrCancel(ctx context.Context, f *fleet.Fleet, spec *schemas.JobSpec, de
 	// The deadline: cancel the job and take its report, the figures so far.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelGrace)
 	defer cancel()
+	// A job that cannot be cancelled, or gives no report in the grace,
+	// still ends the command as a timeout, with what its status said.
+	partial := func(why string) (schemas.JobReport, error) {
+		rep := schemas.JobReport{Tenant: spec.Tenant, JobID: spec.JobID, Task: spec.Task, TaskVersion: spec.TaskVersion,
+			Params: spec.Params, ParamsRef: spec.ParamsRef, K: spec.K, State: schemas.StateCancelled, Reason: why}
+		lastMu.Lock()
+		if st := last; st != nil {
+			rep.Steps, rep.TotalSteps, rep.Errors = st.Steps, st.TotalSteps, st.Errors
+			rep.Samples, rep.Votes, rep.RedFlagged = st.Samples, st.Votes, st.RedFlagged
+		}
+		lastMu.Unlock()
+		return rep, errTimedOut{job: spec.JobID, timeout: x.timeout, rep: rep}
+	}
 	if _, err := jobs.Control(cctx, f.Topo, spec.Tenant, spec.JobID, schemas.ControlCancel); err != nil && !errors.Is(err, jobs.ErrFinished) {
-		return schemas.JobReport{}, fmt.Errorf("job %s did not finish within --timeout %s, and cancelling it failed: %w", spec.JobID, x.timeout, err)
+		return partial(fmt.Sprintf("did not finish within --timeout %s, and cancelling it failed: %v", x.timeout, err))
 	}
 	rep, err = wait(cctx)
 	if err != nil {
-		return schemas.JobReport{}, fmt.Errorf("job %s did not finish within --timeout %s; no report after cancelling it: %w", spec.JobID, x.timeout, err)
+		return partial(fmt.Sprintf("did not finish within --timeout %s; no report within %s of cancelling it: %v", x.timeout, cancelGrace, err))
 	}
 	if rep.State != schemas.StateCancelled {
 		return rep, nil // it ended on its own as the timeout came

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/inputs"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/topology"
@@ -96,6 +97,7 @@ specs come from --task-file files, or from a fleet's task registry (--nats).
 					return err
 				}
 				cfg.Tasks = fallbackSource{tasks, reg}
+				cfg.Inputs = inputs.New(reg.js, bus.DefaultNamespace, inputs.Config{})
 			} else {
 				cfg.Tasks = tasks
 			}

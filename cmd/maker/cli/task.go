@@ -130,10 +130,11 @@ func taskInitCmd(e *env) *cobra.Command {
 
 func taskTestCmd(e *env) *cobra.Command {
 	var (
-		jf     jobFlags
-		sf     simFlags
-		steps  int64
-		asJSON bool
+		jf      jobFlags
+		sf      simFlags
+		steps   int64
+		asJSON  bool
+		timeout time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "test FILE --params JSON",
@@ -178,19 +179,31 @@ tested this way (the simulated model cannot answer it).`,
 				return err
 			}
 			// A reference may give null for some params (classify.yaml's,
-			// without truth): the simulated model could only fail to answer.
+			// without truth), fail, or be refused by the spec's own answer
+			// rules: the simulated model could only fail to answer.
 			if in, ok := inst.(*spec.Instance); ok {
-				if _, _, err := in.Reference(in.Initial()); errors.Is(err, spec.ErrNoReference) {
+				_, _, err := in.ReferenceReply(in.Initial())
+				switch {
+				case errors.Is(err, spec.ErrNoReference):
 					return usagef("%s: its reference gives no answer (null) for these params: the simulated model cannot answer it (give params it answers, or run it against a real model with maker run --task-file)", args[0])
+				case err != nil:
+					return usagef("%s: step 0: %v", args[0], err)
 				}
 			}
 			job.StepLimit = steps
 			opts := fleetOptions{sim: simCfg, concurrency: 16, log: e.logger(slog.LevelWarn)}
-			rep, err := runJob(cmd.Context(), opts, &job, src, nil)
+			rep, err := runJobX(cmd.Context(), opts, &job, src, nil, runExtras{timeout: timeout})
+			var timedOut errTimedOut
+			if err != nil && !errors.As(err, &timedOut) {
+				return err
+			}
+			if perr := printReport(e.stdout, rep, asJSON); perr != nil {
+				return perr
+			}
 			if err != nil {
 				return err
 			}
-			return printReport(e.stdout, rep, asJSON)
+			return testVerdict(rep, steps)
 		},
 	}
 	addJobFlags(cmd, &jf, "the simulated model's accuracy")
@@ -201,7 +214,26 @@ tested this way (the simulated model cannot answer it).`,
 	cmd.Flags().Lookup("params").Usage = "the job's params as JSON (checked against the spec's params schema), or @FILE to read them from a file"
 	cmd.Flags().Int64Var(&steps, "steps", 20, "stop after this many decided steps (0: run the whole job)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "cancel the job after this long and print its partial report (exit 124); 0: no limit")
 	return cmd
+}
+
+// errTestFailed: a task test's job did not pass; the report says why.
+var errTestFailed = errors.New("the test job did not pass")
+
+// testVerdict is nil when a task test's job passed: solved, or stopped at
+// its step limit (--steps) with no wrong step; otherwise an error naming
+// the state and reason (exit 1), so that `maker task test` can gate CI.
+func testVerdict(rep schemas.JobReport, steps int64) error {
+	switch {
+	case rep.State == schemas.StateSolved:
+		return nil
+	case rep.State == schemas.StateUnsolved && steps > 0 && rep.Steps == steps && rep.Errors == 0:
+		return nil
+	case rep.Errors > 0:
+		return fmt.Errorf("%w: %s with %d wrong step(s) (the verifier's): %s", errTestFailed, rep.State, rep.Errors, rep.Reason)
+	}
+	return fmt.Errorf("%w: %s: %s", errTestFailed, rep.State, rep.Reason)
 }
 
 func taskRegisterCmd(e *env) *cobra.Command {

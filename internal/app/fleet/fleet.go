@@ -32,6 +32,7 @@ import (
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/app/devserver"
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/inputs"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/pricetable"
 	"github.com/makerfleet/makerfleet/internal/simllm"
@@ -112,6 +113,8 @@ type Fleet struct {
 	// registered in the fleet's task registry.
 	Tasks    *task.Registry
 	Registry *taskreg.Registry
+	// Inputs is the fleet's inputs store (jobs' params by reference).
+	Inputs *inputs.Store
 	// NC, JS and Topo are the fleet's own client connection and topology.
 	NC   *nats.Conn
 	JS   jetstream.JetStream
@@ -185,6 +188,7 @@ func Start(ctx context.Context, o Options) (_ *Fleet, err error) {
 	}
 	f.mu.Lock()
 	f.Registry = taskreg.New(f.Topo.Tasks, f.Tasks, taskspec.CompileSpec)
+	f.Inputs = inputs.New(f.JS, f.Topo.NS, inputs.Config{})
 	f.mu.Unlock()
 	for _, p := range o.Prices {
 		if _, err := pricetable.Set(ctx, f.Topo.Prices, p); err != nil {
@@ -294,6 +298,7 @@ func (f *Fleet) startModel(ctx context.Context, o Options) error {
 	// The simulated model answers task specs from the fleet's registry
 	// (set once the topology is up; a request before that finds none).
 	o.Sim.Tasks = registrySource{f}
+	o.Sim.Inputs = inputsSource{f}
 	f.simHints = f.ModelURL == ""
 	switch {
 	case f.ModelURL != "":
@@ -372,6 +377,19 @@ func (f *Fleet) Close() {
 	for i := len(closers) - 1; i >= 0; i-- {
 		closers[i]()
 	}
+}
+
+// inputsSource reads the fleet's inputs store, once it exists.
+type inputsSource struct{ f *Fleet }
+
+func (s inputsSource) Get(ctx context.Context, ref string) ([]byte, error) {
+	s.f.mu.Lock()
+	in := s.f.Inputs
+	s.f.mu.Unlock()
+	if in == nil {
+		return nil, fmt.Errorf("%w: the fleet is starting", inputs.ErrNoStore)
+	}
+	return in.Get(ctx, ref)
 }
 
 // registrySource finds tasks in the fleet's registry, once it exists.

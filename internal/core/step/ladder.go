@@ -112,7 +112,9 @@ func (m *Machine) noConsensus(rt schemas.RungTally, tally []schemas.TallyEntry) 
 		reason = fmt.Sprintf("step %d drew %d samples on %d rungs (the stronger model's cap last) without a candidate leading by k=%d",
 			m.Step, n, len(m.prior)+1, m.K())
 	}
-	m.log.Warn("no consensus within the sample cap", "step", m.Step, "rung", nc.Rung, "samples", m.counters.Next, "tally", tallyText(tally))
+	reason += m.flagsText(rt)
+	m.log.Warn("no consensus within the sample cap", "step", m.Step, "rung", nc.Rung, "samples", m.counters.Next, "tally", tallyText(tally),
+		"red_flags", rt.RedFlags, "last_red_flag", m.lastFlag[1])
 	return m.finish(schemas.StateNoConsensus, reason, nc)
 }
 
@@ -245,4 +247,36 @@ func tallyText(t []schemas.TallyEntry) string {
 		return "(no valid votes)"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// maxFlagDetail bounds the red flag detail a reason quotes.
+const maxFlagDetail = 300
+
+// flagsText says, for a step that ended without consensus, how many of
+// its samples were votes and red flags by reason, and what the last red
+// flag said: when every sample is a red flag the cause is in there (a
+// model that cannot answer, a spec whose own reference its answer rules
+// refuse).
+func (m *Machine) flagsText(rt schemas.RungTally) string {
+	if rt.RedFlagged == 0 {
+		return ""
+	}
+	reasons := make([]string, 0, len(rt.RedFlags))
+	for r := range rt.RedFlags {
+		reasons = append(reasons, r)
+	}
+	slices.Sort(reasons)
+	var b strings.Builder
+	fmt.Fprintf(&b, ": %d valid votes, %d red flags (", rt.Valid, rt.RedFlagged)
+	for i, r := range reasons {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", r, rt.RedFlags[r])
+	}
+	b.WriteString(")")
+	if m.lastFlag[0] != "" && m.lastFlag[1] != "" {
+		fmt.Fprintf(&b, "; the last, %s: %s", m.lastFlag[0], m.lastFlag[1])
+	}
+	return b.String()
 }

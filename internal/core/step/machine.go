@@ -32,15 +32,18 @@ import (
 // before a restart), Paused (a cancel overriding a pause) and SinceCkpt
 // (after it stored a checkpoint).
 type Machine struct {
-	spec     schemas.JobSpec
-	Params   json.RawMessage // the task's canonical params
-	Inst     task.Instance
-	verifier task.Verifier
-	log      *slog.Logger
-	token    int64  // the lease token the job runs under
-	owner    string // this coordinator's id
-	every    int    // decided steps between checkpoints
-	crashAt  CrashPoint
+	spec   schemas.JobSpec
+	Params json.RawMessage // the task's canonical params, when they travel inline
+	// ParamsRef names the params in the inputs store when they travel by
+	// reference (schemas.JobSpec.ParamsRef); Params is then nil.
+	ParamsRef string
+	Inst      task.Instance
+	verifier  task.Verifier
+	log       *slog.Logger
+	token     int64  // the lease token the job runs under
+	owner     string // this coordinator's id
+	every     int    // decided steps between checkpoints
+	crashAt   CrashPoint
 
 	// Control is what the registry last asked of the job (run, pause,
 	// cancel); the shell keeps it current, the machine obeys it at step
@@ -82,9 +85,12 @@ type Machine struct {
 	Pending    map[int]*pending // published, unanswered, by index
 	counters   vote.Counters    // as Redis last said
 	seen       map[int]string   // indices the tally holds → red-flag reason ("" for a vote)
-	published  int              // requests published for this step, re-publishes included
-	answered   int              // results settled for this step, any outcome
-	SinceCkpt  int              // journal entries since the last checkpoint
+	// lastFlag is the open step's last red flag's reason and detail, for
+	// the reason a job that ends there gives.
+	lastFlag  [2]string
+	published int // requests published for this step, re-publishes included
+	answered  int // results settled for this step, any outcome
+	SinceCkpt int // journal entries since the last checkpoint
 
 	// the last decided step, to recognise its answers delivered again
 	prev struct {
@@ -193,7 +199,7 @@ type Config struct {
 // initial state (resume moves it on).
 func New(spec schemas.JobSpec, inst task.Instance, cfg Config) *Machine {
 	m := &Machine{
-		spec: spec, Params: inst.Params(), Inst: inst, log: cfg.Log,
+		spec: spec, Params: inst.Params(), ParamsRef: spec.ParamsRef, Inst: inst, log: cfg.Log,
 		token: cfg.Token, owner: cfg.Owner, every: cfg.CheckpointEvery, crashAt: cfg.CrashAt,
 		Control:    schemas.ControlRun,
 		State:      inst.Initial(),
@@ -204,6 +210,9 @@ func New(spec schemas.JobSpec, inst task.Instance, cfg Config) *Machine {
 		seen:       map[int]string{},
 		caps:       newCapabilities(cfg.SampleKey),
 		price:      cfg.Price,
+	}
+	if m.ParamsRef != "" {
+		m.Params = nil
 	}
 	m.verifier, _ = inst.(task.Verifier)
 	m.Tokens.On = cfg.TokensByModel
@@ -245,6 +254,7 @@ func (m *Machine) resetStep() {
 	m.counters = vote.Counters{Step: m.Step, Epoch: m.Epoch}
 	clear(m.Pending)
 	clear(m.seen)
+	m.lastFlag = [2]string{}
 	clear(m.Ahead.votes)
 	m.Ahead.open = 0
 	m.forgetPrompts()

@@ -116,6 +116,9 @@ func (m *Machine) OnResults(now time.Time, batch []Incoming) []Action {
 		}
 		m.Batch = append(m.Batch, Received{msg: i, Res: res})
 		samples = append(samples, sampleOf(res))
+		if res.Outcome == schemas.OutcomeRedFlag {
+			m.lastFlag = [2]string{res.RedFlag, clip(res.Detail, maxFlagDetail)}
+		}
 		m.Stalled, m.Unserved = time.Time{}, nil // the open step is answered
 	}
 	if len(samples) > 0 {

@@ -88,6 +88,7 @@ func (m *Machine) request(now time.Time, step int64, state task.State, index, at
 		TaskVersion:     m.spec.TaskVersion,
 		TaskHash:        m.spec.TaskHash,
 		Params:          m.Params,
+		ParamsRef:       m.ParamsRef,
 		State:           state,
 		Temperature:     temp,
 		Seed:            SampleSeed(m.spec.Seed, step, index),
