@@ -32,6 +32,11 @@ type TaskSpec struct {
 	// an account that does not exist, say): each expression, from params,
 	// is true for params to refuse.
 	ParamChecks []TaskCheck `json:"param_checks,omitempty"`
+	// Let names expressions the others share (a reference's helper, a
+	// wrong generator's): each, from params and state and the lets before
+	// it, is a variable of its name in every expression that sees what it
+	// reads. Evaluated when first read, once per evaluation.
+	Let []TaskLet `json:"let,omitempty"`
 	// Initial is the expression of the state before the first step, from
 	// params.
 	Initial string `json:"initial"`
@@ -125,6 +130,18 @@ type TaskNext struct {
 	// params.
 	Expr string `json:"expr,omitempty"`
 }
+
+// TaskLet is a named expression the spec's other expressions share.
+type TaskLet struct {
+	// Name is the variable's name: 1-32 of a-z, 0-9 and '_', starting
+	// with a letter; not params, state or answer.
+	Name string `json:"name"`
+	// Expr is the expression, from params, state and the lets before it.
+	Expr string `json:"expr"`
+}
+
+// TaskLetNamePattern is a let's name (TaskLet.Name).
+const TaskLetNamePattern = `^[a-z][a-z0-9_]{0,31}$`
 
 // TaskCheck refuses something when its expression holds: a reply (a red
 // flag, its reason the name) or a job's params.

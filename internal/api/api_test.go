@@ -191,7 +191,7 @@ func TestListPages(t *testing.T) {
 // job.
 func TestRefusals(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, options{cfg: api.Config{MaxBodyBytes: 4096}})
+	e := newEnv(t, options{cfg: api.Config{MaxBodyBytes: 4096, MaxJobBytes: 4096}})
 	e.submit(alpha, hanoi(3)) // the fleet's streams hold one job
 	before, seq := e.enqueued()
 	big := `{"task":"hanoi","params":{"disks":3,"pad":"` + strings.Repeat("x", 5000) + `"},"k":2}`

@@ -212,6 +212,7 @@ var fieldRules = map[string]func(*jsonschema.Schema){
 	"JobReport.task_version":       pattern(schemas.TaskSpecVersionPattern),
 	"JobReport.task_hash":          pattern(schemas.TaskHashPattern),
 	"TaskSpec.version":             pattern(schemas.TaskSpecVersionPattern),
+	"TaskLet.name":                 pattern(schemas.TaskLetNamePattern),
 	"TaskSpec.params":              func(p *jsonschema.Schema) { p.Type = "object" },
 	"TaskSpec.initial":             minLength(1),
 	"TaskSpec.max_steps":           minLength(1),

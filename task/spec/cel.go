@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/cost"
+	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
@@ -45,11 +49,16 @@ const (
 // standard functions plus the string, list, set, math and encoder
 // extensions, and the three variables, dynamically typed (their shape is
 // the task's own). Nothing in it does I/O.
-func newEnv() (*cel.Env, error) {
-	return cel.NewEnv(
+func newEnv(lets ...string) (*cel.Env, error) {
+	vars := []cel.EnvOption{
 		cel.Variable(varParams, cel.DynType),
 		cel.Variable(varState, cel.DynType),
 		cel.Variable(varAnswer, cel.DynType),
+	}
+	for _, l := range lets {
+		vars = append(vars, cel.Variable(l, cel.DynType))
+	}
+	return cel.NewEnv(append(vars,
 		ext.Strings(),
 		ext.Lists(ext.ListsVersion(3)),
 		ext.Sets(),
@@ -59,7 +68,8 @@ func newEnv() (*cel.Env, error) {
 		ext.TwoVarComprehensions(),
 		cel.OptionalTypes(),
 		cel.CrossTypeNumericComparisons(true),
-	)
+		authorLib(),
+	)...)
 }
 
 // errTimeout: an evaluation ran past EvalTimeout. Unlike every other
@@ -70,6 +80,7 @@ var errTimeout = fmt.Errorf("took longer than %s", EvalTimeout)
 // expr is a compiled expression, ready to evaluate.
 type expr struct {
 	src  string
+	ast  *cel.Ast
 	prog cel.Program
 	// want is the kind of value it must give: "" for any, or bool, int,
 	// number, list, object.
@@ -78,7 +89,10 @@ type expr struct {
 
 // compileExpr compiles src for the given variables and result kind,
 // reporting problems at path.
-func compileExpr(env *cel.Env, d *doc, path, src string, allowed []string, want string) (*expr, Errors) {
+//
+// lets are the spec's let names: references to them are checked against
+// allowed like the three variables'.
+func compileExpr(env *cel.Env, d *doc, path, src string, allowed []string, want string, lets ...string) (*expr, Errors) {
 	if len(src) > maxExprBytes {
 		return nil, Errors{d.problem(path, fmt.Sprintf("expression longer than %d bytes", maxExprBytes))}
 	}
@@ -87,10 +101,14 @@ func compileExpr(env *cel.Env, d *doc, path, src string, allowed []string, want 
 		var probs Errors
 		for _, e := range iss.Errors() {
 			p := d.problem(path, "CEL: "+e.Message)
-			// The expression's own line and column, within the field: on
-			// the field's line for a one-line value.
+			// The file's line and column where the error is, inside the
+			// value (a block scalar's too); else the expression's own.
 			if loc := e.Location; loc != nil && loc.Line() > 0 {
-				p.Msg = fmt.Sprintf("CEL (expression line %d, column %d): %s", loc.Line(), loc.Column()+1, e.Message)
+				if line, col, ok := d.exprPos(path, loc.Line(), loc.Column()+1); ok {
+					p.Line, p.Column = line, col
+				} else {
+					p.Msg = fmt.Sprintf("CEL (expression line %d, column %d): %s", loc.Line(), loc.Column()+1, e.Message)
+				}
 			}
 			probs = append(probs, p)
 		}
@@ -98,7 +116,7 @@ func compileExpr(env *cel.Env, d *doc, path, src string, allowed []string, want 
 	}
 	var probs Errors
 	for _, ref := range references(ast) {
-		if ref != varParams && ref != varState && ref != varAnswer {
+		if ref != varParams && ref != varState && ref != varAnswer && !slices.Contains(lets, ref) {
 			continue // a comprehension's or cel.bind's own variable
 		}
 		ok := false
@@ -106,7 +124,11 @@ func compileExpr(env *cel.Env, d *doc, path, src string, allowed []string, want 
 			ok = ok || ref == a
 		}
 		if !ok {
-			probs = append(probs, d.problem(path, fmt.Sprintf("%q is not available here (this expression sees %v)", ref, allowed)))
+			what := "is not available here"
+			if slices.Contains(lets, ref) {
+				what = "(a let) reads what is not available here, or comes later"
+			}
+			probs = append(probs, d.problem(path, fmt.Sprintf("%q %s (this expression sees %v)", ref, what, allowed)))
 		}
 	}
 	if t := ast.OutputType(); want != "" && !fits(t, want) {
@@ -123,7 +145,7 @@ func compileExpr(env *cel.Env, d *doc, path, src string, allowed []string, want 
 	if err != nil {
 		return nil, Errors{d.problem(path, "CEL: "+err.Error())}
 	}
-	return &expr{src: src, prog: prog, want: want}, nil
+	return &expr{src: src, ast: ast, prog: prog, want: want}, nil
 }
 
 // references lists the variables an expression reads.
@@ -295,4 +317,68 @@ func native(v ref.Val, depth int) (any, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("a %s value has no JSON form", v.Type().TypeName())
+}
+
+// answerFields lists the fields of the answer an expression reads by
+// name (answer.f, answer["f"], has(answer.f)); whole is set when it uses
+// the answer otherwise (passed on, indexed by a computed key), so its
+// fields cannot be told.
+func answerFields(a *cel.Ast) (fields []string, whole bool) {
+	seen := map[string]bool{}
+	root := celast.NavigateAST(a.NativeRep())
+	for _, e := range celast.MatchDescendants(root, func(e celast.NavigableExpr) bool {
+		return e.Kind() == celast.IdentKind && e.AsIdent() == varAnswer
+	}) {
+		parent, ok := e.Parent()
+		field := ""
+		switch {
+		case ok && parent.Kind() == celast.SelectKind:
+			field = parent.AsSelect().FieldName()
+		case ok && parent.Kind() == celast.CallKind && parent.AsCall().FunctionName() == operators.Index:
+			if args := parent.AsCall().Args(); len(args) == 2 && args[1].Kind() == celast.LiteralKind {
+				if s, isStr := args[1].AsLiteral().Value().(string); isStr {
+					field = s
+				}
+			}
+		}
+		if field == "" {
+			whole = true
+			continue
+		}
+		if !seen[field] {
+			seen[field] = true
+			fields = append(fields, field)
+		}
+	}
+	sort.Strings(fields)
+	return fields, whole
+}
+
+// let is a compiled named expression (schemas.TaskLet).
+type let struct {
+	name string
+	e    *expr
+}
+
+// withLets adds the lets to vars, each evaluated when an expression first
+// reads it and kept for the rest of that evaluation; a failure is the
+// reading expression's, naming the let.
+func withLets(vars map[string]any, lets []let) {
+	for _, l := range lets {
+		var (
+			once sync.Once
+			val  ref.Val
+		)
+		vars[l.name] = func() ref.Val {
+			once.Do(func() {
+				v, err := l.e.eval("let "+l.name, vars)
+				if err != nil {
+					val = types.WrapErr(err)
+					return
+				}
+				val = types.DefaultTypeAdapter.NativeToValue(v)
+			})
+			return val
+		}
+	}
 }

@@ -41,6 +41,7 @@ type Task struct {
 	ref      *expr
 	wrong    *expr
 	progress *expr
+	lets     []let
 
 	// bound are recent instances by params: the roles of a fleet in one
 	// process, and a voter's jobs with the same params, share one (and
@@ -110,21 +111,55 @@ func Compile(src []byte) (*Task, error) {
 		return nil, probs
 	}
 	t := &Task{spec: sp, source: bytes.Clone(src), hash: Hash(src), bound: lru.New[string, result[*Instance]](16)}
-	env, err := newEnv()
+	var letNames []string
+	for i, l := range sp.Let {
+		switch {
+		case l.Name == varParams || l.Name == varState || l.Name == varAnswer:
+			add(Errors{d.problem(fmt.Sprintf("let[%d].name", i), fmt.Sprintf("%q is a variable every expression has: give the let another name", l.Name))})
+		case slices.Contains(letNames, l.Name):
+			add(Errors{d.problem(fmt.Sprintf("let[%d].name", i), fmt.Sprintf("%q given twice", l.Name))})
+		default:
+			letNames = append(letNames, l.Name)
+		}
+	}
+	env, err := newEnv(letNames...)
 	if err != nil {
 		return nil, fmt.Errorf("spec: CEL environment: %w", err)
 	}
-	p := []string{varParams}
-	ps := []string{varParams, varState}
-	psa := []string{varParams, varState, varAnswer}
 	compile := func(dst **expr, path, src string, allowed []string, want string) {
 		if src == "" {
 			return
 		}
-		e, errs := compileExpr(env, d, path, src, allowed, want)
+		e, errs := compileExpr(env, d, path, src, allowed, want, letNames...)
 		add(errs)
 		*dst = e
 	}
+	// The lets, in order: each sees params, state and the lets before it;
+	// one that reads state (itself, or through another) is seen only by
+	// expressions that see state.
+	var paramLets, allLets []string
+	for i, l := range sp.Let {
+		if !slices.Contains(letNames, l.Name) || slices.ContainsFunc(t.lets, func(x let) bool { return x.name == l.Name }) {
+			continue
+		}
+		var e *expr
+		compile(&e, fmt.Sprintf("let[%d].expr", i), l.Expr, append([]string{varParams, varState}, allLets...), "")
+		if e == nil {
+			continue
+		}
+		readsState := false
+		for _, r := range references(e.ast) {
+			readsState = readsState || r == varState || slices.Contains(allLets, r) && !slices.Contains(paramLets, r)
+		}
+		t.lets = append(t.lets, let{name: l.Name, e: e})
+		allLets = append(allLets, l.Name)
+		if !readsState {
+			paramLets = append(paramLets, l.Name)
+		}
+	}
+	p := append([]string{varParams}, paramLets...)
+	ps := append([]string{varParams, varState}, allLets...)
+	psa := append([]string{varParams, varState, varAnswer}, allLets...)
 	var errs Errors
 	t.params, errs = compileSchema(d, "params", sp.Params, true)
 	add(errs)
@@ -153,6 +188,19 @@ func Compile(src []byte) (*Task, error) {
 		}
 	case n.Expr != "":
 		compile(&t.next, "next.expr", n.Expr, psa, "")
+		// next sees the winner's vote: only the vote fields of its answer.
+		// (Unless a vote field is already wrong: one problem, not two.)
+		if t.next != nil && len(sp.Vote) > 0 && !slices.ContainsFunc(sp.Vote, func(f string) bool { return !t.answerHas(f) }) {
+			fields, whole := answerFields(t.next.ast)
+			for _, f := range fields {
+				if !slices.Contains(sp.Vote, f) {
+					add(Errors{d.problem("next.expr", fmt.Sprintf("reads answer.%s, which is not a vote field: next sees only the winner's vote fields %v (add %q to vote)", f, sp.Vote, f))})
+				}
+			}
+			if whole {
+				add(Errors{d.problem("next.expr", fmt.Sprintf("uses the whole answer, but next sees only the winner's vote fields %v: name the fields it reads (answer.f)", sp.Vote))})
+			}
+		}
 	default:
 		add(Errors{d.problem("next", "give field (the answer field that is the next state) or expr")})
 	}

@@ -58,7 +58,16 @@ func TestCompileRefusesBadSpecs(t *testing.T) {
 		{"wrong type", func(s string) string { return strings.Replace(s, "max_steps: params.n", "max_steps: [1]", 1) },
 			[]string{"max_steps (line 8"}},
 		{"CEL syntax", func(s string) string { return strings.Replace(s, "done: state.i == params.n", "done: state.i ==", 1) },
-			[]string{"done (line 18", "CEL (expression line 1"}},
+			[]string{"done (line 18, column 17): CEL: Syntax error"}},
+		{"CEL error in a folded block", func(s string) string {
+			return strings.Replace(s, "done: state.i == params.n", "done: >-\n  state.i ==\n    params.n &&\n  stat.i > 0", 1)
+		}, []string{"done (line 21, column 3): CEL: undeclared reference to 'stat'"}},
+		{"CEL error in a literal block", func(s string) string {
+			return strings.Replace(s, "done: state.i == params.n", "done: |-\n  state.i == params.n\n    && nope", 1)
+		}, []string{"done (line 20, column 8): CEL: undeclared reference to 'nope'"}},
+		{"next reads a field left out of vote", func(s string) string {
+			return strings.Replace(s, "next: {field: next}", "vote: [next]\nnext: {expr: 'answer.note'}", 1)
+		}, []string{"next.expr (line 18", "reads answer.note, which is not a vote field"}},
 		{"CEL type", func(s string) string { return strings.Replace(s, "done: state.i == params.n", "done: '1 + 2'", 1) },
 			[]string{"done", "gives int, want bool"}},
 		{"variable not available", func(s string) string {

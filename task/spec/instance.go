@@ -114,6 +114,7 @@ func (t *Task) bind(raw json.RawMessage) (*Instance, error) {
 		return nil, fmt.Errorf("%w: %s params: %s", task.ErrInvalidParams, t.spec.Name, schemaMessage(err))
 	}
 	vars := map[string]any{varParams: v}
+	withLets(vars, t.lets)
 	for _, c := range t.checks {
 		refuse, err := c.when.eval("param check "+c.name, vars)
 		if err != nil {
@@ -190,6 +191,7 @@ func (in *Instance) vars(s task.State, answer map[string]any) (map[string]any, e
 	if answer != nil {
 		vars[varAnswer] = answer
 	}
+	withLets(vars, in.t.lets)
 	return vars, nil
 }
 

@@ -63,6 +63,17 @@ func (e Errors) Unwrap() error { return ErrInvalid }
 type doc struct {
 	value any
 	pos   map[string][2]int // path → line, column
+	// strs are the string values' own positions and styles, by path
+	// (pos holds a field's key's): where an expression's error is in
+	// the file (exprPos).
+	strs  map[string]strPos
+	lines []string // the source, by line (1 is lines[0])
+}
+
+// strPos is where a string value starts and how it is written.
+type strPos struct {
+	line, col int
+	style     yaml.Style
 }
 
 // problem records msg at path, with the position the file has for it (or
@@ -108,7 +119,7 @@ func load(src []byte) (*doc, error) {
 	case !errors.Is(err, io.EOF):
 		return nil, Errors{yamlProblem(err)}
 	}
-	d := &doc{pos: map[string][2]int{}}
+	d := &doc{pos: map[string][2]int{}, strs: map[string]strPos{}, lines: strings.Split(string(src), "\n")}
 	var probs Errors
 	n := &root
 	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
@@ -201,6 +212,7 @@ func (d *doc) node(n *yaml.Node, path string, depth int, probs *Errors) any {
 			}
 			return f
 		case "!!str":
+			d.strs[path] = strPos{n.Line, n.Column, n.Style}
 			return n.Value
 		default:
 			*probs = append(*probs, d.problem(path, "unsupported YAML type "+n.ShortTag()))
@@ -243,4 +255,78 @@ func sortProblems(ps Errors) {
 		}
 		return a.Path < b.Path
 	})
+}
+
+// exprPos is the file line and column of the expression at path's
+// line eline, column ecol (both from 1): on the value's own line for a
+// one-line value; in a block scalar (| or >, the way long expressions
+// are written) on the content line the position falls in, folded lines
+// joined by a space as YAML joins them. ok is false when it cannot tell.
+func (d *doc) exprPos(path string, eline, ecol int) (line, col int, ok bool) {
+	sp, found := d.strs[path]
+	if !found || eline < 1 || ecol < 1 {
+		return 0, 0, false
+	}
+	switch {
+	case sp.style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0:
+	case eline == 1:
+		if sp.style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+			return sp.line, sp.col + ecol, true // past the quote
+		}
+		return sp.line, sp.col + ecol - 1, true
+	default:
+		return 0, 0, false
+	}
+	// The content starts on the line after the indicator; its
+	// indentation is the first non-blank content line's.
+	indent := -1
+	exprLine, offset := 1, 0
+	first, prevMore := true, false
+	for i := sp.line; i < len(d.lines); i++ { // d.lines[sp.line] is the file's line sp.line+1
+		text := d.lines[i]
+		if strings.TrimSpace(text) == "" {
+			if indent >= 0 && sp.style&yaml.FoldedStyle != 0 {
+				exprLine, offset = exprLine+1, 0 // a blank line folds to a line break
+			}
+			continue
+		}
+		n := len(text) - len(strings.TrimLeft(text, " "))
+		if indent < 0 {
+			indent = n
+		}
+		if n < indent {
+			break // past the block
+		}
+		// Folding keeps the line break around a more-indented line.
+		if more := n > indent; sp.style&yaml.FoldedStyle != 0 && !first && (more || prevMore) {
+			exprLine, offset = exprLine+1, 0
+			prevMore = more
+		} else {
+			prevMore = more
+		}
+		first = false
+		content := text[indent:]
+		if exprLine == eline && ecol <= offset+len(content)+1 {
+			return i + 1, indent + ecol - offset, true
+		}
+		if sp.style&yaml.LiteralStyle != 0 {
+			exprLine++
+			continue
+		}
+		offset += len(content) + 1 // folded: joined by a space
+	}
+	return 0, 0, false
+}
+
+// NameOf is the name a spec file gives, read leniently ("" when it has
+// none it can read): for saying what a file is called even when it does
+// not compile.
+func NameOf(src []byte) string {
+	var v struct {
+		Name string `yaml:"name"`
+	}
+	if len(src) > schemas.MaxTaskSpecBytes || yaml.Unmarshal(src, &v) != nil {
+		return ""
+	}
+	return v.Name
 }

@@ -120,3 +120,34 @@ func TestTaskTestVerdict(t *testing.T) {
 		}
 	})
 }
+
+// TestTaskValidateDryRun: validate --params walks the reference on real
+// params and names the step and the cause of what a compile cannot see:
+// a reference its own answer schema refuses, a template key typo, an
+// expression that fails on these params, params the spec refuses.
+func TestTaskValidateDryRun(t *testing.T) {
+	t.Parallel()
+	file := func(name string, pairs ...string) string { return writeFile(t, name, edit(t, counterSpec, pairs...)) }
+	for _, tc := range []struct {
+		name, file, params string
+		code               int
+		want               string
+	}{
+		{"walks", file("ok.yaml"), `{"n": 5}`, ExitOK, "dry run on --params: 5 step(s) along the reference"},
+		{"reference refused by its schema", file("ref.yaml", `reference: '{"next": state.count + 1}'`, `reference: '{"next": "one"}'`), `{"n": 5}`,
+			ExitUsage, `step 0: the spec's own answer rules refuse its reference answer "{\"next\":\"one\"}"`},
+		{"template key typo", file("tpl.yaml", "  user: 'The count is {{.state.count}}. What comes next?'", "  user: 'The count is {{.state.cont}}.'"), `{"n": 5}`,
+			ExitUsage, `step 0: prompt: `},
+		{"next fails on these params", file("next.yaml", `  expr: '{"count": answer.next}'`, `  expr: '{"count": answer.next + [0, 0][state.count]}'`), `{"n": 5}`,
+			ExitUsage, "step 2: next: "},
+		{"params refused", file("p.yaml"), `{"n": "five"}`, ExitUsage, "params: task: invalid params"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			res := runMain(t, "task", "validate", tc.file, "--params", tc.params)
+			if res.code != tc.code || !strings.Contains(res.stdout, tc.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d and %q", res.code, res.stdout, res.stderr, tc.code, tc.want)
+			}
+		})
+	}
+}

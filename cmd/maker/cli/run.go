@@ -192,7 +192,7 @@ func readSpec(file string) ([]byte, *spec.Task, error) {
 	if err != nil {
 		return nil, nil, usagef("%s: %w", file, err)
 	}
-	if msg := builtinName(t); msg != "" {
+	if msg := builtinName(t.Name()); msg != "" {
 		return nil, nil, usagef("%s: name: %s", file, msg)
 	}
 	return src, t, nil
@@ -200,11 +200,14 @@ func readSpec(file string) ([]byte, *spec.Task, error) {
 
 // builtinName says why a spec named like a built-in task cannot be used
 // (no fleet registers it, so no job runs it); "" for any other name.
-func builtinName(t *spec.Task) string {
-	if _, err := builtin.Registry().Lookup(t.Name()); err != nil {
+func builtinName(name string) string {
+	if name == "" {
 		return ""
 	}
-	return fmt.Sprintf("%q is a built-in task's name; give the spec another name", t.Name())
+	if _, err := builtin.Registry().Lookup(name); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%q is a built-in task's name; give the spec another name", name)
 }
 
 // runJob starts an in-process fleet, registers the task spec src (if any)

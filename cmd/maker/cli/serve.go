@@ -27,6 +27,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/topology"
+	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
 	taskspec "github.com/makerfleet/makerfleet/task/spec"
 )
@@ -61,8 +62,8 @@ create to make it) and reads budgets and samples in flight from the fleet's Redi
 			if (tlsCert == "") != (tlsKey == "") {
 				return usagef("--tls-cert and --tls-key go together")
 			}
-			if cfg.RatePerSec < 0 || cfg.Burst < 0 || cfg.MaxBodyBytes < 0 || cfg.MaxBatchBytes < 0 {
-				return usagef("--rate, --burst, --max-body-bytes and --max-batch-bytes must be >= 0")
+			if cfg.RatePerSec < 0 || cfg.Burst < 0 || cfg.MaxBodyBytes < 0 || cfg.MaxJobBytes < 0 || cfg.MaxBatchBytes < 0 {
+				return usagef("--rate, --burst, --max-body-bytes, --max-job-bytes and --max-batch-bytes must be >= 0")
 			}
 			ctx := cmd.Context()
 			log := e.logger(slog.LevelInfo)
@@ -124,6 +125,7 @@ create to make it) and reads budgets and samples in flight from the fleet's Redi
 	fl.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (with --tls-key)")
 	fl.StringVar(&tlsKey, "tls-key", "", "the certificate's key")
 	fl.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 1<<20, "largest JSON request body (413 above)")
+	fl.Int64Var(&cfg.MaxJobBytes, "max-job-bytes", schemas.MaxParamsBytes+64<<10, "largest job body (POST /v1/jobs), whose params may be as large as the fleet keeps (413 above)")
 	fl.Int64Var(&cfg.MaxBatchBytes, "max-batch-bytes", 256<<20, "largest batch body (413 above)")
 	fl.Int64Var(&cfg.MaxTenantBatchBytes, "tenant-batch-bytes", 512<<20, "most bytes of lines one tenant's open batches hold together (429 above)")
 	fl.IntVar(&cfg.MaxStreamsPerTenant, "tenant-streams", 32, "most event streams one tenant's keys hold open together (429 above)")

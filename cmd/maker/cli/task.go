@@ -15,9 +15,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
 	"github.com/makerfleet/makerfleet/task/spec"
 )
@@ -26,18 +28,23 @@ import (
 func taskCmd(e *env) *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:   "task",
-		Short: "Task specs: write one (init), check it (validate), try it (test), register it with a fleet, list and show them",
+		Short: "Task specs: write one (init), check it (validate), try it (test, render, check), register it with a fleet, list and show them",
 		Long: `A task spec describes a task in a file (YAML or JSON): how a job's params make the
 initial state, the prompt of each step, how a reply is read and voted on, and how
 the next state follows from the winning answer (docs/tasks.md). Register it with a
 running fleet, then submit jobs of it: maker submit --task NAME[@VERSION] --params JSON.`,
 	})
-	cmd.AddCommand(taskValidateCmd(e), taskInitCmd(e), taskTestCmd(e), taskRegisterCmd(e), taskListCmd(e), taskShowCmd(e))
+	cmd.AddCommand(taskValidateCmd(e), taskInitCmd(e), taskTestCmd(e), taskRenderCmd(e), taskCheckCmd(e),
+		taskRegisterCmd(e), taskListCmd(e), taskShowCmd(e))
 	return cmd
 }
 
 func taskValidateCmd(e *env) *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON bool
+		pf     jobFlags // only its params
+		steps  int64
+	)
 	cmd := &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Check a task spec completely; print every problem with its place (exit 2 when there is one)",
@@ -49,12 +56,12 @@ func taskValidateCmd(e *env) *cobra.Command {
 			}
 			t, err := spec.Compile(src)
 			var probs spec.Errors
-			if err == nil {
-				if msg := builtinName(t); msg != "" {
-					probs = spec.Errors{{Path: "name", Msg: msg}}
-				}
-			} else if !errors.As(err, &probs) {
+			if err != nil && !errors.As(err, &probs) {
 				return err
+			}
+			// A built-in's name is said with every other problem.
+			if msg := builtinName(spec.NameOf(src)); msg != "" {
+				probs = append(spec.Errors{{Path: "name", Msg: msg}}, probs...)
 			}
 			if len(probs) > 0 {
 				if asJSON {
@@ -68,15 +75,57 @@ func taskValidateCmd(e *env) *cobra.Command {
 				}
 				return usagef("%s: %d problem(s)", args[0], len(probs))
 			}
+			out := map[string]any{"valid": true, "name": t.Name(), "version": t.Version(), "hash": t.Hash()}
+			if pf.params != "" || len(pf.paramsJSONL) > 0 {
+				walked, err := dryRun(t, &pf, steps)
+				if err != nil {
+					if asJSON {
+						out["valid"], out["problems"] = false, spec.Errors{{Path: "(dry run)", Msg: err.Error()}}
+						if werr := writeJSON(e.stdout, out); werr != nil {
+							return werr
+						}
+					} else {
+						fmt.Fprintf(e.stdout, "%s: dry run on --params: %v\n", args[0], err)
+					}
+					return usagef("%s: the dry run on --params failed after %d step(s)", args[0], walked)
+				}
+				out["dry_run_steps"] = walked
+				if !asJSON {
+					fmt.Fprintf(e.stdout, "%s: dry run on --params: %d step(s) along the reference: prompts, reference answers, next states and done all work\n", args[0], walked)
+				}
+			}
 			if asJSON {
-				return writeJSON(e.stdout, map[string]any{"valid": true, "name": t.Name(), "version": t.Version(), "hash": t.Hash()})
+				return writeJSON(e.stdout, out)
 			}
 			fmt.Fprintf(e.stdout, "%s: ok: %s@%s (%s)\n", args[0], t.Name(), t.Version(), t.Hash())
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&pf.params, "params", "", "also dry-run the spec on these params (JSON, or @FILE): bind them and walk the reference for --steps steps")
+	cmd.Flags().StringArrayVar(&pf.paramsJSONL, "params-jsonl", nil, "with --params: add a params field holding a JSON Lines file's values, FIELD=FILE (repeatable)")
+	cmd.Flags().Int64Var(&steps, "steps", 100, "with --params: the most steps the dry run walks")
 	return cmd
+}
+
+// dryRun binds the params pf names to t and walks its reference for at
+// most steps steps (spec.Instance.DryRun).
+func dryRun(t *spec.Task, pf *jobFlags, steps int64) (int64, error) {
+	if steps < 1 {
+		return 0, usagef("--steps must be >= 1")
+	}
+	params, err := pf.paramsFor(task.Ref{Name: t.Name(), Version: t.Version()})
+	if err != nil {
+		return 0, err
+	}
+	if len(params) > schemas.MaxParamsBytes {
+		return 0, fmt.Errorf("the params are %s, over the fleet's limit of %s", jobs.Bytes(int64(len(params))), jobs.Bytes(schemas.MaxParamsBytes))
+	}
+	inst, err := t.Bind(params)
+	if err != nil {
+		return 0, fmt.Errorf("params: %w", err)
+	}
+	return inst.(*spec.Instance).DryRun(steps)
 }
 
 func taskInitCmd(e *env) *cobra.Command {

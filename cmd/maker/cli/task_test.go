@@ -196,10 +196,12 @@ func TestTaskValidateProblems(t *testing.T) {
 			[]string{"name (line 1, column 1): 'Counter!' does not match pattern '^[a-z][a-z0-9_-]{0,31}$'"}},
 		{"built-in name", edit(t, counterSpec, "name: counter", "name: hanoi"),
 			[]string{`name: "hanoi" is a built-in task's name; give the spec another name`}},
+		{"built-in name and another problem", edit(t, counterSpec, "name: counter", "name: hanoi", "done: state.count == params.n", "done: state.count + 1"),
+			[]string{`name: "hanoi" is a built-in task's name; give the spec another name`, "done (line 21, column 1): gives int, want bool"}},
 		{"CEL syntax error", edit(t, counterSpec, `initial: '{"count": 0}'`, `initial: '{"count": 0'`),
-			[]string{"initial (line 8, column 1): CEL (expression line 1, column 12): Syntax error: "}},
+			[]string{"initial (line 8, column 22): CEL: Syntax error: "}},
 		{"CEL unknown variable", edit(t, counterSpec, "max_steps: params.n", "max_steps: param.n"),
-			[]string{"max_steps (line 9, column 1): CEL (expression line 1, column 1): undeclared reference to 'param'"}},
+			[]string{"max_steps (line 9, column 12): CEL: undeclared reference to 'param'"}},
 		{"CEL variable out of scope", edit(t, counterSpec, `initial: '{"count": 0}'`, `initial: '{"count": state.count}'`),
 			[]string{`initial (line 8, column 1): "state" is not available here (this expression sees [params])`}},
 		{"CEL type: done gives an int", edit(t, counterSpec, "done: state.count == params.n", "done: state.count + 1"),
@@ -225,7 +227,7 @@ func TestTaskValidateProblems(t *testing.T) {
 			"done: state.count == params.n", "done: state.count + 1",
 			`reference: '{"next": state.count + 1}'`, `reference: '{"next": lists.range(100000000).size()}'`,
 		), []string{
-			"initial (line 8, column 1): CEL (expression line 1, column 12): Syntax error: ",
+			"initial (line 8, column 22): CEL: Syntax error: ",
 			"prompt.user (line 11, column 3): template: prompt.user:1: unclosed action",
 			"answer.regex (line 14, column 3): not a valid regular expression: missing closing ]: `[0-`",
 			"done (line 24, column 1): gives int, want bool",
@@ -590,7 +592,7 @@ func TestTaskRegistry(t *testing.T) {
 	invalid := writeFile(t, "bad.yaml", edit(t, counterSpec,
 		"done: state.count == params.n", "done: state.count + 1", "max_steps: params.n", "max_steps: param.n"))
 	res = s.maker(t, "task", "register", invalid)
-	refused(t, res, invalid+": spec: invalid task spec: 2 problem(s):\n  max_steps (line 9, column 1): ")
+	refused(t, res, invalid+": spec: invalid task spec: 2 problem(s):\n  max_steps (line 9, column 12): ")
 	if !strings.Contains(res.stderr, "\n  done (line 21, column 1): gives int, want bool") {
 		t.Errorf("stderr %q lacks the second problem", res.stderr)
 	}

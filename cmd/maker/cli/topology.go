@@ -120,8 +120,11 @@ func printTopology(ctx context.Context, e *env, js jetstream.JetStream, judge bo
 			part = "judge"
 		}
 		stream := d.Name()
-		if d.Kind == topology.Bucket {
+		switch d.Kind {
+		case topology.Bucket:
 			stream = "KV_" + stream
+		case topology.Objects:
+			stream = "OBJ_" + stream
 		}
 		items = append(items, item{d.Name(), stream, d.Kind.String(), part})
 	}

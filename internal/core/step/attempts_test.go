@@ -80,7 +80,7 @@ func TestUnserved(t *testing.T) {
 	h.start()
 	unserved := func(res *schemas.SampleResult) {
 		res.Outcome, res.VoteKey, res.PromptTokens, res.CompletionTokens = schemas.OutcomeUnserved, "", 0, 0
-		res.Model, res.Detail = "gpt-nope", "llm: the provider refuses the key or the model: http status 404: "+strings.Repeat("x", 1000)
+		res.Model, res.Detail = "gpt-nope", "llm: the provider refuses the key or the model: http status 404: "+strings.Repeat("x", 900)
 	}
 	forged := *h.queue[0]
 	forged.Token = "AAAAAAAAAAAAAAAAAAAAAA"
