@@ -368,7 +368,12 @@ func (c *creator) item(ctx context.Context, n int64, line []byte, tooLong bool) 
 	}
 	spec := l.Spec(c.tenant, c.o.Priority)
 	spec.JobID, spec.BatchID, spec.BatchLine, spec.SubmittedAt = schemas.BatchJobID(c.id, n), c.id, n, c.now
-	ref, err := c.resolve(ctx, l.Task, l.TaskVersion)
+	name, version, err := jobs.SplitTask(l.Task, l.TaskVersion)
+	if err != nil {
+		return fail(schemas.BatchErrUnknownTask, "%s", trimInvalid(err))
+	}
+	spec.Task = name
+	ref, err := c.resolve(ctx, name, version)
 	if err != nil {
 		return fail(schemas.BatchErrUnknownTask, "%s", trimInvalid(err))
 	}

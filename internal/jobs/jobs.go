@@ -115,6 +115,10 @@ func prepare(ctx context.Context, spec *schemas.JobSpec, tasks Tasks, admit bool
 	if spec.SubmittedAt.IsZero() {
 		spec.SubmittedAt = time.Now().UTC()
 	}
+	var err error
+	if spec.Task, spec.TaskVersion, err = SplitTask(spec.Task, spec.TaskVersion); err != nil {
+		return err
+	}
 	if spec.TaskHash == "" {
 		ref, err := tasks.Resolve(ctx, spec.Task, spec.TaskVersion)
 		if err != nil {

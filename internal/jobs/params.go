@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
@@ -79,4 +80,18 @@ func Bytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// SplitTask reads a task named as NAME@VERSION (as --task takes it) into
+// its name and version, so that an API request or a batch line may name
+// a version the same way; a version given both ways must agree.
+func SplitTask(task, version string) (string, string, error) {
+	name, v, ok := strings.Cut(task, "@")
+	switch {
+	case !ok:
+		return task, version, nil
+	case version != "" && version != v:
+		return "", "", fmt.Errorf("%w: task %q names version %s, and task_version says %s", ErrInvalid, task, v, version)
+	}
+	return name, v, nil
 }

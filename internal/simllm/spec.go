@@ -62,23 +62,7 @@ func (sp *specs) step(h llm.SimHint) (*specStep, string) {
 	case err != nil:
 		return nil, err.Error()
 	}
-	st := &specStep{right: right}
-	// Only replies the task reads as another vote, each vote once: Wrong
-	// may alter the reference past the answer schema or into a red flag
-	// (a malformed reply, not a wrong one), and may list a vote twice
-	// (which would narrow WrongSpread).
-	wrong, _ := in.Wrong(h.State)
-	seen := map[string]bool{rightKey: true}
-	for _, w := range wrong {
-		r, err := in.Render(h.State, w)
-		if err != nil {
-			continue
-		}
-		if v, err := in.Parse(h.State, r); err == nil && !seen[v.Key] {
-			seen[v.Key] = true
-			st.wrong = append(st.wrong, r)
-		}
-	}
+	st := &specStep{right: right, wrong: in.WrongReplies(h.State, rightKey)}
 	sp.steps.Put(key, st)
 	return st, ""
 }

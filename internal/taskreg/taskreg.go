@@ -131,8 +131,10 @@ func (r *Registry) Register(ctx context.Context, src []byte, by string) (rec sch
 	return *cur, false, nil
 }
 
-// Get returns the record of name@version; with no version, the version
-// registered last.
+// Get returns the record of name@version; with no version, the highest
+// release (CompareVersions: 1.10.0 after 1.9.0, whenever each was
+// registered), or the highest pre-release (2.0.0-rc1) when there is no
+// release.
 func (r *Registry) Get(ctx context.Context, name, version string) (schemas.TaskRecord, error) {
 	if r.kv == nil {
 		return schemas.TaskRecord{}, fmt.Errorf("%w: %s (no registry)", ErrNotFound, name)
@@ -144,6 +146,13 @@ func (r *Registry) Get(ctx context.Context, name, version string) (schemas.TaskR
 		}
 		if len(all) == 0 {
 			return schemas.TaskRecord{}, fmt.Errorf("%w: %s", ErrNotFound, name)
+		}
+		// The highest release; a pre-release only when there is none, as
+		// Go's @latest picks.
+		for i := len(all) - 1; i >= 0; i-- {
+			if !strings.Contains(all[i].TaskVersion, "-") {
+				return all[i], nil
+			}
 		}
 		return all[len(all)-1], nil
 	}
@@ -157,13 +166,14 @@ func (r *Registry) Get(ctx context.Context, name, version string) (schemas.TaskR
 	return *rec, nil
 }
 
-// List returns every registered spec, by name, then registration time.
+// List returns every registered spec, by name, then version
+// (CompareVersions).
 func (r *Registry) List(ctx context.Context) ([]schemas.TaskRecord, error) {
 	return r.versions(ctx, "")
 }
 
-// versions lists the records of name ("" for every name), oldest first per
-// name.
+// versions lists the records of name ("" for every name), lowest
+// version first per name.
 func (r *Registry) versions(ctx context.Context, name string) ([]schemas.TaskRecord, error) {
 	if r.kv == nil {
 		return nil, nil
@@ -195,9 +205,36 @@ func (r *Registry) versions(ctx context.Context, name string) ([]schemas.TaskRec
 		if c := strings.Compare(a.Name, b.Name); c != 0 {
 			return c
 		}
+		if c := CompareVersions(a.TaskVersion, b.TaskVersion); c != 0 {
+			return c
+		}
 		return a.At.Compare(b.At)
 	})
 	return out, nil
+}
+
+// ErrInUse: a registered spec a job not yet finished pins cannot be
+// deleted.
+var ErrInUse = errors.New("taskreg: in use")
+
+// Delete removes name@version from the registry, unless inUse names a
+// job not finished that pinned it (then ErrInUse, naming it). A job
+// already finished keeps its report; a job submitted after cannot name
+// the version. Deleting a version never registered is ErrNotFound.
+func (r *Registry) Delete(ctx context.Context, name, version string, inUse func(ctx context.Context, hash string) (string, error)) error {
+	rec, err := r.Get(ctx, name, version)
+	if err != nil {
+		return err
+	}
+	if job, err := inUse(ctx, rec.Hash); err != nil {
+		return err
+	} else if job != "" {
+		return fmt.Errorf("%w: %s@%s is pinned by job %s, not finished (cancel it, or wait for it to end)", ErrInUse, name, version, job)
+	}
+	if err := r.raw.Delete(ctx, Key(name, version)); err != nil {
+		return fmt.Errorf("taskreg: delete %s@%s: %w", name, version, err)
+	}
+	return nil
 }
 
 // Add makes t, a spec read from a file, known to this registry only (not

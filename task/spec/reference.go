@@ -165,3 +165,27 @@ func clipQuote(s string, n int) string {
 	}
 	return strconv.Quote(s)
 }
+
+// WrongReplies are the replies a model answering s wrongly writes: the
+// spec's wrong answers (or alterations of the reference) as answer.render
+// writes them, only those the task reads as a vote other than rightKey,
+// each vote once. Wrong may alter the reference past the answer schema
+// or into a red flag (a malformed reply, not a wrong one), and may list
+// a vote twice. Empty when the spec can make none: a simulated model
+// then answers every step rightly, whatever its accuracy.
+func (in *Instance) WrongReplies(s task.State, rightKey string) []string {
+	wrong, _ := in.Wrong(s)
+	seen := map[string]bool{rightKey: true}
+	var out []string
+	for _, w := range wrong {
+		r, err := in.Render(s, w)
+		if err != nil {
+			continue
+		}
+		if v, err := in.Parse(s, r); err == nil && !seen[v.Key] {
+			seen[v.Key] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}

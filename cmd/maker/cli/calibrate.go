@@ -181,6 +181,7 @@ The task must know its right answers: hanoi, or a task spec with a reference. Wi
 	fl.StringVar(&jf.task, "task", "hanoi", "task to measure on: a built-in one, or a registered task spec as NAME or NAME@VERSION")
 	fl.StringVar(&taskFile, "task-file", "", "measure on the task spec in FILE (YAML or JSON) instead of --task")
 	fl.StringVar(&jf.params, "params", "", `task params as JSON, e.g. '{"disks":10}', or @FILE (hanoi default: --disks)`)
+	fl.StringArrayVar(&jf.paramsJSONL, "params-jsonl", nil, "FIELD=FILE: set params field FIELD to the JSON values in FILE, one a line (JSON Lines); repeatable")
 	fl.IntVar(&jf.disks, "disks", 10, "hanoi: number of disks when --params is not given")
 	fl.StringVar(&model, "model", envOr("MAKER_MODEL", ""), "model to measure (required; the simulated model answers to any name, e.g. sim-1) [$MAKER_MODEL]")
 	fl.IntVar(&samples, "samples", calibrate.DefaultSamples, "steps drawn, one sample each (1 to 1000000)")

@@ -21,6 +21,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
 	"github.com/makerfleet/makerfleet/task/builtin"
 	"github.com/makerfleet/makerfleet/task/spec"
 )
@@ -89,11 +90,14 @@ the smallest margin that reaches --target at p = --sim-accuracy.`,
 				// calibration (maker calibrate) gives p, if there is one.
 				jf.calibrated = storedCalibration(svc.nats, svc.model)
 			}
-			spec, _, err := jf.spec(cmd, p, fmt.Sprintf("the simulated model's accuracy at temperature %g (--sim-accuracy)", jf.tempRest), valid, tasks)
+			spec, inst, err := jf.spec(cmd, p, fmt.Sprintf("the simulated model's accuracy at temperature %g (--sim-accuracy)", jf.tempRest), valid, tasks)
 			if err != nil {
 				return err
 			}
 			notePFrom(e.stderr, &jf, spec)
+			if svc.llmBaseURL == "" {
+				noteNoWrong(e.stderr, inst, p)
+			}
 			log := e.logger(slog.LevelWarn)
 			opts, err := svc.options(simCfg, log)
 			if err != nil {
@@ -249,6 +253,23 @@ func runJobX(ctx context.Context, opts fleetOptions, job *schemas.JobSpec, src [
 		}
 	}
 	return rep, err
+}
+
+// noteNoWrong warns when the simulated model, at accuracy p below 1, has
+// no wrong answer to give for a spec's first step: it then answers every
+// step rightly, and the job's samples per step say nothing of p.
+func noteNoWrong(w io.Writer, inst task.Instance, p float64) {
+	in, ok := inst.(*spec.Instance)
+	if !ok || p <= 0 || p >= 1 {
+		return
+	}
+	s := in.Initial()
+	key, _, err := in.ReferenceReply(s)
+	if err != nil || len(in.WrongReplies(s, key)) > 0 {
+		return
+	}
+	fmt.Fprintf(w, "maker: warning: the spec gives the simulated model no wrong answer for its first step (add wrong, or answers whose fields it can alter): "+
+		"it answers every such step rightly whatever --sim-accuracy (%.3g), so samples per step will look better than the accuracy implies\n", p)
 }
 
 // progressFor returns a status callback drawing progress on w: a live bar

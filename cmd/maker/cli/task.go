@@ -28,14 +28,14 @@ import (
 func taskCmd(e *env) *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:   "task",
-		Short: "Task specs: write one (init), check it (validate), try it (test, render, check), register it with a fleet, list and show them",
+		Short: "Task specs: write one (init), check it (validate), try it (test, render, check), register it with a fleet, list, show and delete them",
 		Long: `A task spec describes a task in a file (YAML or JSON): how a job's params make the
 initial state, the prompt of each step, how a reply is read and voted on, and how
 the next state follows from the winning answer (docs/tasks.md). Register it with a
 running fleet, then submit jobs of it: maker submit --task NAME[@VERSION] --params JSON.`,
 	})
 	cmd.AddCommand(taskValidateCmd(e), taskInitCmd(e), taskTestCmd(e), taskRenderCmd(e), taskCheckCmd(e),
-		taskRegisterCmd(e), taskListCmd(e), taskShowCmd(e))
+		taskRegisterCmd(e), taskListCmd(e), taskShowCmd(e), taskDeleteCmd(e))
 	return cmd
 }
 
@@ -239,6 +239,7 @@ tested this way (the simulated model cannot answer it).`,
 					return usagef("%s: step 0: %v", args[0], err)
 				}
 			}
+			noteNoWrong(e.stderr, inst, p)
 			job.StepLimit = steps
 			opts := fleetOptions{sim: simCfg, concurrency: 16, log: e.logger(slog.LevelWarn)}
 			rep, err := runJobX(cmd.Context(), opts, &job, src, nil, runExtras{timeout: timeout})

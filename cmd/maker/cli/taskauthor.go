@@ -1,14 +1,22 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/task"
+	"github.com/makerfleet/makerfleet/task/builtin"
 	"github.com/makerfleet/makerfleet/task/spec"
 )
 
@@ -210,4 +218,66 @@ func printCheck(e *env, out map[string]any) {
 		return
 	}
 	fmt.Fprintf(e.stdout, "next state  %s\n", out["next_state"])
+}
+
+// taskDeleteCmd is maker task delete: a registered version removed,
+// unless a job not finished pins it.
+func taskDeleteCmd(e *env) *cobra.Command {
+	var natsURL string
+	cmd := &cobra.Command{
+		Use:   "delete NAME@VERSION",
+		Short: "Remove a registered task spec version (refused while a job not finished pins it)",
+		Long: `delete removes NAME@VERSION from the fleet's task registry. It is refused while a
+job that pinned it (queued, running or paused) has not finished; finished jobs keep
+their reports, which name the version and content hash that ran. The version may be
+registered again later: jobs pin the content hash, so nothing runs a spec it did not
+pin.`,
+		Args: exactArgs(1, "NAME@VERSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, version, err := taskreg.ParseRef(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			if version == "" {
+				return usagef("name the version to delete: %s@VERSION", name)
+			}
+			ctx := cmd.Context()
+			nc, err := bus.Connect(natsURL, "maker-task", natsAuth(ctx))
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			topo, err := topology.Open(ctx, js, topology.Config{StartupWait: 10 * time.Second})
+			if err != nil {
+				return fmt.Errorf("%s: %w", bus.RedactURL(natsURL), err)
+			}
+			reg := taskreg.New(topo.Tasks, builtin.Registry(), spec.CompileSpec)
+			inUse := func(ctx context.Context, hash string) (string, error) {
+				recs, err := jobs.List(ctx, topo, "")
+				if err != nil {
+					return "", err
+				}
+				for _, r := range recs {
+					if !r.Finished && r.Spec.TaskHash == hash {
+						return r.Tenant + "/" + r.JobID, nil
+					}
+				}
+				return "", nil
+			}
+			switch err := reg.Delete(ctx, name, version, inUse); {
+			case errors.Is(err, taskreg.ErrNotFound), errors.Is(err, taskreg.ErrInUse):
+				return usageError{err}
+			case err != nil:
+				return err
+			}
+			fmt.Fprintf(e.stdout, "deleted %s@%s\n", name, version)
+			return nil
+		},
+	}
+	natsFlag(cmd, &natsURL)
+	return cmd
 }

@@ -3,6 +3,10 @@ package cli
 import (
 	"strings"
 	"testing"
+
+	"github.com/makerfleet/makerfleet/internal/jobs"
+	"github.com/makerfleet/makerfleet/internal/topology"
+	"github.com/makerfleet/makerfleet/schemas"
 )
 
 // TestTaskRenderAndCheck: render prints a step's prompt from the state the
@@ -49,5 +53,70 @@ func TestTaskRenderAndCheck(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTaskVersionsAndDelete: "latest" is the highest version, not the
+// last registered; delete is refused while a job not finished pins the
+// version, and works once it has finished.
+func TestTaskVersionsAndDelete(t *testing.T) {
+	t.Parallel()
+	s := startFleetServer(t)
+	v := func(version string) string {
+		return writeFile(t, "counter-"+version+".yaml", edit(t, counterSpec, "version: 1.0.0", "version: "+version))
+	}
+	for _, version := range []string{"1.10.0", "1.9.0", "2.0.0-rc1"} { // registered out of order
+		if res := s.maker(t, "task", "register", v(version)); res.code != ExitOK {
+			t.Fatalf("register %s: exit %d, stderr %q", version, res.code, res.stderr)
+		}
+	}
+	if res := s.maker(t, "task", "show", "counter", "--json"); !strings.Contains(res.stdout, `"task_version": "1.10.0"`) {
+		t.Errorf("show counter: %s; want 1.10.0, the highest release", res.stdout)
+	}
+	res := s.maker(t, "submit", "--task", "counter", "--params", `{"n": 3}`, "--k", "1", "--job-id", "c1")
+	if res.code != ExitOK {
+		t.Fatalf("submit: exit %d, stderr %q", res.code, res.stderr)
+	}
+	topo, err := topology.Open(t.Context(), s.js, topology.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := jobs.Get(t.Context(), topo, schemas.DefaultTenant, "c1")
+	if err != nil || rec.Spec.TaskVersion != "1.10.0" {
+		t.Fatalf("the job pinned %q (%v), want 1.10.0", rec.Spec.TaskVersion, err)
+	}
+	refused(t, s.maker(t, "task", "delete", "counter@1.10.0"), "is pinned by job default/c1, not finished")
+	refused(t, s.maker(t, "task", "delete", "counter"), "name the version to delete")
+	refused(t, s.maker(t, "task", "delete", "counter@7.0.0"), "counter@7.0.0")
+	if err := jobs.MarkFinished(t.Context(), topo, schemas.DefaultTenant, "c1", schemas.StateCancelled); err != nil {
+		t.Fatal(err)
+	}
+	if res := s.maker(t, "task", "delete", "counter@1.10.0"); res.code != ExitOK || res.stdout != "deleted counter@1.10.0\n" {
+		t.Fatalf("delete: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
+	}
+	if got := s.registered(t); len(got) != 2 || !strings.HasPrefix(got[0], "counter@1.9.0 ") || !strings.HasPrefix(got[1], "counter@2.0.0-rc1 ") {
+		t.Errorf("registered after the delete: %v, want 1.9.0 and 2.0.0-rc1 in version order", got)
+	}
+	if res := s.maker(t, "task", "show", "counter", "--json"); !strings.Contains(res.stdout, `"task_version": "1.9.0"`) {
+		t.Errorf("show counter after the delete: %s; want 1.9.0, the highest release left", res.stdout)
+	}
+}
+
+// TestNoWrongAnswersWarning: a spec that gives the simulated model no
+// wrong answer is tested with a warning that its samples per step will
+// not show the accuracy asked for; one that does (multiply's, whose
+// answer fields can be moved) is not.
+func TestNoWrongAnswersWarning(t *testing.T) {
+	t.Parallel()
+	noWrong := writeFile(t, "nowrong.yaml", edit(t, counterSpec,
+		"      next: {type: integer}", "      next: {type: integer}\n    additionalProperties: false",
+		"done: state.count == params.n", "done: state.count == params.n\nred_flags:\n  - name: not_next\n    when: answer.next != state.count + 1"))
+	res := runMain(t, "task", "test", noWrong, "--params", `{"n": 3}`, "--sim-accuracy", "0.9", "--k", "1")
+	if !strings.Contains(res.stderr, "warning: the spec gives the simulated model no wrong answer") {
+		t.Errorf("no warning: exit %d, stderr %q", res.code, res.stderr)
+	}
+	res = runMain(t, "task", "test", example("multiply.yaml"), "--params", `{"a":"12","b":"34"}`, "--sim-accuracy", "0.9", "--k", "2")
+	if strings.Contains(res.stderr, "warning") {
+		t.Errorf("a warning for a spec with wrong answers: %q", res.stderr)
 	}
 }
