@@ -15,6 +15,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
 )
 
 // Budgets, reserve then dispatch (internal/quota: budget.go). Before a
@@ -588,7 +589,7 @@ func (r *jobRun) exhausted(ctx context.Context, why error) error {
 // average (before any is counted: the bound of one).
 func (r *jobRun) finishCost() float64 {
 	m := r.m
-	total := m.Inst.TotalSteps()
+	total := task.PlannedSteps(m.Inst)
 	if r.spec.StepLimit > 0 && r.spec.StepLimit < total {
 		total = r.spec.StepLimit
 	}

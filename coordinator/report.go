@@ -78,8 +78,11 @@ func (r *jobRun) status(state string) schemas.JobStatus {
 	progress := 0.0
 	if p, ok := m.Inst.(task.Progresser); ok && m.State != nil {
 		progress = p.Progress(m.State)
-	} else if total := m.Inst.TotalSteps(); total > 0 {
+	} else if total := task.PlannedSteps(m.Inst); total > 0 {
 		progress = float64(m.Acct.Steps) / float64(total)
+		if progress >= 1 && state == schemas.StateRunning {
+			progress = 0.99 // past its expected steps, a job not done is not done
+		}
 	}
 	st := schemas.JobStatus{
 		Header: schemas.NewHeader(schemas.KindJobStatus),

@@ -43,6 +43,11 @@ type TaskSpec struct {
 	// MaxSteps is the expression of the most steps a job may take, from
 	// params; a job not done after that many steps ends unsolved.
 	MaxSteps string `json:"max_steps"`
+	// ExpectedSteps is the expression of the steps a job usually takes,
+	// from params, when far fewer than MaxSteps (a loop bounded by
+	// max_steps): k, cost forecasts and progress are planned for it.
+	// Default: max_steps.
+	ExpectedSteps string `json:"expected_steps,omitempty"`
 	// Prompt is the step's messages: templates over .state and .params,
 	// holding only what the step needs, never the job's history.
 	Prompt TaskPrompt `json:"prompt"`

@@ -109,6 +109,26 @@ type Drawer interface {
 	DrawState(rng *rand.Rand) (s State, step int64, err error)
 }
 
+// StepsEstimator is implemented by instances whose jobs usually take far
+// fewer steps than TotalSteps, a bound (a loop that ends when its
+// program halts): ExpectedSteps is what planning counts on.
+type StepsEstimator interface {
+	// ExpectedSteps is the steps a job is expected to take, in
+	// [1, TotalSteps].
+	ExpectedSteps() int64
+}
+
+// PlannedSteps is the steps to plan a job of inst for (its k, its cost,
+// its progress): ExpectedSteps when inst gives it, else TotalSteps.
+func PlannedSteps(inst Instance) int64 {
+	if e, ok := inst.(StepsEstimator); ok {
+		if n := e.ExpectedSteps(); n >= 1 && n <= inst.TotalSteps() {
+			return n
+		}
+	}
+	return inst.TotalSteps()
+}
+
 // Progresser is implemented by instances that can tell how far a state is
 // along the task; job status shows it. Without it, progress is decided
 // steps over TotalSteps.

@@ -172,7 +172,9 @@ func startWatch(ctx context.Context, start func(context.Context) (jetstream.KeyW
 		timedOut := errors.Is(context.Cause(actx), errWatchAttempt)
 		cancel(context.Canceled)
 		if ctx.Err() != nil {
-			if err == nil {
+			// The caller's end is the reason, also when an attempt's own
+			// timeout cancelled it a moment before.
+			if err == nil || timedOut || errors.Is(err, context.Canceled) {
 				err = ctx.Err()
 			}
 			return nil, err

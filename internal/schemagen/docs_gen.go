@@ -809,6 +809,7 @@ var docComments = map[string]string{
 	"TaskSpec.Answer":                   "Answer says how a reply is read, strictly: anything else is a red flag.",
 	"TaskSpec.Description":              "Description says what the task does, for people.",
 	"TaskSpec.Done":                     "Done is the expression that says a state is the goal, from state and params.",
+	"TaskSpec.ExpectedSteps":            "ExpectedSteps is the expression of the steps a job usually takes, from params, when far fewer than MaxSteps (a loop bounded by max_steps): k, cost forecasts and progress are planned for it. Default: max_steps.",
 	"TaskSpec.Initial":                  "Initial is the expression of the state before the first step, from params.",
 	"TaskSpec.Let":                      "Let names expressions the others share (a reference's helper, a wrong generator's): each, from params and state and the lets before it, is a variable of its name in every expression that sees what it reads. Evaluated when first read, once per evaluation.",
 	"TaskSpec.MaxSteps":                 "MaxSteps is the expression of the most steps a job may take, from params; a job not done after that many steps ends unsolved.",

@@ -28,6 +28,7 @@ type Task struct {
 	params   *schema
 	initial  *expr
 	maxSteps *expr
+	expected *expr
 	system   *tmpl
 	user     *tmpl
 	reader   reader
@@ -165,6 +166,7 @@ func Compile(src []byte) (*Task, error) {
 	add(errs)
 	compile(&t.initial, "initial", sp.Initial, p, "")
 	compile(&t.maxSteps, "max_steps", sp.MaxSteps, p, "int")
+	compile(&t.expected, "expected_steps", sp.ExpectedSteps, p, "int")
 	compile(&t.done, "done", sp.Done, ps, "bool")
 	compile(&t.ref, "reference", sp.Reference, ps, "") // an object, or null
 	compile(&t.wrong, "wrong", sp.Wrong, ps, "list")

@@ -23,6 +23,7 @@ type Instance struct {
 	params    any
 	paramsRaw json.RawMessage
 	total     int64
+	expected  int64 // expected_steps, or total
 	initial   task.State
 
 	// Recent results, by state: every sample of a step reads the same
@@ -152,6 +153,16 @@ func (t *Task) bind(raw json.RawMessage) (*Instance, error) {
 	if in.total = n.(int64); in.total < 1 || in.total > MaxSteps {
 		return nil, fmt.Errorf("%w: max_steps is %d for these params, want 1 to %d", task.ErrInvalidParams, in.total, int64(MaxSteps))
 	}
+	in.expected = in.total
+	if t.expected != nil {
+		e, err := t.expected.eval("expected_steps", vars)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", task.ErrInvalidParams, err)
+		}
+		if in.expected = e.(int64); in.expected < 1 || in.expected > in.total {
+			return nil, fmt.Errorf("%w: expected_steps is %d for these params, want 1 to max_steps (%d)", task.ErrInvalidParams, in.expected, in.total)
+		}
+	}
 	return in, nil
 }
 
@@ -163,6 +174,10 @@ func (in *Instance) Params() json.RawMessage { return in.paramsRaw }
 
 // Initial implements task.Instance.
 func (in *Instance) Initial() task.State { return in.initial }
+
+// ExpectedSteps implements task.StepsEstimator: expected_steps, or
+// max_steps.
+func (in *Instance) ExpectedSteps() int64 { return in.expected }
 
 // TotalSteps implements task.Instance.
 func (in *Instance) TotalSteps() int64 { return in.total }

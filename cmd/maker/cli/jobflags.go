@@ -208,7 +208,7 @@ func (f *jobFlags) spec(cmd *cobra.Command, p float64, pSource string, validFrac
 		if f.relTarget > 0 && !cmd.Flags().Changed("target") {
 			target = f.relTarget // the start k for the reliability target
 		}
-		k, err = plan.KMin(p, inst.TotalSteps(), target)
+		k, err = plan.KMin(p, task.PlannedSteps(inst), target)
 		if err != nil {
 			return schemas.JobSpec{}, nil, usageError{err}
 		}

@@ -320,8 +320,10 @@ func progressLine(st schemas.JobStatus, elapsed time.Duration) string {
 		perStep = float64(st.Samples) / float64(st.Steps)
 	}
 	eta := ""
-	if rate > 0 && st.Steps < st.TotalSteps && !schemas.Terminal(st.State) {
-		eta = fmt.Sprintf("  eta %s", (time.Duration(float64(st.TotalSteps-st.Steps)/rate) * time.Second).Round(time.Second))
+	if rate > 0 && frac > 0 && frac < 1 && !schemas.Terminal(st.State) {
+		// From progress, not max steps: a task's progress (or its
+		// expected steps) says how far it is better than a bound does.
+		eta = fmt.Sprintf("  eta %s", time.Duration(elapsed.Seconds()*(1-frac)/frac*float64(time.Second)).Round(time.Second))
 	}
 	return fmt.Sprintf("[%s] %5.1f%%  %d/%d steps  %.0f steps/s  %.2f samples/step  %d red-flagged  %d errors%s",
 		bar, 100*frac, st.Steps, st.TotalSteps, rate, perStep, st.RedFlagged, st.Errors, eta)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -119,4 +120,27 @@ func TestNoWrongAnswersWarning(t *testing.T) {
 	if strings.Contains(res.stderr, "warning") {
 		t.Errorf("a warning for a spec with wrong answers: %q", res.stderr)
 	}
+}
+
+// TestExpectedSteps: a loop task whose max_steps is a loose bound plans
+// its k for expected_steps, not for the bound; expected_steps out of
+// [1, max_steps] is refused.
+func TestExpectedSteps(t *testing.T) {
+	t.Parallel()
+	loose := edit(t, counterSpec, "max_steps: params.n", "max_steps: params.n * 1000")
+	planned := edit(t, loose, "max_steps: params.n * 1000", "max_steps: params.n * 1000\nexpected_steps: params.n")
+	k := func(src string) int {
+		t.Helper()
+		res := runMain(t, "task", "test", writeFile(t, "spec.yaml", src), "--params", `{"n": 5}`, "--sim-accuracy", "0.9", "--json")
+		var rep schemas.JobReport
+		if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil || res.code != ExitOK {
+			t.Fatalf("exit %d, %v: %q, stderr %q", res.code, err, res.stdout, res.stderr)
+		}
+		return rep.K
+	}
+	if kl, kp := k(loose), k(planned); kp >= kl {
+		t.Errorf("k %d planned for 5 expected steps, %d for a bound of 5000: want fewer", kp, kl)
+	}
+	bad := writeFile(t, "bad.yaml", edit(t, loose, "max_steps: params.n * 1000", "max_steps: params.n * 1000\nexpected_steps: params.n * 2000"))
+	refused(t, runMain(t, "task", "test", bad, "--params", `{"n": 5}`), "expected_steps is 10000 for these params, want 1 to max_steps (5000)")
 }

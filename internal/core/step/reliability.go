@@ -5,6 +5,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/core/plan"
 	"github.com/makerfleet/makerfleet/schemas"
+	"github.com/makerfleet/makerfleet/task"
 )
 
 // Reliability: each step's margin k (fixed, or adaptive against the job's
@@ -76,10 +77,10 @@ func (m *Machine) estimate() (est, lo, hi float64) {
 	return plan.Wilson(right, n, relZ)
 }
 
-// totalSteps is how many steps the job may take: the task's, or its step
-// limit.
+// totalSteps is how many steps the job is planned for: the task's
+// (task.PlannedSteps: its expected steps when it says), or its step limit.
 func (m *Machine) totalSteps() int64 {
-	total := m.Inst.TotalSteps()
+	total := task.PlannedSteps(m.Inst)
 	if l := m.spec.StepLimit; l > 0 && l < total {
 		total = l
 	}
