@@ -94,6 +94,8 @@ func (r *jobRun) status(state string) schemas.JobStatus {
 	st.SpentUSD, st.ReservedUSD = r.money()
 	if !schemas.Terminal(state) {
 		st.Rung = m.Rung
+	} else if e := m.End; e != nil {
+		st.Reason = e.Reason // why it ended, as its report says
 	}
 	if state == schemas.StateRunning {
 		st.Waiting = waitingOf(m)

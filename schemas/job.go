@@ -405,7 +405,8 @@ type JobStatus struct {
 	// cannot pay for its next samples, or the model the fleet's price
 	// table does not price; or why a running job waits: its open step's
 	// samples unanswered past the sample timeout (no voter serves them, or
-	// the provider refuses the voters), and since when.
+	// the provider refuses the voters), and since when; or, once a job
+	// has ended, why, as its report says.
 	Reason string `json:"reason,omitempty"`
 	// Waiting is set while a running job waits on the fleet, not on
 	// itself: why, and since when. It clears by itself at the next answer.

@@ -489,7 +489,7 @@ var docComments = map[string]string{
 	"JobStatus.FinishCostUSD":           "FinishCostUSD is set on a budget_exhausted job: what finishing it is expected to cost from here.",
 	"JobStatus.JobID":                   "Tenant and JobID name the job.",
 	"JobStatus.Progress":                "Progress is the share of the task done, in [0, 1]: the task's own measure of the current state when it has one, else Steps/TotalSteps.",
-	"JobStatus.Reason":                  "Reason says why a budget_exhausted job stopped: the budget that cannot pay for its next samples, or the model the fleet's price table does not price; or why a running job waits: its open step's samples unanswered past the sample timeout (no voter serves them, or the provider refuses the voters), and since when.",
+	"JobStatus.Reason":                  "Reason says why a budget_exhausted job stopped: the budget that cannot pay for its next samples, or the model the fleet's price table does not price; or why a running job waits: its open step's samples unanswered past the sample timeout (no voter serves them, or the provider refuses the voters), and since when; or, once a job has ended, why, as its report says.",
 	"JobStatus.RedFlagged":              "Samples, Votes, RedFlagged and Errors so far, counted as in the job report.",
 	"JobStatus.ReservedUSD":             "SpentUSD is what the job's counted samples cost so far; ReservedUSD what its samples in flight may still cost (budgets reserve it).",
 	"JobStatus.Rung":                    "Rung is set while the open step is escalated: the stronger model votes on it, or the judge's panel arbitrates it.",

@@ -108,7 +108,7 @@ func TestTaskTestVerdict(t *testing.T) {
 	t.Run("no consensus", func(t *testing.T) {
 		t.Parallel()
 		res := runMain(t, "task", "test", multiply, "--params", `{"a":"1234","b":"567"}`, "--sim-malformed-rate", "0.97", "--max-samples", "4", "--k", "3")
-		if res.code != ExitError || !strings.Contains(res.stdout, "NO_CONSENSUS") || !strings.Contains(res.stderr, "the test job did not pass: no_consensus") {
+		if res.code != ExitError || !strings.Contains(res.stdout, "NO_CONSENSUS") || !strings.Contains(res.stderr, "the test job failed (no_consensus)") {
 			t.Errorf("exit %d, stdout:\n%s\nstderr %q", res.code, res.stdout, res.stderr)
 		}
 	})

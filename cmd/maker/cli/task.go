@@ -269,7 +269,7 @@ tested this way (the simulated model cannot answer it).`,
 }
 
 // errTestFailed: a task test's job did not pass; the report says why.
-var errTestFailed = errors.New("the test job did not pass")
+var errTestFailed = errors.New("the test job failed")
 
 // testVerdict is nil when a task test's job passed: solved, or stopped at
 // its step limit (--steps) with no wrong step; otherwise an error naming
@@ -281,9 +281,9 @@ func testVerdict(rep schemas.JobReport, steps int64) error {
 	case rep.State == schemas.StateUnsolved && steps > 0 && rep.Steps == steps && rep.Errors == 0:
 		return nil
 	case rep.Errors > 0:
-		return fmt.Errorf("%w: %s with %d wrong step(s) (the verifier's): %s", errTestFailed, rep.State, rep.Errors, rep.Reason)
+		return fmt.Errorf("%w (%s) with %d wrong step(s) (the verifier's): %s", errTestFailed, rep.State, rep.Errors, rep.Reason)
 	}
-	return fmt.Errorf("%w: %s: %s", errTestFailed, rep.State, rep.Reason)
+	return fmt.Errorf("%w (%s): %s", errTestFailed, rep.State, rep.Reason)
 }
 
 func taskRegisterCmd(e *env) *cobra.Command {
