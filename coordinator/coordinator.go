@@ -240,7 +240,7 @@ func New(nc *nats.Conn, st *store.Store, cfg Config) (*Coordinator, error) {
 		defer c.mu.Unlock()
 		return len(c.running)
 	})
-	cfg.Metrics.JobsWaiting([]string{schemas.WaitProviderUnavailable, schemas.WaitUnanswered}, func(reason string) int {
+	cfg.Metrics.JobsWaiting([]string{schemas.WaitProviderUnavailable, schemas.WaitTaskRefused, schemas.WaitUnanswered}, func(reason string) int {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		n := 0

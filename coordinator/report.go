@@ -101,6 +101,9 @@ func (r *jobRun) status(state string) schemas.JobStatus {
 		st.Waiting = waitingOf(m)
 		switch w := st.Waiting; {
 		case w == nil:
+		case w.Reason == schemas.WaitTaskRefused:
+			st.Reason = fmt.Sprintf("task_refused: voters cannot run this step's requests (%s) and dead-letter them; since %s",
+				w.Error, w.Since.UTC().Format(time.RFC3339))
 		case w.Reason == schemas.WaitProviderUnavailable:
 			st.Reason = fmt.Sprintf("provider_unavailable: voters cannot have model %s served (%s); samples handed back since %s; the job resumes by itself once a voter can serve it",
 				modelName(w.Model), w.Error, w.Since.UTC().Format(time.RFC3339))
@@ -167,6 +170,9 @@ func waitingOf(m *step.Machine) *schemas.JobWaiting {
 		since := u.At
 		if !m.Stalled.IsZero() && m.Stalled.Before(since) {
 			since = m.Stalled
+		}
+		if u.Task {
+			return &schemas.JobWaiting{Reason: schemas.WaitTaskRefused, Error: u.Error, Since: since}
 		}
 		return &schemas.JobWaiting{Reason: schemas.WaitProviderUnavailable, Model: u.Model, Error: u.Error, Since: since}
 	}

@@ -424,15 +424,20 @@ const (
 	// WaitUnanswered: the open step's samples go unanswered past the
 	// sample timeout with no word from any voter (none running or ready?).
 	WaitUnanswered = "unanswered"
+	// WaitTaskRefused: voters refuse the open step's requests because
+	// they cannot run them (the task, its params or the state: params no
+	// longer in the inputs store, say), and dead-letter them.
+	WaitTaskRefused = "task_refused"
 )
 
 // JobWaiting is why a running job waits on the fleet.
 type JobWaiting struct {
-	// Reason is provider_unavailable or unanswered.
-	Reason string `json:"reason" jsonschema:"enum=provider_unavailable,enum=unanswered"`
+	// Reason is provider_unavailable, task_refused or unanswered.
+	Reason string `json:"reason" jsonschema:"enum=provider_unavailable,enum=task_refused,enum=unanswered"`
 	// Model is the model that could not be served, as the voter names it,
 	// Error the provider's last answer as a voter saw it
-	// (provider_unavailable only).
+	// (provider_unavailable), or why a voter cannot run the request
+	// (task_refused).
 	Model string `json:"model,omitempty"`
 	Error string `json:"error,omitempty"`
 	// Since is when the wait began: the first sample unanswered past the

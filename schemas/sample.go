@@ -258,7 +258,13 @@ const (
 	// of the model is out) and handed it back for another try; this
 	// notice tells the job why it waits (status: provider_unavailable,
 	// the model, the error in Detail). It never counts as a sample.
+	// Cause says whose fault: the provider's (UnservedProvider, the
+	// default) or the request's own (UnservedTask: the voter cannot run
+	// the task, its params or its state; status: task_refused).
 	OutcomeUnserved = "unserved"
+	// UnservedProvider and UnservedTask are an unserved notice's causes.
+	UnservedProvider = "provider"
+	UnservedTask     = "task"
 	// MaxUnservedDetail bounds what a job keeps of an unserved notice's
 	// Detail (its status shows it).
 	MaxUnservedDetail = 300
@@ -318,6 +324,9 @@ type SampleResult struct {
 	// Detail explains a red flag (or an unserved notice), briefly: at
 	// most MaxResultDetail bytes.
 	Detail string `json:"detail,omitempty"`
+	// Cause is an unserved notice's cause: provider (the default) or
+	// task.
+	Cause string `json:"cause,omitempty" jsonschema:"enum=,enum=provider,enum=task"`
 	// FinishReason is the model's finish_reason.
 	FinishReason string `json:"finish_reason,omitempty"`
 	// PromptTokens and CompletionTokens are the model's usage figures.
@@ -375,6 +384,12 @@ func (r *SampleResult) Validate() error {
 		}
 	default:
 		return invalid(k, "unknown outcome %q", r.Outcome)
+	}
+	switch {
+	case r.Cause != "" && r.Outcome != OutcomeUnserved:
+		return invalid(k, "only an unserved notice has a cause")
+	case r.Cause != "" && r.Cause != UnservedProvider && r.Cause != UnservedTask:
+		return invalid(k, "cause %q is not provider or task", truncate(r.Cause, 40))
 	}
 	if err := nonNegative(k, count{"prompt_tokens", int64(r.PromptTokens)}, count{"completion_tokens", int64(r.CompletionTokens)}); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/coordinator"
 	"github.com/makerfleet/makerfleet/internal/app/fleettest"
+	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/simllm"
@@ -101,5 +102,29 @@ func TestBigParamsByReference(t *testing.T) {
 	if requests == 0 || inline != 0 || largest > 8<<10 {
 		t.Errorf("%d sample requests seen, %d with params inline, the largest %d bytes; want every one by reference, under 8 KiB",
 			requests, inline, largest)
+	}
+}
+
+// TestRefusedRequestTellsTheJob: a request the voter cannot run (its
+// params by a reference the inputs store does not hold) is dead-lettered
+// as before, and the job is told why, once, as an unserved notice of
+// cause task: its status then says task_refused with the voter's error,
+// where before it only waited, unanswered.
+func TestRefusedRequestTellsTheJob(t *testing.T) {
+	t.Parallel()
+	const tenant, job = "acme", "lost-params"
+	env := fleettest.New(t)
+	results := fleettest.Capture[schemas.SampleResult](env, bus.DefaultNamespace.ResultJobWildcard(tenant, job))
+	prov := newProvider(t, func(map[string]any) (int, string) { return 200, completion(`move = [1, 0, 2]`, 10, 5) })
+	env.StartVoter(prov.client(t), voter.Config{Model: "own-model", Concurrency: 2})
+	lost := schemas.InputRef([]byte(`{"disks": 3, "never": "stored"}`))
+	publish(t, env, sampleRequest(t, tenant, job, 1, func(r *schemas.SampleRequest) { r.Params, r.ParamsRef = nil, lost }))
+	fleettest.Eventually(t, 20*time.Second, func() bool { return len(results.All()) == 1 }, "no notice")
+	r := results.All()[0]
+	if r.Outcome != schemas.OutcomeUnserved || r.Cause != schemas.UnservedTask || !strings.Contains(r.Detail, "not in the inputs store") || r.Token != testToken {
+		t.Errorf("notice %+v, want unserved, cause task, naming the missing params, with the sample's token", r)
+	}
+	if len(prov.received()) != 0 {
+		t.Error("the provider was called for a request the voter cannot run")
 	}
 }

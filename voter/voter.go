@@ -341,12 +341,14 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err != nil {
 		v.malformed.Add(1)
 		v.log.Warn("dropping sample request for a task this voter cannot run", "err", err, "sample", req.SampleID)
+		v.notifyRefused(ctx, msg, &req, err)
 		return bus.Drop(err, "unknown task or params")
 	}
 	prompt, err := inst.Prompt(req.State)
 	if err != nil {
 		v.malformed.Add(1)
 		v.log.Warn("dropping sample request with a bad state", "err", err, "sample", req.SampleID)
+		v.notifyRefused(ctx, msg, &req, err)
 		return bus.Drop(err, "bad state")
 	}
 	// A correlated step's decorrelated sample asks a paraphrase (the
@@ -656,15 +658,28 @@ const unservedEvery = time.Second
 // and err), at most once a second per job. Best effort: the sample is
 // handed back whether or not the notice goes out.
 func (v *Voter) notifyUnserved(ctx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, model string, err error) {
+	v.notify(ctx, msg, req, schemas.SampleResult{Outcome: schemas.OutcomeUnserved, Model: model, Detail: truncate(err.Error(), schemas.MaxUnservedDetail)})
+}
+
+// notifyRefused tells the job its request cannot run here (the task, its
+// params or its state), as an unserved notice of cause task: the job's
+// status then says why it waits, where a dead letter alone says nothing
+// to its tenant.
+func (v *Voter) notifyRefused(ctx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, err error) {
+	v.notify(ctx, msg, req, schemas.SampleResult{Outcome: schemas.OutcomeUnserved, Cause: schemas.UnservedTask, Detail: truncate(err.Error(), schemas.MaxUnservedDetail)})
+}
+
+// notify sends an unserved notice as req's result, at most one a second
+// per job.
+func (v *Voter) notify(ctx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, res schemas.SampleResult) {
 	key := req.Tenant + "/" + req.JobID
 	now := time.Now()
 	if last, ok := v.unserved.Get(key); ok && now.Sub(last) < unservedEvery {
 		return
 	}
 	v.unserved.Put(key, now)
-	res := schemas.SampleResult{Outcome: schemas.OutcomeUnserved, Model: model, Detail: truncate(err.Error(), schemas.MaxUnservedDetail)}
 	if perr := v.publish(ctx, msg, req, &res); perr != nil {
-		v.log.Debug("cannot tell the job its sample is unserved", "err", perr, "sample", req.SampleID)
+		v.log.Debug("cannot tell the job why its sample is not answered", "err", perr, "sample", req.SampleID)
 	}
 }
 

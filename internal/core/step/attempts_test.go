@@ -94,8 +94,19 @@ func TestUnserved(t *testing.T) {
 	if u == nil || u.Model != "gpt-nope" || !strings.Contains(u.Error, "404") || len(u.Error) > schemas.MaxUnservedDetail+len("…") || u.Step != h.m.Step {
 		t.Fatalf("Unserved = %+v, want the model and the 404, clipped", u)
 	}
+	if u.Task {
+		t.Error("a provider's notice read as the task's")
+	}
 	if h.m.Acct.Samples != samples {
 		t.Errorf("the notice counted as a sample: %d, want %d", h.m.Acct.Samples, samples)
+	}
+	// A voter that cannot run the request says so (cause task).
+	h.do(nil, h.m.OnResults(h.now, []Incoming{{Data: h.resultWith(h.queue[0], rightAns(0), func(res *schemas.SampleResult) {
+		unserved(res)
+		res.Model, res.Cause, res.Detail = "", schemas.UnservedTask, "inputs: not in the inputs store: sha256:…"
+	})}}))
+	if u := h.m.Unserved; u == nil || !u.Task || !strings.Contains(u.Error, "not in the inputs store") {
+		t.Fatalf("Unserved = %+v, want the task's cause and the voter's error", u)
 	}
 	h.deliver(1)
 	if h.m.Unserved != nil {

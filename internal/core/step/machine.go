@@ -144,6 +144,7 @@ type Unserved struct {
 	At    time.Time // when the notice came
 	Voter string
 	Step  int64 // the step it was for
+	Task  bool  // the voter cannot run the request itself (schemas.UnservedTask)
 }
 
 // pending is a published sample with no answer yet.

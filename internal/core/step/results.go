@@ -57,7 +57,8 @@ func (m *Machine) OnResults(now time.Time, batch []Incoming) []Action {
 			// Not an answer: the sample stays open (handed back); the
 			// notice only says why the job waits.
 			if res.Step == m.Step && res.Epoch == m.Epoch {
-				m.Unserved = &Unserved{Model: clip(res.Model, 200), Error: clip(res.Detail, schemas.MaxUnservedDetail), At: now, Voter: clip(res.VoterID, 100), Step: res.Step}
+				m.Unserved = &Unserved{Model: clip(res.Model, 200), Error: clip(res.Detail, schemas.MaxUnservedDetail), At: now, Voter: clip(res.VoterID, 100), Step: res.Step,
+					Task: res.Cause == schemas.UnservedTask}
 			}
 			acts = append(acts, settle(i, FateAck, ""))
 			continue
