@@ -135,7 +135,7 @@ func sum(v ref.Val) ref.Val {
 			}
 			float += float64(x)
 		default:
-			return types.NewErr("sum: item %d is a %s, not a number", i, x.Type().(ref.Type).TypeName())
+			return types.NewErr("sum: item %d is a %s, not a number", i, x.Type().TypeName())
 		}
 	}
 	if isF {
