@@ -278,7 +278,15 @@ func TestDashboardInBrowser(t *testing.T) {
 	t.Logf("screenshot of the job's page (%d bytes): %s", len(png), path)
 
 	// Stop the job: the fleet has nothing left to do when the test ends.
+	// The page then says why it ended, as its report does.
 	e.post("/v1/jobs/"+id+"/cancel", nil, &schemas.ControlResult{})
+	wait("the reason the job ended", `document.getElementById("job-state").textContent === "cancelled" && `+
+		`document.getElementById("job-reason").textContent.length > 1`)
+	reason, err := chromedp.Run(run, chromedp.Text(chromedp.ID("job-reason")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the page says the job ended: %s", reason)
 }
 
 // deadline is ctx's deadline.

@@ -392,6 +392,8 @@ function render(v) {
     $('job-waiting').textContent = w ? w.reason + (w.model ? ' (model ' + w.model + ')' : '') +
       (w.error ? ': ' + w.error : '') + ' since ' + w.since : 'no';
     $('job-waiting').className = w ? 'state-waiting' : '';
+    // Why it stopped (a finished or budget-exhausted job), or why it waits.
+    $('job-reason').textContent = st.reason || '–';
     $('job-rung').textContent = st.rung || 'own_model';
     $('job-control').textContent = st.control ? st.control + ' asked' : 'none';
     $('job-coordinator').textContent = st.coordinator || 'none';
