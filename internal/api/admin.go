@@ -29,14 +29,22 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, _ apikey.Prin
 	if err != nil {
 		return fmt.Errorf("%w: %w", jobs.ErrUnavailable, err)
 	}
-	// List is by name, then registration time: the last of a name is its
-	// latest. ?versions=all keeps every version.
+	// List is by name, then version; ?versions=all keeps every version,
+	// else each name's latest (taskreg.Latest).
 	all := r.URL.Query().Get("versions") == "all"
-	for i, rec := range recs {
-		if !all && i+1 < len(recs) && recs[i+1].Name == rec.Name {
-			continue
+	for i := 0; i < len(recs); {
+		j := i
+		for j < len(recs) && recs[j].Name == recs[i].Name {
+			j++
 		}
-		out.Tasks = append(out.Tasks, schemas.TaskInfoOf(rec))
+		if all {
+			for _, rec := range recs[i:j] {
+				out.Tasks = append(out.Tasks, schemas.TaskInfoOf(rec))
+			}
+		} else {
+			out.Tasks = append(out.Tasks, schemas.TaskInfoOf(taskreg.Latest(recs[i:j])))
+		}
+		i = j
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

@@ -176,7 +176,7 @@ func (s *Server) routes() []route {
 
 		{method: http.MethodGet, path: "/v1/tasks", access: tenant, h: s.listTasks, id: "listTasks",
 			summary: "The tasks jobs may name: built-in and registered specs (each spec's latest version)",
-			query:   []param{{"versions", "all: every registered version of each spec, oldest first per name", "string"}},
+			query:   []param{{"versions", "all: every registered version of each spec, by name, then version (semantic order)", "string"}},
 			ok:      http.StatusOK, okBody: jsonOf[schemas.TaskList]()},
 		{method: http.MethodGet, path: "/v1/tasks/{name}", access: tenant, h: s.getTask, id: "getTask",
 			summary: "A task: a built-in, or a registered spec's versions and source (?version=, default the latest)",

@@ -78,4 +78,27 @@ func TestTasks(t *testing.T) {
 	if len(p.Errors) != 1 || p.Errors[0].Path != "/task" {
 		t.Errorf("errors %+v", p.Errors)
 	}
+
+	// Later versions, registered out of order: the latest is the highest
+	// release (1.10.0, not 1.9.0 registered last, nor the 2.0.0-rc1
+	// pre-release), in the listing and for a job naming no version; a job
+	// may name one as NAME@VERSION.
+	for _, version := range []string{"1.10.0", "2.0.0-rc1", "1.9.0"} {
+		body := strings.Replace(string(src), "version: 1.0.0", "version: "+version, 1)
+		e.do(http.MethodPost, "/v1/tasks", e.admin, "application/yaml", strings.NewReader(body)).decode(t, http.StatusCreated, &info)
+	}
+	e.json(http.MethodGet, "/v1/tasks", e.key[beta], nil).decode(t, http.StatusOK, &list)
+	if last := list.Tasks[len(list.Tasks)-1]; last.Name != "multiply" || last.Version != "1.10.0" {
+		t.Errorf("listed latest %+v, want multiply 1.10.0", last)
+	}
+	e.json(http.MethodPost, "/v1/jobs", e.key[beta], `{"task":"multiply","params":{"a":"12","b":"34"},"k":2}`).decode(t, http.StatusCreated, &c)
+	e.json(http.MethodGet, "/v1/jobs/"+c.ID, e.key[beta], nil).decode(t, http.StatusOK, &v)
+	if v.TaskVersion != "1.10.0" {
+		t.Errorf("a job naming no version pinned %q, want 1.10.0", v.TaskVersion)
+	}
+	e.json(http.MethodPost, "/v1/jobs", e.key[beta], `{"task":"multiply@2.0.0-rc1","params":{"a":"12","b":"34"},"k":2}`).decode(t, http.StatusCreated, &c)
+	e.json(http.MethodGet, "/v1/jobs/"+c.ID, e.key[beta], nil).decode(t, http.StatusOK, &v)
+	if v.TaskVersion != "2.0.0-rc1" || v.Task != "multiply" {
+		t.Errorf("a job naming multiply@2.0.0-rc1 pinned %s %q", v.Task, v.TaskVersion)
+	}
 }

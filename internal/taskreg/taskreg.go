@@ -147,14 +147,7 @@ func (r *Registry) Get(ctx context.Context, name, version string) (schemas.TaskR
 		if len(all) == 0 {
 			return schemas.TaskRecord{}, fmt.Errorf("%w: %s", ErrNotFound, name)
 		}
-		// The highest release; a pre-release only when there is none, as
-		// Go's @latest picks.
-		for i := len(all) - 1; i >= 0; i-- {
-			if !strings.Contains(all[i].TaskVersion, "-") {
-				return all[i], nil
-			}
-		}
-		return all[len(all)-1], nil
+		return Latest(all), nil
 	}
 	rec, _, err := r.kv.Get(ctx, Key(name, version))
 	if errors.Is(err, bus.ErrNotFound) {
@@ -164,6 +157,18 @@ func (r *Registry) Get(ctx context.Context, name, version string) (schemas.TaskR
 		return schemas.TaskRecord{}, fmt.Errorf("taskreg: %w", err)
 	}
 	return *rec, nil
+}
+
+// Latest is the latest of one name's records in version order (as List
+// gives them): the highest release, or the highest pre-release when there
+// is no release, as Go's @latest picks.
+func Latest(recs []schemas.TaskRecord) schemas.TaskRecord {
+	for i := len(recs) - 1; i >= 0; i-- {
+		if !strings.Contains(recs[i].TaskVersion, "-") {
+			return recs[i]
+		}
+	}
+	return recs[len(recs)-1]
 }
 
 // List returns every registered spec, by name, then version

@@ -310,7 +310,7 @@ type apiTasks struct{ c *httpapi.Client }
 func (apiTasks) Close() {}
 
 // List is GET /v1/tasks?versions=all: the built-ins, then every version
-// of each spec, by name, then registration.
+// of each spec, by name, then version.
 func (t apiTasks) List(ctx context.Context) ([]schemas.TaskInfo, error) {
 	infos, err := t.c.TaskVersions(ctx)
 	return infos, apiErr(err)
