@@ -232,6 +232,37 @@ func Compile(src []byte) (*Task, error) {
 		return out
 	}
 	t.redFlags = checks("red_flags", sp.RedFlags, psa)
+	// An expression reading an answer field the answer cannot have (a
+	// typo: answer.lable) would fail on every reply.
+	if fields, closed := t.answerFields(); closed {
+		readers := []struct {
+			path string
+			e    *expr
+		}{}
+		if len(sp.Vote) == 0 { // else the vote fields' check above says it
+			readers = append(readers, struct {
+				path string
+				e    *expr
+			}{"next.expr", t.next})
+		}
+		for i, rf := range t.redFlags {
+			readers = append(readers, struct {
+				path string
+				e    *expr
+			}{fmt.Sprintf("red_flags[%d].when", i), rf.when})
+		}
+		for _, r := range readers {
+			if r.e == nil {
+				continue
+			}
+			read, _ := answerFields(r.e.ast)
+			for _, f := range read {
+				if !slices.Contains(fields, f) {
+					add(Errors{d.problem(r.path, fmt.Sprintf("reads answer.%s, which the answer does not have (its fields: %v)", f, fields))})
+				}
+			}
+		}
+	}
 	t.checks = checks("param_checks", sp.ParamChecks, p)
 	if len(probs) > 0 {
 		sortProblems(probs)
@@ -295,6 +326,34 @@ func (t *Task) compileAnswer(d *doc) Errors {
 
 // answerHas reports whether the answer can have field f: a property of
 // the answer schema, or a named group of the pattern.
+// answerFields lists the fields an answer can have, and whether that is
+// all of them: a regex's named groups, or a schema's properties when it
+// allows no others.
+func (t *Task) answerFields() ([]string, bool) {
+	if re := t.reader.re; re != nil {
+		var out []string
+		for _, n := range re.SubexpNames() {
+			if n != "" && !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+		return out, true
+	}
+	var sch struct {
+		Properties           map[string]json.RawMessage `json:"properties"`
+		AdditionalProperties *bool                      `json:"additionalProperties"`
+	}
+	if json.Unmarshal(t.spec.Answer.Schema, &sch) != nil || sch.AdditionalProperties == nil || *sch.AdditionalProperties {
+		return nil, false
+	}
+	out := make([]string, 0, len(sch.Properties))
+	for f := range sch.Properties {
+		out = append(out, f)
+	}
+	slices.Sort(out)
+	return out, true
+}
+
 func (t *Task) answerHas(f string) bool {
 	if re := t.reader.re; re != nil {
 		return slices.Contains(re.SubexpNames(), f)

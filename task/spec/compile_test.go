@@ -65,6 +65,10 @@ func TestCompileRefusesBadSpecs(t *testing.T) {
 		{"CEL error in a literal block", func(s string) string {
 			return strings.Replace(s, "done: state.i == params.n", "done: |-\n  state.i == params.n\n    && nope", 1)
 		}, []string{"done (line 20, column 8): CEL: undeclared reference to 'nope'"}},
+		{"a red flag reads a field the answer does not have", func(s string) string {
+			return strings.Replace(s, "    required: [next]\nnext: {field: next}",
+				"    required: [next]\n    additionalProperties: false\nnext: {field: next}\nred_flags:\n  - name: typo\n    when: answer.nxt == null", 1)
+		}, []string{"red_flags[0].when", "reads answer.nxt, which the answer does not have (its fields: [next])"}},
 		{"next reads a field left out of vote", func(s string) string {
 			return strings.Replace(s, "next: {field: next}", "vote: [next]\nnext: {expr: 'answer.note'}", 1)
 		}, []string{"next.expr (line 18", "reads answer.note, which is not a vote field"}},
