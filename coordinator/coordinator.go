@@ -416,7 +416,9 @@ func (c *Coordinator) register(ctx context.Context, topo *topology.Topology, msg
 		Control: schemas.ControlRun, State: schemas.StateQueued, UpdatedAt: time.Now().UTC(),
 	}
 	var reason string
-	if _, err := jobs.Bind(ctx, c.tasks, c.inputs, spec); err != nil {
+	if _, err := jobs.Bind(ctx, c.tasks, c.inputs, spec); errors.Is(err, inputs.ErrUnavailable) {
+		return err // the job message comes back: not the job's fault
+	} else if err != nil {
 		reason = err.Error()
 		rec.Finished, rec.State = true, schemas.StateFailed
 	} else if err := c.checkPriced(ctx, &spec); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/core/step"
+	"github.com/makerfleet/makerfleet/internal/inputs"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/topology"
@@ -87,6 +88,9 @@ func (c *Coordinator) runJob(ctx context.Context, topo *topology.Topology, token
 	r.control.Store(rec.Control)
 	r.notePerson(rec)
 	inst, err := c.bind(ctx, spec)
+	if errors.Is(err, inputs.ErrUnavailable) {
+		return schemas.JobReport{}, err // not the job's fault: it is tried again
+	}
 	if err != nil {
 		rep := failedReport(spec, err.Error())
 		if perr := r.publishReport(ctx, rep); perr != nil {

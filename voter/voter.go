@@ -754,10 +754,10 @@ func (v *Voter) instance(ctx context.Context, req *schemas.SampleRequest) (task.
 	if req.ParamsRef != "" {
 		b, err := v.inputs.Get(ctx, req.ParamsRef)
 		switch {
-		case errors.Is(err, inputs.ErrNotFound), errors.Is(err, inputs.ErrCorrupt), errors.Is(err, inputs.ErrBadRef), errors.Is(err, inputs.ErrTooBig):
-			return nil, err
-		case err != nil:
+		case errors.Is(err, inputs.ErrUnavailable):
 			return nil, fmt.Errorf("%w: %w", errInputs, err)
+		case err != nil:
+			return nil, err
 		}
 		params = b
 	}

@@ -39,6 +39,9 @@ var (
 	ErrNoStore = errors.New("inputs: the fleet has no inputs store (start a coordinator of this release, or run maker topology create)")
 	// ErrBadRef: not a well-formed reference.
 	ErrBadRef = errors.New("inputs: not an input reference")
+	// ErrUnavailable: the store did not answer (a timeout, the server
+	// away): trying again later may work, unlike every other error here.
+	ErrUnavailable = errors.New("inputs: the inputs store did not answer")
 )
 
 // Config configures a Store.
@@ -94,7 +97,7 @@ func (s *Store) store(ctx context.Context) (jetstream.ObjectStore, error) {
 		return nil, ErrNoStore
 	}
 	if err != nil {
-		return nil, fmt.Errorf("inputs: bind %s: %w", s.bucket, err)
+		return nil, fmt.Errorf("%w: bind %s: %w", ErrUnavailable, s.bucket, err)
 	}
 	s.obs = obs
 	return obs, nil
@@ -116,7 +119,7 @@ func (s *Store) Put(ctx context.Context, data []byte) (string, error) {
 	case err == nil && !info.Deleted && info.Size == uint64(len(data)) && time.Since(info.ModTime) < s.cfg.Refresh:
 		return ref, nil
 	case err != nil && !errors.Is(err, jetstream.ErrObjectNotFound):
-		return "", fmt.Errorf("inputs: look up %s: %w", ref, err)
+		return "", fmt.Errorf("%w: look up %s: %w", ErrUnavailable, ref, err)
 	}
 	if _, err := obs.PutBytes(ctx, ref, data); err != nil {
 		return "", fmt.Errorf("inputs: store %s (%d bytes): %w", ref, len(data), err)
@@ -143,7 +146,7 @@ func (s *Store) Get(ctx context.Context, ref string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, ref)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("inputs: look up %s: %w", ref, err)
+		return nil, fmt.Errorf("%w: look up %s: %w", ErrUnavailable, ref, err)
 	}
 	if info.Size > schemas.MaxParamsBytes {
 		return nil, fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrTooBig, ref, info.Size, schemas.MaxParamsBytes)
@@ -153,7 +156,7 @@ func (s *Store) Get(ctx context.Context, ref string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, ref)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("inputs: read %s: %w", ref, err)
+		return nil, fmt.Errorf("%w: read %s: %w", ErrUnavailable, ref, err)
 	}
 	if schemas.InputRef(b) != ref {
 		return nil, fmt.Errorf("%w: %s", ErrCorrupt, ref)

@@ -126,3 +126,24 @@ func TestStoreRefresh(t *testing.T) {
 		t.Fatalf("read after refresh: %s, %v", got, err)
 	}
 }
+
+// TestStoreUnavailable: a store that does not answer is ErrUnavailable,
+// which callers try again (a job is not failed for it); what the store
+// says (not found) is not.
+func TestStoreUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, js := testkit.Connect(t, testkit.StartNATS(t).URL)
+	ns := bus.Namespace("inputs-away")
+	ensure(ctx, t, js, ns)
+	st := inputs.New(js, ns, inputs.Config{CacheBytes: -1})
+	missing := schemas.InputRef([]byte("never"))
+	if _, err := st.Get(ctx, missing); !errors.Is(err, inputs.ErrNotFound) || errors.Is(err, inputs.ErrUnavailable) {
+		t.Fatalf("not found: %v", err)
+	}
+	nc.Close()
+	if _, err := st.Get(ctx, missing); !errors.Is(err, inputs.ErrUnavailable) {
+		t.Errorf("a closed connection: %v, want ErrUnavailable", err)
+	}
+}
