@@ -425,7 +425,11 @@ func (f *chaosFleet) oracle(jobID string, disks int, rep schemas.JobReport) {
 		bus.DefaultNamespace.SamplesStream(): bus.DefaultNamespace.SampleSubject(schemas.DefaultTenant, jobID),
 		bus.DefaultNamespace.ResultsStream(): bus.DefaultNamespace.ResultJobWildcard(schemas.DefaultTenant, jobID),
 	}
-	waitFor(t, 45*time.Second, "(c) the job's streams empty and nothing un-acked", func() bool {
+	// Results a voter publishes after the job's last owner finished (a
+	// zombie's requests answered late) have no consumer: a coordinator's
+	// orphan sweep removes them, once a minute. So the wait covers two
+	// sweeps.
+	waitFor(t, 130*time.Second, "(c) the job's streams empty and nothing un-acked", func() bool {
 		ctx, cancel := opCtx()
 		defer cancel()
 		for stream, sj := range subjects {
