@@ -44,6 +44,8 @@ func All() []MessageType {
 		{KindCalibration, func() Message { return new(Calibration) }},
 		{KindModelPrice, func() Message { return new(ModelPrice) }},
 		{KindDeployment, func() Message { return new(Deployment) }},
+		{KindVoterPresence, func() Message { return new(VoterPresence) }},
+		{KindCoordinatorPresence, func() Message { return new(CoordinatorPresence) }},
 	}
 }
 
@@ -74,6 +76,8 @@ var (
 	_ Message = (*Calibration)(nil)
 	_ Message = (*ModelPrice)(nil)
 	_ Message = (*Deployment)(nil)
+	_ Message = (*VoterPresence)(nil)
+	_ Message = (*CoordinatorPresence)(nil)
 	_ Message = (*ArbitrationResponse)(nil)
 	_ Message = (*ArbiterDecision)(nil)
 	_ Message = (*TaskRecord)(nil)
