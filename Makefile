@@ -9,9 +9,10 @@ GOFMT    ?= $(shell $(GO) env GOROOT)/bin/gofmt
 # The newest staticcheck; v0.8.2 runs on Go 1.26.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-# The Node checks' packages: the official openai client (simllm) and the
-# MCP TypeScript SDK client and Inspector CLI (maker mcp).
-NPM_DIRS := internal/simllm/testdata/npm cmd/maker/cli/testdata/mcp-npm
+# The Node checks' packages: the official openai client (simllm), the
+# MCP TypeScript SDK client and Inspector CLI (maker mcp), and the
+# TypeScript client's compiler (clients/typescript).
+NPM_DIRS := internal/simllm/testdata/npm cmd/maker/cli/testdata/mcp-npm clients/typescript
 # npm ci writes node_modules/.package-lock.json: older than the lock file
 # means the installed packages are stale.
 NPM_STAMPS := $(addsuffix /node_modules/.package-lock.json,$(NPM_DIRS))
@@ -65,7 +66,7 @@ demo: ## solve 10-disk Towers of Hanoi on an in-process fleet
 
 # The API's OpenAPI document is built from schemas' doc comments
 # (schemas/docs_gen.go): schemas first.
-generate: ## regenerate generated files (schemas/jsonschema, internal/schemagen/docs_gen.go, internal/api/openapi.json and docs/openapi.json, judge/guard/gitleaks_rules.go)
+generate: ## regenerate generated files (schemas/jsonschema, internal/schemagen/docs_gen.go, internal/api/openapi.json and docs/openapi.json, clients/typescript/src/openapi.ts, judge/guard/gitleaks_rules.go)
 	$(GO) generate ./schemas/...
 	$(GO) generate ./...
 
