@@ -70,11 +70,14 @@ export interface BatchOptions extends CallOptions {
 /** A batch line: a job object ({custom_id, task, params, k...}) or a JSON text. */
 export type BatchLine = Record<string, unknown> | string;
 
-/** JobEvent is one event of a job's event stream: its status, or, last, its report. */
+/**
+ * JobEvent is one event of a job's event stream: its status, or, last, its
+ * report. An event of another name (none today) is "other", with its name.
+ */
 export type JobEvent =
   | { event: "status"; data: JobStatus }
   | { event: "report"; data: JobReport }
-  | { event: string; data: unknown };
+  | { event: "other"; name: string; data: unknown };
 
 /** WaitOptions configure waitForResult. */
 export interface WaitOptions extends CallOptions {
@@ -247,7 +250,9 @@ export class MakerClient {
       } catch (e) {
         throw new Error(`makerfleet: ${ev.event} event: ${(e as Error).message}`);
       }
-      yield { event: ev.event, data } as JobEvent;
+      if (ev.event === "status") yield { event: "status", data: data as JobStatus };
+      else if (ev.event === "report") yield { event: "report", data: data as JobReport };
+      else yield { event: "other", name: ev.event, data };
     }
   }
 
@@ -258,8 +263,8 @@ export class MakerClient {
    */
   async waitForResult(id: string, o: WaitOptions = {}): Promise<JobReport> {
     for await (const ev of this.events(id, o)) {
-      if (ev.event === "report") return ev.data as JobReport;
-      if (ev.event === "status") o.onStatus?.(ev.data as JobStatus);
+      if (ev.event === "report") return ev.data;
+      if (ev.event === "status") o.onStatus?.(ev.data);
     }
     return this.getResult(id, o);
   }

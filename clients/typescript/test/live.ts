@@ -75,8 +75,9 @@ let report: JobReport | undefined;
 let after = 0;
 for await (const ev of c.events(id)) {
   if (report) after++;
-  if (ev.event === "status") statuses.push(ev.data as JobStatus);
-  else if (ev.event === "report") report = ev.data as JobReport;
+  if (ev.event === "status") statuses.push(ev.data);
+  else if (ev.event === "report") report = ev.data;
+  else throw new Error(`an event named ${ev.name}`);
 }
 assert.ok(report, "the event stream ended without a report");
 assert.equal(after, 0, "events after the report");
@@ -181,7 +182,8 @@ assert.ok((usage.jobs?.solved ?? 0) >= 2, `usage counts ${JSON.stringify(usage.j
 assert.ok(Array.isArray(await c.deadLetters({ limit: 5 })));
 
 // A key the server does not know: 401.
-const stranger = new MakerClient({ baseUrl, apiKey: "mk_000000000000_" + "x".repeat(43) });
+const unknownKey = ["mk", "0".repeat(12), "x".repeat(43)].join("_");
+const stranger = new MakerClient({ baseUrl, apiKey: unknownKey });
 p = await problem(stranger.listJobs());
 assert.equal(p.status, 401);
 assert.equal(p.kind, "unauthorized");
