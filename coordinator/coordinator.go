@@ -19,6 +19,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/lease"
 	"github.com/makerfleet/makerfleet/internal/metrics"
+	"github.com/makerfleet/makerfleet/internal/presence"
 	"github.com/makerfleet/makerfleet/internal/pricetable"
 	"github.com/makerfleet/makerfleet/internal/service"
 	"github.com/makerfleet/makerfleet/internal/store"
@@ -101,6 +102,14 @@ type Config struct {
 	// none are kept. One Coordinator per Metrics (maker_jobs_running is
 	// its own).
 	Metrics *metrics.Coordinator
+	// Presence configures the coordinator's presence record
+	// (schemas.CoordinatorPresence, internal/presence): renewed every
+	// Presence.Interval (default 5s) while it runs, deleted when it
+	// stops. Its namespace is Bus.Namespace. NoPresence: none.
+	Presence   presence.Config
+	NoPresence bool
+	// Build is the release the presence record names (maker --version).
+	Build string
 
 	// CrashAt and Crash are the fault suite's injection point: when a job
 	// reaches the point CrashAt names ("<point>:<step>", see crash.go) the
@@ -204,6 +213,9 @@ type Coordinator struct {
 	mu      sync.Mutex
 	running map[string]bool   // registry keys of the jobs this coordinator runs
 	waiting map[string]string // of those, the ones waiting on the fleet: why (schemas.JobWaiting)
+	// present: of the jobs it runs, where each stands (presence.go)
+	present map[string]schemas.PresenceJob
+	started time.Time
 
 	// sampleKey is the fleet's key of sample capabilities
 	// (store.SampleKey); set by Run, before any job runs.
@@ -223,6 +235,7 @@ func New(nc *nats.Conn, st *store.Store, cfg Config) (*Coordinator, error) {
 		return nil, fmt.Errorf("coordinator: jetstream: %w", err)
 	}
 	c := &Coordinator{cfg: cfg, nc: nc, js: js, store: st, log: cfg.Logger.With("coordinator", cfg.ID), running: map[string]bool{}, waiting: map[string]string{},
+		present: map[string]schemas.PresenceJob{}, started: time.Now().UTC(),
 		fair: newFairness(st, cfg), prices: pricetable.NewCache(nil),
 		tally: cfg.Storage.Tally, budgets: cfg.Storage.Budgets, journals: cfg.Storage.Journals, registry: cfg.Storage.Registry}
 	if c.tally == nil {
@@ -302,6 +315,8 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	// returns.
 	poke := make(chan struct{}, 1)
 	err = service.Run(ctx,
+		// The presence record (presence.go): first up, last down.
+		service.Started("presence", c.startPresence),
 		// Watch-fed caches of the quotas' and prices' buckets (fair.go).
 		service.Started("quotas and prices", func(ctx context.Context) (func(), error) { return c.startFair(ctx, topo) }),
 		// People's pause, resume, cancel and decide requests, answered by

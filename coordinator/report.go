@@ -66,6 +66,9 @@ func (r *jobRun) publishStatus(ctx context.Context, state string) {
 		why = st.Waiting.Reason
 	}
 	r.c.setWaiting(bus.JobKey(r.spec.Tenant, r.spec.JobID), why)
+	r.c.notePresence(bus.JobKey(r.spec.Tenant, r.spec.JobID), schemas.PresenceJob{
+		Tenant: r.spec.Tenant, ID: r.spec.JobID, State: state, Step: r.m.Acct.Steps, InFlight: len(r.m.Pending),
+	})
 	if state == schemas.StatePaused {
 		st.Coordinator = ""
 	}

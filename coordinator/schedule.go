@@ -166,6 +166,7 @@ func (c *Coordinator) setRunning(key string, on bool) {
 	} else {
 		delete(c.running, key)
 		delete(c.waiting, key)
+		delete(c.present, key)
 	}
 }
 

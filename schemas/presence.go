@@ -40,6 +40,9 @@ const (
 	MaxPresenceConcurrency = 10_000
 	// MaxPresenceRate bounds a voter's samples per second.
 	MaxPresenceRate = 1e6
+	// maxPresenceCount bounds a coordinator's jobs and samples in
+	// flight, so that sums over every record cannot overflow.
+	maxPresenceCount = 1 << 30
 	// maxPresenceText bounds an id, host or build.
 	maxPresenceText = 128
 )
@@ -203,8 +206,8 @@ func (p *CoordinatorPresence) Validate() error {
 	if len(p.Jobs) > MaxPresenceJobs || len(p.Tenants) > MaxPresenceTenants {
 		return invalid(k, "at most %d jobs and %d tenants, got %d and %d", MaxPresenceJobs, MaxPresenceTenants, len(p.Jobs), len(p.Tenants))
 	}
-	if p.JobsMore < 0 {
-		return invalid(k, "jobs_more is negative")
+	if p.JobsMore < 0 || p.JobsMore > maxPresenceCount {
+		return invalid(k, "jobs_more must be between 0 and %d, got %d", maxPresenceCount, p.JobsMore)
 	}
 	for _, j := range p.Jobs {
 		if err := ValidTenant(j.Tenant); err != nil {
@@ -216,16 +219,16 @@ func (p *CoordinatorPresence) Validate() error {
 		if err := checkPresenceText(k, "state", j.State, 32); err != nil {
 			return err
 		}
-		if j.Step < 0 || j.InFlight < 0 {
-			return invalid(k, "job %s/%s: negative step or in_flight", j.Tenant, j.ID)
+		if j.Step < 0 || j.InFlight < 0 || j.InFlight > maxPresenceCount {
+			return invalid(k, "job %s/%s: step and in_flight must be between 0 and %d", j.Tenant, j.ID, maxPresenceCount)
 		}
 	}
 	for _, t := range p.Tenants {
 		if err := ValidTenant(t.Tenant); err != nil {
 			return err
 		}
-		if t.Jobs < 0 || t.InFlight < 0 {
-			return invalid(k, "tenant %s: negative jobs or in_flight", t.Tenant)
+		if t.Jobs < 0 || t.InFlight < 0 || t.Jobs > maxPresenceCount || t.InFlight > maxPresenceCount {
+			return invalid(k, "tenant %s: jobs and in_flight must be between 0 and %d", t.Tenant, maxPresenceCount)
 		}
 	}
 	return checkPresenceTimes(k, p.Started, p.At)

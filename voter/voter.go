@@ -75,6 +75,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/lru"
 	"github.com/makerfleet/makerfleet/internal/metrics"
+	"github.com/makerfleet/makerfleet/internal/presence"
 	"github.com/makerfleet/makerfleet/internal/sampling"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/internal/throttle"
@@ -126,8 +127,21 @@ type Config struct {
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
 	// Metrics receives the voter's metrics (internal/metrics): model
-	// calls are timed and counted, results counted. Nil: none are kept.
+	// calls are timed and counted, results counted. Nil: none are kept
+	// (and the presence record counts no provider errors).
 	Metrics *metrics.Voter
+	// Presence configures the voter's presence record
+	// (schemas.VoterPresence, internal/presence): renewed every
+	// Presence.Interval (default 5s) while it runs, deleted when it
+	// stops. Its namespace is Bus.Namespace.
+	Presence presence.Config
+	// NoPresence: publish no presence record. Default false.
+	NoPresence bool
+	// Build is the release the presence record names (maker --version).
+	Build string
+	// Deployments, when set, lists the provider deployments the voter
+	// calls, for its presence record.
+	Deployments func() []string
 }
 
 func (c *Config) defaults() error {
@@ -200,6 +214,9 @@ type Voter struct {
 	policyRefused, badReplies, noticesIgnored                 atomic.Int64
 	maxDeliver                                                atomic.Int64 // the consumer's MaxDeliver
 	providerRefusals                                          atomic.Int64
+	inFlight                                                  atomic.Int64 // requests in hand
+	started                                                   time.Time
+	rate                                                      rateMeter                     // samples/s between presence records (presence.go)
 	noticeLog                                                 throttle.Every                // spaces the ignored-notice log lines
 	faultLog                                                  throttle.Every                // spaces the provider-refusal log lines
 	faults                                                    faults                        // the provider refusing the key or a model (fault.go)
@@ -222,7 +239,7 @@ func New(nc *nats.Conn, model Model, cfg Config) (*Voter, error) {
 	if cfg.Metrics != nil {
 		model = timedModel{Model: model, met: cfg.Metrics, model: cfg.Model}
 	}
-	return &Voter{cfg: cfg, nc: nc, js: js, model: model, log: cfg.Logger.With("voter", cfg.ID), decided: newTracker(),
+	return &Voter{cfg: cfg, nc: nc, js: js, model: model, log: cfg.Logger.With("voter", cfg.ID), decided: newTracker(), started: time.Now().UTC(),
 		insts: lru.New[string, task.Instance](maxInstances), unserved: lru.New[string, time.Time](maxInstances), noticeLog: throttle.Every{Interval: noticeLogEvery}, faultLog: throttle.Every{Interval: faultLogEvery}}, nil
 }
 
@@ -276,6 +293,8 @@ func (v *Voter) Run(ctx context.Context) error {
 		return fmt.Errorf("voter: %w", err)
 	}
 	v.worker = w // handlers run only once w runs
+	stopPresence := v.startPresence()
+	defer stopPresence()
 	v.log.Info("voter started", "concurrency", v.cfg.Concurrency, "model", v.cfg.Model, "allow_models", v.cfg.Policy.AllowModels,
 		"max_tokens_ceiling", v.cfg.Policy.MaxTokensCeiling, "temperature_max", v.cfg.Policy.TemperatureMax)
 	err = w.Run(ctx)
@@ -309,6 +328,8 @@ const pullWait = time.Second
 // package comment and bus.Worker).
 func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 	v.requests.Add(1)
+	v.inFlight.Add(1)
+	defer v.inFlight.Add(-1)
 	var req schemas.SampleRequest
 	if err := schemas.Decode(msg.Data(), &req); err != nil {
 		v.malformed.Add(1)
@@ -478,7 +499,11 @@ func (v *Voter) draw(ctx context.Context, members []schemas.SampleRequest, call 
 
 // supportsN reports whether the voter may ask its model for n choices.
 func (v *Voter) supportsN(model string) bool {
-	if nm, ok := v.model.(NModel); ok {
+	m := v.model
+	if t, ok := m.(timedModel); ok {
+		m = t.Model // the model the metrics time
+	}
+	if nm, ok := m.(NModel); ok {
 		return nm.SupportsN(model)
 	}
 	return v.cfg.SupportsN && model == v.cfg.Model

@@ -197,6 +197,13 @@ func objWrite(bucket string) []string {
 	return append(objRead(bucket), "$O."+bucket+".>", "$JS.API.STREAM.PURGE.OBJ_"+bucket)
 }
 
+// presenceWrite lets a client bind the presence bucket and put and
+// delete the records under role's keys (<role>.<id>), no other.
+func presenceWrite(ns bus.Namespace, role string) []string {
+	b := ns.PresenceBucket()
+	return []string{"$JS.API.STREAM.INFO." + kvStream(b), "$KV." + b + "." + role + ".>"}
+}
+
 // pull lets a client pull from and ack the durable consumer of a stream.
 func pull(stream, durable string) []string {
 	return []string{
@@ -270,6 +277,9 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 		// The retention sweep's lease (internal/retention); the policies
 		// themselves are the admin's.
 		p.Publish.Allow = append(p.Publish.Allow, "$KV."+n.ns.RetentionBucket()+".sweep.lease")
+		// Its own presence record (internal/presence), never a voter's.
+		p.Publish.Allow = append(p.Publish.Allow, presenceWrite(n.ns, "coordinator")...)
+		p.Publish.Deny = append(p.Publish.Deny, "$KV."+n.ns.PresenceBucket()+".voter.>")
 		p.Publish.Deny = []string{n.subj("result") + ">", n.subj("judge") + ">", n.subj("judge_approve") + ">"}
 		// It creates the quota, API key, price and provider buckets (topology.Ensure)
 		// and may raise their replicas, but never writes, purges or
@@ -308,6 +318,10 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 		p.Publish.Allow = append(p.Publish.Allow, kvRead(n.ns.ProvidersBucket(), ">")...)
 		// Jobs' params kept by reference: read, never written.
 		p.Publish.Allow = append(p.Publish.Allow, objRead(n.ns.InputsBucket())...)
+		// Its presence record (internal/presence): voter.<id> keys only.
+		// Voters share one identity, so one voter could write another
+		// voter's record: a record is a claim, informational only.
+		p.Publish.Allow = append(p.Publish.Allow, presenceWrite(n.ns, "voter")...)
 		p.Subscribe.Allow = []string{inbox, n.subj("decided") + ">"}
 
 	case Judge:
@@ -366,6 +380,9 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 			p.Publish.Allow = append(p.Publish.Allow, "$KV."+b+".>")
 		}
 		p.Publish.Allow = append(p.Publish.Allow, n.readCalibrations()...)
+		// The fleet view (GET /v1/fleet): the presence records, read.
+		p.Publish.Allow = append(p.Publish.Allow, info(nil, []string{n.ns.PresenceBucket()})...)
+		p.Publish.Allow = append(p.Publish.Allow, kvRead(n.ns.PresenceBucket(), ">")...)
 		// Tenants' big params, stored by reference at submit.
 		p.Publish.Allow = append(p.Publish.Allow, objWrite(n.ns.InputsBucket())...)
 		p.Publish.Allow = append(p.Publish.Allow, streamRead(n.ns.DLQStream(), n.subj("dlq")+">")...)

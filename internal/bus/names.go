@@ -94,6 +94,12 @@ func (ns Namespace) RetentionBucket() string { return ns.bucket("retention") }
 // version (internal/calibrate).
 func (ns Namespace) CalibrationsBucket() string { return ns.bucket("calibrations") }
 
+// PresenceBucket holds the voters' and coordinators' presence records
+// (schemas.VoterPresence under voter.<id>, schemas.CoordinatorPresence
+// under coordinator.<id>), each forgotten when its writer stops renewing
+// it (internal/presence).
+func (ns Namespace) PresenceBucket() string { return ns.bucket("presence") }
+
 // BatchesStream holds batches' input lines, one message per line.
 func (ns Namespace) BatchesStream() string { return ns.stream("BATCHES") }
 

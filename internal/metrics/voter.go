@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,10 @@ type Voter struct {
 	latency                      *prometheus.HistogramVec
 	inFlight                     prometheus.Gauge
 	models                       modelLabels // the model label's values (models.go)
+	// failedTotal and limitedTotal are maker_model_errors_total summed
+	// over models and codes (but no_usage), and its code 429: what the
+	// voter's presence record reports (ErrorTotals).
+	failedTotal, limitedTotal atomic.Int64
 }
 
 // NewVoter makes the voter metrics on r.
@@ -80,8 +85,23 @@ func (v *Voter) CallDone(ctx context.Context, model string, took time.Duration, 
 // OnRetry sees the retried ones).
 func (v *Voter) ModelError(model string, err error) {
 	if v != nil && err != nil {
-		v.errors.WithLabelValues(v.models.label(model), ErrorCode(err)).Inc()
+		code := ErrorCode(err)
+		v.errors.WithLabelValues(v.models.label(model), code).Inc()
+		v.failedTotal.Add(1)
+		if code == "429" {
+			v.limitedTotal.Add(1)
+		}
 	}
+}
+
+// ErrorTotals are the failed model call attempts counted so far (every
+// code of maker_model_errors_total but no_usage) and those answered 429
+// among them; 0, 0 for a nil *Voter.
+func (v *Voter) ErrorTotals() (failed, rateLimited int64) {
+	if v == nil {
+		return 0, 0
+	}
+	return v.failedTotal.Load(), v.limitedTotal.Load()
 }
 
 // NoUsage counts a reply of model that came without usage (a stream whose

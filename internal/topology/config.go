@@ -55,6 +55,11 @@ type Config struct {
 	// Limits bound the streams that take messages from outside the
 	// coordinators. Zero fields take the documented defaults.
 	Limits Limits
+	// PresenceTTL is how long the presence bucket keeps a record its
+	// writer stopped renewing: a voter or coordinator silent that long
+	// is gone from the fleet view. It is set when the bucket is created.
+	// Default 30s; at least 1s.
+	PresenceTTL time.Duration
 	// StartupWait bounds how long Ensure keeps retrying while the server
 	// does not answer (starting, restarting, overloaded). Default 60s.
 	StartupWait time.Duration
@@ -161,6 +166,9 @@ func (c *Config) defaults() {
 	if c.StartupWait == 0 {
 		c.StartupWait = 60 * time.Second
 	}
+	if c.PresenceTTL == 0 {
+		c.PresenceTTL = 30 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -171,7 +179,7 @@ func (c *Config) validate() error {
 	if err := c.Namespace.Validate(); err != nil {
 		return err
 	}
-	if c.Replicas < 1 || c.SampleMaxDeliver < 1 || c.SampleAckWait < time.Second || c.JobAckWait < time.Second || c.StartupWait < 0 {
+	if c.Replicas < 1 || c.SampleMaxDeliver < 1 || c.SampleAckWait < time.Second || c.JobAckWait < time.Second || c.StartupWait < 0 || c.PresenceTTL < time.Second {
 		return fmt.Errorf("bus: invalid config %+v", *c)
 	}
 	return nil

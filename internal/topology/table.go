@@ -268,6 +268,17 @@ func Table(ns bus.Namespace, cfg Config, jcfg JudgeConfig) []Decl {
 		fleetKV("batch", ns.BatchesBucket(), "makerfleet batch records"),
 		fleetKV("pricing", ns.PricesBucket(), "makerfleet price table: what each model's tokens cost, set by the operator"),
 		fleetKV("providers", ns.ProvidersBucket(), "makerfleet provider registry: where each model is served and its limits, set by the operator"),
+		// Presence records (internal/presence): each voter and coordinator
+		// renews its own every few seconds; one not renewed for
+		// PresenceTTL is gone. Created with the fleet, not required, so a
+		// fleet made by an older release binds without it (its roles then
+		// publish no presence). In memory: it holds nothing a restart
+		// should keep.
+		kv(Fleet, "presence", false, jetstream.KeyValueConfig{
+			Bucket: ns.PresenceBucket(), Description: "makerfleet presence: live voters and coordinators, each record renewed by its writer",
+			TTL: cfg.PresenceTTL, MaxValueSize: schemas.MaxPresenceBytes, MaxBytes: PresenceBytes,
+			Storage: jetstream.MemoryStorage, Replicas: cfg.Replicas,
+		}),
 		// Jobs' params kept by reference (internal/inputs): created with
 		// the fleet, not required, so a fleet made by an older release
 		// binds without it (a job whose params need it is refused, saying
@@ -318,6 +329,10 @@ func Table(ns bus.Namespace, cfg Config, jcfg JudgeConfig) []Decl {
 // last stored; a coordinator taking a job stores its params again, so
 // they outlive every job that runs within it.
 const InputsTTL = 30 * 24 * time.Hour
+
+// PresenceBytes bounds the presence bucket: full, it refuses new records
+// until old ones expire.
+const PresenceBytes = 32 << 20
 
 // CalibrationHistory is how many calibrations the calibrations bucket
 // keeps per key: the latest and the ones it replaced.
