@@ -106,9 +106,11 @@ func needPython(t *testing.T) string {
 	if err != nil {
 		need(t, "MAKER_REQUIRE_PYTHON", "python3 not found on PATH; the Python client check needs Python >= 3.9")
 	}
-	if out, err := exec.Command(py, "-c", "import sys; sys.exit(sys.version_info < (3, 9))").CombinedOutput(); err != nil {
-		need(t, "MAKER_REQUIRE_PYTHON", fmt.Sprintf("python3 is older than 3.9 (%v %s)", err, out))
+	out, err := exec.Command(py, "-c", "import sys; print(sys.version.split()[0]); sys.exit(sys.version_info < (3, 9))").CombinedOutput()
+	if err != nil {
+		need(t, "MAKER_REQUIRE_PYTHON", fmt.Sprintf("python3 %s is older than 3.9 (%v)", bytes.TrimSpace(out), err))
 	}
+	t.Logf("python3 %s", bytes.TrimSpace(out))
 	return py
 }
 
