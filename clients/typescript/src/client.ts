@@ -386,7 +386,8 @@ export class MakerClient {
       if (v !== undefined && v !== "") q.set(k, String(v));
     }
     if (this.#tenant && (path.startsWith("/v1/jobs") || path === "/v1/dlq")) q.set("tenant", this.#tenant);
-    const url = this.baseUrl + path + (q.size > 0 ? `?${q}` : "");
+    const qs = q.toString();
+    const url = this.baseUrl + path + (qs ? `?${qs}` : "");
     const headers: Record<string, string> = {
       Authorization: `Bearer ${this.#key}`,
       Accept: `${o.accept ?? "application/json"}, application/problem+json`,
