@@ -29,6 +29,16 @@ type StepSummary struct {
 	// Rung is who decided: own_model, stronger_model, panel or person; for
 	// an escalation, the rung climbed to; empty for takeover and end.
 	Rung string `json:"rung,omitempty" jsonschema:"enum=,enum=own_model,enum=stronger_model,enum=panel,enum=person"`
+	// K is the margin the step was sampled at (decision and arbiter
+	// entries; 0 when the entry does not say, as older releases' do): an
+	// adaptive-k job's k schedule, step by step.
+	K int `json:"k,omitempty"`
+	// USD is what the entry's work cost at the fleet's prices (its
+	// answers and arbitration, the report's cost_usd counts), and
+	// UnverifiedUSD what answers the fleet did not price cost at the job's
+	// own pricing: added up over the journal, the job's cost so far.
+	USD           float64 `json:"usd,omitempty"`
+	UnverifiedUSD float64 `json:"unverified_usd,omitempty"`
 	// State and Reason are the job's end (end entries).
 	State  string `json:"state,omitempty"`
 	Reason string `json:"reason,omitempty"`

@@ -275,3 +275,49 @@ func original(ctx context.Context, js jetstream.JetStream, dl schemas.DeadLetter
 	}
 	return raw.Data, nil
 }
+
+// ReplayOutcome is what ReplayDeadLetters did with each dead letter asked,
+// in the order asked.
+type ReplayOutcome struct {
+	// Replayed were published to their original subjects again and
+	// removed from the DLQ.
+	Replayed []schemas.StoredDeadLetter
+	// Refused are those CheckReplay refused, with why: nothing published,
+	// the dead letter kept.
+	Refused []schemas.DLQReplayProblem
+	// Failed could not be replayed for another reason (ErrNoDeadLetter,
+	// ErrOriginalGone, the bus).
+	Failed []ReplayFailure
+}
+
+// ReplayFailure is a dead letter that could not be replayed, and why.
+type ReplayFailure struct {
+	Seq uint64
+	Err error
+}
+
+// ReplayDeadLetters replays each of seqs with ReplayDeadLetter: a refused
+// or failed one stops none of the others (a forged dead letter among them
+// stops none of the real ones). maker dlq replay and POST /v1/dlq/replay
+// both replay through it, so both apply the same checks. It stops early
+// only when ctx ends (the rest are then failed with ctx's error).
+func ReplayDeadLetters(ctx context.Context, js jetstream.JetStream, ns Namespace, seqs []uint64) ReplayOutcome {
+	var out ReplayOutcome
+	for _, seq := range seqs {
+		if err := ctx.Err(); err != nil {
+			out.Failed = append(out.Failed, ReplayFailure{Seq: seq, Err: err})
+			continue
+		}
+		d, err := ReplayDeadLetter(ctx, js, ns, seq)
+		if refusal := (*ReplayRefusal)(nil); errors.As(err, &refusal) {
+			out.Refused = append(out.Refused, schemas.DLQReplayProblem{Seq: seq, Reason: refusal.Reason})
+			continue
+		}
+		if err != nil {
+			out.Failed = append(out.Failed, ReplayFailure{Seq: seq, Err: err})
+			continue
+		}
+		out.Replayed = append(out.Replayed, d)
+	}
+	return out
+}

@@ -21,11 +21,14 @@ import (
 	"github.com/makerfleet/makerfleet/internal/api"
 	"github.com/makerfleet/makerfleet/internal/apikey"
 	"github.com/makerfleet/makerfleet/internal/app/fleettest"
+	"github.com/makerfleet/makerfleet/internal/batch"
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/dashboard"
 	"github.com/makerfleet/makerfleet/internal/llm"
 	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
+	taskspec "github.com/makerfleet/makerfleet/task/spec"
 	"github.com/makerfleet/makerfleet/voter"
 )
 
@@ -59,14 +62,15 @@ func artifactDir(t *testing.T) string {
 	return dir
 }
 
-// dashEnv is the API server with the dashboard on a fleet running a
-// coordinator and a voter on the simulated model, and a key of tenant
-// alpha.
+// dashEnv is the API server with the dashboard (and batches) on a fleet
+// running a coordinator and a voter on the simulated model, a key of
+// tenant alpha and an admin key (tenant ops).
 type dashEnv struct {
 	t     *testing.T
 	fleet *fleettest.Env
 	url   string
 	key   string
+	admin string
 }
 
 func newDashEnv(t *testing.T) *dashEnv {
@@ -83,7 +87,12 @@ func newDashEnv(t *testing.T) *dashEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.New(api.Deps{NC: f.NC, Topo: f.Topo, Tasks: f.Tasks, Auth: keys}, api.Config{Logger: f.Log})
+	admin, _, err := keys.Create(ctx, apikey.CreateOptions{Tenant: "ops", Admin: true, Name: "dashboard admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := batch.NewStore(f.Topo, taskreg.New(f.Topo.Tasks, f.Tasks, taskspec.CompileSpec))
+	srv, err := api.New(api.Deps{NC: f.NC, Topo: f.Topo, Tasks: f.Tasks, Auth: keys, Batches: batches}, api.Config{Logger: f.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,15 +108,25 @@ func newDashEnv(t *testing.T) *dashEnv {
 		Latency: 2 * time.Millisecond})
 	f.StartCoordinator(coordinator.Config{})
 	f.StartVoter(fleettest.SimClient(t, sim, llm.Config{}), voter.Config{Concurrency: 8})
-	return &dashEnv{t: t, fleet: f, url: hs.URL, key: key}
+	return &dashEnv{t: t, fleet: f, url: hs.URL, key: key, admin: admin}
 }
 
 // post sends a JSON body (nil: none) with the key and decodes the 2xx
 // answer into out.
 func (e *dashEnv) post(path string, body, out any) {
 	e.t.Helper()
+	e.send(http.MethodPost, path, e.key, body, out)
+}
+
+// send sends a request with key, a JSON body (nil: none, []byte: as it
+// is, as JSON Lines) and decodes the 2xx answer into out (nil: none).
+func (e *dashEnv) send(method, path, key string, body, out any) {
+	e.t.Helper()
 	var rd *bytes.Reader
-	if body != nil {
+	ct := "application/json"
+	if raw, ok := body.([]byte); ok {
+		rd, ct = bytes.NewReader(raw), "application/jsonl"
+	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			e.t.Fatal(err)
@@ -116,13 +135,13 @@ func (e *dashEnv) post(path string, body, out any) {
 	} else {
 		rd = bytes.NewReader(nil)
 	}
-	req, err := http.NewRequest(http.MethodPost, e.url+path, rd)
+	req, err := http.NewRequest(method, e.url+path, rd)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+e.key)
+	req.Header.Set("Authorization", "Bearer "+key)
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", ct)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -130,10 +149,13 @@ func (e *dashEnv) post(path string, body, out any) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		e.t.Fatalf("POST %s: %d", path, resp.StatusCode)
+		e.t.Fatalf("%s %s: %d", method, path, resp.StatusCode)
+	}
+	if out == nil {
+		return
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		e.t.Fatalf("POST %s: %v", path, err)
+		e.t.Fatalf("%s %s: %v", method, path, err)
 	}
 }
 

@@ -49,6 +49,13 @@ func TestSummarize(t *testing.T) {
 			e.Rung = schemas.RungStrongerModel
 			e.Prior = []schemas.RungTally{{Rung: schemas.RungOwnModel, Counted: 20}}
 		}), schemas.StepSummary{Seq: 11, Type: "escalation", Step: 41, Samples: 20, Rung: "stronger_model", At: at}},
+		{"an adaptive-k step says its k and what its work cost", 14, entry(schemas.EntryDecision, func(e *schemas.JournalEntry) {
+			e.K, e.Votes, e.Lead, e.Counted, e.Valid = 13, 13, 13, 13, 13
+			// 2.5 µ$ of answers at the fleet's prices, 0.25 $ of arbitration
+			// and 0.4 µ$ unpriced.
+			e.Work.SampleCostNanoUSD, e.Work.ArbiterCostUSD, e.Work.UnverifiedCostNanoUSD = 2500, 0.25, 400
+		}), schemas.StepSummary{Seq: 14, Type: "decision", Step: 41, Samples: 13, Counted: 13, Valid: 13, Votes: 13, Lead: 13,
+			Rung: "own_model", K: 13, USD: 0.2500025, UnverifiedUSD: 0.0000004, At: at}},
 		{"takeover", 12, entry(schemas.EntryTakeover, nil),
 			schemas.StepSummary{Seq: 12, Type: "takeover", Step: 41, At: at}},
 		{"end", 13, entry(schemas.EntryEnd, func(e *schemas.JournalEntry) {

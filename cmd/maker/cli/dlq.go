@@ -139,27 +139,23 @@ printed with why, the others are replayed, and the command exits 1.`,
 					return nil
 				}
 			}
-			var replayed []schemas.StoredDeadLetter
+			// One replay for the CLI and the API (POST /v1/dlq/replay): the
+			// same checks, and a refusal stops none of the others.
+			out := bus.ReplayDeadLetters(cmd.Context(), f.topo.JS, f.topo.NS, seqs)
+			replayed := out.Replayed
+			for _, r := range out.Refused {
+				fmt.Fprintf(e.stderr, "refused %d: %s\n", r.Seq, r.Reason)
+			}
 			var errs []error
-			refused := 0
-			for _, seq := range seqs {
-				d, err := bus.ReplayDeadLetter(cmd.Context(), f.topo.JS, f.topo.NS, seq)
-				if refusal := (*bus.ReplayRefusal)(nil); errors.As(err, &refusal) {
-					// Said at once, and the others go on: a forged dead
-					// letter among them stops none of the real ones.
-					refused++
-					fmt.Fprintf(e.stderr, "refused %d: %s\n", seq, refusal.Reason)
-					continue
-				}
-				if err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				replayed = append(replayed, d)
-				if !asJSON {
-					fmt.Fprintf(e.stdout, "replayed %d to %s\n", seq, d.Subject)
+			for _, fl := range out.Failed {
+				errs = append(errs, fl.Err)
+			}
+			if !asJSON {
+				for _, d := range replayed {
+					fmt.Fprintf(e.stdout, "replayed %d to %s\n", d.DLQSeq, d.Subject)
 				}
 			}
+			refused := len(out.Refused)
 			if asJSON {
 				if replayed == nil {
 					replayed = []schemas.StoredDeadLetter{}
