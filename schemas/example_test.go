@@ -87,4 +87,6 @@ func ExampleAll() {
 	// calibration https://makerfleet.dev/schemas/v1/calibration.schema.json
 	// model_price https://makerfleet.dev/schemas/v1/model_price.schema.json
 	// deployment https://makerfleet.dev/schemas/v1/deployment.schema.json
+	// voter_presence https://makerfleet.dev/schemas/v1/voter_presence.schema.json
+	// coordinator_presence https://makerfleet.dev/schemas/v1/coordinator_presence.schema.json
 }

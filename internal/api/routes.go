@@ -75,10 +75,6 @@ func (s *Server) routes() []route {
 		{method: http.MethodGet, path: "/openapi.json", access: public, h: s.openapi, id: "openapi",
 			summary: "This OpenAPI 3.1 document", ok: http.StatusOK,
 			okBody: &content{types: []string{"application/json"}, desc: "the OpenAPI document"}},
-		{method: http.MethodGet, path: "/v1/whoami", access: tenant, h: s.whoami, id: "whoami",
-			summary: "What the request's API key is: its tenant, admin, approver, name and public prefix (never its secret)",
-			desc:    "Any valid key may ask about itself; a client (the dashboard) shows only what the key may use.",
-			ok:      http.StatusOK, okBody: jsonOf[schemas.Whoami]()},
 
 		{method: http.MethodPost, path: "/v1/jobs", access: tenant, h: s.submitJob, id: "submitJob",
 			summary: "Submit a job as the key's tenant",
@@ -195,21 +191,13 @@ func (s *Server) routes() []route {
 		{method: http.MethodGet, path: "/v1/dlq", access: tenant, h: s.listDeadLetters, id: "listDeadLetters",
 			summary: "The key's tenant's dead letters: requests the fleet gave up on, with why, oldest first",
 			desc: "A dead letter too large to keep whole holds a reference (truncated, size, sha256 and its first 4 KiB). " +
-				"Replaying is the operator's (maker dlq replay, or an admin key's POST /v1/dlq/replay).",
+				"Replaying is the operator's (maker dlq replay).",
 			query: []param{
 				{"job", "only this job's dead letters", "string"},
 				{"limit", "most dead letters (default 100, at most 1000)", "integer"},
 				{"tenant", "admin keys only: this tenant's, or every tenant's with \"*\"", "string"},
 			},
 			ok: http.StatusOK, okBody: jsonOf[schemas.DeadLetterList](), errs: []int{400, 403}},
-		{method: http.MethodPost, path: "/v1/dlq/replay", access: admin, h: s.replayDeadLetters, id: "replayDeadLetters",
-			summary: "Replay dead letters (admin): publish each to its original subject again and remove it from the DLQ",
-			desc: "The body names the dead letters by dlq_seq (1 to 1000). Each is replayed as maker dlq replay replays it, " +
-				"with the same checks: a dead letter replays only as a sample request of the job its DLQ subject names, " +
-				"from the samples stream; any other is refused with why and kept. A refused or failed one stops none of " +
-				"the others: the answer lists each as replayed, refused or failed.",
-			body: jsonOf[schemas.DLQReplayBody](), ok: http.StatusOK, okBody: jsonOf[schemas.DLQReplayResult](),
-			errs: []int{403, 413, 415, 422}},
 
 		{method: http.MethodPost, path: "/v1/breakglass", access: tenant, h: s.postBreakGlass, id: "breakGlass",
 			summary: "Ask the judges' panel about a problem that resisted everything else (break glass)",
@@ -229,6 +217,14 @@ func (s *Server) routes() []route {
 		{method: http.MethodGet, path: "/v1/usage", access: tenant, h: s.usage, id: "getUsage",
 			summary: "The key's tenant's spend today, jobs by state, and quota",
 			ok:      http.StatusOK, okBody: jsonOf[schemas.Usage]()},
+		{method: http.MethodGet, path: "/v1/fleet", access: admin, h: s.getFleet, id: "getFleet",
+			summary: "The fleet view (admin): live voters and coordinators, the work queues' lag, totals",
+			desc: "Voters and coordinators come from their presence records (bucket maker_presence), each renewed every " +
+				"5 s and forgotten 30 s after its writer stops: what they claim, shown as claimed (a record that is invalid, " +
+				"oversized or under another's key is left out and counted in skipped). Queues come from JetStream: " +
+				"num_pending is the lag (messages not yet delivered), ack_pending those in a voter's or coordinator's hands. " +
+				"samples_per_s is each voter's own rate between its last two records, summed.",
+			ok: http.StatusOK, okBody: jsonOf[schemas.FleetView](), errs: []int{403}},
 		{method: http.MethodGet, path: "/v1/quotas/{tenant}", access: admin, h: s.getQuota, id: "getQuota",
 			summary: "A tenant's quota (admin; tenant _fleet: the fleet's limits)",
 			ok:      http.StatusOK, okBody: jsonOf[schemas.TenantQuota](), errs: []int{403, 404, 501}},

@@ -240,28 +240,28 @@ export interface ControlResult {
   tenant: string;
 }
 
-/** DLQReplayBody is the body of POST /v1/dlq/replay: the dead letters to replay, by their DLQ sequence (GET /v1/dlq's dlq_seq). */
-export interface DLQReplayBody {
-  /** Seqs are the dead letters' sequences, 1 to 1000 of them, each >= 1. */
-  seqs: number[] | null;
-}
-
-/** DLQReplayProblem is a dead letter not replayed, with why. */
-export interface DLQReplayProblem {
-  /** Reason says why it was not replayed. */
-  reason: string;
-  /** Seq is the dead letter's DLQ sequence. */
-  seq: number;
-}
-
-/** DLQReplayResult is the answer to POST /v1/dlq/replay: each sequence asked, replayed, refused or failed, in the order asked. */
-export interface DLQReplayResult {
-  /** Failed are those that could not be replayed for another reason (no such dead letter, its original gone, the bus). */
-  failed: DLQReplayProblem[] | null;
-  /** Refused are those the replay's checks refused (bus.CheckReplay, as maker dlq replay applies them): nothing published, the dead letter kept. */
-  refused: DLQReplayProblem[] | null;
-  /** Replayed are the dead letters published to their original subjects again and removed from the DLQ. */
-  replayed: StoredDeadLetter[] | null;
+/** CoordinatorPresence is a coordinator's presence record (key coordinator.<id>): who it is and the jobs it runs now. */
+export interface CoordinatorPresence {
+  /** Started is when it started; At when it wrote this record (not before Started). */
+  at: string;
+  /** Build is the coordinator's release (maker --version; at most 128 bytes). */
+  build?: string;
+  /** Host is the coordinator's host name (at most 128 bytes). */
+  host?: string;
+  /** ID is the coordinator's instance id: 1 to 128 bytes of printable UTF-8. Its key is coordinator.<PresenceKeyToken(id)>. */
+  id: string;
+  /** Jobs are the jobs it runs now, by tenant and id; at most MaxPresenceJobs (JobsMore counts those left out). */
+  jobs: PresenceJob[] | null;
+  /** JobsMore counts the jobs it runs beyond those listed. */
+  jobs_more?: number;
+  /** Kind is the stable message kind name. */
+  kind: string;
+  /** Started is when it started; At when it wrote this record (not before Started). */
+  started: string;
+  /** Tenants are its running jobs and samples in flight, by tenant; at most MaxPresenceTenants. */
+  tenants: TenantInFlight[] | null;
+  /** Version is the wire version, always Version (1). */
+  version: number;
 }
 
 /** DeadLetterList is the answer to GET /v1/dlq: the tenant's dead letters (requests the fleet gave up on, with why), oldest first. */
@@ -304,6 +304,50 @@ export interface FieldError {
   message: string;
   /** Path is the field's JSON pointer in the request, e.g. "/params/disks"; "" for the whole body. */
   path: string;
+}
+
+/** FleetTotals sum a fleet view's live presence records. */
+export interface FleetTotals {
+  /** Concurrency and InFlight sum the voters'. */
+  concurrency: number;
+  /** Voters and Coordinators count the live records. */
+  coordinators: number;
+  /** Concurrency and InFlight sum the voters'. */
+  in_flight: number;
+  /** Jobs counts the jobs the coordinators run. */
+  jobs: number;
+  /** SamplesAnswered, RedFlags, ProviderErrors, RateLimited and Refused sum the voters' counters since each started. */
+  provider_errors: number;
+  /** SamplesAnswered, RedFlags, ProviderErrors, RateLimited and Refused sum the voters' counters since each started. */
+  rate_limited: number;
+  /** SamplesAnswered, RedFlags, ProviderErrors, RateLimited and Refused sum the voters' counters since each started. */
+  red_flags: number;
+  /** SamplesAnswered, RedFlags, ProviderErrors, RateLimited and Refused sum the voters' counters since each started. */
+  refused: number;
+  /** SamplesAnswered, RedFlags, ProviderErrors, RateLimited and Refused sum the voters' counters since each started. */
+  samples_answered: number;
+  /** SamplesPerS sums the voters' rates, each computed by its voter from its samples_answered counter between its last two records. */
+  samples_per_s: number;
+  /** Voters and Coordinators count the live records. */
+  voters: number;
+}
+
+/** FleetView is the fleet as GET /v1/fleet (admin keys) and maker fleet show it: the live voters and coordinators (from their presence records, each its writer's claim), the work queues' lag (from JetStream's consumer and stream info), and totals. */
+export interface FleetView {
+  /** At is when the view was read. */
+  at: string;
+  /** Coordinators are the coordinators whose presence record is live, by id. */
+  coordinators: CoordinatorPresence[] | null;
+  /** Queues are the fleet's work queues: jobs waiting for a coordinator, sample requests waiting for a voter, results waiting for their coordinator. */
+  queues: QueueView[] | null;
+  /** Skipped counts the presence records left out: invalid, oversized, under a key that is not their writer's, or older than the bucket's TTL. */
+  skipped: number;
+  /** Tenants are the running jobs and samples in flight by tenant, summed over the coordinators' records, by tenant. */
+  tenants: TenantInFlight[] | null;
+  /** Totals sum the live records. */
+  totals: FleetTotals;
+  /** Voters are the voters whose presence record is live, by id. */
+  voters: VoterPresence[] | null;
 }
 
 /** Forecast is the planner's estimate of what a job will take, with a band: the expected figure and a low and a high one. */
@@ -774,6 +818,20 @@ export interface PersonDecision {
   vote_key: string;
 }
 
+/** PresenceJob is one job a coordinator runs. */
+export interface PresenceJob {
+  /** Tenant and ID name the job. */
+  id: string;
+  /** InFlight is how many of its samples are requested and not yet answered. */
+  in_flight: number;
+  /** State is the job's state as its status says (running, paused, ...): at most 32 bytes. */
+  state: string;
+  /** Step is the step it is deciding (0-based). */
+  step: number;
+  /** Tenant and ID name the job. */
+  tenant: string;
+}
+
 /** PriceList is the fleet's price table as GET /v1/prices answers it: the default record (if set) first, then by model. */
 export interface PriceList {
   prices: ModelPrice[] | null;
@@ -813,6 +871,28 @@ export interface Problem {
   title: string;
   /** Type is a URI naming the kind of problem (see docs/api.md), Title its short summary, Status the HTTP status code. */
   type: string;
+}
+
+/** QueueView is one work queue's state, from JetStream. */
+export interface QueueView {
+  /** AckPending is how many are delivered and not yet acked: in a voter's (or coordinator's) hands. */
+  ack_pending: number;
+  /** Stream is the JetStream stream; Consumer its shared durable consumer ("" for results, which each job reads through its own). */
+  consumer?: string;
+  /** Consumers is how many consumers the stream has. */
+  consumers: number;
+  /** Messages is how many messages the stream holds: those not yet delivered plus those delivered and not yet acked (a work queue drops a message once acked). */
+  messages: number;
+  /** Name is what the queue holds: jobs, samples or results. */
+  name: string;
+  /** NumPending is the lag: messages not yet delivered to the consumer (for results: Messages). */
+  num_pending: number;
+  /** Redelivered is how many of those were delivered more than once. */
+  redelivered: number;
+  /** Stream is the JetStream stream; Consumer its shared durable consumer ("" for results, which each job reads through its own). */
+  stream: string;
+  /** Waiting is how many pull requests wait for a message: idle capacity. */
+  waiting: number;
 }
 
 /** Receipt is a job report's reliability receipt: what the job's own votes say about p (the chance one valid vote of the job's model is right), the margin k each step was decided at, and the lower bound on P(every step right) those margins achieve at that p, with the evidence behind it in a bounded form (histograms and the exceptional steps; the decision journal holds every step). Every report of a job that ran has one, fixed k or adaptive (docs/statistics.md). A checkpoint carries the running receipt, so a new owner goes on with the same estimate and k schedule. */
@@ -995,6 +1075,16 @@ export interface TaskList {
   tasks: TaskInfo[] | null;
 }
 
+/** TenantInFlight is one tenant's running jobs and samples in flight. */
+export interface TenantInFlight {
+  /** InFlight counts its samples requested and not yet answered. */
+  in_flight: number;
+  /** Jobs counts its running jobs. */
+  jobs: number;
+  /** Tenant names the tenant. */
+  tenant: string;
+}
+
 /** TenantQuota is what one tenant may use of the fleet, stored in the quota bucket under its tenant id and read live by every coordinator (a change applies within a second, without restarts). Zero in a limit means no limit. Under FleetQuotaKey, Tenant is empty and the limits are the whole fleet's (MaxInflightSamples: what the voters can answer at once, shared out weighted-fair among the tenants that want more). */
 export interface TenantQuota {
   /** SamplesPerSecond is the rate of its sample requests (one token bucket in Redis shared by every coordinator); Burst the bucket's size (default: one second's worth, at least 1). */
@@ -1039,18 +1129,42 @@ export interface Usage {
   tenant: string;
 }
 
-/** Whoami is the answer to GET /v1/whoami: what the request's API key is, so a client (the dashboard) shows only what the key may use. */
-export interface Whoami {
-  /** Admin keys may use the fleet-wide views (every tenant's jobs and dead letters, quotas, prices, the fleet); Approver keys may answer their tenant's steps that wait for a person. */
-  admin: boolean;
-  /** Admin keys may use the fleet-wide views (every tenant's jobs and dead letters, quotas, prices, the fleet); Approver keys may answer their tenant's steps that wait for a person. */
-  approver: boolean;
-  /** KeyName is the key's name (absent when it has none); KeyPrefix its public prefix, mk_<key id>, never the secret. */
-  key_name?: string;
-  /** KeyName is the key's name (absent when it has none); KeyPrefix its public prefix, mk_<key id>, never the secret. */
-  key_prefix: string;
-  /** Tenant is the tenant the key acts for. */
-  tenant: string;
+/** VoterPresence is a voter's presence record (key voter.<id>): who it is, what it serves, how busy it is and its counters since it started. */
+export interface VoterPresence {
+  /** Started is when it started; At when it wrote this record (not before Started). */
+  at: string;
+  /** Build is the voter's release (maker --version; at most 128 bytes). */
+  build?: string;
+  /** Concurrency is how many samples it works on at once: 1 to MaxPresenceConcurrency. */
+  concurrency: number;
+  /** Deployments are the provider deployments it calls (maker providers), when it calls deployments rather than one server; at most MaxPresenceModels. */
+  deployments?: string[];
+  /** Host is the voter's host name (at most 128 bytes). */
+  host?: string;
+  /** ID is the voter's instance id (maker voter --id; default voter-host-pid): 1 to 128 bytes of printable UTF-8. Its key is voter.<PresenceKeyToken(id)>. */
+  id: string;
+  /** InFlight is how many samples it was working on when it wrote the record: 0 to Concurrency. */
+  in_flight: number;
+  /** Kind is the stable message kind name. */
+  kind: string;
+  /** Models are the models it answers: its own (--model) first, then those its policy allows besides (--allow-model); at most MaxPresenceModels. */
+  models: string[] | null;
+  /** ProviderErrors counts the failed model call attempts (retried ones included) since it started: the sum of maker_model_errors_total but no_usage. */
+  provider_errors: number;
+  /** RateLimited counts the attempts among ProviderErrors the provider answered 429 (maker_model_errors_total{code="429"}). */
+  rate_limited: number;
+  /** RedFlags counts the results it published as red flags since it started. */
+  red_flags: number;
+  /** Refused counts the requests it refused without serving them since it started: its policy's refusals and the samples it handed back because the provider refused the key or the model. */
+  refused: number;
+  /** SamplesAnswered counts the sample results it published since it started (votes, red flags, skipped, cancelled). */
+  samples_answered: number;
+  /** SamplesPerS is its rate of published results between its previous record and this one (0 in its first record): finite, 0 to MaxPresenceRate. */
+  samples_per_s: number;
+  /** Started is when it started; At when it wrote this record (not before Started). */
+  started: string;
+  /** Version is the wire version, always Version (1). */
+  version: number;
 }
 
 /** The names of the component schemas. */
@@ -1069,14 +1183,14 @@ export type SchemaName =
   | "CalibrationRef"
   | "ContextFile"
   | "ControlResult"
-  | "DLQReplayBody"
-  | "DLQReplayProblem"
-  | "DLQReplayResult"
+  | "CoordinatorPresence"
   | "DeadLetterList"
   | "DecideBody"
   | "EscalationPolicy"
   | "ExcludedFile"
   | "FieldError"
+  | "FleetTotals"
+  | "FleetView"
   | "Forecast"
   | "FusionPlugin"
   | "JobBudget"
@@ -1094,10 +1208,12 @@ export type SchemaName =
   | "NoConsensus"
   | "PanelAnalysis"
   | "PersonDecision"
+  | "PresenceJob"
   | "PriceList"
   | "Pricing"
   | "PriorAttempt"
   | "Problem"
+  | "QueueView"
   | "Receipt"
   | "ReceiptStep"
   | "RungTally"
@@ -1106,6 +1222,7 @@ export type SchemaName =
   | "TallyEntry"
   | "TaskInfo"
   | "TaskList"
+  | "TenantInFlight"
   | "TenantQuota"
   | "Usage"
-  | "Whoami";
+  | "VoterPresence";

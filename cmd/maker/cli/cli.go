@@ -120,6 +120,7 @@ Quick start, nothing else needed:  maker run --task hanoi --disks 10`,
 		upCmd(e),
 		retentionCmd(e),
 		calibrateCmd(e),
+		fleetViewCmd(e),
 	)
 	return root
 }

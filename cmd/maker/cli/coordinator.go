@@ -88,7 +88,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 				ID: id, Tasks: builtin.Registry(), MaxJobs: maxJobs, Logger: log,
 				LeaseTTL: leaseTTL, CheckpointEvery: checkpointEvery, CrashAt: crashAt, Crash: crash, Slice: slice, RetentionInterval: retentionInterval,
 				ArbitrationReserveUSD: arbReserve, SamplesPerCall: samplesPerCall,
-				Bus: topology.Config{Replicas: replicas, Logger: log}, Metrics: met,
+				Bus: topology.Config{Replicas: replicas, Logger: log}, Metrics: met, Build: Version,
 			})
 			if err != nil {
 				return usageError{err}

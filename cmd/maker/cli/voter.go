@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,10 +91,9 @@ func voterCmd(e *env) *cobra.Command {
 			}
 			log := e.logger(slog.LevelInfo)
 			reg := newRoleMetrics(metricsAddr, "voter")
-			var met *metrics.Voter
-			if reg != nil {
-				met = metrics.NewVoter(reg)
-			}
+			// Kept without --metrics-addr too: the presence record reports
+			// its provider errors and 429s (maker fleet).
+			met := metrics.NewVoter(cmp.Or(reg, metrics.NewRegistry("voter", Version)))
 			tmpl := llm.Config{Stream: llmStream,
 				AttemptTimeout: attemptTimeout, MaxAttempts: maxAttempts, BadResponseAttempts: badReplies,
 				OnRetry: func(ev llm.RetryEvent) {
@@ -103,6 +103,7 @@ func voterCmd(e *env) *cobra.Command {
 			var (
 				m     voter.Model
 				ready []metrics.Check
+				deps  func() []string // the deployments, for the presence record
 			)
 			if baseURL != "" {
 				cfg := tmpl
@@ -129,11 +130,19 @@ func voterCmd(e *env) *cobra.Command {
 				}
 				defer stop()
 				m = router
+				deps = func() []string {
+					var names []string
+					for _, s := range router.Status() {
+						names = append(names, s.Name)
+					}
+					return names
+				}
 				// /readyz fails while no deployment can serve the voter's model.
 				ready = append(ready, metrics.Check{Name: "deployments", Fn: func(context.Context) error { return router.Ready() }})
 			}
 			v, err := voter.New(nc, m, voter.Config{ID: id, Tasks: builtin.Registry(), Model: model, Metrics: met,
 				Concurrency: concurrency, DrainTimeout: drain, Logger: log, SimHints: simHints, Policy: policy, SupportsN: supportsN,
+				Build: Version, Deployments: deps,
 				// The topology is the coordinators' to create, with their
 				// --replicas: a voter started first waits for it.
 				Bus: topology.Config{Await: true, Logger: log}})
