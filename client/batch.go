@@ -20,6 +20,9 @@ type BatchOptions struct {
 	// MaxLineBytes is the longest line taken; a longer one is an invalid
 	// line (the rest runs). Default 256 KiB.
 	MaxLineBytes int
+	// Webhook is a URL the batch's end is POSTed to (optional;
+	// schemas.ValidWebhookURL).
+	Webhook string
 }
 
 // SubmitBatch reads a batch from r, one job per JSONL line
@@ -36,7 +39,7 @@ func (c *Client) SubmitBatch(ctx context.Context, r io.Reader, o BatchOptions) (
 		return schemas.BatchRecord{}, err
 	}
 	rec, err := store.Create(ctx, c.tenant, r, batch.CreateOptions{
-		Priority: o.Priority, Window: o.Window, MaxLines: o.MaxLines, MaxLineBytes: o.MaxLineBytes,
+		Priority: o.Priority, Window: o.Window, MaxLines: o.MaxLines, MaxLineBytes: o.MaxLineBytes, Webhook: o.Webhook,
 	})
 	return rec, wrap(err)
 }

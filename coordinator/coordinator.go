@@ -484,5 +484,7 @@ func (c *Coordinator) failJob(ctx context.Context, topo *topology.Topology, spec
 	}
 	if err != nil {
 		c.log.Error("store failed report", "tenant", spec.Tenant, "job", spec.JobID, "err", err)
+		return
 	}
+	c.queueWebhook(ctx, topo, spec, rep)
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/core/plan"
 	"github.com/makerfleet/makerfleet/internal/core/step"
+	"github.com/makerfleet/makerfleet/internal/topology"
+	"github.com/makerfleet/makerfleet/internal/webhook"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task"
 )
@@ -138,7 +140,18 @@ func (r *jobRun) publishReport(ctx context.Context, rep schemas.JobReport) error
 	if _, err := r.topo.Reports.Put(ctx, bus.JobKey(r.spec.Tenant, r.spec.JobID), data); err != nil {
 		return fmt.Errorf("coordinator: store report: %w", err)
 	}
+	r.c.queueWebhook(ctx, r.topo, r.spec, rep)
 	return nil
+}
+
+// queueWebhook queues the delivery of the job's end to its webhook, if it
+// names one, once its report is stored (the event links to it). A
+// report stored again (a resumed end) queues it again, which the
+// delivery id dedups.
+func (c *Coordinator) queueWebhook(ctx context.Context, topo *topology.Topology, spec schemas.JobSpec, rep schemas.JobReport) {
+	if err := webhook.Publish(ctx, topo.JS, topo.NS, webhook.JobTask(spec, rep)); err != nil {
+		c.log.Error("queue the job's webhook delivery; it is not made", "tenant", spec.Tenant, "job", spec.JobID, "err", err)
+	}
 }
 
 // report is the job's report as the machine stands now.

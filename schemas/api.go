@@ -86,6 +86,10 @@ type JobRequest struct {
 	// p_estimate or valid_fraction; a calibration the fleet does not hold
 	// is refused (422) naming the prompt versions it holds.
 	Calibration *CalibrationRef `json:"calibration,omitempty"`
+	// Webhook is a URL the job's end is POSTed to (optional): an absolute
+	// http or https URL without user info, at most 2 KiB; a job.finished
+	// event signed with the tenant's secret (docs/api.md, "Webhooks").
+	Webhook string `json:"webhook,omitempty"`
 }
 
 // CalibrationRef names a stored calibration (schemas.Calibration).
@@ -127,6 +131,7 @@ func (r JobRequest) Spec(tenant string) JobSpec {
 		ReliabilityTarget: r.ReliabilityTarget, KFloor: r.KFloor, Decorrelate: r.Decorrelate,
 		DecorrelateTemperature: r.DecorrelateTemperature, Models: r.Models,
 		SpeculationDepth: r.SpeculationDepth, SpeculationMaxWaste: r.SpeculationMaxWaste,
+		Webhook: r.Webhook,
 	}
 }
 
@@ -154,6 +159,7 @@ func (s JobSpec) Request() JobRequest {
 		ReliabilityTarget: s.ReliabilityTarget, KFloor: s.KFloor, Decorrelate: s.Decorrelate,
 		DecorrelateTemperature: s.DecorrelateTemperature, Models: s.Models,
 		SpeculationDepth: s.SpeculationDepth, SpeculationMaxWaste: s.SpeculationMaxWaste,
+		Webhook: s.Webhook,
 	}
 }
 
@@ -252,6 +258,9 @@ type JobView struct {
 	// from (absent for a job submitted alone).
 	BatchID   string `json:"batch_id,omitempty"`
 	BatchLine int64  `json:"batch_line,omitempty"`
+	// Webhook is the job's webhook and how its delivery stands (absent
+	// when the job names none).
+	Webhook *WebhookView `json:"webhook,omitempty"`
 	// SubmittedAt is when the job was submitted, UpdatedAt when its
 	// figures were taken.
 	SubmittedAt time.Time `json:"submitted_at"`

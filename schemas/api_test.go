@@ -35,6 +35,10 @@ func fill(t *testing.T, v reflect.Value, n int) int {
 				f.SetBytes([]byte(`{"n":` + strings.Repeat("1", n) + `}`))
 			case reflect.TypeFor[[]string]():
 				f.Set(reflect.ValueOf([]string{"m" + strings.Repeat("x", n)}))
+			case reflect.TypeFor[[]WebhookAttempt]():
+				s := reflect.MakeSlice(f.Type(), 1, 1)
+				n = fill(t, s.Index(0), n)
+				f.Set(s)
 			default:
 				t.Fatalf("fill: field %s: slice type %v (teach fill)", v.Type().Field(i).Name, f.Type())
 			}

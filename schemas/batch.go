@@ -145,6 +145,12 @@ type BatchRecord struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	UpdatedAt   time.Time  `json:"updated_at"`
 	CompletedAt *time.Time `json:"completed_at,omitempty"`
+	// Webhook is a URL the batch's end is POSTed to (optional;
+	// ValidWebhookURL): a batch.finished event.
+	Webhook string `json:"webhook,omitempty"`
+	// WebhookDelivery is how that delivery stands: filled in by the API
+	// when it shows the batch, never stored.
+	WebhookDelivery *WebhookView `json:"webhook_delivery,omitempty"`
 }
 
 // MessageKind implements Message.
@@ -202,6 +208,11 @@ func (b *BatchRecord) Validate() error {
 	}
 	if BatchTerminal(b.State) != (b.CompletedAt != nil) {
 		return invalid(k, "completed_at is set exactly when the batch has ended")
+	}
+	if b.Webhook != "" {
+		if err := ValidWebhookURL(b.Webhook); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -325,6 +336,9 @@ type BatchLine struct {
 	// uses from a stored calibration, as a JobRequest's does (refused
 	// beside p_estimate or valid_fraction).
 	Calibration *CalibrationRef `json:"calibration,omitempty"`
+	// Webhook is a URL this line's job's end is POSTed to, as a
+	// JobRequest's (optional).
+	Webhook string `json:"webhook,omitempty"`
 }
 
 // DecodeBatchLine reads one batch line as strictly as Decode reads a
@@ -382,7 +396,7 @@ func (l BatchLine) Spec(tenant string, batchPriority int) JobSpec {
 		Pricing: l.Pricing, Escalation: l.Escalation, BudgetUSD: l.BudgetUSD, Priority: batchPriority,
 		ReliabilityTarget: l.ReliabilityTarget, KFloor: l.KFloor, Decorrelate: l.Decorrelate,
 		DecorrelateTemperature: l.DecorrelateTemperature, Models: l.Models,
-		SpeculationDepth: l.SpeculationDepth, SpeculationMaxWaste: l.SpeculationMaxWaste,
+		SpeculationDepth: l.SpeculationDepth, SpeculationMaxWaste: l.SpeculationMaxWaste, Webhook: l.Webhook,
 	}
 	if l.Priority != nil {
 		s.Priority = *l.Priority

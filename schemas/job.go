@@ -158,6 +158,9 @@ type JobSpec struct {
 	// job was submitted from; empty for a job submitted alone.
 	BatchID   string `json:"batch_id,omitempty"`
 	BatchLine int64  `json:"batch_line,omitempty"`
+	// Webhook is a URL the job's end is POSTed to, signed (optional;
+	// ValidWebhookURL; docs/api.md, "Webhooks").
+	Webhook string `json:"webhook,omitempty"`
 	// SubmittedAt is when the job was submitted.
 	SubmittedAt time.Time `json:"submitted_at"`
 }
@@ -291,6 +294,11 @@ func (s *JobSpec) Validate() error {
 	}
 	if err := s.checkReliability(k); err != nil {
 		return err
+	}
+	if s.Webhook != "" {
+		if err := ValidWebhookURL(s.Webhook); err != nil {
+			return err
+		}
 	}
 	return s.Pricing.check(k, "pricing")
 }

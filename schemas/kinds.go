@@ -46,6 +46,8 @@ func All() []MessageType {
 		{KindDeployment, func() Message { return new(Deployment) }},
 		{KindVoterPresence, func() Message { return new(VoterPresence) }},
 		{KindCoordinatorPresence, func() Message { return new(CoordinatorPresence) }},
+		{KindWebhookTask, func() Message { return new(WebhookTask) }},
+		{KindWebhookDelivery, func() Message { return new(WebhookDelivery) }},
 	}
 }
 
@@ -76,6 +78,8 @@ var (
 	_ Message = (*Calibration)(nil)
 	_ Message = (*ModelPrice)(nil)
 	_ Message = (*Deployment)(nil)
+	_ Message = (*WebhookTask)(nil)
+	_ Message = (*WebhookDelivery)(nil)
 	_ Message = (*VoterPresence)(nil)
 	_ Message = (*CoordinatorPresence)(nil)
 	_ Message = (*ArbitrationResponse)(nil)

@@ -218,6 +218,8 @@ type BatchOptions struct {
 	Priority int
 	// Window is the most jobs of the batch unfinished at once (default 32).
 	Window int
+	// Webhook is a URL the batch's end is POSTed to (optional).
+	Webhook string
 }
 
 // SubmitBatch sends a batch, one job per JSONL line read from r
@@ -232,6 +234,9 @@ func (c *Client) SubmitBatch(ctx context.Context, r io.Reader, o BatchOptions) (
 	}
 	if o.Window != 0 {
 		q.Set("window", strconv.Itoa(o.Window))
+	}
+	if o.Webhook != "" {
+		q.Set("webhook", o.Webhook)
 	}
 	resp, err := c.do(ctx, http.MethodPost, "/v1/batches", q, r, "application/jsonl")
 	if err != nil {

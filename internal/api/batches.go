@@ -87,6 +87,12 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, p apikey.Pr
 		}
 		o.Window = n
 	}
+	if v := q.Get("webhook"); v != "" {
+		if err := checkWebhook("webhook", v); err != nil {
+			return err
+		}
+		o.Webhook = v
+	}
 	// Lines under a limit run only work the fleet prices (pricing.Check),
 	// and budgets are admitted at the fleet's prices.
 	ctx, cancel := s.timeout(r.Context())
@@ -162,6 +168,9 @@ func (s *Server) oneBatch(w http.ResponseWriter, r *http.Request, p apikey.Princ
 	rec, err := fn(b, ctx, p.Tenant, id)
 	if err != nil {
 		return batchErr(err)
+	}
+	if err := s.batchWebhook(ctx, &rec); err != nil {
+		return err
 	}
 	return writeJSON(w, http.StatusOK, rec)
 }

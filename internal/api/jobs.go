@@ -81,6 +81,9 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p apikey.Prin
 	if req.Tenant != "" && req.Tenant != p.Tenant {
 		return invalidField("/tenant", "tenant %q is not this API key's tenant; leave it out", req.Tenant)
 	}
+	if err := checkWebhook("/webhook", req.Webhook); err != nil {
+		return err
+	}
 	ctx, cancel := s.timeout(r.Context())
 	defer cancel()
 	spec := req.Spec(p.Tenant)
@@ -217,7 +220,11 @@ func (s *Server) view(ctx context.Context, rec schemas.JobRecord) (schemas.JobVi
 	if err != nil {
 		return schemas.JobView{}, err
 	}
-	return jobView(rec, st), nil
+	v := jobView(rec, st)
+	if v.Webhook, err = s.jobWebhook(ctx, rec); err != nil {
+		return schemas.JobView{}, err
+	}
+	return v, nil
 }
 
 func jobView(rec schemas.JobRecord, st schemas.JobStatus) schemas.JobView {

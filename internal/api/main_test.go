@@ -25,6 +25,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/internal/store"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
+	"github.com/makerfleet/makerfleet/internal/webhook"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 	"github.com/makerfleet/makerfleet/task/builtin"
@@ -67,6 +68,11 @@ type options struct {
 	setup func(*apiEnv)
 	// batches wraps the server's batch store (nil: the store itself).
 	batches func(api.Batches) api.Batches
+	// webhooks, when set, has the server show webhook secrets (the master
+	// kept in the fleet's bucket) and a deliverer with this config run
+	// beside it, unless noDeliverer (the test starts one: runDeliverer).
+	webhooks    *webhook.Config
+	noDeliverer bool
 }
 
 func newEnv(t *testing.T, o options) *apiEnv {
@@ -112,10 +118,14 @@ func newEnv(t *testing.T, o options) *apiEnv {
 	if o.batches != nil {
 		batches = o.batches(batches)
 	}
-	e.srv, err = api.New(api.Deps{
+	deps := api.Deps{
 		NC: f.NC, Topo: f.Topo, Tasks: f.Tasks, Auth: keys, Quotas: quotas, Forecast: o.forecast,
 		Budgets: budgets, Inflight: store.NewLimiter(rdb, store.DefaultKeyPrefix), Batches: batches,
-	}, o.cfg)
+	}
+	if o.webhooks != nil {
+		deps.WebhookSecret = e.startWebhooks(ctx, *o.webhooks, !o.noDeliverer)
+	}
+	e.srv, err = api.New(deps, o.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

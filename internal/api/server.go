@@ -76,6 +76,10 @@ type Deps struct {
 	// Inflight counts a tenant's samples in flight for the usage
 	// (*store.Limiter; nil: 0).
 	Inflight Inflight
+	// WebhookSecret is a tenant's webhook signing secret, whsec_...
+	// (webhook.Secret of webhook.TenantKey; nil: GET /v1/webhooks/secret
+	// answers 501).
+	WebhookSecret func(tenant string) string
 	// Prices is the fleet's price table (*pricetable.Cache, started): submits
 	// and budgets are checked against it, forecasts priced at it (nil:
 	// each read asks Topo.Prices).

@@ -20,8 +20,9 @@
 //	              checked: registers and queues jobs, asks controls and
 //	              decisions, reads jobs, tasks, quotas, prices and API
 //	              keys, keeps batches; writes quotas, prices and task specs
-//	              (admin keys' routes). Never a status, report, lease or
-//	              API key.
+//	              (admin keys' routes); delivers webhooks (pulls the
+//	              webhook stream, writes the webhooks bucket). Never a
+//	              status, report, lease or API key.
 //	admin         the operator: everything (the only one to write the
 //	              retention policies and the models' calibrations).
 //
@@ -100,12 +101,14 @@ func (n names) subj(kind string) string { return n.ns.String() + ".v1." + kind +
 // fleetStreams are the fleet's streams; fleetBuckets its buckets: what
 // topology.Open binds.
 func (n names) fleetStreams() []string {
-	return []string{n.ns.JobsStream(), n.ns.SamplesStream(), n.ns.ResultsStream(), n.ns.JournalStream(), n.ns.DLQStream(), n.ns.BatchesStream()}
+	return []string{n.ns.JobsStream(), n.ns.SamplesStream(), n.ns.ResultsStream(), n.ns.JournalStream(), n.ns.DLQStream(), n.ns.BatchesStream(),
+		n.ns.WebhooksStream()}
 }
 
 func (n names) fleetBuckets() []string {
 	return []string{n.ns.JobsBucket(), n.ns.StatusBucket(), n.ns.ReportsBucket(), n.ns.LeasesBucket(), n.ns.TasksBucket(),
-		n.ns.QuotasBucket(), n.ns.APIKeysBucket(), n.ns.BatchesBucket(), n.ns.PricesBucket(), n.ns.ProvidersBucket()}
+		n.ns.QuotasBucket(), n.ns.APIKeysBucket(), n.ns.BatchesBucket(), n.ns.PricesBucket(), n.ns.ProvidersBucket(),
+		n.ns.WebhooksBucket()}
 }
 
 // guarded are the buckets only the admin (and, for quotas, prices and
@@ -260,6 +263,8 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 			n.subj("dlq") + ">",
 			n.subj("decided") + ">",
 			n.subj("arbitrate") + "*",
+			// A job's or batch's end, for maker serve to deliver.
+			n.subj("webhook") + "*.*",
 		}
 		// Every fleet bucket but the guarded ones (task registry, quotas,
 		// API keys, prices), which only the admin writes (maker task
@@ -369,14 +374,18 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 			n.subj("decide")+"*.*",
 			n.subj("batch")+"*.*",
 			n.subj("judge")+"*",
+			// Webhook deliveries: queued for a batch that ends at once,
+			// pulled and made, every attempt recorded.
+			n.subj("webhook")+"*.*",
 		)
+		p.Publish.Allow = append(p.Publish.Allow, pull(n.ns.WebhooksStream(), bus.ConsumerWebhooks)...)
 		for _, b := range n.fleetBuckets() {
 			if b != n.ns.LeasesBucket() {
 				p.Publish.Allow = append(p.Publish.Allow, kvRead(b, ">")...)
 			}
 		}
 		p.Publish.Allow = append(p.Publish.Allow, kvRead(n.ns.JudgeAnswersBucket(), ">")...)
-		for _, b := range []string{n.ns.JobsBucket(), n.ns.QuotasBucket(), n.ns.TasksBucket(), n.ns.BatchesBucket(), n.ns.PricesBucket()} {
+		for _, b := range []string{n.ns.JobsBucket(), n.ns.QuotasBucket(), n.ns.TasksBucket(), n.ns.BatchesBucket(), n.ns.PricesBucket(), n.ns.WebhooksBucket()} {
 			p.Publish.Allow = append(p.Publish.Allow, "$KV."+b+".>")
 		}
 		p.Publish.Allow = append(p.Publish.Allow, n.readCalibrations()...)

@@ -77,6 +77,9 @@ type CreateOptions struct {
 	// stops at the first line over) and again before the batch is kept.
 	// Default DefaultMaxOpenBytes (512 MiB).
 	MaxOpenBytes int64
+	// Webhook is a URL the batch's end is POSTed to (optional;
+	// schemas.ValidWebhookURL; internal/webhook delivers it).
+	Webhook string
 	// Prices is the fleet's price table, and SpendPerDayUSD the tenant's
 	// spend quota (0: none): a line whose job is under a limit (the quota,
 	// or its own budget_usd) and asks a model the table does not price is
@@ -121,6 +124,11 @@ func (o *CreateOptions) defaults() error {
 		return fmt.Errorf("%w: max open batches must be at least 1, got %d", ErrInvalid, o.MaxOpen)
 	case o.MaxOpenBytes < 1:
 		return fmt.Errorf("%w: max open bytes must be at least 1, got %d", ErrInvalid, o.MaxOpenBytes)
+	}
+	if o.Webhook != "" {
+		if err := schemas.ValidWebhookURL(o.Webhook); err != nil {
+			return fmt.Errorf("%w: webhook: %w", ErrInvalid, err)
+		}
 	}
 	return nil
 }
@@ -175,6 +183,7 @@ func (s *Store) Create(ctx context.Context, tenant string, r io.Reader, o Create
 	rec := schemas.BatchRecord{
 		Header: schemas.NewHeader(schemas.KindBatchRecord), ID: c.id, Tenant: tenant, State: schemas.BatchQueued,
 		Priority: o.Priority, Window: o.Window, Counts: counts, CreatedAt: c.now, UpdatedAt: c.now, StoredBytes: c.bytes,
+		Webhook: o.Webhook,
 	}
 	rec.Counts.Failed = counts.Invalid
 	if counts.Valid == 0 {
@@ -190,6 +199,7 @@ func (s *Store) Create(ctx context.Context, tenant string, r io.Reader, o Create
 		c.purge()
 		return schemas.BatchRecord{}, fmt.Errorf("%w: store batch %s/%s: %w", ErrUnavailable, tenant, c.id, err)
 	}
+	s.ended(ctx, rec) // no valid line: it ended at once
 	return rec, nil
 }
 

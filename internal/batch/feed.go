@@ -475,6 +475,9 @@ func (f *feeder) update(ctx context.Context, decide func(*schemas.BatchRecord) (
 		return derr
 	}
 	f.rec = *rec
+	if schemas.BatchTerminal(rec.State) && !schemas.BatchTerminal(seen.State) {
+		queueWebhook(ctx, f.r.topo, *rec, f.log) // this write ended it
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/bus"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/topology"
+	"github.com/makerfleet/makerfleet/internal/webhook"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -143,7 +145,23 @@ func (s *Store) Cancel(ctx context.Context, tenant, id string) (schemas.BatchRec
 	if rec == nil { // already cancelled or cancelling
 		return s.Get(ctx, tenant, id)
 	}
+	s.ended(ctx, *rec) // a queued batch is cancelled at once
 	return *rec, nil
+}
+
+// ended queues the delivery of rec's end to its webhook, when it has
+// ended and names one.
+func (s *Store) ended(ctx context.Context, rec schemas.BatchRecord) {
+	queueWebhook(ctx, s.topo, rec, slog.Default())
+}
+
+// queueWebhook queues the delivery of rec's end to its webhook, when it
+// has ended and names one (internal/webhook; the delivery id dedups a
+// second queueing).
+func queueWebhook(ctx context.Context, topo *topology.Topology, rec schemas.BatchRecord, log *slog.Logger) {
+	if err := webhook.Publish(ctx, topo.JS, topo.NS, webhook.BatchTask(rec)); err != nil {
+		log.Error("queue the batch's webhook delivery; it is not made", "tenant", rec.Tenant, "batch", rec.ID, "err", err)
+	}
 }
 
 // Wait blocks until tenant's batch id has ended and returns its record.

@@ -341,3 +341,21 @@ func JudgeSessionKey(tenant, session string) string { return tenant + "." + sess
 // arbitrations. Sessions and job ids hold no dot, so it never names a
 // session.
 func JudgeJobKey(tenant, job string) string { return tenant + ".job." + job }
+
+// WebhooksStream is the work queue of webhook deliveries to make
+// (schemas.WebhookTask), on WebhookSubject: whoever ends a job or a batch
+// publishes, `maker serve` pulls (ConsumerWebhooks).
+func (ns Namespace) WebhooksStream() string { return ns.stream("WEBHOOKS") }
+
+// WebhookSubject is where the delivery id of tenant's event is queued.
+func (ns Namespace) WebhookSubject(tenant, id string) string {
+	return ns.subject("webhook") + tenant + "." + id
+}
+
+// WebhooksBucket holds the webhook deliveries' records
+// (schemas.WebhookDelivery) under <tenant>.<delivery id>.
+func (ns Namespace) WebhooksBucket() string { return ns.bucket("webhooks") }
+
+// ConsumerWebhooks is the durable consumer every `maker serve` pulls
+// webhook deliveries from.
+const ConsumerWebhooks = "webhooks"

@@ -37,11 +37,11 @@ func TestEnsureNamespaces(t *testing.T) {
 		topos[ns] = topo
 	}
 	want := []string{
-		"KV_maker_apikeys", "KV_maker_batches", "KV_maker_jobs", "KV_maker_leases", "KV_maker_presence", "KV_maker_prices", "KV_maker_providers", "KV_maker_quotas", "KV_maker_reports", "KV_maker_status", "KV_maker_tasks",
-		"KV_run_a_apikeys", "KV_run_a_batches", "KV_run_a_jobs", "KV_run_a_leases", "KV_run_a_presence", "KV_run_a_prices", "KV_run_a_providers", "KV_run_a_quotas", "KV_run_a_reports", "KV_run_a_status", "KV_run_a_tasks",
-		"MAKER_BATCHES", "MAKER_DLQ", "MAKER_JOBS", "MAKER_JOURNAL", "MAKER_RESULTS", "MAKER_SAMPLES",
+		"KV_maker_apikeys", "KV_maker_batches", "KV_maker_jobs", "KV_maker_leases", "KV_maker_presence", "KV_maker_prices", "KV_maker_providers", "KV_maker_quotas", "KV_maker_reports", "KV_maker_status", "KV_maker_tasks", "KV_maker_webhooks",
+		"KV_run_a_apikeys", "KV_run_a_batches", "KV_run_a_jobs", "KV_run_a_leases", "KV_run_a_presence", "KV_run_a_prices", "KV_run_a_providers", "KV_run_a_quotas", "KV_run_a_reports", "KV_run_a_status", "KV_run_a_tasks", "KV_run_a_webhooks",
+		"MAKER_BATCHES", "MAKER_DLQ", "MAKER_JOBS", "MAKER_JOURNAL", "MAKER_RESULTS", "MAKER_SAMPLES", "MAKER_WEBHOOKS",
 		"OBJ_maker_inputs", "OBJ_run_a_inputs",
-		"RUN_A_BATCHES", "RUN_A_DLQ", "RUN_A_JOBS", "RUN_A_JOURNAL", "RUN_A_RESULTS", "RUN_A_SAMPLES",
+		"RUN_A_BATCHES", "RUN_A_DLQ", "RUN_A_JOBS", "RUN_A_JOURNAL", "RUN_A_RESULTS", "RUN_A_SAMPLES", "RUN_A_WEBHOOKS",
 	}
 	if got := names(t, js); !slices.Equal(got, want) {
 		t.Fatalf("streams %v, want %v", got, want)
@@ -176,11 +176,11 @@ func TestTeardown(t *testing.T) {
 			t.Fatalf("Teardown: %v", err)
 		}
 		want := []string{
-			"KV_maker_apikeys", "KV_maker_batches", "KV_maker_jobs", "KV_maker_leases", "KV_maker_presence", "KV_maker_prices", "KV_maker_providers", "KV_maker_quotas", "KV_maker_reports", "KV_maker_status", "KV_maker_tasks",
-			"KV_run_b_apikeys", "KV_run_b_batches", "KV_run_b_jobs", "KV_run_b_leases", "KV_run_b_presence", "KV_run_b_prices", "KV_run_b_providers", "KV_run_b_quotas", "KV_run_b_reports", "KV_run_b_status", "KV_run_b_tasks",
-			"MAKER_BATCHES", "MAKER_DLQ", "MAKER_JOBS", "MAKER_JOURNAL", "MAKER_RESULTS", "MAKER_SAMPLES",
+			"KV_maker_apikeys", "KV_maker_batches", "KV_maker_jobs", "KV_maker_leases", "KV_maker_presence", "KV_maker_prices", "KV_maker_providers", "KV_maker_quotas", "KV_maker_reports", "KV_maker_status", "KV_maker_tasks", "KV_maker_webhooks",
+			"KV_run_b_apikeys", "KV_run_b_batches", "KV_run_b_jobs", "KV_run_b_leases", "KV_run_b_presence", "KV_run_b_prices", "KV_run_b_providers", "KV_run_b_quotas", "KV_run_b_reports", "KV_run_b_status", "KV_run_b_tasks", "KV_run_b_webhooks",
+			"MAKER_BATCHES", "MAKER_DLQ", "MAKER_JOBS", "MAKER_JOURNAL", "MAKER_RESULTS", "MAKER_SAMPLES", "MAKER_WEBHOOKS",
 			"OBJ_maker_inputs", "OBJ_run_b_inputs",
-			"RUN_B_BATCHES", "RUN_B_DLQ", "RUN_B_JOBS", "RUN_B_JOURNAL", "RUN_B_RESULTS", "RUN_B_SAMPLES",
+			"RUN_B_BATCHES", "RUN_B_DLQ", "RUN_B_JOBS", "RUN_B_JOURNAL", "RUN_B_RESULTS", "RUN_B_SAMPLES", "RUN_B_WEBHOOKS",
 		}
 		if got := names(t, js); !slices.Equal(got, want) {
 			t.Errorf("streams after Teardown(run-a): %v, want %v", got, want)

@@ -233,6 +233,24 @@ func Table(ns bus.Namespace, cfg Config, jcfg JudgeConfig) []Decl {
 			MaxBytes:          bytesFor(lim.DLQBytes, cfg.Storage),
 			Discard:           jetstream.DiscardOld,
 		}},
+		// Webhook deliveries to make: each job's or batch's end once (its
+		// delivery id is the Msg-Id and the subject's last token), taken by
+		// one maker serve at a time, retried by it with backoff, kept two
+		// days at most.
+		{Kind: Stream, Creator: Fleet, Owner: "webhook (coordinator, batch and api publish; serve delivers)", Required: true, Stream: jetstream.StreamConfig{
+			Name:        ns.WebhooksStream(),
+			Description: "makerfleet webhook deliveries to make, one per job or batch end",
+			Subjects:    []string{ns.StreamSubjects("webhook", 2)},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     cfg.Storage,
+			Replicas:    cfg.Replicas,
+			MaxMsgSize:  WebhookMaxMsgSize,
+			MaxAge:      48 * time.Hour,
+			Duplicates:  10 * time.Minute,
+			// Full, it refuses a new delivery rather than drop queued ones.
+			MaxBytes: bytesFor(WebhookStreamBytes, cfg.Storage),
+			Discard:  jetstream.DiscardNew,
+		}},
 		// The fleet's shared consumers.
 		{Kind: Consumer, Creator: Fleet, Owner: "voter", Required: true, Of: ns.SamplesStream(), Consumer: jetstream.ConsumerConfig{
 			Durable:       bus.ConsumerVoters,
@@ -250,6 +268,14 @@ func Table(ns bus.Namespace, cfg Config, jcfg JudgeConfig) []Decl {
 			AckWait:       cfg.JobAckWait,
 			MaxAckPending: 10_000,
 			FilterSubject: ns.StreamSubjects("job", 1),
+		}},
+		{Kind: Consumer, Creator: Fleet, Owner: "webhook (serve delivers)", Required: true, Of: ns.WebhooksStream(), Consumer: jetstream.ConsumerConfig{
+			Durable:       bus.ConsumerWebhooks,
+			Description:   "every maker serve pulls webhook deliveries from here",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       time.Minute,
+			MaxAckPending: 1000,
+			FilterSubject: ns.StreamSubjects("webhook", 2),
 		}},
 		// The fleet's buckets.
 		kv(Fleet, "coordinator (progress)", true, jetstream.KeyValueConfig{
@@ -278,6 +304,10 @@ func Table(ns bus.Namespace, cfg Config, jcfg JudgeConfig) []Decl {
 			Bucket: ns.PresenceBucket(), Description: "makerfleet presence: live voters and coordinators, each record renewed by its writer",
 			TTL: cfg.PresenceTTL, MaxValueSize: schemas.MaxPresenceBytes, MaxBytes: PresenceBytes,
 			Storage: jetstream.MemoryStorage, Replicas: cfg.Replicas,
+		}),
+		kv(Fleet, "webhook (serve records attempts)", true, jetstream.KeyValueConfig{
+			Bucket: ns.WebhooksBucket(), Description: "makerfleet webhook deliveries: <tenant>.<delivery id>, every attempt",
+			TTL: 30 * 24 * time.Hour, Storage: cfg.Storage, Replicas: cfg.Replicas,
 		}),
 		// Jobs' params kept by reference (internal/inputs): created with
 		// the fleet, not required, so a fleet made by an older release
@@ -324,6 +354,13 @@ func Table(ns bus.Namespace, cfg Config, jcfg JudgeConfig) []Decl {
 		judgeKV(ns.JudgeApprovalsBucket(), "makerfleet break-glass approvals"),
 	}
 }
+
+// WebhookMaxMsgSize bounds a webhook delivery task; WebhookStreamBytes
+// the webhook stream (a memory stream's at most MemoryStreamBytes).
+const (
+	WebhookMaxMsgSize  = 64 << 10
+	WebhookStreamBytes = 256 << 20
+)
 
 // InputsTTL is how long the inputs store keeps params after they were
 // last stored; a coordinator taking a job stores its params again, so

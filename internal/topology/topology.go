@@ -30,6 +30,9 @@ type Topology struct {
 	// Providers is the provider registry: schemas.Deployment by name
 	// (internal/providers).
 	Providers jetstream.KeyValue
+	// Webhooks holds the webhook deliveries (schemas.WebhookDelivery) by
+	// <tenant>.<delivery id>.
+	Webhooks jetstream.KeyValue
 }
 
 // handles maps each of the fleet's required buckets to its field.
@@ -40,6 +43,7 @@ func (t *Topology) handles() map[string]*jetstream.KeyValue {
 		ns.JobsBucket(): &t.Jobs, ns.LeasesBucket(): &t.Leases, ns.TasksBucket(): &t.Tasks,
 		ns.QuotasBucket(): &t.Quotas, ns.APIKeysBucket(): &t.APIKeys, ns.BatchesBucket(): &t.Batches,
 		ns.PricesBucket(): &t.Prices, ns.ProvidersBucket(): &t.Providers,
+		ns.WebhooksBucket(): &t.Webhooks,
 	}
 }
 

@@ -186,7 +186,7 @@ func (a apiFleet) List(ctx context.Context, tenant string, all bool) ([]jobRow, 
 // SubmitBatch submits as the key's tenant; the server's own line limits
 // apply (o.MaxLines and MaxLineBytes are the NATS client's).
 func (a apiFleet) SubmitBatch(ctx context.Context, r io.Reader, o client.BatchOptions) (schemas.BatchRecord, error) {
-	rec, err := a.c.SubmitBatch(ctx, r, httpapi.BatchOptions{Priority: o.Priority, Window: o.Window})
+	rec, err := a.c.SubmitBatch(ctx, r, httpapi.BatchOptions{Priority: o.Priority, Window: o.Window, Webhook: o.Webhook})
 	return rec, apiErr(err)
 }
 

@@ -132,6 +132,11 @@ Over the API, --wait asks for the batch's record every second; --max-lines is th
 			if !wait && (output != "" || errorFile != "") {
 				return usagef("--output and --errors need --wait (or use maker batch output/errors ID)")
 			}
+			if opts.Webhook != "" {
+				if err := schemas.ValidWebhookURL(opts.Webhook); err != nil {
+					return usagef("--webhook: %v", err)
+				}
+			}
 			in, closeIn, err := openInput(args[0])
 			if err != nil {
 				return err
@@ -204,6 +209,7 @@ Over the API, --wait asks for the batch's record every second; --max-lines is th
 	fl.IntVar(&opts.Priority, "priority", 0, "priority of the lines that set none, 0 to 9 (higher first, within the tenant)")
 	fl.IntVar(&opts.Window, "window", 0, "most jobs of the batch unfinished at once (default 32)")
 	fl.IntVar(&opts.MaxLines, "max-lines", 0, "refuse a batch of more lines (default 50,000)")
+	fl.StringVar(&opts.Webhook, "webhook", "", "POST the batch's end to this http(s) URL, signed with the tenant's secret (lines may name their own for their jobs)")
 	fl.BoolVar(&wait, "wait", false, "wait for the batch to end, then write its output")
 	fl.StringVar(&output, "output", "", "with --wait: write the output (JSONL) to this file instead of stdout")
 	fl.StringVar(&errorFile, "errors", "", "with --wait: write the error file (JSONL) to this file")

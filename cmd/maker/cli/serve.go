@@ -41,6 +41,7 @@ func serveCmd(e *env) *cobra.Command {
 		natsURL, redisURL, addr, tlsCert, tlsKey string
 		metricsAddr                              string
 		cfg                                      api.Config
+		hooks                                    webhookFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -99,13 +100,22 @@ create to make it) and reads budgets and samples in flight from the fleet's Redi
 				return err
 			}
 			keys := apikey.New(topo)
-			srv, caches, err := newAPIServer(log, nc, topo, rdb, keys, cfg)
-			if err != nil {
-				return err
-			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return usagef("--addr: %v", err)
+			}
+			deliver, secret, err := hooks.deliverer(ctx, topo, log, ln.Addr(), metricsAddr)
+			if err != nil {
+				_ = ln.Close()
+				return err
+			}
+			srv, caches, err := newAPIServer(log, nc, topo, rdb, keys, cfg, secret)
+			if err != nil {
+				_ = ln.Close()
+				return err
+			}
+			if deliver != nil {
+				caches = append(caches, service.Func("webhooks", deliver.Run))
 			}
 			scheme := "http"
 			if tlsCert != "" {
@@ -131,6 +141,7 @@ create to make it) and reads budgets and samples in flight from the fleet's Redi
 	fl.IntVar(&cfg.MaxStreamsPerTenant, "tenant-streams", 32, "most event streams one tenant's keys hold open together (429 above)")
 	fl.Float64Var(&cfg.RatePerSec, "rate", 20, "requests per second per API key, for keys that set none")
 	fl.IntVar(&cfg.Burst, "burst", 40, "request burst per API key, for keys that set no rate")
+	hooks.add(cmd)
 	metricsFlag(cmd, &metricsAddr)
 	tracingFlags(e, cmd, "serve")
 	return cmd
@@ -180,7 +191,9 @@ func serveHTTP(ctx context.Context, e *env, log *slog.Logger, srv *api.Server, l
 // quotas and prices (caches fed by watches of their buckets), budgets,
 // samples in flight and batches. caches are the services that feed it,
 // to run (internal/service) before the server.
-func newAPIServer(log *slog.Logger, nc *nats.Conn, topo *topology.Topology, rdb redis.UniversalClient, keys *apikey.Store, cfg api.Config) (_ *api.Server, caches []service.Service, err error) {
+func newAPIServer(log *slog.Logger, nc *nats.Conn, topo *topology.Topology, rdb redis.UniversalClient, keys *apikey.Store, cfg api.Config,
+	webhookSecret func(tenant string) string,
+) (_ *api.Server, caches []service.Service, err error) {
 	quotas := quota.New(topo)
 	prices := pricetable.NewCache(topo.Prices)
 	budgets, err := store.NewBudgets(rdb, store.BudgetConfig{})
@@ -192,7 +205,8 @@ func newAPIServer(log *slog.Logger, nc *nats.Conn, topo *topology.Topology, rdb 
 	srv, err := api.New(api.Deps{
 		NC: nc, Topo: topo, Tasks: tasks, Auth: keys, Quotas: quotas, Prices: prices, Forecast: pricing.Forecast,
 		Budgets: budgets, Inflight: store.NewLimiter(rdb, store.DefaultKeyPrefix),
-		Batches: batch.NewStore(topo, taskreg.New(topo.Tasks, tasks, taskspec.CompileSpec)),
+		Batches:       batch.NewStore(topo, taskreg.New(topo.Tasks, tasks, taskspec.CompileSpec)),
+		WebhookSecret: webhookSecret,
 	}, cfg)
 	if err != nil {
 		return nil, nil, usageError{err}

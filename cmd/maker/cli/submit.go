@@ -32,6 +32,8 @@ func submitCmd(e *env) *cobra.Command {
 		calModel string
 		// strongerPrice: a price not given is the job's
 		strongerPrice schemas.Pricing
+		// hook: the job's webhook URL
+		hook string
 	)
 	var api *apiFlags
 	cmd := &cobra.Command{
@@ -92,6 +94,12 @@ Over the API the job runs as the API key's tenant (--tenant, when given, must be
 			spec, _, err := jf.spec(cmd, 0.95, "--p", 1, tasks)
 			if err != nil {
 				return err
+			}
+			if hook != "" {
+				if err := schemas.ValidWebhookURL(hook); err != nil {
+					return usagef("--webhook: %v", err)
+				}
+				spec.Webhook = hook
 			}
 			notePFrom(e.stderr, &jf, spec)
 			if esc.StrongerModel != "" || esc.Panel {
@@ -170,6 +178,7 @@ Over the API the job runs as the API key's tenant (--tenant, when given, must be
 	api = addAPIFlags(cmd)
 	addJobFlags(cmd, &jf, "the --calibration-model's stored calibration, else 0.95")
 	fl := cmd.Flags()
+	fl.StringVar(&hook, "webhook", "", "POST the job's end to this http(s) URL, signed with the tenant's secret (maker serve delivers it; docs/api.md, Webhooks)")
 	fl.StringVar(&calModel, "calibration-model", envOr("MAKER_MODEL", ""), "the model the fleet's voters call: without --p, p and the valid fraction come from its stored calibration of the task (maker calibrate) [$MAKER_MODEL]")
 	fl.BoolVar(&wait, "wait", false, "wait for the job to finish and print its report")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")

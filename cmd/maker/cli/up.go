@@ -37,6 +37,7 @@ func upCmd(e *env) *cobra.Command {
 		tenant            string
 		voters, demoDisks int
 		cfg               api.Config
+		hooks             webhookFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -117,9 +118,16 @@ works with every other command (maker submit, jobs, keys ... --nats URL).`,
 			if err != nil {
 				return err
 			}
-			srv, caches, err := newAPIServer(log, f.NC, f.Topo, rdb, keys, cfg)
+			deliver, secret, err := hooks.deliverer(ctx, f.Topo, log, ln.Addr(), metricsAddr)
 			if err != nil {
 				return err
+			}
+			srv, caches, err := newAPIServer(log, f.NC, f.Topo, rdb, keys, cfg, secret)
+			if err != nil {
+				return err
+			}
+			if deliver != nil {
+				caches = append(caches, service.Func("webhooks", deliver.Run))
 			}
 			if demoDisks > 0 {
 				if err := submitDemo(ctx, f, tenant, demoDisks); err != nil {
@@ -158,6 +166,7 @@ works with every other command (maker submit, jobs, keys ... --nats URL).`,
 	fl.IntVar(&demoDisks, "demo-disks", 10, "submit a hanoi job with this many disks at start (0: none)")
 	fl.Float64Var(&cfg.RatePerSec, "rate", 20, "API requests per second per key")
 	fl.IntVar(&cfg.Burst, "burst", 40, "API request burst per key")
+	hooks.add(cmd)
 	return cmd
 }
 
