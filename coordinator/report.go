@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -154,6 +155,29 @@ func (c *Coordinator) queueWebhook(ctx context.Context, topo *topology.Topology,
 	}
 }
 
+// result is a solved job's answer by its task's result expression (nil
+// for a task without one). An expression that fails on the final state
+// leaves the report without it, logged: the job is solved all the same,
+// and its final_state holds the answer.
+func (r *jobRun) result(m *step.Machine) json.RawMessage {
+	res, ok := m.Inst.(task.Resulter)
+	if !ok {
+		return nil
+	}
+	out, err := res.Result(m.State)
+	switch {
+	case errors.Is(err, task.ErrNoResult):
+		return nil
+	case err != nil:
+		r.log.Warn("the task's result expression failed on the final state; the report has final_state only", "err", err)
+		return nil
+	case len(out) > schemas.MaxStateBytes:
+		r.log.Warn("the task's result is over the state limit; the report has final_state only", "bytes", len(out), "limit", schemas.MaxStateBytes)
+		return nil
+	}
+	return out
+}
+
 // report is the job's report as the machine stands now.
 func (r *jobRun) report() schemas.JobReport {
 	m := r.m
@@ -172,6 +196,9 @@ func (r *jobRun) report() schemas.JobReport {
 	}
 	if e := m.End; e != nil {
 		rep.State, rep.Solved, rep.Reason, rep.NoConsensus = e.State, e.State == schemas.StateSolved, e.Reason, e.NoConsensus
+	}
+	if rep.Solved {
+		rep.Result = r.result(m)
 	}
 	summarize(&rep, r.spec, fmt.Sprintf("%x", m.Trace.Sum(nil)), time.Now())
 	m.FillReceipt(&rep)

@@ -30,8 +30,12 @@ type JobRequest struct {
 	// Params configure the task: a JSON object only the task can judge.
 	Params json.RawMessage `json:"params"`
 	// K is the voting margin: a step is decided when one candidate leads
-	// every other by K valid votes.
-	K int `json:"k"`
+	// every other by K valid votes. Optional: left out (or 0), the server
+	// plans the smallest k that solves the whole task with chance
+	// reliability_target (default 0.95) when a valid sample is right with
+	// chance p_estimate (from calibration when named; default 0.95), as the
+	// CLI does; the answer's k and k_basis say which k and why.
+	K int `json:"k,omitempty"`
 	// Seed makes sampling reproducible (default 0).
 	Seed int64 `json:"seed,omitempty"`
 	// StepLimit stops the job after this many decided steps (a trial run);
@@ -138,7 +142,7 @@ func (r JobRequest) Spec(tenant string) JobSpec {
 // JobSpecOnly are the JobSpec fields a JobRequest does not carry: the
 // envelope, what the fleet fills in itself (the task's hash, the submit
 // time, a batch's place) and a calibration's token estimates.
-var JobSpecOnly = []string{"Header", "TaskHash", "ParamsRef", "PromptTokensEstimate", "CompletionTokensEstimate", "BatchID", "BatchLine", "SubmittedAt"}
+var JobSpecOnly = []string{"Header", "TaskHash", "ParamsRef", "KBasis", "PromptTokensEstimate", "CompletionTokensEstimate", "BatchID", "BatchLine", "SubmittedAt"}
 
 // JobRequestOnly are the JobRequest fields a JobSpec does not carry: what
 // the server resolves into spec fields before it prepares the job (a
@@ -200,6 +204,10 @@ type JobCreated struct {
 	// Duplicate is true when this job was submitted before: it is not
 	// queued twice.
 	Duplicate bool `json:"duplicate"`
+	// K is the job's voting margin; KBasis says how the server planned it
+	// when the request left k out (empty when the request gave it).
+	K      int    `json:"k"`
+	KBasis string `json:"k_basis,omitempty"`
 	// Forecast is the planner's estimate at submit (absent when the task
 	// gives no basis for one).
 	Forecast *Forecast `json:"forecast,omitempty"`
@@ -218,6 +226,8 @@ type JobView struct {
 	K           int     `json:"k"`
 	Priority    int     `json:"priority,omitempty"`
 	BudgetUSD   float64 `json:"budget_usd,omitempty"`
+	// KBasis says how the server planned K when the request left it out.
+	KBasis string `json:"k_basis,omitempty"`
 	// State is queued, running, paused, budget_exhausted or a final state
 	// (solved, unsolved, no_consensus, failed, cancelled); Finished is true
 	// once the job has a report (GET /v1/jobs/{id}/result).

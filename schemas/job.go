@@ -14,9 +14,14 @@ const (
 	DefaultTemperatureRest   = 0.1
 	DefaultSampleTimeoutMS   = 60_000
 	DefaultTarget            = 0.95
-	MaxK                     = 1000
-	MaxSpeculationDepth      = 64
-	MaxSamplesLimit          = 100_000
+	// DefaultP is the chance a valid sample is right that k is planned for
+	// when a submitter leaves k out and gives no p_estimate or calibration.
+	DefaultP = 0.95
+	// MaxKBasis bounds a job's k_basis.
+	MaxKBasis           = 512
+	MaxK                = 1000
+	MaxSpeculationDepth = 64
+	MaxSamplesLimit     = 100_000
 
 	// MaxOutputTokensLimit bounds a job's max_output_tokens.
 	MaxOutputTokensLimit = 1_000_000
@@ -67,6 +72,10 @@ type JobSpec struct {
 	// K is the voting margin: a step is decided when one candidate leads
 	// every other by K valid votes.
 	K int `json:"k"`
+	// KBasis says how the fleet chose K for a submitter that left it out
+	// (jobs.PlanK: the p, steps and target it planned for); empty when the
+	// submitter gave K. It is shown, never used.
+	KBasis string `json:"k_basis,omitempty"`
 	// MaxSamplesPerStep caps the samples (valid or red-flagged) one step may
 	// draw; a step that reaches it without a decision ends the job with
 	// status no_consensus. Default 100.
@@ -209,8 +218,14 @@ func (s *JobSpec) Validate() error {
 	if err := s.Header.checkJob(k, s.Tenant, s.JobID); err != nil {
 		return err
 	}
+	if s.Task == "" {
+		return invalid(k, "task is missing: name a built-in (hanoi) or a registered task spec")
+	}
 	if !taskRE.MatchString(s.Task) {
 		return invalid(k, "task %q is not a task name", s.Task)
+	}
+	if s.ParamsRef == "" && (len(bytes.TrimSpace(s.Params)) == 0 || string(bytes.TrimSpace(s.Params)) == "null") {
+		return invalid(k, "params are missing: a JSON object the task reads (e.g. {\"disks\": 10} for hanoi)")
 	}
 	if err := checkParams(k, s.Params, s.ParamsRef, true); err != nil {
 		return err
@@ -221,8 +236,14 @@ func (s *JobSpec) Validate() error {
 	if s.StepLimit < 0 {
 		return invalid(k, "step_limit must be >= 0, got %d", s.StepLimit)
 	}
+	if s.K == 0 {
+		return invalid(k, "k is missing: give the voting margin, or submit through a path that plans it (the CLI, the HTTP API)")
+	}
 	if s.K < 1 || s.K > MaxK {
 		return invalid(k, "k must be between 1 and %d, got %d", MaxK, s.K)
+	}
+	if len(s.KBasis) > MaxKBasis {
+		return invalid(k, "k_basis is %d bytes, at most %d", len(s.KBasis), MaxKBasis)
 	}
 	if s.MaxSamplesPerStep < s.K || s.MaxSamplesPerStep > MaxSamplesLimit {
 		return invalid(k, "max_samples_per_step must be between k (%d) and %d, got %d", s.K, MaxSamplesLimit, s.MaxSamplesPerStep)
@@ -516,6 +537,10 @@ type JobReport struct {
 	// product's digits, a ledger's closing balances, every record's
 	// label). Empty when the job failed before its first step.
 	FinalState json.RawMessage `json:"final_state,omitempty"`
+	// Result is the task's answer read from FinalState by its spec's
+	// result expression (multiply's product as a decimal string), for a
+	// solved job of a spec that has one; at most MaxStateBytes.
+	Result json.RawMessage `json:"result,omitempty"`
 	// State is solved, unsolved, no_consensus, failed or cancelled; Solved
 	// is true exactly when the task reached its goal and the verifier (if
 	// any) found no wrong step.
@@ -600,6 +625,9 @@ func (r *JobReport) Validate() error {
 	// Params are the job's (nil is written as null), or its reference.
 	if err := checkParams(k, r.Params, r.ParamsRef, false); err != nil {
 		return err
+	}
+	if len(r.Result) > 0 && (len(r.Result) > MaxStateBytes || !json.Valid(r.Result)) {
+		return invalid(k, "result must be JSON of at most %d bytes", MaxStateBytes)
 	}
 	if r.K < 1 || r.K > MaxK {
 		return invalid(k, "k must be between 1 and %d, got %d", MaxK, r.K)

@@ -81,6 +81,11 @@ type TaskSpec struct {
 	// number in [0, 1] from state and params, optional. Default: steps
 	// decided over max steps.
 	Progress string `json:"progress,omitempty"`
+	// Result is the expression of the task's answer from the state a
+	// solved job ended at and params (any JSON value: a product as a
+	// decimal string, say), optional: the report's result. Without it
+	// the answer is read from the report's final_state.
+	Result string `json:"result,omitempty"`
 }
 
 // TaskPrompt is a step's prompt as text/template templates. Templates see

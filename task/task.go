@@ -129,6 +129,14 @@ func PlannedSteps(inst Instance) int64 {
 	return inst.TotalSteps()
 }
 
+// Resulter is implemented by instances whose answer is not their final
+// state as it stands (a spec's result expression): the report shows it.
+type Resulter interface {
+	// Result is the task's answer at s, the state a solved job ended at,
+	// as JSON; an error wrapping ErrNoResult when the instance has none.
+	Result(s State) (json.RawMessage, error)
+}
+
 // Progresser is implemented by instances that can tell how far a state is
 // along the task; job status shows it. Without it, progress is decided
 // steps over TotalSteps.
@@ -166,6 +174,9 @@ var (
 	// ErrNoReference: the instance cannot say the right answer (a spec
 	// without a reference), so nothing can be judged or drawn with it.
 	ErrNoReference = errors.New("task: no reference answer")
+	// ErrNoResult: the instance has no result of its own (its final
+	// state is the answer).
+	ErrNoResult = errors.New("task: no result expression")
 )
 
 // RedFlag is a Parse error that names its own reason (a spec's red flag,

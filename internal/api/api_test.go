@@ -11,6 +11,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/api"
 	"github.com/makerfleet/makerfleet/internal/apikey"
+	"github.com/makerfleet/makerfleet/internal/core/plan"
 	"github.com/makerfleet/makerfleet/internal/testkit"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -216,7 +217,9 @@ func TestRefusals(t *testing.T) {
 		{"params not an object", "POST", "/v1/jobs", "application/json", `{"task":"hanoi","params":[3],"k":2}`, 422, api.TypeInvalid, []string{"/params"}},
 		{"no params", "POST", "/v1/jobs", "application/json", `{"task":"hanoi","k":2}`, 422, api.TypeInvalid, []string{"/params"}},
 		{"unknown task", "POST", "/v1/jobs", "application/json", `{"task":"nosuch","params":{},"k":2}`, 422, api.TypeInvalid, []string{"/task"}},
-		{"k zero", "POST", "/v1/jobs", "application/json", `{"task":"hanoi","params":{"disks":3}}`, 422, api.TypeInvalid, []string{"/k"}},
+		{"no task", "POST", "/v1/jobs", "application/json", `{"params":{"disks":3},"k":2}`, 422, api.TypeInvalid, []string{"/task"}},
+		{"k left out, p too low to plan it", "POST", "/v1/jobs", "application/json", `{"task":"hanoi","params":{"disks":3},"p_estimate":0.4}`, 422, api.TypeInvalid, []string{"/k"}},
+		{"k zero, target out of range", "POST", "/v1/jobs", "application/json", `{"task":"hanoi","params":{"disks":3},"k":0,"reliability_target":1}`, 422, api.TypeInvalid, []string{"/k"}},
 		{"k too large", "POST", "/v1/jobs", "application/json", `{"task":"hanoi","params":{"disks":3},"k":5000}`, 422, api.TypeInvalid, []string{"/k"}},
 		{"priority", "POST", "/v1/jobs", "application/json", `{"task":"hanoi","params":{"disks":3},"k":2,"priority":10}`, 422, api.TypeInvalid, []string{"/priority"}},
 		{"budget without a fleet price", "POST", "/v1/jobs", "application/json", `{"task":"hanoi","params":{"disks":3},"k":2,"budget_usd":1,"pricing":{"input_usd_per_mtok":1,"output_usd_per_mtok":1}}`, 422, api.TypeUnpriced, nil},
@@ -303,3 +306,54 @@ func TestRateLimit(t *testing.T) {
 }
 
 func apiKeyOpts(tenant string) apikey.CreateOptions { return apikey.CreateOptions{Tenant: tenant} }
+
+// TestSubmitPlansK: a job that leaves k out has it planned as the CLI
+// does (plan.KMin at p_estimate, else schemas.DefaultP, for its planned
+// steps and target); the answer and the job's view say which k and why.
+// A missing field is said to be missing.
+func TestSubmitPlansK(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	for _, c := range []struct {
+		name, body string
+		p, target  float64
+		steps      int64
+		basis      string
+	}{
+		{"defaults", `{"job_id":"plan-a","task":"hanoi","params":{"disks":10}}`, schemas.DefaultP, schemas.DefaultTarget, 1023, "the default"},
+		{"p and target given", `{"job_id":"plan-b","task":"hanoi","params":{"disks":10},"p_estimate":0.99,"reliability_target":0.999}`, 0.99, 0.999, 1023, "p_estimate 0.99"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			want, err := plan.KMin(c.p, c.steps, c.target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var created schemas.JobCreated
+			e.do(http.MethodPost, "/v1/jobs", e.key[alpha], "application/json", strings.NewReader(c.body)).decode(t, http.StatusCreated, &created)
+			if created.K != want || !strings.Contains(created.KBasis, fmt.Sprintf("k %d planned", want)) || !strings.Contains(created.KBasis, c.basis) ||
+				!strings.Contains(created.KBasis, fmt.Sprint(c.steps)) {
+				t.Errorf("created k %d, basis %q; want k %d planned for %d steps, saying %q", created.K, created.KBasis, want, c.steps, c.basis)
+			}
+			var view schemas.JobView
+			e.json(http.MethodGet, "/v1/jobs/"+created.ID, e.key[alpha], nil).decode(t, http.StatusOK, &view)
+			if view.K != want || view.KBasis != created.KBasis {
+				t.Errorf("view k %d basis %q; want %d %q", view.K, view.KBasis, want, created.KBasis)
+			}
+		})
+	}
+	// A k the request gives is kept, with no basis.
+	var given schemas.JobCreated
+	e.json(http.MethodPost, "/v1/jobs", e.key[alpha], hanoi(3)).decode(t, http.StatusCreated, &given)
+	if given.K != 2 || given.KBasis != "" {
+		t.Errorf("given k: %+v", given)
+	}
+	for _, c := range []struct{ body, path, says string }{
+		{`{"task":"hanoi","k":2}`, "/params", "params are missing"},
+		{`{"params":{"disks":3},"k":2}`, "/task", "task is missing"},
+	} {
+		p := e.do(http.MethodPost, "/v1/jobs", e.key[alpha], "application/json", strings.NewReader(c.body)).problem(t, http.StatusUnprocessableEntity, api.TypeInvalid)
+		if len(p.Errors) != 1 || p.Errors[0].Path != c.path || !strings.Contains(p.Errors[0].Message, c.says) {
+			t.Errorf("%s: %+v, want %s saying %q", c.body, p.Errors, c.path, c.says)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/makerfleet/makerfleet/internal/api"
 	"github.com/makerfleet/makerfleet/internal/batch"
+	"github.com/makerfleet/makerfleet/internal/core/plan"
 	"github.com/makerfleet/makerfleet/internal/taskreg"
 	"github.com/makerfleet/makerfleet/schemas"
 	taskspec "github.com/makerfleet/makerfleet/task/spec"
@@ -28,7 +29,7 @@ func TestBatch(t *testing.T) {
 		`{"custom_id":"a","task":"hanoi","params":{"disks":2},"k":2}`,
 		`{"custom_id":"b","task":"hanoi","params":{"disks":99},"k":2}`,
 		`not json`,
-		`{"custom_id":"d","task":"hanoi","params":{"disks":3},"k":2,"seed":5}`,
+		`{"custom_id":"d","task":"hanoi","params":{"disks":3},"seed":5}`, // k planned
 	}, "\n") + "\n"
 	r := e.do(http.MethodPost, "/v1/batches?priority=3&window=2", e.key[alpha], "application/jsonl", strings.NewReader(body))
 	checkBody(t, "BatchRecord", r.body)
@@ -85,7 +86,10 @@ func TestBatch(t *testing.T) {
 		t.Errorf("output lines %v", ids)
 	}
 	if lines[0].Response == nil || lines[0].Response.State != schemas.StateSolved || lines[3].Response == nil {
-		t.Errorf("valid lines without their reports: %+v", lines)
+		t.Fatalf("valid lines without their reports: %+v", lines)
+	}
+	if want, _ := plan.KMin(schemas.DefaultP, 7, schemas.DefaultTarget); lines[3].Response.K != want || lines[0].Response.K != 2 {
+		t.Errorf("line d (no k) ran at k %d, want the planned %d; line a at %d, want its own 2", lines[3].Response.K, want, lines[0].Response.K)
 	}
 	if lines[1].Error == nil || lines[1].Error.Code != schemas.BatchErrInvalidParams || lines[2].Error == nil {
 		t.Errorf("invalid lines without their errors: %+v %+v", lines[1].Error, lines[2].Error)

@@ -123,7 +123,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, p apikey.Prin
 	if dup {
 		status = http.StatusOK
 	}
-	return writeJSON(w, status, schemas.JobCreated{ID: spec.JobID, Tenant: spec.Tenant, Duplicate: dup, Forecast: fc})
+	return writeJSON(w, status, schemas.JobCreated{ID: spec.JobID, Tenant: spec.Tenant, Duplicate: dup, K: spec.K, KBasis: spec.KBasis, Forecast: fc})
 }
 
 // quotaOf is the tenant's quota (none without a quota store).
@@ -230,7 +230,7 @@ func (s *Server) view(ctx context.Context, rec schemas.JobRecord) (schemas.JobVi
 func jobView(rec schemas.JobRecord, st schemas.JobStatus) schemas.JobView {
 	sp := rec.Spec
 	return schemas.JobView{
-		ID: rec.JobID, Tenant: rec.Tenant, Task: sp.Task, TaskVersion: sp.TaskVersion, K: sp.K,
+		ID: rec.JobID, Tenant: rec.Tenant, Task: sp.Task, TaskVersion: sp.TaskVersion, K: sp.K, KBasis: sp.KBasis,
 		Priority: sp.Priority, BudgetUSD: sp.BudgetUSD,
 		State: st.State, Finished: rec.Finished, Control: st.Control, Asked: rec.Control,
 		Progress: st.Progress, Steps: st.Steps, TotalSteps: st.TotalSteps,

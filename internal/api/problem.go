@@ -178,6 +178,8 @@ func specProblem(err error) *problemError {
 		path = "/task"
 	case errors.Is(err, task.ErrInvalidParams):
 		return paramsProblem(err, msg)
+	case errors.Is(err, jobs.ErrNoK):
+		path = "/k"
 	case errors.Is(err, schemas.ErrInvalid):
 		path = fieldPath(err)
 	}

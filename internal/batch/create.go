@@ -398,7 +398,13 @@ func (c *creator) item(ctx context.Context, n int64, line []byte, tooLong bool) 
 		}
 	}
 	spec.ApplyDefaults()
-	if err := spec.Validate(); err != nil {
+	// A line that names no k has it planned by PrepareAdmitted, once its
+	// params are known to bind: every other field is checked here first.
+	probe := spec
+	if probe.K == 0 {
+		probe.K = 1
+	}
+	if err := probe.Validate(); err != nil {
 		return fail(schemas.BatchErrInvalidSpec, "%s", trimInvalid(err))
 	}
 	if err := jobs.PrepareAdmitted(ctx, &spec, c.s.tasks, c.o.Prices); err != nil {

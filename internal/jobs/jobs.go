@@ -115,6 +115,12 @@ func prepare(ctx context.Context, spec *schemas.JobSpec, tasks Tasks, admit bool
 	if spec.SubmittedAt.IsZero() {
 		spec.SubmittedAt = time.Now().UTC()
 	}
+	if spec.Task == "" {
+		// Said as missing (Validate's words), not as an unknown task "".
+		if err := spec.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
 	var err error
 	if spec.Task, spec.TaskVersion, err = SplitTask(spec.Task, spec.TaskVersion); err != nil {
 		return err
@@ -125,6 +131,9 @@ func prepare(ctx context.Context, spec *schemas.JobSpec, tasks Tasks, admit bool
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		spec.TaskVersion, spec.TaskHash = ref.Version, ref.Hash
+	}
+	if err := PlanK(ctx, spec, tasks); err != nil {
+		return err
 	}
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)

@@ -42,6 +42,7 @@ type Task struct {
 	ref      *expr
 	wrong    *expr
 	progress *expr
+	result   *expr
 	lets     []let
 
 	// bound are recent instances by params: the roles of a fleet in one
@@ -171,6 +172,7 @@ func Compile(src []byte) (*Task, error) {
 	compile(&t.ref, "reference", sp.Reference, ps, "") // an object, or null
 	compile(&t.wrong, "wrong", sp.Wrong, ps, "list")
 	compile(&t.progress, "progress", sp.Progress, ps, "number")
+	compile(&t.result, "result", sp.Result, ps, "")
 	if sp.Prompt.System != "" {
 		t.system, errs = compileTemplate(d, "prompt.system", sp.Prompt.System)
 		add(errs)

@@ -104,9 +104,22 @@ func TestExampleMultiply(t *testing.T) {
 		a, _ := new(big.Int).SetString(c[0], 10)
 		b, _ := new(big.Int).SetString(c[1], 10)
 		got, _ := new(big.Int).SetString(digits.String(), 10)
-		if want := new(big.Int).Mul(a, b); got.Cmp(want) != 0 {
+		want := new(big.Int).Mul(a, b)
+		if got.Cmp(want) != 0 {
 			t.Errorf("%s × %s = %s, want %s", c[0], c[1], got, want)
 		}
+		// The result expression reads the product the way people write it.
+		res, err := in.(task.Resulter).Result(st)
+		if err != nil || string(res) != `"`+want.String()+`"` {
+			t.Errorf("%s × %s: result %s (%v), want %q", c[0], c[1], res, err, want.String())
+		}
+	}
+	raw, err := os.ReadFile(examplePath("ledger.params.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bind(t, example(t, "ledger.yaml"), string(raw)).(task.Resulter).Result(nil); !errors.Is(err, task.ErrNoResult) {
+		t.Errorf("a spec without result: %v, want ErrNoResult", err)
 	}
 	if _, err := tk.Bind(json.RawMessage(`{"a":"12x","b":"3"}`)); !errors.Is(err, task.ErrInvalidParams) {
 		t.Errorf("a non-digit: %v", err)

@@ -469,6 +469,27 @@ func (in *Instance) Progress(s task.State) float64 {
 	return min(max(f, 0), 1)
 }
 
+// Result implements task.Resulter: the result expression at s, as
+// canonical JSON; ErrNoResult without one.
+func (in *Instance) Result(s task.State) (json.RawMessage, error) {
+	if in.t.result == nil {
+		return nil, task.ErrNoResult
+	}
+	vars, err := in.vars(s, nil)
+	if err != nil {
+		return nil, err
+	}
+	v, err := in.t.result.eval("result", vars)
+	if err != nil {
+		return nil, err
+	}
+	out, err := toJSON(v)
+	if err != nil {
+		return nil, fmt.Errorf("result: %w", err)
+	}
+	return json.RawMessage(out), nil
+}
+
 // HasProgress reports whether the spec measures progress itself.
 func (in *Instance) HasProgress() bool { return in.t.progress != nil }
 

@@ -79,6 +79,10 @@ export interface BatchRecord {
   updated_at: string;
   /** Version is the wire version, always Version (1). */
   version: 1;
+  /** Webhook is a URL the batch's end is POSTed to (optional; ValidWebhookURL): a batch.finished event. */
+  webhook?: string;
+  /** WebhookDelivery is how that delivery stands: filled in by the API when it shows the batch, never stored. */
+  webhook_delivery?: WebhookView;
   /** Window is the most jobs of the batch unfinished at once (1 to 1000; lowered to the tenant's max_running_jobs when that is set). */
   window: number;
 }
@@ -264,6 +268,30 @@ export interface CoordinatorPresence {
   version: number;
 }
 
+/** DLQReplayBody is the body of POST /v1/dlq/replay: the dead letters to replay, by their DLQ sequence (GET /v1/dlq's dlq_seq). */
+export interface DLQReplayBody {
+  /** Seqs are the dead letters' sequences, 1 to 1000 of them, each >= 1. */
+  seqs: number[] | null;
+}
+
+/** DLQReplayProblem is a dead letter not replayed, with why. */
+export interface DLQReplayProblem {
+  /** Reason says why it was not replayed. */
+  reason: string;
+  /** Seq is the dead letter's DLQ sequence. */
+  seq: number;
+}
+
+/** DLQReplayResult is the answer to POST /v1/dlq/replay: each sequence asked, replayed, refused or failed, in the order asked. */
+export interface DLQReplayResult {
+  /** Failed are those that could not be replayed for another reason (no such dead letter, its original gone, the bus). */
+  failed: DLQReplayProblem[] | null;
+  /** Refused are those the replay's checks refused (bus.CheckReplay, as maker dlq replay applies them): nothing published, the dead letter kept. */
+  refused: DLQReplayProblem[] | null;
+  /** Replayed are the dead letters published to their original subjects again and removed from the DLQ. */
+  replayed: StoredDeadLetter[] | null;
+}
+
 /** DeadLetterList is the answer to GET /v1/dlq: the tenant's dead letters (requests the fleet gave up on, with why), oldest first. */
 export interface DeadLetterList {
   dead_letters: StoredDeadLetter[] | null;
@@ -406,6 +434,10 @@ export interface JobCreated {
   forecast?: Forecast;
   /** ID is the job's id within Tenant, the key's tenant. */
   id: string;
+  /** K is the job's voting margin; KBasis says how the server planned it when the request left k out (empty when the request gave it). */
+  k: number;
+  /** K is the job's voting margin; KBasis says how the server planned it when the request left k out (empty when the request gave it). */
+  k_basis?: string;
   /** ID is the job's id within Tenant, the key's tenant. */
   tenant: string;
 }
@@ -491,6 +523,8 @@ export interface JobReport {
   red_flags: { [key: string]: number } | null;
   /** Resampled counts re-publishes after a sample timed out. */
   resampled: number;
+  /** Result is the task's answer read from FinalState by its spec's result expression (multiply's product as a decimal string), for a solved job of a spec that has one; at most MaxStateBytes. */
+  result?: unknown;
   /** SampleCostNanoUSD is what the answers counted cost at the fleet's prices (its price table, by the model each request named), in nano-dollars (10⁻⁹ USD): each answer priced as it is counted, rounded up to a whole nano-dollar. Budgets and the tenant's spend for the day count it. */
   sample_cost_nanousd?: number;
   /** Samples counts samples that took part in a step: Votes (valid votes) plus RedFlagged (red-flagged samples). */
@@ -559,8 +593,8 @@ export interface JobRequest {
   escalation?: EscalationPolicy;
   /** JobID names the job within the tenant (optional: a fresh id is chosen). Submitting the same job under the same id again is a no-op (duplicate); another job under a taken id is refused (409). */
   job_id?: string;
-  /** K is the voting margin: a step is decided when one candidate leads every other by K valid votes. */
-  k: number;
+  /** K is the voting margin: a step is decided when one candidate leads every other by K valid votes. Optional: left out (or 0), the server plans the smallest k that solves the whole task with chance reliability_target (default 0.95) when a valid sample is right with chance p_estimate (from calibration when named; default 0.95), as the CLI does; the answer's k and k_basis say which k and why. */
+  k?: number;
   /** ReliabilityTarget asks for adaptive k: the wanted chance that every step is right, in (0, 1); KFloor the smallest margin it may choose (default 2). Decorrelate (auto, on, off), DecorrelateTemperature and Models say what a correlated step's remaining samples are drawn with. As in a job spec (docs/statistics.md). */
   k_floor?: number;
   /** MaxOutputTokens is the red-flag limit on a reply (default 750). */
@@ -601,6 +635,8 @@ export interface JobRequest {
   tenant?: string;
   /** PEstimate is the expected chance a valid sample is right, in (0.5, 1); ValidFraction the expected share of samples that survive red-flagging, in (0, 1]. Both feed the forecast. */
   valid_fraction?: number;
+  /** Webhook is a URL the job's end is POSTed to (optional): an absolute http or https URL without user info, at most 2 KiB; a job.finished event signed with the tenant's secret (docs/api.md, "Webhooks"). */
+  webhook?: string;
 }
 
 /** JobStatus is a running job's progress, updated a few times a second. */
@@ -673,6 +709,8 @@ export interface JobView {
   id: string;
   /** Task, TaskVersion, K, Priority and BudgetUSD are the job's, as submitted. */
   k: number;
+  /** KBasis says how the server planned K when the request left it out. */
+  k_basis?: string;
   /** Task, TaskVersion, K, Priority and BudgetUSD are the job's, as submitted. */
   priority?: number;
   /** Progress is the share of the task done, in [0, 1]; Steps decided out of TotalSteps. */
@@ -709,6 +747,8 @@ export interface JobView {
   votes: number;
   /** Waiting is why a running job waits on the fleet (its status's). */
   waiting?: JobWaiting;
+  /** Webhook is the job's webhook and how its delivery stands (absent when the job names none). */
+  webhook?: WebhookView;
 }
 
 /** JobWaiting is why a running job waits on the fleet. */
@@ -1167,6 +1207,87 @@ export interface VoterPresence {
   version: number;
 }
 
+/** WebhookAttempt is one POST of a delivery. */
+export interface WebhookAttempt {
+  /** At is when the attempt started; DurationMS how long it took. */
+  at: string;
+  /** At is when the attempt started; DurationMS how long it took. */
+  duration_ms: number;
+  /** StatusCode is the receiver's HTTP status (absent when no response came); Error why the attempt failed (absent for a 2xx). */
+  error?: string;
+  /** NextRetryAt is when the next attempt is due (absent when none is: delivered, or given up). */
+  next_retry_at?: string;
+  /** StatusCode is the receiver's HTTP status (absent when no response came); Error why the attempt failed (absent for a 2xx). */
+  status_code?: number;
+}
+
+/** WebhookDelivery is one event's delivery, in the webhooks bucket under <tenant>.<id>: where it goes, where it stands and every attempt. */
+export interface WebhookDelivery {
+  /** Attempts are the POSTs so far, oldest first. */
+  attempts: WebhookAttempt[] | null;
+  /** Type is the event's type; JobID or BatchID what ended. */
+  batch_id?: string;
+  /** CreatedAt is when the first attempt was made; UpdatedAt the last change. */
+  created_at: string;
+  /** ID is the delivery id (the webhook-id header); Tenant owns it. */
+  id: string;
+  /** Type is the event's type; JobID or BatchID what ended. */
+  job_id?: string;
+  /** Kind is the stable message kind name. */
+  kind: string;
+  /** State is pending (attempts remain), delivered (a 2xx answered) or failed (the last attempt failed: given up). */
+  state: "pending" | "delivered" | "failed";
+  /** ID is the delivery id (the webhook-id header); Tenant owns it. */
+  tenant: string;
+  /** Type is the event's type; JobID or BatchID what ended. */
+  type: "job.finished" | "batch.finished";
+  /** CreatedAt is when the first attempt was made; UpdatedAt the last change. */
+  updated_at: string;
+  /** URL is where the event is POSTed. */
+  url: string;
+  /** Version is the wire version, always Version (1). */
+  version: number;
+}
+
+/** WebhookDeliveryList is the answer to GET /v1/webhooks/deliveries: the key's tenant's deliveries, newest first. */
+export interface WebhookDeliveryList {
+  deliveries: WebhookDelivery[] | null;
+}
+
+/** WebhookSecret is the answer to GET /v1/webhooks/secret: the key's tenant's signing secret. */
+export interface WebhookSecret {
+  /** Secret is whsec_ and the base64 of the HMAC-SHA256 key (docs/api.md, "Webhooks": how to verify a delivery). */
+  secret: string;
+  /** Tenant is the key's tenant: the secret signs its deliveries only. */
+  tenant: string;
+}
+
+/** WebhookView is a job's or batch's webhook as the API shows it: where it goes and how its delivery stands (pending with no attempts until the job or batch ends). */
+export interface WebhookView {
+  /** Attempts are the POSTs so far, oldest first. */
+  attempts: WebhookAttempt[] | null;
+  /** ID is the delivery id (absent until the job or batch has ended). */
+  id?: string;
+  /** State is pending, delivered or failed. */
+  state: "pending" | "delivered" | "failed";
+  /** URL is where the event is POSTed. */
+  url: string;
+}
+
+/** Whoami is the answer to GET /v1/whoami: what the request's API key is, so a client (the dashboard) shows only what the key may use. */
+export interface Whoami {
+  /** Admin keys may use the fleet-wide views (every tenant's jobs and dead letters, quotas, prices, the fleet); Approver keys may answer their tenant's steps that wait for a person. */
+  admin: boolean;
+  /** Admin keys may use the fleet-wide views (every tenant's jobs and dead letters, quotas, prices, the fleet); Approver keys may answer their tenant's steps that wait for a person. */
+  approver: boolean;
+  /** KeyName is the key's name (absent when it has none); KeyPrefix its public prefix, mk_<key id>, never the secret. */
+  key_name?: string;
+  /** KeyName is the key's name (absent when it has none); KeyPrefix its public prefix, mk_<key id>, never the secret. */
+  key_prefix: string;
+  /** Tenant is the tenant the key acts for. */
+  tenant: string;
+}
+
 /** The names of the component schemas. */
 export type SchemaName =
   | "BatchCounts"
@@ -1184,6 +1305,9 @@ export type SchemaName =
   | "ContextFile"
   | "ControlResult"
   | "CoordinatorPresence"
+  | "DLQReplayBody"
+  | "DLQReplayProblem"
+  | "DLQReplayResult"
   | "DeadLetterList"
   | "DecideBody"
   | "EscalationPolicy"
@@ -1225,4 +1349,10 @@ export type SchemaName =
   | "TenantInFlight"
   | "TenantQuota"
   | "Usage"
-  | "VoterPresence";
+  | "VoterPresence"
+  | "WebhookAttempt"
+  | "WebhookDelivery"
+  | "WebhookDeliveryList"
+  | "WebhookSecret"
+  | "WebhookView"
+  | "Whoami";

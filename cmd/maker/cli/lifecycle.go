@@ -30,6 +30,20 @@ func clientErr(err error) error {
 	return err
 }
 
+// notFoundIn names the tenant an unknown job was looked for in ("": the
+// API key's), and where else to look: the commonest cause is a job
+// submitted under another tenant.
+func notFoundIn(err error, tenant, job string) error {
+	if !errors.Is(err, client.ErrNotFound) {
+		return err
+	}
+	where := "tenant " + tenant
+	if tenant == "" {
+		where = "the API key's tenant"
+	}
+	return fmt.Errorf("%w (looked in %s; a job of another tenant is TENANT/%s or --tenant TENANT, and maker jobs list --all-tenants lists every tenant's)", err, where, job)
+}
+
 // jobCommand builds a command acting on one job, through the fleet's
 // NATS or its HTTP API (--api); run gets the job's tenant ("" with --api
 // when no tenant is named: the API key's) and id.
@@ -59,7 +73,7 @@ func jobCommand(e *env, use, short string, run func(ctx context.Context, c jobsP
 			if hc != nil && !tenantSet && !strings.Contains(args[0], "/") {
 				t = "" // the API key's
 			}
-			return clientErr(run(cmd.Context(), c, t, j, asJSON))
+			return clientErr(notFoundIn(run(cmd.Context(), c, t, j, asJSON), t, j))
 		},
 	}
 	natsFlag(cmd, &natsURL)

@@ -406,6 +406,9 @@ func printReport(w io.Writer, rep schemas.JobReport, asJSON bool) error {
 	if len(rep.FinalState) > 0 {
 		fmt.Fprintf(w, "  final state      %s\n", clipText(string(rep.FinalState), 400))
 	}
+	if len(rep.Result) > 0 {
+		fmt.Fprintf(w, "  result           %s\n", clipText(string(rep.Result), 400))
+	}
 	return nil
 }
 

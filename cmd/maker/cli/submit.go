@@ -91,7 +91,7 @@ Over the API the job runs as the API key's tenant (--tenant, when given, must be
 			if hc == nil {
 				jf.calibrated = storedCalibration(natsURL, calModel)
 			}
-			spec, _, err := jf.spec(cmd, 0.95, "--p", 1, tasks)
+			spec, _, err := jf.spec(cmd, schemas.DefaultP, "--p", 1, tasks)
 			if err != nil {
 				return err
 			}

@@ -136,7 +136,7 @@ works with every other command (maker submit, jobs, keys ... --nats URL).`,
 			}
 			url := "http://" + ln.Addr().String()
 			fmt.Fprintf(e.stderr, "maker up: a local fleet (1 coordinator, %d voters, %s model) runs until Ctrl-C\n", voters, modelKind(opts))
-			fmt.Fprintf(e.stderr, "  NATS:    %s  (maker jobs --nats %s)\n", f.NATSURL, f.NATSURL)
+			fmt.Fprintf(e.stderr, "  NATS:    %s  (export MAKER_NATS_URL=%s, then: maker jobs list)\n", f.NATSURL, f.NATSURL)
 			fmt.Fprintf(e.stderr, "  Redis:   %s\n", f.RedisURL)
 			fmt.Fprintf(e.stderr, "  API key (tenant %s, admin): %s\n", tenant, key)
 			fmt.Fprintf(e.stderr, "  try:     curl -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"task\":\"hanoi\",\"params\":{\"disks\":8},\"k\":3}' %s/v1/jobs\n", key, url)
@@ -161,7 +161,7 @@ works with every other command (maker submit, jobs, keys ... --nats URL).`,
 	fl := cmd.Flags()
 	fl.StringVar(&addr, "addr", "127.0.0.1:8000", "the API's and dashboard's listen address HOST:PORT (port 0: any free port)")
 	fl.StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9090", "serve /metrics, /healthz and /readyz on HOST:PORT (empty: off)")
-	fl.StringVar(&tenant, "tenant", "demo", "the tenant of the printed API key and of the demo job")
+	fl.StringVar(&tenant, "tenant", schemas.DefaultTenant, "the tenant of the printed API key and of the demo job (the tenant every other command defaults to)")
 	fl.IntVar(&voters, "voters", 2, "voters to run")
 	fl.IntVar(&demoDisks, "demo-disks", 10, "submit a hanoi job with this many disks at start (0: none)")
 	fl.Float64Var(&cfg.RatePerSec, "rate", 20, "API requests per second per key")
