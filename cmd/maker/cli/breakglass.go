@@ -70,7 +70,7 @@ Over the API (POST /v1/breakglass, then GET /v1/breakglass/{id} until the final 
 tenant and the requester are the API key's: --tenant and --requester are refused.`,
 		Example: `  maker breakglass "break glass: nil pointer panic in the voter after a NATS reconnect" \
     --tried local_model="qwen3: blamed the network" --tried frontier_model="gpt-5.5: suggested a retry, no change" \
-    --tried tools="go test -race: no race reported" --file voter/pull.go --log build.log --json`,
+    --tried tools="go test -race: no race reported" --file voter/voter.go --log build.log --json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			hc, err := api.client(cmd)
