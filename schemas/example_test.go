@@ -89,4 +89,6 @@ func ExampleAll() {
 	// deployment https://makerfleet.dev/schemas/v1/deployment.schema.json
 	// voter_presence https://makerfleet.dev/schemas/v1/voter_presence.schema.json
 	// coordinator_presence https://makerfleet.dev/schemas/v1/coordinator_presence.schema.json
+	// webhook_task https://makerfleet.dev/schemas/v1/webhook_task.schema.json
+	// webhook_delivery https://makerfleet.dev/schemas/v1/webhook_delivery.schema.json
 }

@@ -68,7 +68,7 @@ func (s *Server) routes() []route {
 			ok:   http.StatusOK, okBody: jsonOf[schemas.ControlResult](), errs: []int{404, 409},
 		}
 	}
-	return []route{
+	return append([]route{
 		{method: http.MethodGet, path: "/healthz", access: public, h: s.healthz, id: "healthz",
 			summary: "Liveness: 200 while the server runs and its NATS connection is up (503 otherwise)",
 			ok:      http.StatusOK, okBody: &content{types: []string{"text/plain"}}},
@@ -155,6 +155,7 @@ func (s *Server) routes() []route {
 			query: []param{
 				{"priority", "priority of the lines that set none (0 to 9)", "integer"},
 				{"window", "most jobs of the batch unfinished at once (default 32)", "integer"},
+				{"webhook", "a URL the batch's end is POSTed to, signed (an absolute http or https URL without user info, at most 2 KiB; docs/api.md, Webhooks)", "string"},
 			},
 			body: &content{types: append(jsonlTypes, "text/plain"), desc: "JSON Lines, one job per line"}, longBody: true,
 			ok: http.StatusCreated, okBody: jsonOf[schemas.BatchCreated](), errs: []int{400, 413, 415, 422, 501}},
@@ -247,5 +248,5 @@ func (s *Server) routes() []route {
 		{method: http.MethodDelete, path: "/v1/prices/{model}", access: admin, h: s.deletePrice, id: "deletePrice",
 			summary: "Remove a model's price (admin): its samples are unpriced, and jobs under a limit that ask it pause",
 			ok:      http.StatusNoContent, errs: []int{403, 404}},
-	}
+	}, s.webhookRoutes()...)
 }
