@@ -154,7 +154,7 @@ func TestAPIJobCommands(t *testing.T) {
 			a.nats(t, append([]string{args[0], "acme/a1"}, args[1:]...)...))
 	}
 	// Another tenant's key finds nothing, even naming it (a plain key).
-	if res := a.api(t, a.admin, "status", "a1"); res.code != ExitError || !strings.Contains(res.stderr, "(HTTP 404)") {
+	if res := a.api(t, a.admin, "status", "a1"); res.code != ExitError || !strings.Contains(res.stderr, "(HTTP 404) (looked in the API key's tenant;") {
 		t.Errorf("status a1 as tenant ops: exit %d, stderr %q; want not found", res.code, res.stderr)
 	}
 	plain, _, err := a.keys.Create(t.Context(), apikey.CreateOptions{Tenant: "beta"})

@@ -308,7 +308,7 @@ func TestDecideCommand(t *testing.T) {
 				{"healthy", "2", ExitUsage, "step 2 of default/healthy is being voted on (the job is paused"},
 				{"person", "1099511627776", ExitUsage, "step 1099511627776 of default/person has not been reached (the job is at step 2)"},
 				{"person", "1", ExitUsage, "step 1 of default/person was decided already"},
-				{"nope", "0", ExitError, "unknown job: default/nope"},
+				{"nope", "0", ExitError, "unknown job: default/nope (looked in tenant default; a job of another tenant is TENANT/nope"},
 			} {
 				res := runMain(t, "decide", tc.job, "--step", tc.step, "--vote", `{"move":[1,0,2]}`, "--by", "mallory", "--nats", url)
 				if res.code != tc.code || res.stdout != "" || !strings.Contains(res.stderr, tc.says) {

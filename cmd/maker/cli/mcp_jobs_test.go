@@ -56,7 +56,7 @@ func TestMCPJobTools(t *testing.T) {
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 		schema, _ := json.Marshal(tool.InputSchema)
-		if tool.Name == "submit_job" && !strings.Contains(string(schema), `"required":["task","params","k"]`) {
+		if tool.Name == "submit_job" && !strings.Contains(string(schema), `"required":["task","params"]`) {
 			t.Errorf("submit_job schema: %s", schema)
 		}
 	}
@@ -116,7 +116,7 @@ func checkJobToolRefusals(t *testing.T, call func(name string, args map[string]a
 		args map[string]any
 		want string
 	}{
-		{"submit_job", map[string]any{"task": "hanoi", "params": map[string]any{"disks": 3}, "k": 0}, "invalid job: "},
+		{"submit_job", map[string]any{"task": "hanoi", "params": map[string]any{"disks": 3}, "k": -1}, "invalid job: "},
 		{"submit_job", map[string]any{"task": "nope", "params": map[string]any{}, "k": 1}, "invalid job: "},
 		{"submit_job", map[string]any{"task": "hanoi", "params": map[string]any{"disks": 4}, "k": 1, "job_id": "mcp-1"}, "invalid job: "},
 		{"job_status", map[string]any{"job_id": "nope"}, "unknown job: "},

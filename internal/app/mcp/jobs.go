@@ -25,7 +25,7 @@ type submitJobArgs struct {
 	Task              string         `json:"task" jsonschema:"The task: a built-in (hanoi) or a registered task spec's name"`
 	TaskVersion       string         `json:"task_version,omitempty" jsonschema:"A registered task spec's version (default: the latest)"`
 	Params            map[string]any `json:"params" jsonschema:"The task's params, a JSON object (hanoi: {\"disks\": N})"`
-	K                 int            `json:"k" jsonschema:"Voting margin: a step is decided when one answer leads every other by k valid votes (3 or 4 suits most tasks)"`
+	K                 int            `json:"k,omitempty" jsonschema:"Voting margin: a step is decided when one answer leads every other by k valid votes (3 or 4 suits most tasks); left out, the fleet plans it for the task's steps (the job's status and view say which)"`
 	Seed              int64          `json:"seed,omitempty" jsonschema:"Seed: a job is reproducible from it (default 0)"`
 	JobID             string         `json:"job_id,omitempty" jsonschema:"Job id (default: generated); the same job submitted again under it is a no-op"`
 	BudgetUSD         float64        `json:"budget_usd,omitempty" jsonschema:"The most the job may spend, in USD, at the fleet's prices (every model it may ask must have one); the job pauses as budget_exhausted rather than go over"`
