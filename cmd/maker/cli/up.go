@@ -50,7 +50,9 @@ Redis-compatible store when redis-server is not installed), the simulated model 
 
 It makes an API key for --tenant and prints it with the URLs, submits a demo job
 (hanoi, --demo-disks disks; 0: none) and runs until Ctrl-C. The printed NATS URL
-works with every other command (maker submit, jobs, keys ... --nats URL).`,
+works with every other command: export MAKER_NATS_URL=URL (or give --nats URL), then
+maker submit, maker jobs list, maker status JOB, maker keys create. The key's tenant
+is the one every command defaults to (default), so its jobs list without --tenant.`,
 		Example: `  maker up
   maker up --addr 127.0.0.1:8000 --metrics-addr 127.0.0.1:9090 --voters 4 --demo-disks 12`,
 		Args: cobra.NoArgs,
