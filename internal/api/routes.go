@@ -75,6 +75,10 @@ func (s *Server) routes() []route {
 		{method: http.MethodGet, path: "/openapi.json", access: public, h: s.openapi, id: "openapi",
 			summary: "This OpenAPI 3.1 document", ok: http.StatusOK,
 			okBody: &content{types: []string{"application/json"}, desc: "the OpenAPI document"}},
+		{method: http.MethodGet, path: "/v1/whoami", access: tenant, h: s.whoami, id: "whoami",
+			summary: "What the request's API key is: its tenant, admin, approver, name and public prefix (never its secret)",
+			desc:    "Any valid key may ask about itself; a client (the dashboard) shows only what the key may use.",
+			ok:      http.StatusOK, okBody: jsonOf[schemas.Whoami]()},
 
 		{method: http.MethodPost, path: "/v1/jobs", access: tenant, h: s.submitJob, id: "submitJob",
 			summary: "Submit a job as the key's tenant",
@@ -192,13 +196,21 @@ func (s *Server) routes() []route {
 		{method: http.MethodGet, path: "/v1/dlq", access: tenant, h: s.listDeadLetters, id: "listDeadLetters",
 			summary: "The key's tenant's dead letters: requests the fleet gave up on, with why, oldest first",
 			desc: "A dead letter too large to keep whole holds a reference (truncated, size, sha256 and its first 4 KiB). " +
-				"Replaying is the operator's (maker dlq replay).",
+				"Replaying is the operator's (maker dlq replay, or an admin key's POST /v1/dlq/replay).",
 			query: []param{
 				{"job", "only this job's dead letters", "string"},
 				{"limit", "most dead letters (default 100, at most 1000)", "integer"},
 				{"tenant", "admin keys only: this tenant's, or every tenant's with \"*\"", "string"},
 			},
 			ok: http.StatusOK, okBody: jsonOf[schemas.DeadLetterList](), errs: []int{400, 403}},
+		{method: http.MethodPost, path: "/v1/dlq/replay", access: admin, h: s.replayDeadLetters, id: "replayDeadLetters",
+			summary: "Replay dead letters (admin): publish each to its original subject again and remove it from the DLQ",
+			desc: "The body names the dead letters by dlq_seq (1 to 1000). Each is replayed as maker dlq replay replays it, " +
+				"with the same checks: a dead letter replays only as a sample request of the job its DLQ subject names, " +
+				"from the samples stream; any other is refused with why and kept. A refused or failed one stops none of " +
+				"the others: the answer lists each as replayed, refused or failed.",
+			body: jsonOf[schemas.DLQReplayBody](), ok: http.StatusOK, okBody: jsonOf[schemas.DLQReplayResult](),
+			errs: []int{403, 413, 415, 422}},
 
 		{method: http.MethodPost, path: "/v1/breakglass", access: tenant, h: s.postBreakGlass, id: "breakGlass",
 			summary: "Ask the judges' panel about a problem that resisted everything else (break glass)",
