@@ -832,15 +832,24 @@ function cellText(x) {
 
 // fleetTable shows a list of objects as a table, a column per field.
 function fleetTable(name, items) {
-  const cols = [...new Set(items.flatMap((o) => (o && typeof o === 'object' ? Object.keys(o) : ['value'])))];
+  // A record's version and kind are the wire's, not the reader's.
+  const cols = [...new Set(items.flatMap((o) => (o && typeof o === 'object' ? Object.keys(o) : ['value'])))]
+    .filter((c) => c !== 'version' && c !== 'kind');
   const t = el('table', null, 'fleet-table');
   t.id = 'fleet-' + name;
   const hr = document.createElement('tr');
   for (const c of cols) hr.appendChild(el('th', c.replace(/_/g, ' ')));
   t.createTHead().appendChild(hr);
   const body = t.createTBody();
-  for (const o of items) body.appendChild(row(cols.map((c) => cellText(o && typeof o === 'object' ? o[c] : o))));
-  return t;
+  for (const o of items) {
+    body.appendChild(row(cols.map((c) => {
+      const x = o && typeof o === 'object' ? o[c] : o;
+      return typeof x === 'string' && /^\d{4}-\d\d-\d\dT/.test(x) ? fmtTime(x) : cellText(x);
+    })));
+  }
+  const wrap = el('div', null, 'scroll');
+  wrap.appendChild(t);
+  return wrap;
 }
 
 async function showFleet() {
@@ -872,8 +881,14 @@ async function showFleet() {
       parts.push(el('h2', k.replace(/_/g, ' ') + ' (' + val.length + ')'), fleetTable(k, val));
     } else if (val && typeof val === 'object' && !Array.isArray(val) && Object.values(val).some((x) => x && typeof x === 'object')) {
       parts.push(el('h2', k.replace(/_/g, ' ')), fleetTable(k, Object.entries(val).map(([n, o]) => Object.assign({ name: n }, o))));
+    } else if (val && typeof val === 'object' && !Array.isArray(val)) {
+      // A group of figures (the totals): a fact each.
+      const dl = el('dl', null, 'facts');
+      dl.id = 'fleet-' + k;
+      for (const [n, x] of Object.entries(val)) dl.append(el('dt', n.replace(/_/g, ' ')), el('dd', cellText(x)));
+      parts.unshift(el('h2', k.replace(/_/g, ' ')), dl);
     } else {
-      facts.append(el('dt', k.replace(/_/g, ' ')), el('dd', cellText(val)));
+      facts.append(el('dt', k.replace(/_/g, ' ')), el('dd', k === 'at' ? fmtTime(val) : cellText(val)));
     }
   }
   out.replaceChildren(facts, ...parts);
