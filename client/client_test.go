@@ -120,7 +120,7 @@ func TestErrors(t *testing.T) {
 		{"unknown job result", func() error { _, err := c.Result(ctx, "t1/nope"); return err }, client.ErrNotFound},
 		{"malformed id", func() error { _, err := c.Job(ctx, "a b"); return err }, client.ErrInvalid},
 		{"malformed tenant", func() error { _, err := c.Cancel(ctx, "A!/x"); return err }, client.ErrInvalid},
-		{"invalid spec", func() error { _, err := c.Submit(ctx, hanoi(3, 0, 1)); return err }, client.ErrInvalid},
+		{"invalid spec", func() error { _, err := c.Submit(ctx, hanoi(3, -1, 1)); return err }, client.ErrInvalid},
 		{"unknown task", func() error {
 			_, err := c.Submit(ctx, schemas.JobSpec{Task: "nope", Params: json.RawMessage(`{}`), K: 1})
 			return err

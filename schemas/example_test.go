@@ -46,7 +46,7 @@ func ExampleDecode_invalid() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// schemas: invalid message: job_spec: k must be between 1 and 1000, got 0
+	// schemas: invalid message: job_spec: k is missing: give the voting margin, or submit through a path that plans it (the CLI, the HTTP API)
 	// true
 	// schemas: unsupported version: 2 (this build reads version 1)
 }

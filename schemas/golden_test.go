@@ -58,7 +58,7 @@ func TestInvalid(t *testing.T) {
 		{"job_spec.duplicate_key", schemas.ErrInvalid, `duplicate key "k"`, "accepts"},
 		{"job_spec.bad_tenant", schemas.ErrInvalid, `tenant "Acme Corp" must be`, "rejects"},
 		{"job_spec.bad_job_id", schemas.ErrInvalid, `job id "hanoi/10" must be`, "rejects"},
-		{"job_spec.k_zero", schemas.ErrInvalid, "k must be between 1 and 1000, got 0", "rejects"},
+		{"job_spec.k_zero", schemas.ErrInvalid, "k is missing", "rejects"},
 		{"job_spec.params_not_object", schemas.ErrInvalid, "params must be a JSON object", "rejects"},
 		{"job_spec.trailing_data", schemas.ErrInvalid, "trailing data", ""},
 		{"job_spec.truncated", schemas.ErrInvalid, "unexpected end of JSON input", ""},

@@ -60,17 +60,18 @@ func TestValidateRules(t *testing.T) {
 		{"spec/tenant", func(t *testing.T) schemas.Message { return mutate(t, spec, func(s S) { s.Tenant = "-acme" }) }, schemas.ErrInvalid, `tenant "-acme" must be`},
 		{"spec/tenant empty", func(t *testing.T) schemas.Message { return mutate(t, spec, func(s S) { s.Tenant = "" }) }, schemas.ErrInvalid, `tenant "" must be`},
 		{"spec/task", func(t *testing.T) schemas.Message { return mutate(t, spec, func(s S) { s.Task = "Hanoi" }) }, schemas.ErrInvalid, `task "Hanoi" is not a task name`},
-		{"spec/params missing", func(t *testing.T) schemas.Message { return mutate(t, spec, func(s S) { s.Params = nil }) }, schemas.ErrInvalid, "params must be a JSON object"},
+		{"spec/params missing", func(t *testing.T) schemas.Message { return mutate(t, spec, func(s S) { s.Params = nil }) }, schemas.ErrInvalid, "params are missing"},
 		{"spec/params null", func(t *testing.T) schemas.Message {
 			return mutate(t, spec, func(s S) { s.Params = json.RawMessage("null") })
-		}, schemas.ErrInvalid, "params must be a JSON object"},
+		}, schemas.ErrInvalid, "params are missing"},
 		{"spec/params array", func(t *testing.T) schemas.Message {
 			return mutate(t, spec, func(s S) { s.Params = json.RawMessage("[10]") })
 		}, schemas.ErrInvalid, "params must be a JSON object"},
 		{"spec/params broken", func(t *testing.T) schemas.Message {
 			return mutate(t, spec, func(s S) { s.Params = json.RawMessage(`{"disks":`) })
 		}, schemas.ErrInvalid, "params must be a JSON object"},
-		{"spec/k 0", func(t *testing.T) schemas.Message { return mutate(t, spec, func(s S) { s.K = 0 }) }, schemas.ErrInvalid, "k must be between 1 and 1000, got 0"},
+		{"spec/k 0", func(t *testing.T) schemas.Message { return mutate(t, spec, func(s S) { s.K = 0 }) }, schemas.ErrInvalid, "k is missing"},
+		{"spec/k -1", func(t *testing.T) schemas.Message { return mutate(t, spec, func(s S) { s.K = -1 }) }, schemas.ErrInvalid, "k must be between 1 and 1000, got -1"},
 		{"spec/k over", func(t *testing.T) schemas.Message { return mutate(t, spec, func(s S) { s.K = schemas.MaxK + 1 }) }, schemas.ErrInvalid, "got 1001"},
 		{"spec/max samples under k", func(t *testing.T) schemas.Message {
 			return mutate(t, spec, func(s S) { s.MaxSamplesPerStep = 2 })

@@ -28,7 +28,8 @@ func TestSpecProblem(t *testing.T) {
 		req  string
 		path string
 	}{
-		{"k", `{"task":"hanoi","params":{"disks":3},"k":0}`, "/k"},
+		{"k", `{"task":"hanoi","params":{"disks":3},"k":-1}`, "/k"},
+		{"k unplannable", `{"task":"hanoi","params":{"disks":3},"p_estimate":0.5}`, "/k"},
 		{"disks", `{"task":"hanoi","params":{"disks":0},"k":2}`, "/params/disks"},
 		{"params shape", `{"task":"hanoi","params":[1],"k":2}`, "/params"},
 		{"unknown param", `{"task":"hanoi","params":{"disks":3,"bogus":1},"k":2}`, "/params/bogus"},
