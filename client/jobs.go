@@ -11,6 +11,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/core/pricing"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/internal/topology"
+	"github.com/makerfleet/makerfleet/internal/webhook"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -277,4 +278,23 @@ func (c *Client) jobRef(ctx context.Context, id string) (tenant, job string, top
 	}
 	topo, err = c.topology(ctx)
 	return tenant, job, topo, err
+}
+
+// Webhook is the job's webhook and how its delivery stands (nil when the
+// job names none): pending until the job ends and a maker serve makes
+// it, then delivered or failed, with every attempt.
+func (c *Client) Webhook(ctx context.Context, id string) (*schemas.WebhookView, error) {
+	tenant, job, topo, err := c.jobRef(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rec, _, err := jobs.Get(ctx, topo, tenant, job)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	sp := rec.Spec
+	if sp.Webhook == "" {
+		return nil, nil
+	}
+	return webhook.View(ctx, topo.Webhooks, tenant, schemas.WebhookJobDeliveryID(sp.JobID, sp.SubmittedAt), sp.Webhook)
 }

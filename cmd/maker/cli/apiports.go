@@ -110,6 +110,18 @@ func (a apiFleet) Status(ctx context.Context, tenant, job string) (schemas.JobSt
 	return v.Status(), nil
 }
 
+func (a apiFleet) Webhook(ctx context.Context, tenant, job string) (*schemas.WebhookView, error) {
+	c, err := a.job(tenant, job)
+	if err != nil {
+		return nil, err
+	}
+	v, err := c.Job(ctx, job)
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return v.Webhook, nil
+}
+
 func (a apiFleet) QueuedReason(context.Context, string, string) (string, error) {
 	return apiQueuedReason, nil
 }

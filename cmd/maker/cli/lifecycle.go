@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -107,6 +108,11 @@ func statusCmd(e *env) *cobra.Command {
 		if asJSON {
 			return writeJSON(e.stdout, st)
 		}
+		hook, err := c.Webhook(ctx, tenant, job)
+		if err != nil {
+			return err
+		}
+		defer printWebhook(e.stdout, hook)
 		if st.State == schemas.StateQueued {
 			// A queued job has no figures yet: say why it waits.
 			why, err := c.QueuedReason(ctx, tenant, job)
@@ -142,6 +148,29 @@ func statusCmd(e *env) *cobra.Command {
 	})
 	cmd.Long = "Prints a job's state and progress (--json: its job_status).\n" + jobHelp
 	return cmd
+}
+
+// printWebhook prints a job's webhook line under its status (nothing for
+// a job that names none).
+func printWebhook(w io.Writer, v *schemas.WebhookView) {
+	if v == nil {
+		return
+	}
+	fmt.Fprintf(w, "  webhook %s: %s", v.URL, v.State)
+	if n := len(v.Attempts); n > 0 {
+		a := v.Attempts[n-1]
+		fmt.Fprintf(w, " after %d attempt(s); last at %s", n, a.At.UTC().Format(time.RFC3339))
+		if a.StatusCode != 0 {
+			fmt.Fprintf(w, ", status %d", a.StatusCode)
+		}
+		if a.Error != "" {
+			fmt.Fprintf(w, ": %s", a.Error)
+		}
+		if a.NextRetryAt != nil {
+			fmt.Fprintf(w, "; next at %s", a.NextRetryAt.UTC().Format(time.RFC3339))
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 // jobHelp ends the Long text of the commands on one job.

@@ -63,6 +63,10 @@ func (n *natsClient) QueuedReason(ctx context.Context, tenant, job string) (stri
 	return n.c.QueuedReason(ctx, ref(tenant, job))
 }
 
+func (n *natsClient) Webhook(ctx context.Context, tenant, job string) (*schemas.WebhookView, error) {
+	return n.c.Webhook(ctx, ref(tenant, job))
+}
+
 func (n *natsClient) Wait(ctx context.Context, tenant, job string, onStatus func(schemas.JobStatus)) (schemas.JobReport, error) {
 	return n.c.Wait(ctx, ref(tenant, job), onStatus)
 }

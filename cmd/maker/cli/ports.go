@@ -25,6 +25,8 @@ type jobsPort interface {
 	Status(ctx context.Context, tenant, job string) (schemas.JobStatus, error)
 	// QueuedReason says why a queued job has not started.
 	QueuedReason(ctx context.Context, tenant, job string) (string, error)
+	// Webhook is the job's webhook and its delivery (nil: it names none).
+	Webhook(ctx context.Context, tenant, job string) (*schemas.WebhookView, error)
 	Wait(ctx context.Context, tenant, job string, onStatus func(schemas.JobStatus)) (schemas.JobReport, error)
 	Result(ctx context.Context, tenant, job string) (schemas.JobReport, error)
 	// Control asks for schemas.ActionPause, ActionResume or ActionCancel.

@@ -29,15 +29,15 @@ func TestTopologyCommands(t *testing.T) {
 	}
 	before := rows("topology", "show")
 	// Every stream, bucket and object store of the fleet and the judge:
-	// 6 + 11 + 1 + 3 + 3.
-	if len(before) != 24 {
-		t.Fatalf("show lists %d streams and buckets, want 24", len(before))
+	// 7 + 12 + 1 + 3 + 3.
+	if len(before) != 26 {
+		t.Fatalf("show lists %d streams and buckets, want 26", len(before))
 	}
 	listed := map[string]bool{}
 	for _, r := range before {
 		listed[r.Name] = true
 	}
-	for _, name := range []string{"MAKER_BATCHES", "maker_quotas", "maker_apikeys", "maker_batches", "maker_prices", "maker_providers", "maker_presence", "maker_inputs", "MAKER_JUDGE_AUDIT"} {
+	for _, name := range []string{"MAKER_BATCHES", "maker_quotas", "maker_apikeys", "maker_batches", "maker_prices", "maker_providers", "maker_presence", "maker_inputs", "MAKER_JUDGE_AUDIT", "MAKER_WEBHOOKS", "maker_webhooks"} {
 		if !listed[name] {
 			t.Errorf("show does not list %s", name)
 		}
