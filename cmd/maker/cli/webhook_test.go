@@ -81,3 +81,19 @@ func TestStatusWebhook(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookFlagRefused: a --webhook that is not an http(s) URL without
+// user info is a usage error (exit 2) before anything is dialled or sent.
+func TestWebhookFlagRefused(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"submit", "--task", "hanoi", "--disks", "2", "--k", "1", "--webhook", "ftp://example.com/x"},
+		{"submit", "--task", "hanoi", "--disks", "2", "--k", "1", "--webhook", "https://user:pw@example.com/x"},
+		{"batch", "submit", "does-not-exist.jsonl", "--webhook", "/relative"},
+	} {
+		res := runMain(t, append(args, "--nats", "nats://127.0.0.1:1")...)
+		if res.code != ExitUsage || !strings.Contains(res.stderr, "--webhook") {
+			t.Errorf("maker %v: exit %d, stderr %q; want exit %d naming --webhook", args, res.code, res.stderr, ExitUsage)
+		}
+	}
+}
