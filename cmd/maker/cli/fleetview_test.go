@@ -24,8 +24,8 @@ import (
 
 // TestFleetView: a coordinator and two voters on real NATS and Redis
 // appear in GET /v1/fleet (maker fleet --api, an admin key) and in maker
-// fleet on NATS with their model and concurrency; a job raises their
-// counters; a tenant key is refused (403); a forged record (too large for
+// fleet on NATS with their model and concurrency; a running job shows on
+// its coordinator, and raises the voters' counters; a tenant key is refused (403); a forged record (too large for
 // the bucket, or over the schema's caps, or under another's key) is
 // refused or skipped; a voter killed (no clean stop) leaves the view once
 // the bucket's TTL (2s here) has passed.
@@ -45,7 +45,7 @@ func TestFleetView(t *testing.T) {
 
 	fast := presence.Config{Interval: 100 * time.Millisecond}
 	env.StartCoordinator(coordinator.Config{ID: "coord-1", Presence: fast})
-	sim := fleettest.StartSim(t, simllm.Config{Accuracy: 1, Seed: 3})
+	sim := fleettest.StartSim(t, simllm.Config{Accuracy: 1, Seed: 3, Latency: 300 * time.Millisecond})
 	env.StartVoter(fleettest.SimClient(t, sim, llm.Config{}), voter.Config{ID: "voter-a", Model: simllm.DefaultModel, Concurrency: 3, Presence: fast})
 	vb := env.StartVoter(fleettest.SimClient(t, sim, llm.Config{}), voter.Config{ID: "voter-b", Model: simllm.DefaultModel, Concurrency: 5, Presence: fast})
 
@@ -88,9 +88,20 @@ func TestFleetView(t *testing.T) {
 		t.Errorf("queues %+v: no samples queue on consumer voters", v.Queues)
 	}
 
-	// A job: the voters' counters rise.
+	// A job (each answer takes 300ms): the coordinator lists it while it
+	// runs, with its tenant's samples in flight; the voters' counters rise.
 	spec := fleettest.HanoiSpec(3, 1, 1)
-	if rep := env.Run(&spec); rep.State != schemas.StateSolved {
+	env.Submit(&spec)
+	fleettest.Eventually(t, 30*time.Second, func() bool {
+		v = view()
+		if len(v.Coordinators) != 1 || len(v.Tenants) != 1 {
+			return false
+		}
+		jobs := v.Coordinators[0].Jobs
+		return len(jobs) == 1 && jobs[0].ID == spec.JobID && jobs[0].Tenant == spec.Tenant && jobs[0].State == schemas.StateRunning &&
+			v.Tenants[0].Tenant == spec.Tenant && v.Tenants[0].Jobs == 1 && v.Totals.Jobs == 1
+	}, "the running job never showed on its coordinator: %+v, tenants %+v", v.Coordinators, v.Tenants)
+	if rep := env.Wait(spec); rep.State != schemas.StateSolved {
 		t.Fatalf("job ended %s", rep.State)
 	}
 	fleettest.Eventually(t, 30*time.Second, func() bool {
