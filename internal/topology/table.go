@@ -247,6 +247,11 @@ func Table(ns bus.Namespace, cfg Config, jcfg JudgeConfig) []Decl {
 			MaxMsgSize:  WebhookMaxMsgSize,
 			MaxAge:      48 * time.Hour,
 			Duplicates:  10 * time.Minute,
+			// One message per delivery (its subject): the same end queued
+			// again while the first waits, even past the duplicate window,
+			// is refused, so no two servers hold one delivery at once.
+			MaxMsgsPerSubject:    1,
+			DiscardNewPerSubject: true,
 			// Full, it refuses a new delivery rather than drop queued ones.
 			MaxBytes: bytesFor(WebhookStreamBytes, cfg.Storage),
 			Discard:  jetstream.DiscardNew,

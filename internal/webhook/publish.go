@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -87,14 +88,21 @@ func Publish(ctx context.Context, js Publisher, ns bus.Namespace, t *schemas.Web
 	_, err = bus.RetryTransient(ctx, 10*time.Second, func(ctx context.Context) (*jetstream.PubAck, error) {
 		return js.PublishMsg(ctx, msg)
 	})
+	if queuedAlready(err) {
+		return nil // the same delivery waits in the stream (one message per subject)
+	}
 	if err != nil {
 		return fmt.Errorf("webhook: queue delivery %s/%s: %w", t.Tenant, t.ID, err)
 	}
 	return nil
 }
 
-// ErrNoRecord: the delivery has no record yet (not attempted).
-var ErrNoRecord = errors.New("webhook: no delivery record")
+// queuedAlready reports whether err is the stream refusing a second
+// message on a delivery's subject: that delivery is queued already.
+func queuedAlready(err error) bool {
+	var api *jetstream.APIError
+	return bus.LimitReached(err) && errors.As(err, &api) && strings.Contains(api.Description, "per subject")
+}
 
 // RecordKey is a delivery's key in the webhooks bucket.
 func RecordKey(tenant, id string) string { return tenant + "." + id }
