@@ -238,7 +238,7 @@ func (p *CoordinatorPresence) Validate() error {
 // "coordinator") whose writer is id.
 func PresenceKey(role, id string) string { return role + "." + PresenceKeyToken(id) }
 
-// PresenceKeyToken is id as one key token: every byte outside
+// PresenceKeyToken is id as one key token: every character outside
 // [A-Za-z0-9_-] becomes '_'.
 func PresenceKeyToken(id string) string {
 	return strings.Map(func(r rune) rune {
