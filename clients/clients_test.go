@@ -9,12 +9,17 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,7 +129,7 @@ type liveAPI struct {
 
 var listeningRE = regexp.MustCompile(`maker serve listening on (http://\S+)`)
 
-func startAPI(t *testing.T) *liveAPI {
+func startAPI(t *testing.T, flags ...string) *liveAPI {
 	t.Helper()
 	env := fleettest.New(t)
 	sim := fleettest.StartSim(t, simllm.Config{Accuracy: 1, Seed: 1})
@@ -134,9 +139,10 @@ func startAPI(t *testing.T) *liveAPI {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb testkit.SyncBuffer
 	code := make(chan int, 1)
+	args := append([]string{"serve", "--nats", env.NATS.URL, "--redis", env.Redis().URL(), "--addr", "127.0.0.1:0",
+		"--rate", "1000", "--burst", "1000"}, flags...)
 	go func() {
-		code <- cli.Main(ctx, []string{"serve", "--nats", env.NATS.URL, "--redis", env.Redis().URL(), "--addr", "127.0.0.1:0",
-			"--rate", "1000", "--burst", "1000"}, &out, &errb)
+		code <- cli.Main(ctx, args, &out, &errb)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -215,6 +221,80 @@ func newWebhookFixture(t *testing.T) string {
 	return string(b)
 }
 
+// receiver is a webhook receiver the real server delivers to: it answers
+// 204 to every POST to /<lane> and writes each delivery, its headers and
+// raw body, to <dir>/<lane>/<n>.json (through a rename, so a reader sees
+// whole files only), where that lane's script reads it back.
+type receiver struct {
+	*httptest.Server
+	dir string
+
+	mu  sync.Mutex
+	got map[string][]recorded // by lane
+}
+
+// recorded is one delivery as received.
+type recorded struct {
+	Headers map[string][]string `json:"headers"` // lower-case names
+	Body    []byte              `json:"body"`    // base64 in the file
+}
+
+var laneRE = regexp.MustCompile(`^/([a-z]{1,16})$`)
+
+func startReceiver(t *testing.T, lanes ...string) *receiver {
+	t.Helper()
+	rc := &receiver{dir: t.TempDir(), got: map[string][]recorded{}}
+	for _, l := range lanes {
+		if err := os.Mkdir(filepath.Join(rc.dir, l), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m := laneRE.FindStringSubmatch(r.URL.Path)
+		if r.Method != http.MethodPost || m == nil || !slices.Contains(lanes, m[1]) {
+			http.Error(w, "no such webhook", http.StatusNotFound)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+			return
+		}
+		d := recorded{Headers: map[string][]string{}, Body: body}
+		for k, v := range r.Header {
+			d.Headers[strings.ToLower(k)] = v
+		}
+		b, err := json.Marshal(d)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		n := len(rc.got[m[1]])
+		file := filepath.Join(rc.dir, m[1], strconv.Itoa(n)+".json")
+		if err := os.WriteFile(file+".tmp", b, 0o644); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if err := os.Rename(file+".tmp", file); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		rc.got[m[1]] = append(rc.got[m[1]], d)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+// deliveries returns what lane received.
+func (rc *receiver) deliveries(lane string) []recorded {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]recorded(nil), rc.got[lane]...)
+}
+
 // seen is what a language's live script prints last.
 type seen struct {
 	OK     bool `json:"ok"`
@@ -236,6 +316,15 @@ type seen struct {
 	} `json:"batch"`
 	Unauthorized int    `json:"unauthorized"`
 	Webhook      string `json:"webhook"`
+	// Delivered are the real deliveries the script verified with the
+	// secret it fetched (getWebhookSecret), as the deliveries list shows
+	// them, by id.
+	Delivered map[string]struct {
+		Type    string `json:"type"`
+		JobID   string `json:"job_id"`
+		BatchID string `json:"batch_id"`
+		State   string `json:"state"`
+	} `json:"delivered"`
 }
 
 // run runs a language's live script and reads its last line.
@@ -294,19 +383,113 @@ func check(t *testing.T, c *httpapi.Client, tenant, prefix string, s seen) {
 	}
 }
 
+// getJSON reads path with key into v (the routes the Go client has no
+// call for).
+func getJSON(t *testing.T, base, key, path string, v any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v: %s", path, res.StatusCode, err, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("GET %s: %v: %s", path, err, b)
+	}
+}
+
+// checkDeliveries checks the deliveries the receiver got for a script's
+// job (prefix-hook) and batch: signed with the tenant's secret (checked
+// here with crypto/hmac, apart from the clients), the events the script
+// saw, and delivered in one attempt as GET /v1/webhooks/deliveries says.
+func checkDeliveries(t *testing.T, base, key, tenant, prefix string, s seen, got []recorded) {
+	t.Helper()
+	var sec schemas.WebhookSecret
+	getJSON(t, base, key, "/v1/webhooks/secret", &sec)
+	mac, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(sec.Secret, "whsec_"))
+	if sec.Tenant != tenant || !strings.HasPrefix(sec.Secret, "whsec_") || err != nil || len(mac) == 0 {
+		t.Fatalf("%s's webhook secret: %+v %v", tenant, sec, err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("the receiver got %d deliveries for %s, want 2 (its job's and its batch's)", len(got), prefix)
+	}
+	events := map[string]schemas.WebhookEvent{}
+	for _, d := range got {
+		h := func(name string) string { return strings.Join(d.Headers[name], " ") }
+		m := hmac.New(sha256.New, mac)
+		fmt.Fprintf(m, "%s.%s.", h("webhook-id"), h("webhook-timestamp"))
+		m.Write(d.Body)
+		if want := "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil)); h("webhook-signature") != want {
+			t.Errorf("delivery %s: webhook-signature %q, want %q", h("webhook-id"), h("webhook-signature"), want)
+		}
+		var ev schemas.WebhookEvent
+		if err := json.Unmarshal(d.Body, &ev); err != nil {
+			t.Fatalf("delivery %s: %v: %s", h("webhook-id"), err, d.Body)
+		}
+		events[h("webhook-id")] = ev
+	}
+	var list schemas.WebhookDeliveryList
+	getJSON(t, base, key, "/v1/webhooks/deliveries", &list)
+	listed := map[string]schemas.WebhookDelivery{}
+	for _, d := range list.Deliveries {
+		listed[d.ID] = d
+	}
+	if len(s.Delivered) != len(events) {
+		t.Errorf("the script verified %d deliveries, the receiver got %d", len(s.Delivered), len(events))
+	}
+	var jobs, batches int
+	for id, ev := range events {
+		sd, l := s.Delivered[id], listed[id]
+		switch {
+		case ev.Type == schemas.WebhookJobFinished && ev.Data.JobID == prefix+"-hook" && ev.Data.State == schemas.StateSolved &&
+			ev.Data.Report != nil && ev.Data.Report.Steps == 3:
+			jobs++
+		case ev.Type == schemas.WebhookBatchFinished && ev.Data.BatchID == s.Batch.ID && ev.Data.State == schemas.BatchCompleted &&
+			ev.Data.Counts != nil && *ev.Data.Counts == s.Batch.Counts:
+			batches++
+		default:
+			t.Errorf("delivery %s: an event %+v, want %s-hook's or batch %s's end", id, ev, prefix, s.Batch.ID)
+		}
+		if ev.Data.Tenant != tenant || sd.Type != ev.Type || sd.JobID != ev.Data.JobID || sd.BatchID != ev.Data.BatchID ||
+			sd.State != schemas.WebhookDelivered {
+			t.Errorf("delivery %s: %+v; the script saw %+v", id, ev, sd)
+		}
+		if l.State != schemas.WebhookDelivered || len(l.Attempts) != 1 || l.Attempts[0].StatusCode != http.StatusNoContent ||
+			l.Tenant != tenant || l.Type != ev.Type {
+			t.Errorf("delivery %s listed as %+v, want delivered in one attempt answered 204", id, l)
+		}
+	}
+	if jobs != 1 || batches != 1 {
+		t.Errorf("%d job.finished and %d batch.finished deliveries, want one each", jobs, batches)
+	}
+}
+
 // TestClients runs the TypeScript and the Python client against maker
 // serve in front of a real fleet (an in-process nats-server, a
 // redis-server, a coordinator and a voter on the simulated model), each
 // with its own tenant: jobs followed by their event streams, paging,
 // problems (404, 400, 422, 409, 401), pause, resume and cancel, budgets,
 // a batch with an invalid line, tasks, usage, dead letters, Retry-After,
-// and webhook deliveries signed here.
+// webhook deliveries signed here, and real ones: the server delivers a
+// job's and a batch's end to a receiver here (allowed on 127.0.0.1), and
+// each script verifies what it received with the secret it fetched and
+// sees the deliveries listed as delivered.
 func TestClients(t *testing.T) {
 	t.Parallel()
-	a := startAPI(t)
+	a := startAPI(t, "--webhook-allow", "127.0.0.1/32")
+	rc := startReceiver(t, "ts", "py")
 	fixture := newWebhookFixture(t)
 	liveEnv := func(key, prefix string) []string {
-		return []string{"MAKER_API_URL=" + a.base, "MAKER_API_KEY=" + key, "MAKER_JOB_PREFIX=" + prefix, "MAKER_WEBHOOK_FIXTURE=" + fixture}
+		return []string{"MAKER_API_URL=" + a.base, "MAKER_API_KEY=" + key, "MAKER_JOB_PREFIX=" + prefix, "MAKER_WEBHOOK_FIXTURE=" + fixture,
+			"MAKER_WEBHOOK_URL=" + rc.URL + "/" + prefix, "MAKER_WEBHOOK_DIR=" + filepath.Join(rc.dir, prefix)}
 	}
 
 	t.Run("typescript", func(t *testing.T) {
@@ -323,6 +506,7 @@ func TestClients(t *testing.T) {
 		}
 		s := run(t, tsDir, liveEnv(key, "ts"), node, "dist-test/test/live.js")
 		check(t, c, "ts-tenant", "ts", s)
+		checkDeliveries(t, a.base, key, "ts-tenant", "ts", s, rc.deliveries("ts"))
 	})
 
 	t.Run("python", func(t *testing.T) {
@@ -335,5 +519,6 @@ func TestClients(t *testing.T) {
 		}
 		s := run(t, pyDir, append(liveEnv(key, "py"), "PYTHONPATH="+abs, "PYTHONDONTWRITEBYTECODE=1"), py, "tests/live_test.py")
 		check(t, c, "py-tenant", "py", s)
+		checkDeliveries(t, a.base, key, "py-tenant", "py", s, rc.deliveries("py"))
 	})
 }

@@ -1,7 +1,7 @@
 """makerfleet: a client of the makerfleet API (maker serve), standard
 library only. Jobs, event streams, batches, tasks, usage and dead letters;
-error answers as MakerAPIError (RFC 9457 problems); Standard Webhooks
-verification (verify_webhook)."""
+error answers as MakerAPIError (RFC 9457 problems); the webhook signing
+secret and deliveries, and Standard Webhooks verification (verify_webhook)."""
 
 from .client import BATCH_ENDED, TERMINAL_STATES, JobEvent, MakerClient
 from .errors import PROBLEM_BASE, MakerAPIError, parse_retry_after

@@ -190,11 +190,13 @@ class MakerClient:
     # Batches.
 
     def create_batch(self, lines: Union[str, bytes, Iterable[BatchLine]], priority: Optional[int] = None,
-                     window: Optional[int] = None) -> JSON:
+                     window: Optional[int] = None, webhook: Optional[str] = None) -> JSON:
         """Submits a batch, one job per line: a JSONL text, or lines (job
         dicts or JSON texts) joined as JSONL. Invalid lines go to the
         batch's error file and the rest runs; a duplicate custom_id refuses
-        the whole batch (422). Not retried: a second call is a second batch."""
+        the whole batch (422). webhook is a URL the batch's end (a
+        batch.finished event) is POSTed to, signed. Not retried: a second
+        call is a second batch."""
         if isinstance(lines, bytes):
             body = lines
         elif isinstance(lines, str):
@@ -207,7 +209,7 @@ class MakerClient:
                     raise ValueError("makerfleet: a batch line holds a line break")
                 out.append(s)
             body = ("\n".join(out) + "\n").encode("utf-8")
-        return self._json("POST", "/v1/batches", query={"priority": priority, "window": window}, body=body,
+        return self._json("POST", "/v1/batches", query={"priority": priority, "window": window, "webhook": webhook}, body=body,
                           content_type="application/jsonl", idempotent=False)
 
     def get_batch(self, batch_id: str) -> JSON:
@@ -257,6 +259,21 @@ class MakerClient:
     def dead_letters(self, job: Optional[str] = None, limit: Optional[int] = None) -> List[JSON]:
         """The tenant's dead letters (of job, when given), oldest first."""
         return self._json("GET", "/v1/dlq", query={"job": job, "limit": limit}).get("dead_letters") or []
+
+    # Webhooks.
+
+    def get_webhook_secret(self) -> JSON:
+        """The key's own tenant's webhook signing secret, {"tenant", "secret":
+        "whsec_..."}: pass the secret to verify_webhook. Each tenant has its
+        own; a key never reads another's. A server that makes no deliveries
+        answers 501."""
+        return self._json("GET", "/v1/webhooks/secret")
+
+    def list_webhook_deliveries(self, limit: Optional[int] = None) -> List[JSON]:
+        """The tenant's webhook deliveries, newest first: each one's state
+        (pending, delivered, failed) and attempts (limit: server default
+        100, at most 1000)."""
+        return self._json("GET", "/v1/webhooks/deliveries", query={"limit": limit}).get("deliveries") or []
 
     # Plumbing.
 

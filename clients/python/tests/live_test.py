@@ -1,7 +1,9 @@
 """Checks the client against a live maker serve (run by
 clients/clients_test.go, which starts the fleet, the server and a key):
-MAKER_API_URL, MAKER_API_KEY, MAKER_JOB_PREFIX and MAKER_WEBHOOK_FIXTURE (a
-delivery signed by the Go test, with its secret) come from the environment.
+MAKER_API_URL, MAKER_API_KEY, MAKER_JOB_PREFIX, MAKER_WEBHOOK_FIXTURE (a
+delivery signed by the Go test, with its secret), MAKER_WEBHOOK_URL (the Go
+test's receiver) and MAKER_WEBHOOK_DIR (where it writes each delivery it gets)
+come from the environment.
 It exits non-zero on the first failed check and prints, last, one JSON line
 of what it saw for the Go test to compare."""
 
@@ -52,9 +54,28 @@ def rejected(call: Callable[[], Any], why: str) -> None:
     raise AssertionError("verify_webhook accepted a delivery it must refuse (%s)" % why)
 
 
+def received(hook_dir: str, n: int) -> List[Dict[str, Any]]:
+    """Polls hook_dir (every 100 ms, at most 30 s) until the receiver has
+    written n deliveries, and reads them: headers and the raw body."""
+    deadline = time.monotonic() + 30
+    while True:
+        names = sorted(f for f in os.listdir(hook_dir) if f.endswith(".json"))
+        if len(names) >= n:
+            out = []
+            for f in names:
+                with open(os.path.join(hook_dir, f), encoding="utf-8") as fh:
+                    d = json.load(fh)
+                out.append({"headers": d["headers"], "body": base64.b64decode(d["body"])})
+            return out
+        if time.monotonic() > deadline:
+            raise AssertionError("%d deliveries in %s after 30 s, want %d" % (len(names), hook_dir, n))
+        time.sleep(0.1)
+
+
 def main() -> None:
     base, key, prefix = env("MAKER_API_URL"), env("MAKER_API_KEY"), env("MAKER_JOB_PREFIX")
     fx = json.loads(env("MAKER_WEBHOOK_FIXTURE"))
+    hook_url, hook_dir = env("MAKER_WEBHOOK_URL"), env("MAKER_WEBHOOK_DIR")
     seen: Dict[str, Any] = {}
     c = MakerClient(base, key)
 
@@ -124,12 +145,13 @@ def main() -> None:
     p = problem(lambda: c.set_budget(jid, 5))
     assert p.status == 409 and p.kind == "finished", p.problem
 
-    # Batches: two good lines and an invalid one.
+    # Batches: two good lines and an invalid one; the batch names the
+    # receiver as its webhook (checked below).
     batch = c.create_batch([
         {"custom_id": "first", "task": "hanoi", "params": {"disks": 2}, "k": 1},
         {"custom_id": "broken", "task": "hanoi", "params": {"disks": 0}, "k": 1},
         '{"custom_id": "third", "task": "hanoi", "params": {"disks": 3}, "k": 1}',
-    ])
+    ], webhook=hook_url)
     assert batch["counts"]["total"] == 3, batch
     done = c.wait_for_batch(batch["id"], interval=0.1)
     assert done["state"] == "completed" and done["counts"]["completed"] == 2 and done["counts"]["failed"] == 1, done
@@ -211,6 +233,52 @@ def main() -> None:
     # The old delivery passes with a tolerance that covers it: only its age was wrong.
     assert verify_webhook(fx["secret"], hdrs(fx["old_timestamp"], fx["old_signature"]), fx["body"], tolerance_seconds=7200) == payload
     seen["webhook"] = "ok"
+
+    # Real deliveries: a job naming the receiver (and the batch above); each
+    # delivery the receiver got is verified with the secret fetched here.
+    secret = c.get_webhook_secret()
+    assert secret["tenant"] == report["tenant"], secret["tenant"]
+    assert secret["secret"].startswith("whsec_"), "not a whsec_ secret"
+    p = problem(lambda: c.submit_job({"task": "hanoi", "params": {"disks": 2}, "k": 1, "webhook": "ftp://example.com/hook"}))
+    assert p.status == 422 and p.errors and p.errors[0]["path"] == "/webhook", p.problem
+    hook_job = prefix + "-hook"
+    c.submit_job({"task": "hanoi", "params": {"disks": 2}, "k": 1, "job_id": hook_job, "webhook": hook_url})
+    assert c.wait_for_result(hook_job)["steps"] == 3
+    events: Dict[str, Any] = {}
+    for d in received(hook_dir, 2):
+        ev = verify_webhook(secret["secret"], d["headers"], d["body"])
+        assert ev["data"]["tenant"] == report["tenant"], ev
+        events[d["headers"]["webhook-id"][0]] = ev
+        # The same delivery with a byte more, or under another tenant's secret, is refused.
+        rejected(lambda: verify_webhook(secret["secret"], d["headers"], d["body"] + b" "), "signature")
+        rejected(lambda: verify_webhook(fx["secret"], d["headers"], d["body"]), "signature")
+    by_type = {ev["type"]: (i, ev) for i, ev in events.items()}
+    assert set(by_type) == {"job.finished", "batch.finished"}, events
+    job_hook_id, job_ev = by_type["job.finished"]
+    assert job_ev["data"]["job_id"] == hook_job and job_ev["data"]["state"] == "solved", job_ev
+    assert job_ev["data"]["report"]["steps"] == 3 and job_ev["data"]["links"]["self"] == "/v1/jobs/" + hook_job, job_ev
+    batch_ev = by_type["batch.finished"][1]
+    assert batch_ev["data"]["batch_id"] == batch["id"] and batch_ev["data"]["state"] == "completed", batch_ev
+    assert batch_ev["data"]["counts"] == done["counts"], batch_ev
+    # The deliveries list says delivered (the receiver answered before the
+    # server recorded it: poll, bounded).
+    deadline = time.monotonic() + 30
+    while True:
+        listed = {d["id"]: d for d in c.list_webhook_deliveries(limit=10)}
+        mine = [listed.get(i) or {} for i in events]
+        if all(d.get("state") == "delivered" for d in mine):
+            break
+        assert time.monotonic() < deadline, "deliveries not delivered after 30 s: %r" % mine
+        time.sleep(0.1)
+    for d in mine:
+        assert len(d["attempts"]) == 1 and d["attempts"][0]["status_code"] == 204 and d["url"] == hook_url, d
+    seen["delivered"] = {d["id"]: {"type": d["type"], "job_id": d.get("job_id", ""), "batch_id": d.get("batch_id", ""),
+                                   "state": d["state"]} for d in mine}
+    assert len(c.list_webhook_deliveries(limit=1)) == 1
+    assert problem(lambda: c.list_webhook_deliveries(limit=0)).status == 400
+    hook_view = c.get_job(hook_job)
+    assert hook_view["webhook"]["state"] == "delivered" and hook_view["webhook"]["id"] == job_hook_id, hook_view
+    assert c.get_batch(batch["id"])["webhook_delivery"]["state"] == "delivered"
 
     print(json.dumps(dict(ok=True, **seen)))
 

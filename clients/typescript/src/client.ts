@@ -17,6 +17,9 @@ import type {
   TaskInfo,
   TaskList,
   Usage,
+  WebhookDelivery,
+  WebhookDeliveryList,
+  WebhookSecret,
 } from "./openapi.js";
 import { parseSSE } from "./sse.js";
 
@@ -65,6 +68,14 @@ export interface BatchOptions extends CallOptions {
   priority?: number;
   /** window is the most jobs of the batch unfinished at once (default 32). */
   window?: number;
+  /** webhook is a URL the batch's end (a batch.finished event) is POSTed to, signed (?webhook=). */
+  webhook?: string;
+}
+
+/** ListWebhookDeliveriesOptions select the deliveries listed. */
+export interface ListWebhookDeliveriesOptions extends CallOptions {
+  /** limit is the most deliveries (server default 100, at most 1000). */
+  limit?: number;
 }
 
 /** A batch line: a job object ({custom_id, task, params, k...}) or a JSON text. */
@@ -292,7 +303,7 @@ export class MakerClient {
     }
     return this.#json<BatchRecord>("POST", "/v1/batches", {
       ...o,
-      query: { priority: o.priority, window: o.window },
+      query: { priority: o.priority, window: o.window, webhook: o.webhook },
       body,
       contentType: "application/jsonl",
       idempotent: false,
@@ -360,6 +371,27 @@ export class MakerClient {
       idempotent: true,
     });
     return l.dead_letters ?? [];
+  }
+
+  // Webhooks.
+
+  /**
+   * getWebhookSecret returns the key's own tenant's webhook signing secret
+   * (whsec_...): pass it to verifyWebhook. Each tenant has its own; a key
+   * never reads another's. A server that makes no deliveries answers 501.
+   */
+  async getWebhookSecret(o: CallOptions = {}): Promise<WebhookSecret> {
+    return this.#json<WebhookSecret>("GET", "/v1/webhooks/secret", { ...o, idempotent: true });
+  }
+
+  /** listWebhookDeliveries returns the tenant's webhook deliveries, newest first: each one's state (pending, delivered, failed) and attempts. */
+  async listWebhookDeliveries(o: ListWebhookDeliveriesOptions = {}): Promise<WebhookDelivery[]> {
+    const l = await this.#json<WebhookDeliveryList>("GET", "/v1/webhooks/deliveries", {
+      ...o,
+      query: { limit: o.limit },
+      idempotent: true,
+    });
+    return l.deliveries ?? [];
   }
 
   // Plumbing.

@@ -1,7 +1,8 @@
 /**
  * @makerfleet/client: a client of the makerfleet API (maker serve). Jobs,
  * event streams, batches, tasks, usage and dead letters; error answers as
- * MakerAPIError (RFC 9457 problems); Standard Webhooks verification. Its
+ * MakerAPIError (RFC 9457 problems); the webhook signing secret and
+ * deliveries, and Standard Webhooks verification. Its
  * types are generated from the API's OpenAPI document (openapi.ts).
  */
 export { MakerClient, TERMINAL_STATES } from "./client.js";
@@ -12,6 +13,7 @@ export type {
   ClientOptions,
   JobEvent,
   ListJobsOptions,
+  ListWebhookDeliveriesOptions,
   WaitOptions,
 } from "./client.js";
 export { MakerAPIError, PROBLEM_BASE, parseRetryAfter } from "./errors.js";

@@ -26,8 +26,16 @@ export async function example(): Promise<void> {
   }
 }
 
-export async function webhook(req: { headers: Record<string, string | string[] | undefined> }, rawBody: string): Promise<unknown> {
+export async function webhook(
+  c: MakerClient,
+  req: { headers: Record<string, string | string[] | undefined> },
+  rawBody: string,
+): Promise<unknown> {
+  // Once, with the tenant's key (c above): the secret its deliveries are signed with.
+  const { secret } = await c.getWebhookSecret();
   // In a handler given the raw body: throws unless signed with the secret, within 5 minutes.
-  const event = await verifyWebhook(process.env.MAKER_WEBHOOK_SECRET!, req.headers, rawBody);
+  const event = await verifyWebhook(secret, req.headers, rawBody);
+  // Where each delivery stands: pending, delivered or failed, and every attempt.
+  for (const d of await c.listWebhookDeliveries({ limit: 20 })) console.log(d.id, d.state, d.attempts?.length);
   return event;
 }

@@ -1,11 +1,14 @@
 // live.ts checks the client against a live maker serve (run by
 // clients/clients_test.go, which starts the fleet, the server and a key):
-// MAKER_API_URL, MAKER_API_KEY, MAKER_JOB_PREFIX and MAKER_WEBHOOK_FIXTURE
-// (a delivery signed by the Go test, with its secret) come from the
-// environment. It exits non-zero on the first failed check and prints,
+// MAKER_API_URL, MAKER_API_KEY, MAKER_JOB_PREFIX, MAKER_WEBHOOK_FIXTURE
+// (a delivery signed by the Go test, with its secret), MAKER_WEBHOOK_URL (the
+// Go test's receiver) and MAKER_WEBHOOK_DIR (where it writes each delivery
+// it gets) come from the environment. It exits non-zero on the first failed check and prints,
 // last, one JSON line of what it saw for the Go test to compare.
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
 
 import {
   MakerAPIError,
@@ -15,6 +18,7 @@ import {
   signWebhook,
   verifyWebhook,
   WebhookVerificationError,
+  type BatchCounts,
   type BatchOutputLine,
   type JobReport,
   type JobStatus,
@@ -38,6 +42,40 @@ const fixture = JSON.parse(env("MAKER_WEBHOOK_FIXTURE")) as {
   old_timestamp: number;
   old_signature: string;
 };
+const hookUrl = env("MAKER_WEBHOOK_URL");
+const hookDir = env("MAKER_WEBHOOK_DIR");
+
+/** received polls hookDir (every 100 ms, at most 30 s) until the receiver has written n deliveries, and reads them. */
+async function received(n: number): Promise<{ headers: Record<string, string[]>; body: Uint8Array }[]> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const names = (await readdir(hookDir)).filter((f) => f.endsWith(".json")).sort();
+    if (names.length >= n) {
+      return Promise.all(
+        names.map(async (f) => {
+          const d = JSON.parse(await readFile(join(hookDir, f), "utf8")) as { headers: Record<string, string[]>; body: string };
+          return { headers: d.headers, body: Buffer.from(d.body, "base64") };
+        }),
+      );
+    }
+    if (Date.now() > deadline) throw new Error(`${names.length} deliveries in ${hookDir} after 30 s, want ${n}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The body of a delivery (schemas.WebhookEvent). */
+interface WebhookEvent {
+  type: string;
+  data: {
+    tenant: string;
+    job_id?: string;
+    batch_id?: string;
+    state: string;
+    report?: { solved: boolean; steps: number };
+    counts?: BatchCounts;
+    links?: Record<string, string>;
+  };
+}
 
 async function problem(p: Promise<unknown>): Promise<MakerAPIError> {
   try {
@@ -150,11 +188,15 @@ assert.equal(p.status, 409);
 assert.equal(p.kind, "finished");
 
 // Batches: two good lines and an invalid one.
-const batch = await c.createBatch([
-  { custom_id: "first", task: "hanoi", params: { disks: 2 }, k: 1 },
-  { custom_id: "broken", task: "hanoi", params: { disks: 0 }, k: 1 },
-  '{"custom_id": "third", "task": "hanoi", "params": {"disks": 3}, "k": 1}',
-]);
+// The batch names the receiver as its webhook (checked below).
+const batch = await c.createBatch(
+  [
+    { custom_id: "first", task: "hanoi", params: { disks: 2 }, k: 1 },
+    { custom_id: "broken", task: "hanoi", params: { disks: 0 }, k: 1 },
+    '{"custom_id": "third", "task": "hanoi", "params": {"disks": 3}, "k": 1}',
+  ],
+  { webhook: hookUrl },
+);
 assert.equal(batch.counts.total, 3);
 const done = await c.waitForBatch(batch.id, { intervalMs: 100 });
 assert.equal(done.state, "completed");
@@ -249,5 +291,63 @@ await rejected(verifyWebhook(fixture.secret, { "webhook-id": fixture.id }, fixtu
 // The old delivery passes with a tolerance that covers it: only its age was wrong.
 assert.deepEqual(await verifyWebhook(fixture.secret, hdrs(fixture.old_timestamp, fixture.old_signature), fixture.body, { toleranceSeconds: 7200 }), payload);
 seen.webhook = "ok";
+
+// Real deliveries: a job naming the receiver (and the batch above); each
+// delivery the receiver got is verified with the secret fetched here.
+const secret = await c.getWebhookSecret();
+assert.equal(secret.tenant, report.tenant, "the secret is the key's own tenant's");
+assert.match(secret.secret, /^whsec_[A-Za-z0-9+/]+=*$/);
+p = await problem(c.submitJob({ task: "hanoi", params: { disks: 2 }, k: 1, webhook: "ftp://example.com/hook" }));
+assert.equal(p.status, 422);
+assert.equal(p.errors[0]?.path, "/webhook");
+const hookJob = `${prefix}-hook`;
+await c.submitJob({ task: "hanoi", params: { disks: 2 }, k: 1, job_id: hookJob, webhook: hookUrl });
+assert.equal((await c.waitForResult(hookJob)).steps, 3);
+const got = await received(2);
+const events = new Map<string, WebhookEvent>();
+for (const d of got) {
+  const ev = (await verifyWebhook(secret.secret, d.headers, d.body)) as WebhookEvent;
+  const hookId = d.headers["webhook-id"]?.[0] ?? "";
+  assert.equal(ev.data.tenant, report.tenant);
+  events.set(hookId, ev);
+  // The same delivery with a byte more, or under another tenant's secret, is refused.
+  await rejected(verifyWebhook(secret.secret, d.headers, new Uint8Array([...d.body, 0x20])), /signature/);
+  await rejected(verifyWebhook(fixture.secret, d.headers, d.body), /signature/);
+}
+const jobEvent = [...events.entries()].find(([, ev]) => ev.type === "job.finished");
+const batchEvent = [...events.entries()].find(([, ev]) => ev.type === "batch.finished");
+assert.ok(jobEvent && batchEvent, `deliveries ${JSON.stringify([...events.values()])}`);
+assert.equal(jobEvent[1].data.job_id, hookJob);
+assert.equal(jobEvent[1].data.state, "solved");
+assert.equal(jobEvent[1].data.report?.steps, 3);
+assert.equal(jobEvent[1].data.links?.self, `/v1/jobs/${hookJob}`);
+assert.equal(batchEvent[1].data.batch_id, batch.id);
+assert.equal(batchEvent[1].data.state, "completed");
+assert.deepEqual(batchEvent[1].data.counts, done.counts);
+// The deliveries list says delivered (the receiver answered before the server recorded it: poll, bounded).
+const deadline = Date.now() + 30_000;
+for (;;) {
+  const list = await c.listWebhookDeliveries({ limit: 10 });
+  const mine = [...events.keys()].map((k) => list.find((d) => d.id === k));
+  if (mine.every((d) => d?.state === "delivered")) {
+    for (const d of mine) {
+      assert.equal(d!.attempts?.length, 1);
+      assert.equal(d!.attempts?.[0]?.status_code, 204);
+      assert.equal(d!.url, hookUrl);
+    }
+    seen.delivered = Object.fromEntries(
+      mine.map((d) => [d!.id, { type: d!.type, job_id: d!.job_id ?? "", batch_id: d!.batch_id ?? "", state: d!.state }]),
+    );
+    break;
+  }
+  if (Date.now() > deadline) throw new Error(`deliveries not delivered after 30 s: ${JSON.stringify(list)}`);
+  await new Promise((r) => setTimeout(r, 100));
+}
+assert.equal((await c.listWebhookDeliveries({ limit: 1 })).length, 1);
+assert.equal((await problem(c.listWebhookDeliveries({ limit: 0 }))).status, 400);
+const hookView = await c.getJob(hookJob);
+assert.equal(hookView.webhook?.state, "delivered");
+assert.equal(hookView.webhook?.id, jobEvent[0]);
+assert.equal((await c.getBatch(batch.id)).webhook_delivery?.state, "delivered");
 
 console.log(JSON.stringify({ ok: true, ...seen }));
