@@ -232,8 +232,12 @@ func Status(ctx context.Context, topo *topology.Topology, tenant, job string) (s
 		}
 	}
 	// The record is the authority on where the job stands; the status
-	// holds the figures.
-	if rec.Finished || rec.State == schemas.StatePaused || rec.State == schemas.StateQueued && st.State == "" {
+	// holds the figures. But an owner publishes a final status, then the
+	// report, then marks the record finished: a final status is already
+	// where the job stands (a paused job cancelled, say, whose record
+	// still says paused a moment longer).
+	ended := schemas.Terminal(st.State)
+	if rec.Finished || !ended && (rec.State == schemas.StatePaused || rec.State == schemas.StateQueued && st.State == "") {
 		st.State = rec.State
 	}
 	if st.State == schemas.StatePaused || st.State == schemas.StateQueued {
@@ -241,7 +245,7 @@ func Status(ctx context.Context, topo *topology.Topology, tenant, job string) (s
 		// still name the one that ran it.
 		st.Coordinator = ""
 	}
-	if !rec.Finished && rec.Control != schemas.ControlRun && !(rec.Control == schemas.ControlPause && (st.State == schemas.StatePaused || st.State == schemas.StateBudgetExhausted)) {
+	if !rec.Finished && !ended && rec.Control != schemas.ControlRun && !(rec.Control == schemas.ControlPause && (st.State == schemas.StatePaused || st.State == schemas.StateBudgetExhausted)) {
 		st.Control = rec.Control // asked, not yet obeyed
 	}
 	return st, nil

@@ -421,6 +421,18 @@ func TestStatus(t *testing.T) {
 	if st := status(); st.Control != schemas.ControlCancel {
 		t.Errorf("cancel asked: control %q", st.Control)
 	}
+	// Its owner publishes the final status before it marks the record
+	// finished: in between the job is cancelled, not paused.
+	rep.State, rep.Coordinator = schemas.StateCancelled, "c1"
+	if data, err = schemas.Encode(&rep); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.topo.Status.Put(ctxT(t), bus.JobKey("acme", "j1"), data); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(); st.State != schemas.StateCancelled || st.Control != "" {
+		t.Errorf("final status, record not yet finished: state %q control %q, want cancelled, no control", st.State, st.Control)
+	}
 	if err := jobs.MarkFinished(ctxT(t), r.topo, "acme", "j1", schemas.StateCancelled); err != nil {
 		t.Fatal(err)
 	}
