@@ -489,7 +489,7 @@ func TestAPIFlags(t *testing.T) {
 		"batch submit": {"-"}, "batch status": {"batch_x"}, "batch output": {"batch_x"}, "batch errors": {"batch_x"},
 		"batch cancel": {"batch_x"}, "batch list": nil,
 		"breakglass": {"break glass: x"}, "judge answer": {"bg-1"}, "budget show": nil, "budget set": {"--job", "j1", "--usd", "1"},
-		"task list": nil, "task show": {"multiply"}, "mcp": nil,
+		"task list": nil, "task show": {"multiply"}, "mcp": nil, "fleet": nil,
 	}
 	var got []string
 	walk(newRoot(&env{}), func(cmd *cobra.Command) {
