@@ -22,7 +22,8 @@ import (
 const controlTimeout = 5 * time.Second
 
 // controlService answers people's control and decide requests for the
-// namespace's jobs (bus.ControlWildcard, bus.DecideWildcard), one of the
+// namespace's jobs (bus.ControlWildcard, bus.DecideWildcard), and maker
+// serve's dead-letter replays (bus.DLQReplaySubject), one of the
 // coordinators (queue group bus.QueueCoordinators) each request. The job
 // and its tenant are the subject's, never the body's; every request is
 // checked against the job's real state by jobs.Apply and jobs.Decide, the
@@ -43,7 +44,7 @@ type controlService struct {
 // and waits for the requests in hand.
 func (c *Coordinator) serveControl(ctx context.Context, topo *topology.Topology) (stop func(), err error) {
 	s := &controlService{c: c, topo: topo, replies: auth.NewReplyGuard(c.nc, topo.NS, c.log)}
-	for _, subject := range []string{topo.NS.ControlWildcard(), topo.NS.DecideWildcard()} {
+	for _, subject := range []string{topo.NS.ControlWildcard(), topo.NS.DecideWildcard(), topo.NS.DLQReplaySubject()} {
 		sub, err := c.nc.QueueSubscribe(subject, bus.QueueCoordinators, func(m *nats.Msg) { s.handle(ctx, m) })
 		if err != nil {
 			s.stop()
@@ -89,6 +90,10 @@ func (s *controlService) handle(ctx context.Context, m *nats.Msg) {
 		// bus.InboxReply), or go to another identity's inbox than the
 		// sender's (auth.CheckReply): refused before anything is done,
 		// counted and logged at most once a second.
+		return
+	}
+	if m.Subject == s.topo.NS.DLQReplaySubject() {
+		s.replay(ctx, m) // dlqreplay.go
 		return
 	}
 	kind, tenant, job, ok := s.topo.NS.ParseControlSubject(m.Subject)

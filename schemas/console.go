@@ -1,5 +1,7 @@
 package schemas
 
+import "fmt"
+
 // Whoami is the answer to GET /v1/whoami: what the request's API key is,
 // so a client (the dashboard) shows only what the key may use.
 type Whoami struct {
@@ -24,6 +26,26 @@ const MaxReplaySeqs = 1000
 type DLQReplayBody struct {
 	// Seqs are the dead letters' sequences, 1 to 1000 of them, each >= 1.
 	Seqs []uint64 `json:"seqs" jsonschema:"minItems=1,maxItems=1000"`
+}
+
+// Check says what is wrong with b, if anything, and at which field (a
+// JSON pointer): 1 to MaxReplaySeqs sequences, each at least 1, none
+// twice. The API and the coordinators check every body with it.
+func (b DLQReplayBody) Check() (field string, err error) {
+	if len(b.Seqs) == 0 || len(b.Seqs) > MaxReplaySeqs {
+		return "/seqs", fmt.Errorf("seqs must name 1 to %d dead letters (their dlq_seq), not %d", MaxReplaySeqs, len(b.Seqs))
+	}
+	seen := make(map[uint64]bool, len(b.Seqs))
+	for i, seq := range b.Seqs {
+		if seq == 0 {
+			return fmt.Sprintf("/seqs/%d", i), fmt.Errorf("a dead letter's sequence is at least 1")
+		}
+		if seen[seq] {
+			return fmt.Sprintf("/seqs/%d", i), fmt.Errorf("dead letter %d is named twice", seq)
+		}
+		seen[seq] = true
+	}
+	return "", nil
 }
 
 // DLQReplayResult is the answer to POST /v1/dlq/replay: each sequence

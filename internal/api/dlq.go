@@ -1,12 +1,18 @@
 package api
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/makerfleet/makerfleet/internal/apikey"
+	"github.com/makerfleet/makerfleet/internal/auth"
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -53,42 +59,44 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, p apike
 	return writeJSON(w, http.StatusOK, schemas.DeadLetterList{DeadLetters: dls})
 }
 
-// replayDeadLetters is POST /v1/dlq/replay (admin keys only): each dead
-// letter named is replayed by bus.ReplayDeadLetters, the one replay maker
-// dlq replay runs too, so the API refuses exactly what the CLI refuses
-// (bus.CheckReplay: a dead letter replays only as a sample request of the
-// job its DLQ subject names), each refusal with why, and a refusal or a
-// failure stops none of the others.
+// replayDeadLetters is POST /v1/dlq/replay (admin keys only): the
+// coordinators replay the dead letters named (bus.DLQReplaySubject: a
+// replay publishes sample requests, which only they may), each with
+// bus.ReplayDeadLetters, the one replay maker dlq replay runs too, so the
+// API refuses exactly what the CLI refuses (bus.CheckReplay: a dead letter
+// replays only as a sample request of the job its DLQ subject names), each
+// refusal with why, and a refusal or a failure stops none of the others.
+// With no coordinator running, the server replays them itself (as a
+// control falls back to the registry), except on a secured fleet, where
+// its api identity may not: 503 then.
 func (s *Server) replayDeadLetters(w http.ResponseWriter, r *http.Request, p apikey.Principal) error {
 	var body schemas.DLQReplayBody
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &body); err != nil {
 		return err
 	}
-	if len(body.Seqs) == 0 || len(body.Seqs) > schemas.MaxReplaySeqs {
-		return invalidField("/seqs", "seqs must name 1 to %d dead letters (their dlq_seq), not %d", schemas.MaxReplaySeqs, len(body.Seqs))
-	}
-	seen := make(map[uint64]bool, len(body.Seqs))
-	for i, seq := range body.Seqs {
-		if seq == 0 {
-			return invalidField(fmt.Sprintf("/seqs/%d", i), "a dead letter's sequence is at least 1")
-		}
-		if seen[seq] {
-			return invalidField(fmt.Sprintf("/seqs/%d", i), "dead letter %d is named twice", seq)
-		}
-		seen[seq] = true
+	if field, err := body.Check(); err != nil {
+		return invalidField(field, "%s", err)
 	}
 	ctx, cancel := s.timeout(r.Context())
 	defer cancel()
-	out := bus.ReplayDeadLetters(ctx, s.deps.Topo.JS, s.deps.Topo.NS, body.Seqs)
-	res := schemas.DLQReplayResult{Replayed: out.Replayed, Refused: out.Refused, Failed: []schemas.DLQReplayProblem{}}
-	if res.Replayed == nil {
-		res.Replayed = []schemas.StoredDeadLetter{}
+	req, err := json.Marshal(body)
+	if err != nil {
+		return err
 	}
-	if res.Refused == nil {
-		res.Refused = []schemas.DLQReplayProblem{}
-	}
-	for _, f := range out.Failed {
-		res.Failed = append(res.Failed, schemas.DLQReplayProblem{Seq: f.Seq, Reason: f.Err.Error()})
+	var res schemas.DLQReplayResult
+	msg, err := s.deps.NC.RequestWithContext(ctx, s.deps.Topo.NS.DLQReplaySubject(), req)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders) && auth.ConnSecured(s.deps.NC):
+		return fmt.Errorf("%w: no coordinator runs to replay dead letters (this server's identity may not issue sample requests)",
+			jobs.ErrUnavailable)
+	case errors.Is(err, nats.ErrNoResponders):
+		res = bus.ReplayDeadLetters(ctx, s.deps.Topo.JS, s.deps.Topo.NS, body.Seqs).Result()
+	case err != nil:
+		return fmt.Errorf("%w: ask the coordinators to replay: %w", jobs.ErrUnavailable, err)
+	default:
+		if err := json.Unmarshal(msg.Data, &res); err != nil {
+			return fmt.Errorf("%w: the coordinators' replay answer: %w", jobs.ErrUnavailable, err)
+		}
 	}
 	s.log.Info("dead letters replayed through the API", "key", p.Person(), "replayed", len(res.Replayed),
 		"refused", len(res.Refused), "failed", len(res.Failed))

@@ -8,8 +8,9 @@
 // Identities (Roles, then one per tenant):
 //
 //	coordinator   runs jobs: the topology, samples, journal, decisions,
-//	              registry, status, reports, leases; serves controls and
-//	              decisions; reads quotas and prices. Never publishes a
+//	              registry, status, reports, leases; serves controls,
+//	              decisions and dead-letter replays (an admin key's, asked
+//	              by maker serve); reads quotas and prices. Never publishes a
 //	              result, never writes a quota, price or API key.
 //	voter         pulls sample requests, publishes results and dead
 //	              letters, reads the task registry, hears step-decided.
@@ -17,8 +18,9 @@
 //	approver      a person: decides steps waiting for one, approves held
 //	              judge calls; reads every job's registry, status, report.
 //	api           `maker serve`, acting for every tenant whose API key it
-//	              checked: registers and queues jobs, asks controls and
-//	              decisions, reads jobs, tasks, quotas, prices and API
+//	              checked: registers and queues jobs, asks controls,
+//	              decisions and dead-letter replays (a coordinator replays:
+//	              the api issues no sample request), reads jobs, tasks, quotas, prices and API
 //	              keys, keeps batches; writes quotas, prices and task specs
 //	              (admin keys' routes); delivers webhooks (pulls the
 //	              webhook stream, writes the webhooks bucket). Never a
@@ -307,6 +309,9 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 			n.subj("control") + ">",
 			n.subj("decide") + ">",
 			n.subj("decided") + ">",
+			// maker serve's dead-letter replays (POST /v1/dlq/replay): a
+			// replay publishes sample requests, which the api may not.
+			n.ns.DLQReplaySubject(),
 			"$JS.EVENT.ADVISORY.>",
 		}
 		p.AllowResponses = true
@@ -374,6 +379,9 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 			n.subj("decide")+"*.*",
 			n.subj("batch")+"*.*",
 			n.subj("judge")+"*",
+			// An admin key's dead-letter replay, asked of the
+			// coordinators (they publish the sample requests).
+			n.ns.DLQReplaySubject(),
 			// Webhook deliveries: queued for a batch that ends at once,
 			// pulled and made, every attempt recorded.
 			n.subj("webhook")+"*.*",

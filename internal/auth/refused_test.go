@@ -188,6 +188,10 @@ func TestAuthRefused(t *testing.T) {
 		{"api issues a sample request", api, publish(ns.SampleSubject("alpha", "j1")), ns.SampleSubject("alpha", "j1")},
 		{"voter issues a sample request", auth.Voter, publish(ns.SampleSubject("alpha", "j1")), ns.SampleSubject("alpha", "j1")},
 		{"voter listens to sample requests", auth.Voter, subscribe(ns.SampleSubject("*", "*")), ns.SampleSubject("*", "*")},
+		// Dead-letter replays are asked by maker serve (an admin key's) and
+		// answered by coordinators only.
+		{"voter asks a dead-letter replay", auth.Voter, publish(ns.DLQReplaySubject()), ns.DLQReplaySubject()},
+		{"api answers dead-letter replays", api, subscribe(ns.DLQReplaySubject()), ns.DLQReplaySubject()},
 		{"api pulls the voters' requests", api, request("$JS.API.CONSUMER.MSG.NEXT.MAKER_SAMPLES.voters"), "$JS.API.CONSUMER.MSG.NEXT.MAKER_SAMPLES.voters"},
 		{"voter creates a consumer", auth.Voter, request("$JS.API.CONSUMER.CREATE.MAKER_SAMPLES.x"), "$JS.API.CONSUMER.CREATE.MAKER_SAMPLES.x"},
 		// Finding 4: jobs, controls and decisions.

@@ -276,6 +276,14 @@ func original(ctx context.Context, js jetstream.JetStream, dl schemas.DeadLetter
 	return raw.Data, nil
 }
 
+// DLQReplaySubject is where maker serve asks the coordinators to replay
+// dead letters (POST /v1/dlq/replay): the request a
+// schemas.DLQReplayBody, the reply a schemas.DLQReplayResult, one
+// coordinator answering (queue group QueueCoordinators). A replay
+// publishes sample requests, which only coordinators may (the api
+// identity may not), so the coordinators run it, with ReplayDeadLetters.
+func (ns Namespace) DLQReplaySubject() string { return ns.subject("dlqreplay") + "request" }
+
 // ReplayOutcome is what ReplayDeadLetters did with each dead letter asked,
 // in the order asked.
 type ReplayOutcome struct {
@@ -288,6 +296,22 @@ type ReplayOutcome struct {
 	// Failed could not be replayed for another reason (ErrNoDeadLetter,
 	// ErrOriginalGone, the bus).
 	Failed []ReplayFailure
+}
+
+// Result is the outcome as POST /v1/dlq/replay answers it (every list
+// present, a failure's error as its reason).
+func (o ReplayOutcome) Result() schemas.DLQReplayResult {
+	res := schemas.DLQReplayResult{Replayed: o.Replayed, Refused: o.Refused, Failed: []schemas.DLQReplayProblem{}}
+	if res.Replayed == nil {
+		res.Replayed = []schemas.StoredDeadLetter{}
+	}
+	if res.Refused == nil {
+		res.Refused = []schemas.DLQReplayProblem{}
+	}
+	for _, f := range o.Failed {
+		res.Failed = append(res.Failed, schemas.DLQReplayProblem{Seq: f.Seq, Reason: f.Err.Error()})
+	}
+	return res
 }
 
 // ReplayFailure is a dead letter that could not be replayed, and why.
