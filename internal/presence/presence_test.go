@@ -66,7 +66,7 @@ func TestPublishRead(t *testing.T) {
 	}
 	mine := voterRecord("other", now)
 	coord := &schemas.CoordinatorPresence{Header: schemas.NewHeader(schemas.KindCoordinatorPresence), ID: "c1",
-		Jobs: []schemas.PresenceJob{{Tenant: "acme", ID: "j1", State: "running", Step: 3, InFlight: 2}},
+		Jobs:    []schemas.PresenceJob{{Tenant: "acme", ID: "j1", State: "running", Step: 3, InFlight: 2}},
 		Tenants: []schemas.TenantInFlight{{Tenant: "acme", Jobs: 1, InFlight: 2}}, Started: now, At: now}
 	put := func(key string, v any) {
 		t.Helper()
