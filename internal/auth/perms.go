@@ -286,8 +286,8 @@ func PermissionsOf(ns bus.Namespace, identity string) (Permissions, error) {
 		p.Publish.Allow = append(p.Publish.Allow, "$KV."+n.ns.RetentionBucket()+".sweep.lease")
 		// Its own presence record (internal/presence), never a voter's.
 		p.Publish.Allow = append(p.Publish.Allow, presenceWrite(n.ns, "coordinator")...)
-		p.Publish.Deny = append(p.Publish.Deny, "$KV."+n.ns.PresenceBucket()+".voter.>")
-		p.Publish.Deny = []string{n.subj("result") + ">", n.subj("judge") + ">", n.subj("judge_approve") + ">"}
+		p.Publish.Deny = []string{n.subj("result") + ">", n.subj("judge") + ">", n.subj("judge_approve") + ">",
+			"$KV." + n.ns.PresenceBucket() + ".voter.>"}
 		// It creates the quota, API key, price and provider buckets (topology.Ensure)
 		// and may raise their replicas, but never writes, purges or
 		// deletes them: the prices it bills by are the operator's.
