@@ -287,7 +287,7 @@ func TestAPITwoTenants(t *testing.T) {
 	} else if p := c.problem(t); len(p.Errors) == 0 || !strings.Contains(p.Errors[0].Path, "disks") {
 		t.Errorf("disks 99: problem %+v, want an error whose path names disks", p)
 	}
-	for _, body := range []string{`{"task": "hanoi", "params": {"disks": 3}, "k": 0}`, `{"task": "nope", "params": {}, "k": 2}`, `{"task":`, `[]`} {
+	for _, body := range []string{`{"task": "hanoi", "params": {"disks": 3}, "k": -1}`, `{"task": "hanoi", "params": {"disks": 3}, "p_estimate": 0.5}`, `{"task": "nope", "params": {}, "k": 2}`, `{"task":`, `[]`} {
 		if c := api.do(t, alpha, http.MethodPost, "/v1/jobs", "application/json", []byte(body)); c.status != http.StatusUnprocessableEntity && c.status != http.StatusBadRequest {
 			t.Errorf("body %s: %d, want 400 or 422", body, c.status)
 		} else {

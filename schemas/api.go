@@ -30,7 +30,7 @@ type JobRequest struct {
 	// Params configure the task: a JSON object only the task can judge.
 	Params json.RawMessage `json:"params"`
 	// K is the voting margin: a step is decided when one candidate leads
-	// every other by K valid votes. Optional: left out (or 0), the server
+	// every other by K valid votes. Optional: left out, the server
 	// plans the smallest k that solves the whole task with chance
 	// reliability_target (default 0.95) when a valid sample is right with
 	// chance p_estimate (from calibration when named; default 0.95), as the

@@ -593,7 +593,7 @@ export interface JobRequest {
   escalation?: EscalationPolicy;
   /** JobID names the job within the tenant (optional: a fresh id is chosen). Submitting the same job under the same id again is a no-op (duplicate); another job under a taken id is refused (409). */
   job_id?: string;
-  /** K is the voting margin: a step is decided when one candidate leads every other by K valid votes. Optional: left out (or 0), the server plans the smallest k that solves the whole task with chance reliability_target (default 0.95) when a valid sample is right with chance p_estimate (from calibration when named; default 0.95), as the CLI does; the answer's k and k_basis say which k and why. */
+  /** K is the voting margin: a step is decided when one candidate leads every other by K valid votes. Optional: left out, the server plans the smallest k that solves the whole task with chance reliability_target (default 0.95) when a valid sample is right with chance p_estimate (from calibration when named; default 0.95), as the CLI does; the answer's k and k_basis say which k and why. */
   k?: number;
   /** ReliabilityTarget asks for adaptive k: the wanted chance that every step is right, in (0, 1); KFloor the smallest margin it may choose (default 2). Decorrelate (auto, on, off), DecorrelateTemperature and Models say what a correlated step's remaining samples are drawn with. As in a job spec (docs/statistics.md). */
   k_floor?: number;
