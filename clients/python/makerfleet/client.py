@@ -263,8 +263,9 @@ class MakerClient:
     # Webhooks.
 
     def get_webhook_secret(self) -> JSON:
-        """The key's own tenant's webhook signing secret, {"tenant", "secret":
-        "whsec_..."}: pass the secret to verify_webhook. Each tenant has its
+        """The key's own tenant's webhook signing secret, an object with the
+        tenant and the secret (it starts whsec_): pass the secret to
+        verify_webhook. Each tenant has its
         own; a key never reads another's. A server that makes no deliveries
         answers 501."""
         return self._json("GET", "/v1/webhooks/secret")

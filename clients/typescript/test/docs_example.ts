@@ -2,8 +2,13 @@
 // the compiler checks them with the live test; nothing runs them.
 import { MakerAPIError, MakerClient, verifyWebhook } from "../src/index.js";
 
+// keyFromEnv is the API key, from the environment, never from the code.
+function keyFromEnv(): string {
+  return process.env.MAKER_API_KEY ?? "";
+}
+
 export async function example(): Promise<void> {
-  const c = new MakerClient({ baseUrl: "http://127.0.0.1:8080", apiKey: process.env.MAKER_API_KEY! });
+  const c = new MakerClient({ baseUrl: "http://127.0.0.1:8080", apiKey: keyFromEnv() });
   const job = await c.submitJob({ task: "hanoi", params: { disks: 10 }, k: 3, job_id: "h10" });
   for await (const ev of c.events(job.id)) {
     if (ev.event === "status") console.log(ev.data.state, ev.data.progress);
