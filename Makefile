@@ -29,7 +29,7 @@ build: ## build bin/maker, stripped (-s -w), version from git describe (dev outs
 	@echo "built bin/maker: run bin/maker --help, or put bin/ on your PATH"
 
 test: $(NPM_STAMPS) ## install the Node checks' packages if npm exists, then go test -race ./...
-	@echo "go test -race ./...: about 15 minutes on 2 cores (the Node checks' packages above are installed by npm ci when their lock files change)"
+	@echo "go test -race ./...: 10 to 15 minutes on 2 cores (the Node checks' packages above are installed by npm ci when their lock files change)"
 	@command -v redis-server >/dev/null 2>&1 || echo "NOTE: redis-server not found: the tests use the embedded miniredis instead (MAKER_REQUIRE_REDIS=1 makes that an error)"
 	$(GO) test -race -count=1 ./...
 
