@@ -78,10 +78,10 @@ func (c *Coordinator) Presence(now time.Time) *schemas.CoordinatorPresence {
 	}
 	p := &schemas.CoordinatorPresence{
 		Header: schemas.NewHeader(schemas.KindCoordinatorPresence),
-		ID:     c.cfg.ID, Build: clip(c.cfg.Build, 128), Jobs: jobs, Tenants: tenants, Started: c.started, At: now,
+		ID:     c.cfg.ID, Build: presence.Clip(c.cfg.Build, 128), Jobs: jobs, Tenants: tenants, Started: c.started, At: now,
 	}
 	if host, err := os.Hostname(); err == nil {
-		p.Host = clip(host, 128)
+		p.Host = presence.Clip(host, 128)
 	}
 	if len(p.Jobs) > schemas.MaxPresenceJobs {
 		p.JobsMore = len(p.Jobs) - schemas.MaxPresenceJobs
@@ -97,15 +97,4 @@ func (c *Coordinator) Presence(now time.Time) *schemas.CoordinatorPresence {
 		p.At = p.Started
 	}
 	return p
-}
-
-// clip is s cut to at most n bytes (whole runes).
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }

@@ -53,7 +53,7 @@ func (v *Voter) Presence(now time.Time) *schemas.VoterPresence {
 	}
 	p := &schemas.VoterPresence{
 		Header: schemas.NewHeader(schemas.KindVoterPresence),
-		ID:     v.cfg.ID, Host: clip(host, 128), Build: clip(v.cfg.Build, 128),
+		ID:     v.cfg.ID, Host: presence.Clip(host, 128), Build: presence.Clip(v.cfg.Build, 128),
 		Models: capList(models), Deployments: capList(deps),
 		Concurrency:     v.cfg.Concurrency,
 		InFlight:        int(min(max(v.inFlight.Load(), 0), int64(v.cfg.Concurrency))),
@@ -87,17 +87,6 @@ func capList(names []string) []string {
 		}
 	}
 	return out
-}
-
-// clip is s cut to at most n bytes (whole runes).
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }
 
 // rateMeter is a counter's rate between two observations.

@@ -237,3 +237,15 @@ func (r *Records) add(key string, data []byte, now time.Time) bool {
 	}
 	return true
 }
+
+// Clip is s cut to at most n bytes, on a rune boundary: how a role fits
+// its host and build names into its record's bounds.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}

@@ -139,3 +139,23 @@ func TestBuildSaturates(t *testing.T) {
 		t.Error("empty lists must be [] in JSON, not null")
 	}
 }
+
+// TestClip: a name is cut to the bound on a rune boundary, never inside
+// a rune.
+func TestClip(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"host-1", 128, "host-1"},
+		{"abcdef", 3, "abc"},
+		{"aé", 2, "a"}, // é is 2 bytes: kept whole or not at all
+		{"日本", 4, "日"},
+		{"日本", 2, ""},
+	} {
+		if got := presence.Clip(c.s, c.n); got != c.want {
+			t.Errorf("Clip(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}
