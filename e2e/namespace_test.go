@@ -58,7 +58,7 @@ func TestRunOnExternalNATSIsPrivate(t *testing.T) {
 	// A slow model keeps the run going long enough to see its streams.
 	run := startProc(t, "run", "run", "--nats", svc.natsURL, "--disks", "3", "--sim-latency", "100ms", "--json", "--quiet")
 	var seen []string
-	const want = 6 // JOBS, SAMPLES, RESULTS, JOURNAL, DLQ, BATCHES
+	const want = 7 // JOBS, SAMPLES, RESULTS, JOURNAL, DLQ, BATCHES, WEBHOOKS
 	for deadline := time.Now().Add(30 * time.Second); len(seen) < want && !run.exited() && time.Now().Before(deadline); {
 		seen = seen[:0]
 		for _, n := range svc.streamNames(t) {
