@@ -398,6 +398,11 @@ func TestAPIQuotasAndBudgets(t *testing.T) {
 	alpha, _ := createKey(t, svc, "alpha", "--rate", "1000", "--burst", "1000")
 	beta, _ := createKey(t, svc, "beta", "--rate", "1000", "--burst", "1000")
 
+	// The fleet's prices, set first: the API and the coordinators read
+	// them through a watch, which the budget checks below wait on.
+	if res := runMaker(t, cmdTimeout, "prices", "set", "--default", "--input", "2", "--output", "8", "--nats", svc.natsURL); res.code != 0 {
+		t.Fatalf("prices set: exit %d: %s", res.code, res.stderr)
+	}
 	// A live quota: alpha runs one job at a time, fleet-wide.
 	if res := runMaker(t, cmdTimeout, "quota", "set", "--tenant", "alpha", "--max-running-jobs", "1", "--nats", svc.natsURL); res.code != 0 {
 		t.Fatalf("quota set: exit %d: %s", res.code, res.stderr)
@@ -433,11 +438,8 @@ func TestAPIQuotasAndBudgets(t *testing.T) {
 		runs = append(runs, rep)
 	}
 
-	// Budgets under concurrency, at the fleet's prices (the jobs' own
-	// claim of 0 is no price).
-	if res := runMaker(t, cmdTimeout, "prices", "set", "--default", "--input", "2", "--output", "8", "--nats", svc.natsURL); res.code != 0 {
-		t.Fatalf("prices set: exit %d: %s", res.code, res.stderr)
-	}
+	// Budgets under concurrency, at the fleet's prices (set above; the
+	// jobs' own claim of 0 is no price).
 	pricing := map[string]any{"input_usd_per_mtok": 0.0, "output_usd_per_mtok": 0.0}
 	job := func(seed int, budget float64) map[string]any {
 		m := map[string]any{"task": "hanoi", "params": map[string]any{"disks": 4}, "k": 2, "seed": seed,
@@ -447,8 +449,21 @@ func TestAPIQuotasAndBudgets(t *testing.T) {
 		}
 		return m
 	}
-	probe := api.submit(t, beta, job(100, 0))
-	if probe.Forecast == nil || probe.Forecast.CostUSD <= 0 || probe.Forecast.CostHighUSD < probe.Forecast.CostUSD {
+	// The API's price table follows the bucket through a watch: submit
+	// the probe again (a duplicate by job_id, nothing more is queued)
+	// until its forecast is priced.
+	var probe schemas.JobCreated
+	probeSpec := job(100, 0)
+	probeSpec["job_id"] = "probe"
+	waitFor(t, 30*time.Second, "the API's forecast at the fleet's prices", func() bool {
+		c := api.postJSON(t, beta, "/v1/jobs", probeSpec)
+		if c.status != http.StatusCreated && c.status != http.StatusOK {
+			t.Fatalf("POST /v1/jobs (probe): %d %s", c.status, c.body)
+		}
+		c.decode(t, &probe)
+		return probe.Forecast != nil && probe.Forecast.CostUSD > 0
+	}, api.proc)
+	if probe.Forecast.CostHighUSD < probe.Forecast.CostUSD {
 		t.Fatalf("forecast %+v: want a cost band", probe.Forecast)
 	}
 	api.waitJob(t, beta, probe.ID, 60*time.Second, schemas.StateSolved)

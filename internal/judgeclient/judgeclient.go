@@ -91,7 +91,17 @@ func MsgID(tenant, id string) string { return tenant + "." + id }
 type AskOption func(*askOptions)
 
 type askOptions struct {
-	onHeld func(*schemas.BreakGlassResponse)
+	onHeld    func(*schemas.BreakGlassResponse)
+	sendWhole time.Duration
+}
+
+// SendWhole makes Ask send the request even when ctx ends while it is
+// being sent, for up to bound: a caller that gives up then (an MCP
+// client's timeout or cancel, a Ctrl-C) still has its request run, once,
+// and a retry with the same id joins it, instead of a request that may or
+// may not be on the bus. Ask stops waiting for the answer when ctx ends.
+func SendWhole(bound time.Duration) AskOption {
+	return func(o *askOptions) { o.sendWhole = bound }
 }
 
 // OnHeld is called when the request is held for a person's approval; Ask
@@ -121,7 +131,7 @@ func Ask(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, req *sch
 		req.SubmittedAt = time.Now().UTC()
 	}
 	r, err := send(ctx, js, ns, ns.JudgeSubject(req.Tenant), req.Tenant, req.RequestID, req,
-		func(r *schemas.BreakGlassResponse) bool { return schemas.FinalBreakGlassOutcome(r.Outcome) }, o.onHeld)
+		func(r *schemas.BreakGlassResponse) bool { return schemas.FinalBreakGlassOutcome(r.Outcome) }, o.onHeld, o.sendWhole)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +175,7 @@ func Arbitrate(ctx context.Context, js jetstream.JetStream, ns bus.Namespace, re
 		req.SubmittedAt = time.Now().UTC()
 	}
 	r, err := send(ctx, js, ns, ns.ArbitrateSubject(req.Tenant), req.Tenant, req.RequestID, req,
-		func(r *schemas.ArbitrationResponse) bool { return r.Outcome != schemas.BreakGlassHeld }, nil)
+		func(r *schemas.ArbitrationResponse) bool { return r.Outcome != schemas.BreakGlassHeld }, nil, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -199,26 +209,35 @@ func decisionFor(req *schemas.ArbitrationRequest, d *schemas.ArbiterDecision) *s
 // send publishes tenant's request req with id on subject and waits for
 // the final answer stored under the tenant's key of id: final tells a
 // final answer from a held one, onHeld (optional) hears of the first held
-// one.
+// one. With whole > 0 the request is sent under a context ctx's end does
+// not cancel, bounded by whole (SendWhole).
 func send[R any, PR interface {
 	*R
 	schemas.Message
-}](ctx context.Context, js jetstream.JetStream, ns bus.Namespace, subject, tenant, id string, req schemas.Message, final func(PR) bool, onHeld func(PR)) (PR, error) {
+}](ctx context.Context, js jetstream.JetStream, ns bus.Namespace, subject, tenant, id string, req schemas.Message, final func(PR) bool, onHeld func(PR), whole time.Duration) (PR, error) {
 	data, err := encodeRequest(req)
 	if err != nil {
 		return nil, err
 	}
-	topo, err := topology.EnsureJudge(ctx, js, topology.JudgeConfig{Namespace: ns})
+	sctx, wctx := ctx, ctx
+	if whole > 0 {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), whole)
+		defer cancel()
+		// The watch lives until it is stopped below, not until ctx ends.
+		wctx = context.WithoutCancel(ctx)
+	}
+	topo, err := topology.EnsureJudge(sctx, js, topology.JudgeConfig{Namespace: ns})
 	if err != nil {
 		return nil, err
 	}
 	// Watch before publishing, so the answer cannot slip past.
-	w, err := topo.Answers.Watch(ctx, bus.JudgeAnswerKey(tenant, id))
+	w, err := topo.Answers.Watch(wctx, bus.JudgeAnswerKey(tenant, id))
 	if err != nil {
 		return nil, fmt.Errorf("judge: watch answer: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
-	if err := publish(ctx, js, subject, tenant, id, data); err != nil {
+	if err := publish(sctx, js, subject, tenant, id, data); err != nil {
 		return nil, err
 	}
 	held := false

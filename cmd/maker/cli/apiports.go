@@ -288,7 +288,10 @@ func (a apiFleet) DeadLetters(ctx context.Context, tenant string, all bool, job 
 func (a apiFleet) Ask(ctx context.Context, req *schemas.BreakGlassRequest, onHeld func(*schemas.BreakGlassResponse)) (*schemas.BreakGlassResponse, error) {
 	body := *req
 	body.Tenant, body.Requester = "", ""
-	acc, err := a.c.BreakGlass(ctx, body)
+	// Sent whole, as natsJudge's (sendWhole).
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendWhole)
+	defer cancel()
+	acc, err := a.c.BreakGlass(sctx, body)
 	if err != nil {
 		return nil, apiErr(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/makerfleet/makerfleet/internal/app/judgetest"
 	mcpserver "github.com/makerfleet/makerfleet/internal/app/mcp"
 	"github.com/makerfleet/makerfleet/internal/bus"
+	"github.com/makerfleet/makerfleet/internal/judgeclient"
 	"github.com/makerfleet/makerfleet/internal/simllm"
 	"github.com/makerfleet/makerfleet/schemas"
 )
@@ -276,5 +277,34 @@ func checkToolSchemas(t *testing.T, tools []*mcp.Tool) {
 		if err := json.Unmarshal(b, &out); err != nil || out["type"] != "object" || out["properties"] == nil {
 			t.Errorf("%s: output schema %s", tool.Name, b)
 		}
+	}
+}
+
+// TestBreakGlassSentWhole: a caller that gives up while its request is
+// being sent (here: before Ask starts) still has it run, once; what was
+// a request that might or might not be on the bus when an MCP client's
+// timeout fired under load.
+func TestBreakGlassSentWhole(t *testing.T) {
+	t.Parallel()
+	env := judgetest.Start(t, simllm.Config{})
+	env.StartJudge(judgetest.TestSettings())
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	req := judgetest.Request("given-up", "s1", "break glass: main panics with boom")
+	if resp, err := (natsJudge{js: env.JS, ns: bus.DefaultNamespace, notes: io.Discard}).Ask(ctx, req, nil); resp != nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Ask under an ended context: %+v, %v; want no answer and context.Canceled", resp, err)
+	}
+	actx, acancel := context.WithTimeout(t.Context(), judgetest.Timeout)
+	defer acancel()
+	var resp schemas.BreakGlassResponse
+	for judgeclient.Answer(actx, env.JS, bus.DefaultNamespace, req.Tenant, req.RequestID, &resp) != nil || !schemas.FinalBreakGlassOutcome(resp.Outcome) {
+		select {
+		case <-actx.Done():
+			t.Fatal("the request given up on was never answered: it was not sent")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if resp.Outcome != schemas.BreakGlassAnswered {
+		t.Errorf("answer %+v", resp)
 	}
 }

@@ -157,8 +157,14 @@ func (j natsJudge) Ask(ctx context.Context, req *schemas.BreakGlassRequest, onHe
 	if err := awaitJudge(ctx, j.js, j.identity, j.notes); err != nil {
 		return nil, err
 	}
-	return judgeclient.Ask(ctx, j.js, j.ns, req, judgeclient.OnHeld(onHeld))
+	return judgeclient.Ask(ctx, j.js, j.ns, req, judgeclient.OnHeld(onHeld), judgeclient.SendWhole(sendWhole))
 }
+
+// sendWhole bounds sending a break-glass request once asked: a caller
+// that gives up meanwhile (Ctrl-C, an MCP client's timeout) does not
+// leave a request that may or may not be on the bus; it runs, once, and
+// a retry with its request id joins it.
+const sendWhole = 30 * time.Second
 
 func (j natsJudge) Answer(ctx context.Context, tenant, id string) (schemas.BreakGlassResponse, error) {
 	var resp schemas.BreakGlassResponse
