@@ -345,10 +345,11 @@ func (r *jobRun) admitDone(ctx context.Context) {
 }
 
 // groupSamples puts the requests that ask the same question (the same
-// step, state, temperature above 0, model, prompt and limits: a wave's
-// samples after its first) into requests of at most perCall samples each
-// (schemas.SampleRequest.Also), in order; the others go alone. The
-// machine's requests are not changed.
+// step, state, model, prompt and limits: a wave's samples) into requests
+// of at most perCall samples each (schemas.SampleRequest.Also), in order,
+// each member at its own temperature; a sample at temperature 0 joins no
+// request (n copies of one greedy answer are not votes) but may head one.
+// The machine's requests are not changed.
 func groupSamples(reqs []*schemas.SampleRequest, perCall int) []*schemas.SampleRequest {
 	if perCall <= 1 || len(reqs) < 2 {
 		return reqs
@@ -356,13 +357,12 @@ func groupSamples(reqs []*schemas.SampleRequest, perCall int) []*schemas.SampleR
 	out := make([]*schemas.SampleRequest, 0, len(reqs))
 	var head *schemas.SampleRequest
 	for _, req := range reqs {
-		if head != nil && len(head.Also)+1 < perCall && sameQuestion(head, req) {
-			head.Also = append(head.Also, schemas.SampleMember{Index: req.Index, Seed: req.Seed, Token: req.Token})
-			continue
-		}
-		if req.Temperature <= 0 {
-			head = nil
-			out = append(out, req)
+		if head != nil && len(head.Also)+1 < perCall && req.Temperature > 0 && sameQuestion(head, req) {
+			m := schemas.SampleMember{Index: req.Index, Seed: req.Seed, Token: req.Token}
+			if req.Temperature != head.Temperature {
+				m.Temperature = req.Temperature
+			}
+			head.Also = append(head.Also, m)
 			continue
 		}
 		h := *req
@@ -375,7 +375,7 @@ func groupSamples(reqs []*schemas.SampleRequest, perCall int) []*schemas.SampleR
 // sameQuestion reports whether b may be drawn in a's call.
 func sameQuestion(a, b *schemas.SampleRequest) bool {
 	return a.Step == b.Step && a.Epoch == b.Epoch && a.Branch == b.Branch && a.Attempt == b.Attempt &&
-		a.Temperature == b.Temperature && b.Temperature > 0 && a.Model == b.Model && a.PromptVariant == b.PromptVariant &&
+		a.Model == b.Model && a.PromptVariant == b.PromptVariant &&
 		a.MaxOutputTokens == b.MaxOutputTokens && a.Task == b.Task && a.TaskVersion == b.TaskVersion && a.TaskHash == b.TaskHash &&
 		bytes.Equal(a.State, b.State) && a.ParamsRef == b.ParamsRef && bytes.Equal(a.Params, b.Params)
 }

@@ -71,11 +71,13 @@ type Config struct {
 	// later). Default 10ms.
 	AdmitRetry time.Duration
 	// SamplesPerCall is how many samples of one wave may go out as one
-	// request (schemas.SampleRequest.Also): the samples after a step's
-	// first, at the same temperature (above 0), model and prompt. A voter
-	// whose model answers n > 1 draws them in one call, the prompt paid
-	// once; any other draws each alone, exactly as if they had come
-	// apart. Default 1 (each sample its own request); at most
+	// request (schemas.SampleRequest.Also): one message, one delivery and
+	// one ack for the wave instead of one a sample. Each is drawn at its
+	// own temperature (the step's first at 0); a voter whose model answers
+	// n > 1 draws those of one temperature above 0 in one call, the prompt
+	// paid once; any other draws each alone, exactly as if they had come
+	// apart, and a voter never has more than its concurrency of model
+	// calls in flight. Default 1 (each sample its own request); at most
 	// schemas.MaxSamplesPerCall.
 	SamplesPerCall int
 	// ArbitrationReserveUSD is what a job under a limit (its budget, or

@@ -67,11 +67,14 @@ type SampleRequest struct {
 	// IssuedAt is when the coordinator published the request.
 	IssuedAt time.Time `json:"issued_at"`
 	// Also are more samples of the same question (the same step, state,
-	// temperature above 0, model, prompt and limits) to draw with this
-	// one: a voter whose model answers n > 1 draws them all in one call
-	// (the prompt paid once), any other draws each alone with its own
-	// seed. Each is answered with its own result, index, sample id and
-	// token. At most MaxSamplesPerCall − 1.
+	// model, prompt and limits) to draw with this one: one message for a
+	// wave instead of one a sample. A member may have its own temperature
+	// (a wave's first sample is drawn at 0, the others at the job's rest
+	// temperature); every member's is above 0. A voter whose model
+	// answers n > 1 draws the members of one temperature in one call (the
+	// prompt paid once), any other draws each alone with its own seed.
+	// Each is answered with its own result, index, sample id and token.
+	// At most MaxSamplesPerCall − 1.
 	Also []SampleMember `json:"also,omitempty"`
 }
 
@@ -88,6 +91,16 @@ type SampleMember struct {
 	Seed int64 `json:"seed"`
 	// Token is its capability, answered back with its result.
 	Token string `json:"token"`
+	// Temperature is its own temperature; 0: the request's.
+	Temperature float64 `json:"temperature,omitempty"`
+}
+
+// Temp is the temperature member m of r is drawn at.
+func (r *SampleRequest) Temp(m SampleMember) float64 {
+	if m.Temperature > 0 {
+		return m.Temperature
+	}
+	return r.Temperature
 }
 
 // Members returns the samples r asks for, r first, each a request of its
@@ -98,7 +111,7 @@ func (r *SampleRequest) Members() []SampleRequest {
 	one.Also = nil
 	out = append(out, one)
 	for _, m := range r.Also {
-		one.Index, one.Seed, one.Token = m.Index, m.Seed, m.Token
+		one.Index, one.Seed, one.Token, one.Temperature = m.Index, m.Seed, m.Token, r.Temp(m)
 		one.SampleID = BranchSampleID(r.Tenant, r.JobID, r.Step, r.Epoch, m.Index, r.Attempt, r.Branch)
 		out = append(out, one)
 	}
@@ -148,13 +161,15 @@ func (r *SampleRequest) Validate() error {
 		if len(r.Also) >= MaxSamplesPerCall {
 			return invalid(k, "also holds %d samples, at most %d", len(r.Also), MaxSamplesPerCall-1)
 		}
-		if r.Temperature <= 0 {
-			return invalid(k, "samples at temperature 0 are drawn one a call (n copies of one greedy answer are not votes)")
-		}
 		seen := map[int]bool{r.Index: true}
 		for i, m := range r.Also {
 			if m.Index < 0 || seen[m.Index] {
 				return invalid(k, "also[%d]: index %d negative or given twice", i, m.Index)
+			}
+			// n copies of one greedy answer are not votes: a sample at 0
+			// is drawn alone, as the request's own.
+			if t := r.Temp(m); m.Temperature < 0 || !inRange(t, 0, MaxTemperature) || t == 0 {
+				return invalid(k, "also[%d]: temperature must be above 0 and at most %d, got %v", i, MaxTemperature, t)
 			}
 			seen[m.Index] = true
 			if !ValidSampleToken(m.Token) {

@@ -550,11 +550,25 @@ func TestSampleRequestAlso(t *testing.T) {
 	if err := ms[2].Validate(); err != nil {
 		t.Errorf("a member does not validate: %v", err)
 	}
+	// A wave in one request: its first sample greedy, the others at the
+	// job's rest temperature, each drawn at its own.
+	wave := base
+	wave.Temperature = 0
+	wave.Also = []schemas.SampleMember{{Index: base.Index + 1, Seed: 9, Token: tok, Temperature: 0.1}, {Index: base.Index + 2, Seed: 10, Token: tok, Temperature: 0.1}}
+	if err := wave.Validate(); err != nil {
+		t.Fatalf("a wave: %v", err)
+	}
+	if ms := wave.Members(); ms[0].Temperature != 0 || ms[1].Temperature != 0.1 || ms[2].Temperature != 0.1 {
+		t.Errorf("a wave's members' temperatures: %v %v %v", ms[0].Temperature, ms[1].Temperature, ms[2].Temperature)
+	}
 	for _, tc := range []struct {
 		name string
 		edit func(r *schemas.SampleRequest)
 	}{
 		{"greedy", func(r *schemas.SampleRequest) { r.Temperature = 0 }},
+		{"a greedy member", func(r *schemas.SampleRequest) { r.Temperature = 0; r.Also[1].Temperature = 0.1 }},
+		{"a member's negative temperature", func(r *schemas.SampleRequest) { r.Also[0].Temperature = -1 }},
+		{"a member too hot", func(r *schemas.SampleRequest) { r.Also[0].Temperature = schemas.MaxTemperature + 0.5 }},
 		{"its own index", func(r *schemas.SampleRequest) { r.Also[0].Index = r.Index }},
 		{"twice", func(r *schemas.SampleRequest) { r.Also[1].Index = r.Also[0].Index }},
 		{"negative", func(r *schemas.SampleRequest) { r.Also[0].Index = -1 }},

@@ -88,6 +88,12 @@ func (p *Policy) Check(req *schemas.SampleRequest, own string) error {
 	if !(req.Temperature >= 0 && req.Temperature <= p.TemperatureMax) { // NaN too
 		why = append(why, fmt.Sprintf("temperature %v is outside [0, %v]", req.Temperature, p.TemperatureMax))
 	}
+	for _, m := range req.Also { // a wave's samples, each at its own
+		if t := req.Temp(m); !(t >= 0 && t <= p.TemperatureMax) {
+			why = append(why, fmt.Sprintf("sample %d's temperature %v is outside [0, %v]", m.Index, t, p.TemperatureMax))
+			break
+		}
+	}
 	if len(why) == 0 {
 		return nil
 	}

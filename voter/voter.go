@@ -110,7 +110,9 @@ type Config struct {
 	// is drawn in one call (a model that says so itself, NModel, decides
 	// instead). Default false: one call a sample.
 	SupportsN bool
-	// Concurrency is how many samples this voter works on at once. Default 8.
+	// Concurrency is how many requests this voter holds at once, and how
+	// many model calls it has in flight at most (a request may ask a
+	// wave's samples: SampleRequest.Also). Default 8.
 	Concurrency int
 	// DrainTimeout is how long Run, once stopped, lets samples in hand
 	// finish before cancelling them (they are then handed back). Default 30s.
@@ -222,6 +224,7 @@ type Voter struct {
 	faults                                                    faults                        // the provider refusing the key or a model (fault.go)
 	unserved                                                  *lru.Cache[string, time.Time] // last unserved notice by job
 	worker                                                    *bus.Worker                   // set by Run before any request is handled
+	calls                                                     chan struct{}                 // a slot per model call in flight (Concurrency)
 }
 
 // New returns a Voter that calls model.
@@ -240,6 +243,7 @@ func New(nc *nats.Conn, model Model, cfg Config) (*Voter, error) {
 		model = timedModel{Model: model, met: cfg.Metrics, model: cfg.Model}
 	}
 	return &Voter{cfg: cfg, nc: nc, js: js, model: model, log: cfg.Logger.With("voter", cfg.ID), decided: newTracker(), started: time.Now().UTC(),
+		calls: make(chan struct{}, cfg.Concurrency),
 		insts: lru.New[string, task.Instance](maxInstances), unserved: lru.New[string, time.Time](maxInstances), noticeLog: throttle.Every{Interval: noticeLogEvery}, faultLog: throttle.Every{Interval: faultLogEvery}}, nil
 }
 
@@ -342,17 +346,17 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 		// draws another sample, and a step no voter may answer reaches its
 		// sample cap instead of waiting for ever.
 		v.policyRefused.Add(1)
-		v.redFlags.Add(1)
+		v.redFlags.Add(int64(1 + len(req.Also)))
 		v.log.Warn("refusing a sample request outside this voter's model policy; the model is not called",
 			"tenant", req.Tenant, "job", req.JobID, "sample", req.SampleID, "model", truncate(req.Model, 64),
 			"max_output_tokens", req.MaxOutputTokens, "temperature", req.Temperature, "err", err)
-		return v.reply(ctx, msg, &req, schemas.SampleResult{
+		return v.replyAll(ctx, msg, &req, schemas.SampleResult{
 			Outcome: schemas.OutcomeRedFlag, RedFlag: schemas.RedFlagPolicy, Detail: truncate(strings.TrimPrefix(err.Error(), "voter: "), 300),
 		})
 	}
 	if v.decided.request(req.Tenant, req.JobID, req.Step, req.Epoch) {
-		v.skipped.Add(1)
-		return v.reply(ctx, msg, &req, schemas.SampleResult{Outcome: schemas.OutcomeSkipped})
+		v.skipped.Add(int64(1 + len(req.Also)))
+		return v.replyAll(ctx, msg, &req, schemas.SampleResult{Outcome: schemas.OutcomeSkipped})
 	}
 	inst, err := v.instance(ctx, &req)
 	if errors.Is(err, errInputs) {
@@ -438,58 +442,87 @@ type NModel interface {
 }
 
 // draw asks the model for the samples of members (one request and its
-// Also), call being the first's: in one call with n = len(members) when
-// the model answers n (the prompt paid once: the first sample carries
-// the prompt tokens, the completion tokens are shared by each choice's
-// length), else one call each with its own seed, at once. A choice the
-// server left out (one ignoring n) is drawn alone.
+// Also), call being the first's, at once: the members of one temperature
+// in one call with n of them when the model answers n (the prompt paid
+// once: the first sample carries the prompt tokens, the completion tokens
+// are shared by each choice's length), else one call each with its own
+// seed. A sample at temperature 0 is always drawn alone, and a choice the
+// server left out (one ignoring n) is drawn alone. At most Concurrency
+// calls are in flight across the voter's requests: a wave in one request
+// asks no more of the provider than its samples one a request did.
 func (v *Voter) draw(ctx context.Context, members []schemas.SampleRequest, call llm.Request) []drawn {
 	out := make([]drawn, len(members))
+	complete := func(c llm.Request) (llm.Response, error) {
+		select {
+		case v.calls <- struct{}{}:
+		case <-ctx.Done():
+			return llm.Response{}, ctx.Err()
+		}
+		defer func() { <-v.calls }()
+		v.modelCalls.Add(1)
+		spanCtx, end := v.traceCall(ctx, &c)
+		resp, err := v.model.Complete(spanCtx, c)
+		end(resp, err)
+		return resp, err
+	}
 	one := func(i int) {
 		c := call
 		seed := members[i].Seed
-		c.Seed, c.N = &seed, 1
-		v.modelCalls.Add(1)
-		spanCtx, end := v.traceCall(ctx, &c)
-		out[i].resp, out[i].err = v.model.Complete(spanCtx, c)
-		end(out[i].resp, out[i].err)
+		c.Seed, c.N, c.Temperature = &seed, 1, members[i].Temperature
+		out[i].resp, out[i].err = complete(c)
 	}
 	if len(members) == 1 {
 		one(0)
 		return out
 	}
-	model := cmp.Or(call.Model, v.cfg.Model)
-	rest := make([]int, 0, len(members))
-	if v.supportsN(model) {
+	// Groups of one temperature, in the order of their first member.
+	var groups [][]int
+	nOK := v.supportsN(cmp.Or(call.Model, v.cfg.Model))
+	for i := range members {
+		t := members[i].Temperature
+		j := slices.IndexFunc(groups, func(g []int) bool { return members[g[0]].Temperature == t })
+		if !nOK || t <= 0 || j < 0 {
+			groups = append(groups, []int{i})
+			continue
+		}
+		groups[j] = append(groups[j], i)
+	}
+	var mu sync.Mutex
+	var rest []int // choices a server left out, drawn alone after
+	together := func(g []int) {
 		c := call
-		c.N = len(members)
-		v.modelCalls.Add(1)
-		spanCtx, end := v.traceCall(ctx, &c)
-		resp, err := v.model.Complete(spanCtx, c)
-		end(resp, err)
+		seed := members[g[0]].Seed
+		c.Seed, c.N, c.Temperature = &seed, len(g), members[g[0]].Temperature
+		resp, err := complete(c)
 		shares := splitTokens(resp)
-		for i := range members {
+		for k, i := range g {
 			switch {
 			case err != nil:
 				out[i].err = err
-			case i < len(resp.Choices):
+			case k < len(resp.Choices):
 				r := resp
-				r.Choices = resp.Choices[i : i+1]
-				r.CompletionTokens = shares[i]
-				if i > 0 {
+				r.Choices = resp.Choices[k : k+1]
+				r.CompletionTokens = shares[k]
+				if k > 0 {
 					r.PromptTokens, r.CachedPromptTokens = 0, 0 // the call's prompt is billed once
 				}
 				out[i].resp = r
 			default:
+				mu.Lock()
 				rest = append(rest, i)
+				mu.Unlock()
 			}
-		}
-	} else {
-		for i := range members {
-			rest = append(rest, i)
 		}
 	}
 	var wg sync.WaitGroup
+	for _, g := range groups {
+		if len(g) == 1 {
+			wg.Go(func() { one(g[0]) })
+			continue
+		}
+		wg.Go(func() { together(g) })
+	}
+	wg.Wait()
 	for _, i := range rest {
 		wg.Go(func() { one(i) })
 	}
@@ -670,6 +703,16 @@ func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.Sampl
 		return err
 	}
 	v.cfg.Metrics.Answered(res.Model, res.RedFlag)
+	return nil
+}
+
+// replyAll answers every sample req asks for (itself and Also) with res.
+func (v *Voter) replyAll(ctx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, res schemas.SampleResult) error {
+	for _, m := range req.Members() {
+		if err := v.reply(ctx, msg, &m, res); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
