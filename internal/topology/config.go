@@ -30,16 +30,30 @@ type Config struct {
 	// with it (maker run, maker bench); a standalone server restarted
 	// loses memory streams altogether, so fleets keep the default.
 	WorkStorage jetstream.StorageType
-	// WorkDuplicates is the duplicate window (Nats-Msg-Id) of the sample
-	// and result work queues, and JournalDuplicates the journal's. Default
-	// 2 minutes and 10 minutes. The server remembers every id of the
-	// window: its memory grows with the message rate times the window
-	// (about 100 bytes an id), up to a plateau. A window needs only to
-	// outlast its publishers' retries: a voter retries a result for 10s,
-	// the journal an append for under a minute (and its appends are fenced
-	// besides), a coordinator never publishes a sample request twice.
+	// WorkDuplicates is the duplicate window (Nats-Msg-Id) of the two
+	// work queues, sample requests and results, and JournalDuplicates the
+	// journal's. Default DefaultWorkDuplicates (30s) and
+	// DefaultJournalDuplicates (1m). The server keeps every id of a
+	// window in memory (about 150 bytes an id), so its memory is the id
+	// rate times the window, reached one window into a job and flat after
+	// it. A window needs only to outlast its publishers' retries
+	// (docs/durability.md "Duplicate windows"): a voter retries a result's
+	// publish for up to 10s, and a copy the window missed would be
+	// accounted twice, so WorkDuplicates is at least MinWorkDuplicates; a
+	// journal append is retried for under a minute, and one retried past
+	// the window is still written once (it is fenced, and recognised by
+	// its id). Sample requests carry no id (none is published twice): their
+	// window holds only dead letters' replays.
 	WorkDuplicates    time.Duration
 	JournalDuplicates time.Duration
+	// SetDuplicates has Ensure give existing streams the windows above
+	// that are set (not zero), whatever they hold: `maker topology create
+	// --work-duplicates/--journal-duplicates`. Without it an existing
+	// stream keeps its window (roles started with other windows never
+	// fight over it), but for one an older release made with its windows
+	// (2 minutes on the work queues, 10 on the journal, and no
+	// DuplicatesMark), which is given this config's. Default false.
+	SetDuplicates bool
 	// Replicas of every stream in a clustered server. Default 1.
 	Replicas int
 	// SampleAckWait is how long a voter may hold a sample request without
@@ -148,10 +162,10 @@ func (c *Config) defaults() {
 		c.SampleAckWait = 30 * time.Second
 	}
 	if c.WorkDuplicates == 0 {
-		c.WorkDuplicates = 2 * time.Minute
+		c.WorkDuplicates = DefaultWorkDuplicates
 	}
 	if c.JournalDuplicates == 0 {
-		c.JournalDuplicates = 10 * time.Minute
+		c.JournalDuplicates = DefaultJournalDuplicates
 	}
 	if c.SampleMaxDeliver == 0 {
 		c.SampleMaxDeliver = 10
@@ -181,6 +195,36 @@ func (c *Config) validate() error {
 	}
 	if c.Replicas < 1 || c.SampleMaxDeliver < 1 || c.SampleAckWait < time.Second || c.JobAckWait < time.Second || c.StartupWait < 0 || c.PresenceTTL < time.Second {
 		return fmt.Errorf("bus: invalid config %+v", *c)
+	}
+	return CheckDuplicates(c.WorkDuplicates, c.JournalDuplicates)
+}
+
+// The duplicate windows' defaults and bounds (Config.WorkDuplicates,
+// Config.JournalDuplicates).
+const (
+	DefaultWorkDuplicates    = 30 * time.Second
+	DefaultJournalDuplicates = time.Minute
+	// MinWorkDuplicates outlasts a voter's retries of a result's publish
+	// (10s) with room for a copy that waited in the server's queues.
+	MinWorkDuplicates = 15 * time.Second
+	// MinJournalDuplicates: the journal's guarantees need no window (an
+	// append is fenced, and one retried past the window is recognised by
+	// its id); the bound refuses only a window too short to mean one.
+	MinJournalDuplicates = time.Second
+	// MaxDuplicates is the work queues' MaxAge, which a window may not
+	// pass.
+	MaxDuplicates = 24 * time.Hour
+)
+
+// CheckDuplicates checks the windows work and journal; zero is the
+// default. The error wraps ErrDuplicates and says why the bound.
+func CheckDuplicates(work, journal time.Duration) error {
+	if work != 0 && (work < MinWorkDuplicates || work > MaxDuplicates) {
+		return fmt.Errorf("%w: the work queues' window %v is not within %v..%v: a voter retries a result's publish for 10s, and a copy the window missed would be accounted twice",
+			ErrDuplicates, work, MinWorkDuplicates, MaxDuplicates)
+	}
+	if journal != 0 && (journal < MinJournalDuplicates || journal > MaxDuplicates) {
+		return fmt.Errorf("%w: the journal's window %v is not within %v..%v", ErrDuplicates, journal, MinJournalDuplicates, MaxDuplicates)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,15 +20,19 @@ import (
 // `maker run` and the tests; roles that must not shape it (voters) set
 // cfg.Await and wait for it instead, and client commands bind it (Open).
 // Existing streams and buckets keep their settings, so roles started with
-// different settings never fight over them, with one exception that only
-// goes up: one with fewer replicas than cfg.Replicas (made by an older
-// release, or by a client before the first coordinator) is raised to
-// cfg.Replicas. While the server does not answer (a timeout, no
-// responders) it retries with backoff for up to cfg.StartupWait, so a role
-// started alongside a busy or restarting server waits instead of exiting.
+// different settings never fight over them, with exceptions that fix what
+// an older release made: one with fewer replicas than cfg.Replicas (made
+// by an older release, or by a client before the first coordinator) is
+// raised to cfg.Replicas; limits a stream has none of are set
+// (setLimits); a duplicate window an older release gave a stream is given
+// cfg's (sizeWindow; with cfg.SetDuplicates, any window). While the server
+// does not answer (a timeout, no responders) it retries with backoff for
+// up to cfg.StartupWait, so a role started alongside a busy or restarting
+// server waits instead of exiting.
 // A server older than bus.MinServerVersion is refused
 // (bus.ErrServerVersion).
 func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {
+	given := cfg // the windows given, before the defaults
 	cfg.defaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -36,12 +41,13 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology,
 		return Await(ctx, js, cfg)
 	}
 	decls := rows(Table(cfg.Namespace, cfg, JudgeConfig{}), Fleet)
+	set := setWindows(cfg, given)
 	return bus.RetryTransient(ctx, cfg.StartupWait, func(actx context.Context) (*Topology, error) {
 		if err := bus.CheckServer(js); err != nil {
 			return nil, err
 		}
 		topo := &Topology{NS: cfg.Namespace, JS: js, Config: cfg}
-		if err := create(actx, js, decls, topo.handles(), cfg.Logger); err != nil {
+		if err := create(actx, js, decls, set, topo.handles(), cfg.Logger); err != nil {
 			return nil, err
 		}
 		return topo, nil
@@ -64,20 +70,35 @@ func EnsureJudge(ctx context.Context, js jetstream.JetStream, cfg JudgeConfig) (
 			return nil, err
 		}
 		topo := &JudgeTopology{NS: cfg.Namespace, JS: js, Config: cfg}
-		if err := create(actx, js, decls, topo.handles(), slog.Default()); err != nil {
+		if err := create(actx, js, decls, nil, topo.handles(), slog.Default()); err != nil {
 			return nil, err
 		}
 		return topo, nil
 	})
 }
 
+// setWindows names the streams whose windows given (cfg before its
+// defaults) Ensure sets whatever they hold: none without SetDuplicates.
+func setWindows(cfg, given Config) map[string]bool {
+	if !given.SetDuplicates {
+		return nil
+	}
+	ns := cfg.Namespace
+	return map[string]bool{
+		ns.SamplesStream(): given.WorkDuplicates != 0,
+		ns.ResultsStream(): given.WorkDuplicates != 0,
+		ns.JournalStream(): given.JournalDuplicates != 0,
+	}
+}
+
 // create makes every declaration of decls that is missing, in order, and
-// puts the buckets named in handles there.
-func create(ctx context.Context, js jetstream.JetStream, decls []Decl, handles map[string]*jetstream.KeyValue, log *slog.Logger) error {
+// puts the buckets named in handles there. An existing stream named in
+// setWindow takes its declared window.
+func create(ctx context.Context, js jetstream.JetStream, decls []Decl, setWindow map[string]bool, handles map[string]*jetstream.KeyValue, log *slog.Logger) error {
 	for _, d := range decls {
 		switch d.Kind {
 		case Stream:
-			if err := ensureStream(ctx, js, d.Stream, log); err != nil {
+			if err := ensureStream(ctx, js, d, setWindow[d.Name()], log); err != nil {
 				return err
 			}
 		case Consumer:
@@ -139,7 +160,12 @@ func FeatureBucket(ctx context.Context, js jetstream.JetStream, cfg Config, name
 	return kv, err
 }
 
-func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, log *slog.Logger) error {
+// ensureStream creates d's stream when it is missing. An existing one must
+// take d's subjects; its replicas, limits and duplicate window are brought
+// to d's where an older release left them (raiseReplicas, setLimits,
+// sizeWindow), each update made on the config the last one returned.
+func ensureStream(ctx context.Context, js jetstream.JetStream, d Decl, setWindow bool, log *slog.Logger) error {
+	sc := d.Stream
 	s, err := js.Stream(ctx, sc.Name)
 	if err == nil {
 		// An existing stream (made by an operator, or by an older release)
@@ -154,7 +180,10 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 		if s, err = raiseReplicas(ctx, js, s, sc.Replicas, log); err != nil {
 			return err
 		}
-		return setLimits(ctx, js, s, sc, log)
+		if s, err = setLimits(ctx, js, s, sc, log); err != nil {
+			return err
+		}
+		return sizeWindow(ctx, js, s, d, setWindow, log)
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("topology: stream %s: %w", sc.Name, err)
@@ -231,8 +260,8 @@ func raiseReplicas(ctx context.Context, js jetstream.JetStream, s jetstream.Stre
 // want that it has none of (one an older release made); a limit it has,
 // an operator's, stays. An identity that may not update streams (the
 // judge) leaves them as they are, with a warning: the stream works
-// without, as it did.
-func setLimits(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, want jetstream.StreamConfig, log *slog.Logger) error {
+// without, as it did. It returns the stream as it now is.
+func setLimits(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, want jetstream.StreamConfig, log *slog.Logger) (jetstream.Stream, error) {
 	sc := s.CachedInfo().Config
 	changed := false
 	if sc.MaxBytes <= 0 && want.MaxBytes > 0 {
@@ -242,18 +271,64 @@ func setLimits(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, 
 		sc.MaxMsgsPerSubject, sc.DiscardNewPerSubject, changed = want.MaxMsgsPerSubject, want.DiscardNewPerSubject, true
 	}
 	if !changed {
-		return nil
+		return s, nil
 	}
 	sc.Discard = want.Discard
+	up, err := js.UpdateStream(ctx, sc)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		log.Warn("stream limits not set: run maker topology create as the admin to set them", "stream", sc.Name,
+			"max_bytes", sc.MaxBytes, "max_msgs_per_subject", sc.MaxMsgsPerSubject, "err", err)
+		return s, nil
+	}
+	log.Info("stream limits set", "stream", sc.Name, "max_bytes", sc.MaxBytes, "max_msgs_per_subject", sc.MaxMsgsPerSubject)
+	return up, nil
+}
+
+// sizeWindow gives existing stream s the duplicate window d declares,
+// when d's window is the config's (d.OldDuplicates) and either set is
+// true (maker topology create given the window) or s is an older
+// release's: no DuplicatesMark, and the window releases gave it before
+// the windows were sized. The stream is marked, so that a window set then
+// stays. Any other window is an operator's (or another role's) and stays,
+// noted in the log when it is not d's. Like setLimits, an identity that
+// may not update streams leaves it, with a warning.
+func sizeWindow(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, d Decl, set bool, log *slog.Logger) error {
+	if d.OldDuplicates == 0 {
+		return nil // a fixed window
+	}
+	sc := s.CachedInfo().Config
+	want := d.Stream.Duplicates
+	_, marked := sc.Metadata[DuplicatesMark]
+	switch {
+	case marked && sc.Duplicates == want:
+		return nil
+	case set, !marked && sc.Duplicates == d.OldDuplicates:
+	default:
+		if sc.Duplicates != want {
+			log.Info("stream keeps its duplicate window; maker topology create --work-duplicates or --journal-duplicates sets it",
+				"stream", sc.Name, "window", sc.Duplicates, "configured", want)
+		}
+		return nil
+	}
+	from := sc.Duplicates
+	sc.Duplicates = want
+	sc.Metadata = maps.Clone(sc.Metadata)
+	if sc.Metadata == nil {
+		sc.Metadata = map[string]string{}
+	}
+	maps.Copy(sc.Metadata, d.Stream.Metadata)
 	if _, err := js.UpdateStream(ctx, sc); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		log.Warn("stream limits not set: run maker topology create as the admin to set them", "stream", sc.Name,
-			"max_bytes", sc.MaxBytes, "max_msgs_per_subject", sc.MaxMsgsPerSubject, "err", err)
+		log.Warn("stream duplicate window not set: run maker topology create as the admin to set it", "stream", sc.Name,
+			"window", from, "configured", want, "err", err)
 		return nil
 	}
-	log.Info("stream limits set", "stream", sc.Name, "max_bytes", sc.MaxBytes, "max_msgs_per_subject", sc.MaxMsgsPerSubject)
+	log.Info("stream duplicate window set", "stream", sc.Name, "from", from, "to", want)
 	return nil
 }
 

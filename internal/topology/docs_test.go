@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -93,6 +94,71 @@ func count(n int64) string {
 	s := fmt.Sprint(n)
 	for i := len(s) - 3; i > 0; i -= 3 {
 		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// TestWindowsDocumented: the rows of docs/durability.md's "Duplicate
+// windows" table give the table's default window of each stream they
+// name, every stream of the table has its row, and the flags' defaults
+// and bounds are the package's.
+func TestWindowsDocumented(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../docs/durability.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	_, section, ok := strings.Cut(doc, "## Duplicate windows\n")
+	if !ok {
+		t.Fatal(`docs/durability.md: no section "Duplicate windows"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	rows := map[string]string{} // stream: its window cell
+	for line := range strings.SplitSeq(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`MAKER_") {
+			continue
+		}
+		for name := range strings.SplitSeq(cells[1], ",") {
+			rows[strings.Trim(strings.TrimSpace(name), "`")] = strings.TrimSpace(cells[2])
+		}
+	}
+	text := func(d time.Duration) string {
+		if d < time.Minute {
+			return fmt.Sprintf("%d s", int(d.Seconds()))
+		}
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	}
+	for _, d := range topology.Table(bus.DefaultNamespace, topology.Config{}, topology.JudgeConfig{}) {
+		if d.Kind != topology.Stream {
+			continue
+		}
+		if cell, ok := rows[d.Name()]; !ok {
+			t.Errorf("docs/durability.md: no row for stream %s in the duplicate windows table", d.Name())
+		} else if want := text(d.Stream.Duplicates); cell != want {
+			t.Errorf("docs/durability.md: stream %s's window is %q, want %q", d.Name(), cell, want)
+		}
+	}
+	flat := strings.Join(strings.Fields(section), " ")
+	for _, want := range []string{
+		fmt.Sprintf("`--work-duplicates` (%v; %v to %v)", short(topology.DefaultWorkDuplicates), short(topology.MinWorkDuplicates), short(topology.MaxDuplicates)),
+		fmt.Sprintf("`--journal-duplicates` (%v; %v to %v)", short(topology.DefaultJournalDuplicates), short(topology.MinJournalDuplicates), short(topology.MaxDuplicates)),
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("docs/durability.md: want %q", want)
+		}
+	}
+}
+
+// short writes d as a flag takes it: 30s, 1m, 24h.
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
 }

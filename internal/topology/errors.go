@@ -7,6 +7,10 @@ var (
 	// needs.
 	ErrTopology = errors.New("topology: existing topology does not fit")
 
+	// ErrDuplicates: a duplicate window out of its bounds
+	// (CheckDuplicates).
+	ErrDuplicates = errors.New("topology: invalid duplicate window")
+
 	// ErrNoFleet and ErrNoJudge: the server has none (or not all) of a
 	// namespace's required streams and buckets. Open, OpenJudge and Await
 	// return them, wrapped with the namespace, what is missing and who

@@ -67,6 +67,12 @@ type Decl struct {
 	Required bool
 	// Stream is the config of a Stream.
 	Stream jetstream.StreamConfig
+	// OldDuplicates is, for a stream whose duplicate window is the
+	// config's (WorkDuplicates, JournalDuplicates), the window releases
+	// before those were sized gave it: Ensure gives a stream it finds
+	// with that window and no DuplicatesMark the config's. Zero for a
+	// stream whose window is fixed.
+	OldDuplicates time.Duration
 	// Of names a Consumer's stream; Consumer is its config.
 	Of       string
 	Consumer jetstream.ConsumerConfig
@@ -174,8 +180,11 @@ func Table(ns bus.Namespace, cfg Config, jcfg JudgeConfig) []Decl {
 			Replicas:    cfg.Replicas,
 			MaxMsgSize:  cfg.MaxMsgSize,
 			MaxAge:      24 * time.Hour,
-			Duplicates:  cfg.WorkDuplicates,
-		}},
+			// Requests carry no message id (each is published once):
+			// the window holds only dead letters' replays.
+			Duplicates: cfg.WorkDuplicates,
+			Metadata:   sizedWindow(),
+		}, OldDuplicates: 2 * time.Minute},
 		{Kind: Stream, Creator: Fleet, Owner: "voter (publishes), coordinator (reads)", Required: true, Stream: jetstream.StreamConfig{
 			Name:        ns.ResultsStream(),
 			Description: "makerfleet sample results",
@@ -185,12 +194,16 @@ func Table(ns bus.Namespace, cfg Config, jcfg JudgeConfig) []Decl {
 			Replicas:    cfg.Replicas,
 			MaxMsgSize:  cfg.MaxMsgSize,
 			MaxAge:      24 * time.Hour,
-			Duplicates:  cfg.WorkDuplicates,
+			// A result's id is its sample's and delivery's: the window
+			// drops a voter's retried publish of one answer (10s at most),
+			// which would otherwise be accounted twice.
+			Duplicates: cfg.WorkDuplicates,
+			Metadata:   sizedWindow(),
 			// Voters publish here: a flood drops the oldest results (which
 			// honest ones are not: their owner reads them at once).
 			MaxBytes: bytesFor(lim.ResultsBytes, work),
 			Discard:  jetstream.DiscardOld,
-		}},
+		}, OldDuplicates: 2 * time.Minute},
 		{Kind: Stream, Creator: Fleet, Owner: "coordinator (journal)", Required: true, Stream: jetstream.StreamConfig{
 			Name:        ns.JournalStream(),
 			Description: "makerfleet decision journal and checkpoints",
@@ -199,11 +212,14 @@ func Table(ns bus.Namespace, cfg Config, jcfg JudgeConfig) []Decl {
 			Storage:     cfg.Storage,
 			Replicas:    cfg.Replicas,
 			MaxMsgSize:  cfg.MaxMsgSize,
-			Duplicates:  cfg.JournalDuplicates,
+			// Appends are fenced: the window spares a retried one the read
+			// of the last entry that recognises it.
+			Duplicates: cfg.JournalDuplicates,
+			Metadata:   sizedWindow(),
 			// Entries are never deleted one by one; a finished job's
 			// subjects may be purged as a whole.
 			DenyDelete: true,
-		}},
+		}, OldDuplicates: 10 * time.Minute},
 		{Kind: Stream, Creator: Fleet, Owner: "batch", Required: true, Stream: jetstream.StreamConfig{
 			Name:        ns.BatchesStream(),
 			Description: "makerfleet batch input lines, one message per line, in order",
@@ -213,6 +229,10 @@ func Table(ns bus.Namespace, cfg Config, jcfg JudgeConfig) []Decl {
 			Replicas:    cfg.Replicas,
 			MaxMsgSize:  cfg.MaxMsgSize,
 			MaxAge:      30 * 24 * time.Hour,
+			// The server's default, declared: each line's id (batch and
+			// line) is kept 2 minutes, a burst per batch, not a cost per
+			// step.
+			Duplicates: 2 * time.Minute,
 			// Full, it refuses a new batch rather than drop stored lines.
 			MaxBytes: bytesFor(lim.BatchesBytes, cfg.Storage),
 			Discard:  jetstream.DiscardNew,
@@ -379,6 +399,15 @@ const PresenceBytes = 32 << 20
 // CalibrationHistory is how many calibrations the calibrations bucket
 // keeps per key: the latest and the ones it replaced.
 const CalibrationHistory = 5
+
+// DuplicatesMark is the metadata key of a stream whose duplicate window
+// this release sized (Decl.OldDuplicates) or an operator set: Ensure keeps
+// its window. A stream without it is an older release's (or made by
+// hand).
+const DuplicatesMark = "makerfleet.duplicates"
+
+// sizedWindow is the metadata of a stream whose window is sized.
+func sizedWindow() map[string]string { return map[string]string{DuplicatesMark: "sized"} }
 
 func withRequired(d Decl) Decl {
 	d.Required = true

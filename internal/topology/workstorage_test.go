@@ -10,8 +10,9 @@ import (
 )
 
 // The work queues' storage and the duplicate windows are the config's;
-// by default every stream is on file with the windows of old, and the
-// journal stays on file whatever the work queues' storage.
+// by default every stream is on file with the sized windows (30s on the
+// work queues, 1m on the journal), and the journal stays on file whatever
+// the work queues' storage.
 func TestEnsureWorkStorageAndWindows(t *testing.T) {
 	t.Parallel()
 	type want struct {
@@ -24,12 +25,12 @@ func TestEnsureWorkStorageAndWindows(t *testing.T) {
 		samples, results, journal want
 	}{
 		{"defaults", topology.Config{},
-			want{jetstream.FileStorage, 2 * time.Minute}, want{jetstream.FileStorage, 2 * time.Minute}, want{jetstream.FileStorage, 10 * time.Minute}},
-		{"work queues in memory, short windows",
-			topology.Config{WorkStorage: jetstream.MemoryStorage, WorkDuplicates: 30 * time.Second, JournalDuplicates: time.Minute},
-			want{jetstream.MemoryStorage, 30 * time.Second}, want{jetstream.MemoryStorage, 30 * time.Second}, want{jetstream.FileStorage, time.Minute}},
+			want{jetstream.FileStorage, 30 * time.Second}, want{jetstream.FileStorage, 30 * time.Second}, want{jetstream.FileStorage, time.Minute}},
+		{"work queues in memory, other windows",
+			topology.Config{WorkStorage: jetstream.MemoryStorage, WorkDuplicates: 45 * time.Second, JournalDuplicates: 5 * time.Minute},
+			want{jetstream.MemoryStorage, 45 * time.Second}, want{jetstream.MemoryStorage, 45 * time.Second}, want{jetstream.FileStorage, 5 * time.Minute}},
 		{"everything in memory", topology.Config{Storage: jetstream.MemoryStorage},
-			want{jetstream.MemoryStorage, 2 * time.Minute}, want{jetstream.MemoryStorage, 2 * time.Minute}, want{jetstream.MemoryStorage, 10 * time.Minute}},
+			want{jetstream.MemoryStorage, 30 * time.Second}, want{jetstream.MemoryStorage, 30 * time.Second}, want{jetstream.MemoryStorage, time.Minute}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
