@@ -18,15 +18,22 @@ NPM_DIRS := internal/simllm/testdata/npm cmd/maker/cli/testdata/mcp-npm clients/
 NPM_STAMPS := $(addsuffix /node_modules/.package-lock.json,$(NPM_DIRS))
 
 .DEFAULT_GOAL := help
-.PHONY: help build test lint bench demo generate verify fuzz chaos chaos-long clean
+.PHONY: help build nats-server test lint bench demo generate verify fuzz chaos chaos-long clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/maker, stripped (-s -w), version from git describe (dev outside git)
 	@echo "building bin/maker $(VERSION) (the first build compiles every dependency: a few minutes; later ones take seconds)"
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/maker ./cmd/maker
 	@echo "built bin/maker: run bin/maker --help, or put bin/ on your PATH"
+
+# maker bench --processes runs a real nats-server: the version go.mod
+# requires, built from the module cache (no network once go mod download
+# has run), next to bin/maker where bench looks for it.
+nats-server: ## build bin/nats-server, the version go.mod requires (for maker bench --processes)
+	$(GO) build -trimpath -o bin/nats-server github.com/nats-io/nats-server/v2
+	@bin/nats-server --version
 
 test: $(NPM_STAMPS) ## install the Node checks' packages if npm exists, then go test -race ./...
 	@echo "go test -race ./...: 10 to 15 minutes on 2 cores (the Node checks' packages above are installed by npm ci when their lock files change)"

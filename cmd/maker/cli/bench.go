@@ -27,6 +27,7 @@ func benchCmd(e *env) *cobra.Command {
 		floor    bool
 		floorN   int
 		many     manyFlags
+		procsF   processFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -42,11 +43,27 @@ for gpt-4.1-mini (k = 2 for 10 disks); pass --sim-accuracy to bench another mode
 With --task-file, each run is a pair: the built-in hanoi's job and one of that task
 spec (with --params, or {"disks": --disks}) back to back in the same fleet, which goes
 first alternating. Both are reported, with the spec's steps/s over the built-in's in
-each pair and their median (target for examples/tasks/hanoi.yaml: >= 0.8).`,
+each pair and their median (target for examples/tasks/hanoi.yaml: >= 0.8).
+
+With --processes, one hanoi job (--disks, --k, --seed) runs on a fleet of separate
+processes instead: a nats-server (the binary, JetStream on, its file store in a new
+directory), a redis-server on a free port, maker simllm (--sim-accuracy), --coordinators
+maker coordinator and --voters maker voter (--concurrency each), all started from this
+maker binary, each logging to its own file. It prints the job's steps/s, samples per
+step against theory and whether it decided the optimal solution, beside the same job
+in this process just before (--reference-disks), and each process's resident memory
+(from /proc, every --mem-every): at the start, after --mem-warmup, its peak and at the
+end, with the slope of a least-squares fit against steps decided after the warm-up.
+Targets: >= 874 steps/s (the paper's 20 disks in 20 minutes), <= 512 KB per 1,000
+steps for every process, nats-server peak <= 256 MiB. The paper's run:
+  maker bench --processes --disks 20 --k 3 --sim-accuracy 0.9978`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runs < 1 {
 				return usagef("--runs must be >= 1")
+			}
+			if err := procsF.check(cmd, jf); err != nil {
+				return err
 			}
 			if procs < 0 {
 				return usagef("--gomaxprocs must be >= 0")
@@ -105,6 +122,23 @@ each pair and their median (target for examples/tasks/hanoi.yaml: >= 0.8).`,
 			}
 			if floorN < 1 {
 				return usagef("--floor-steps must be >= 1")
+			}
+			if procsF.on {
+				voters := many.voters
+				if !cmd.Flags().Changed("voters") {
+					voters = defaultProcessVoters
+				}
+				cfg := bench.ProcessesConfig{Spec: spec, Disks: jf.disks, Coordinators: many.coordinators, Voters: voters,
+					Concurrency: opts.concurrency, SamplesPerCall: svc.samplesPerCall, SimArgs: sf.simllmArgs(jf.seed), SimAccuracy: sf.accuracy}
+				ref := func() (schemas.JobReport, error) {
+					f, err := startFleet(cmd.Context(), opts)
+					if err != nil {
+						return schemas.JobReport{}, err
+					}
+					defer f.Close()
+					return bench.Reference(cmd.Context(), f, referenceSpec(spec, min(procsF.referenceDisks, jf.disks)))
+				}
+				return benchProcesses(cmd, e, procsF, cfg, asJSON, ref)
 			}
 			if many.jobs > 0 {
 				opts.maxJobs = many.config().PerCoordinator()
@@ -170,6 +204,7 @@ each pair and their median (target for examples/tasks/hanoi.yaml: >= 0.8).`,
 	cmd.Flags().BoolVar(&floor, "floor", false, "also run the floor loop (3 JetStream requests -> 3 voters -> Redis EVAL -> reply, nothing else; see internal/app/bench), alternating with the measured jobs, and compare medians (target >= 0.8x)")
 	cmd.Flags().IntVar(&floorN, "floor-steps", bench.FloorSteps, "with --floor: steps of one floor run")
 	addManyFlags(cmd, &many)
+	addProcessFlags(cmd, &procsF)
 	cmd.Flags().BoolVar(&fair, "fair", false, "measure fair sharing instead: tenant small's job alone vs while tenant big's 16-disk job runs (use --disks 6 --sim-latency 5ms --concurrency 4)")
 	// One job on an in-process fleet is a chain of hand-offs (coordinator,
 	// NATS, voter, model, NATS, coordinator, Redis). On one P they never
@@ -192,8 +227,8 @@ type manyFlags struct {
 func addManyFlags(cmd *cobra.Command, m *manyFlags) {
 	fl := cmd.Flags()
 	fl.IntVar(&m.jobs, "jobs", 0, "measure N jobs at once instead (each --disks, k as for one), against one job alone on the same fleet")
-	fl.IntVar(&m.coordinators, "coordinators", 1, "with --jobs: coordinators in the fleet (the jobs are shared among them)")
-	fl.IntVar(&m.voters, "voters", 1, "with --jobs: voters in the fleet, each with --concurrency")
+	fl.IntVar(&m.coordinators, "coordinators", 1, "with --jobs or --processes: coordinators in the fleet (the jobs are shared among them)")
+	fl.IntVar(&m.voters, "voters", 1, "with --jobs or --processes (default 2 there): voters in the fleet, each with --concurrency")
 }
 
 // check refuses flags that make no fleet.

@@ -117,5 +117,6 @@ func coordinatorCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&crashAt, "crash-at", "", "fault injection for the fault suite: exit as if killed at <point>:<step>")
 	_ = cmd.Flags().MarkHidden("crash-at")
 	tracingFlags(e, cmd, "coordinator")
+	cpuProfileFlag(cmd)
 	return cmd
 }

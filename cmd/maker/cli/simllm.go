@@ -140,6 +140,7 @@ specs come from --task-file files, or from a fleet's task registry (--nats).
 	fl.StringVar(&hardSteps, "hard-steps", "", "FRACTION:ACCURACY: that share of steps is answered with that accuracy, e.g. 0.01:0.6")
 	fl.StringArrayVar(&taskFiles, "task-file", nil, "a task spec to answer (repeatable), for voters sending --sim-hints")
 	fl.StringVar(&natsURL, "nats", "", "answer the task specs registered with the fleet at this NATS URL (default: none)")
+	cpuProfileFlag(cmd)
 	return cmd
 }
 

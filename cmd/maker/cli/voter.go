@@ -186,6 +186,7 @@ func voterCmd(e *env) *cobra.Command {
 	fl.IntVar(&badReplies, "bad-reply-attempts", llm.DefaultBadResponseAttempts,
 		"tries of a sample whose model reply is unusable (HTTP 200 with no choice, not JSON, usage out of range) before it is answered as the red flag empty [$MAKER_BAD_REPLY_ATTEMPTS]")
 	tracingFlags(e, cmd, "voter")
+	cpuProfileFlag(cmd)
 	return cmd
 }
 

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package bench
+
+import "syscall"
+
+// childAttr: bench --processes reads /proc, which only Linux has; it
+// refuses to start elsewhere (procMem), so the defaults do.
+func childAttr() *syscall.SysProcAttr { return nil }
