@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -465,17 +466,27 @@ func (r *jobRun) exec(ctx context.Context, a step.Action) error {
 	return nil
 }
 
+// requestBufs are publish's buffers, one a request being published.
+var requestBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
 // publish sends a sample request. A plain publish: the stream stores it,
 // the server sends no ack and none is waited for. A request that never
 // lands times out and is published again like any other lost sample;
-// meanwhile the job saves k acks a step.
+// meanwhile the job saves k acks a step. It carries no Nats-Msg-Id: no
+// sample id is published twice (a re-sample is a new attempt, a new
+// epoch or owner a new id), so the stream would only hold ids in memory
+// for its duplicate window, at every sample's cost; a request that
+// reached the stream twice all the same is answered twice and counted
+// once (docs/durability.md "Duplicate windows").
 func (r *jobRun) publish(ctx context.Context, req *schemas.SampleRequest) error {
-	data, err := json.Marshal(req)
+	buf := requestBufs.Get().(*[]byte)
+	defer requestBufs.Put(buf)
+	data, err := schemas.AppendSampleRequest((*buf)[:0], req)
 	if err != nil {
 		return fmt.Errorf("coordinator: encode sample request: %w", err)
 	}
+	*buf = data // NATS copies it as it publishes: the buffer serves the next request
 	msg := &nats.Msg{Subject: r.sampleSj, Data: data, Header: nats.Header{}}
-	msg.Header.Set(jetstream.MsgIDHeader, req.SampleID)
 	r.tr.request(r, req, msg.Header, len(data))
 	if err := r.c.nc.PublishMsg(msg); err != nil {
 		r.log.Warn("publish sample request", "err", err, "sample", req.SampleID)

@@ -158,15 +158,7 @@ func fuzzDecode(f *testing.F, kind string) {
 	for _, s := range seeds(f, kind) {
 		f.Add(s)
 	}
-	invalid, err := filepath.Glob(filepath.Join("testdata", "invalid", kind+".*.json"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, path := range invalid {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range invalidFiles(f, kind) {
 		f.Add(b)
 	}
 	committedSchemas(f)
@@ -197,6 +189,23 @@ func fuzzDecode(f *testing.F, kind string) {
 			t.Fatalf("the JSON Schema rejects what Encode wrote: %v\nencoded: %s", strings.TrimSpace(err.Error()), b1)
 		}
 	})
+}
+
+// invalidFiles returns the invalid files of kind (testdata/invalid).
+func invalidFiles(t testing.TB, kind string) [][]byte {
+	paths, err := filepath.Glob(filepath.Join("testdata", "invalid", kind+".*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // The seed edits still apply to the golden files and give valid messages,

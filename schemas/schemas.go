@@ -147,13 +147,22 @@ func NewHeader(kind string) Header { return Header{Version: Version, Kind: kind}
 
 // Decode strictly decodes data into m: size limit, UTF-8, known fields only
 // (matched case-sensitively, none repeated), one JSON value, right kind and
-// version, valid fields.
-func Decode(data []byte, m Message) error {
+// version, valid fields. The sample messages are read without reflection
+// (samplecodec.go), to the same values and errors.
+func Decode(data []byte, m Message) error { return decode(data, m, true) }
+
+// decode is Decode, by reflection alone unless fast.
+func decode(data []byte, m Message, fast bool) error {
 	if len(data) > MaxMessageBytes {
 		return fmt.Errorf("%w: %d bytes exceeds the %d-byte limit", ErrInvalid, len(data), MaxMessageBytes)
 	}
 	if !utf8.Valid(data) {
 		return fmt.Errorf("%w: %s: not UTF-8", ErrInvalid, m.MessageKind())
+	}
+	if fast {
+		if done, err := decodeFast(data, m); done {
+			return err
+		}
 	}
 	// One strict decode; only when it fails is the header read on its own,
 	// so a wrong kind or version is reported as such, not as a bad field.
@@ -178,10 +187,15 @@ func Decode(data []byte, m Message) error {
 	return m.Validate()
 }
 
-// Encode validates m and returns its JSON.
+// Encode validates m and returns its JSON. The sample messages are
+// written without reflection (samplecodec.go), byte for byte as
+// json.Marshal writes them.
 func Encode(m Message) ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
+	}
+	if data, ok, err := encodeFast(m); ok {
+		return data, err
 	}
 	return json.Marshal(m)
 }

@@ -55,7 +55,6 @@ package voter
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -751,6 +750,9 @@ func (v *Voter) notify(ctx context.Context, msg jetstream.Msg, req *schemas.Samp
 	}
 }
 
+// resultBufs are publish's buffers, one a result being published.
+var resultBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
 // publish sends res as req's result (see reply).
 func (v *Voter) publish(ctx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, res *schemas.SampleResult) error {
 	res.Header = schemas.NewHeader(schemas.KindSampleResult)
@@ -761,11 +763,14 @@ func (v *Voter) publish(ctx context.Context, msg jetstream.Msg, req *schemas.Sam
 	if res.Model == "" {
 		res.Model = v.cfg.Model
 	}
-	data, err := json.Marshal(res)
+	buf := resultBufs.Get().(*[]byte)
+	defer resultBufs.Put(buf)
+	data, err := schemas.AppendSampleResult((*buf)[:0], res)
 	if err != nil {
 		v.log.Error("encode result", "err", err)
 		return fmt.Errorf("voter: encode result: %w", err)
 	}
+	*buf = data // NATS copies it as it publishes: the buffer serves the next result
 	out := &nats.Msg{Subject: v.cfg.Bus.Namespace.ResultSubject(req.Tenant, req.JobID, schemas.EpochGen(req.Epoch)), Data: data, Header: nats.Header{}}
 	// One id per delivery: a retried publish of this answer is dropped by
 	// the stream, while a second delivery's answer (a second model call)

@@ -36,7 +36,7 @@ func appendValue(b []byte, v any, depth int) ([]byte, error) {
 	case int64:
 		return strconv.AppendInt(b, x, 10), nil
 	case float64:
-		return appendFloat(b, x)
+		return AppendFloat(b, x)
 	case string:
 		return AppendString(b, x), nil
 	case []any:
@@ -85,10 +85,10 @@ func appendValue(b []byte, v any, depth int) ([]byte, error) {
 	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})...), nil
 }
 
-// appendFloat writes f as encoding/json does: like ES6, the shortest
-// form that reads back the same, with an exponent only for the very small
-// and very large.
-func appendFloat(b []byte, f float64) ([]byte, error) {
+// AppendFloat appends f as encoding/json writes a float64: like ES6, the
+// shortest form that reads back the same, with an exponent only for the
+// very small and very large. NaN and ±Inf are an error, as there.
+func AppendFloat(b []byte, f float64) ([]byte, error) {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return nil, errors.New("json: unsupported value: " + strconv.FormatFloat(f, 'g', -1, 64))
 	}
@@ -113,11 +113,21 @@ const hexDigits = "0123456789abcdef"
 // without HTML escaping: quotes, backslashes and control characters
 // escaped, invalid UTF-8 as U+FFFD, U+2028 and U+2029 escaped.
 func AppendString(b []byte, s string) []byte {
+	return appendString(b, s, false)
+}
+
+// AppendStringHTML appends s as json.Marshal writes a string: as
+// AppendString, and <, > and & as \u003c, \u003e and \u0026.
+func AppendStringHTML(b []byte, s string) []byte {
+	return appendString(b, s, true)
+}
+
+func appendString(b []byte, s string, html bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if c >= 0x20 && c != '"' && c != '\\' && (!html || c != '<' && c != '>' && c != '&') {
 				i++
 				continue
 			}

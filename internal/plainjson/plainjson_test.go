@@ -99,6 +99,9 @@ func FuzzMarshal(f *testing.F) {
 	}
 	f.Add([]byte(`0`), 1e-7, "\xff\xfe")
 	f.Fuzz(func(t *testing.T, data []byte, x float64, s string) {
+		if got, want := AppendStringHTML(nil, s), mustMarshal(t, s); !bytes.Equal(got, want) {
+			t.Fatalf("AppendStringHTML(%q) = %s, json.Marshal %s", s, got, want)
+		}
 		values := []any{x, s, map[string]any{s: x}}
 		if v, err := Decode(data); err == nil {
 			values = append(values, v)
@@ -119,10 +122,22 @@ func FuzzMarshal(f *testing.F) {
 	})
 }
 
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // TestAppendString: every kind of character reads back as encoding/json
-// reads its own output.
+// reads its own output; AppendStringHTML writes what json.Marshal writes.
 func TestAppendString(t *testing.T) {
 	for _, s := range []string{"", "plain", "quote\" back\\slash", "ctl\x00\x01\x1f\n\r\t", "utf8 é → 🙂", "bad \xff utf8", "html <&>", "sep \u2028\u2029"} {
+		if got, want := AppendStringHTML(nil, s), mustMarshal(t, s); !bytes.Equal(got, want) {
+			t.Errorf("AppendStringHTML(%q) = %s, json.Marshal %s", s, got, want)
+		}
 		got := AppendString(nil, s)
 		var back string
 		if err := json.Unmarshal(got, &back); err != nil {
