@@ -27,10 +27,10 @@
 //
 // Produces:
 //   - sample requests (schemas.SampleRequest) on maker.v1.sample.<tenant>.<job>
-//     (stream MAKER_SAMPLES), with Nats-Msg-Id = the sample id, each
-//     carrying its sample's token: the HMAC of its sample id under the
-//     fleet's key, which coordinators share through Redis (<prefix>:secrets)
-//     and voters never see;
+//     (stream MAKER_SAMPLES), without a Nats-Msg-Id (no sample id is
+//     published twice), each carrying its sample's token: the HMAC of
+//     its sample id under the fleet's key, which coordinators share
+//     through Redis (<prefix>:secrets) and voters never see;
 //   - journal entries (schemas.JournalEntry: takeovers, decisions, arbiter
 //     decisions, escalations, the end), each carrying the change of the
 //     job's figures (schemas.Delta), and checkpoints in stream

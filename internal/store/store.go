@@ -75,6 +75,8 @@ type Store struct {
 	rdb    redis.UniversalClient
 	ttl    string
 	prefix string
+	// records commits concurrent RecordMany calls together (group.go).
+	records *group
 }
 
 // New returns a Store on rdb.
@@ -94,7 +96,22 @@ func New(rdb redis.UniversalClient, cfg Config) (*Store, error) {
 	if strings.ContainsAny(cfg.KeyPrefix, "{}: \t\r\n") {
 		return nil, fmt.Errorf("store: KeyPrefix %q may not hold braces, colons or spaces", cfg.KeyPrefix)
 	}
-	return &Store{rdb: rdb, ttl: strconv.FormatInt(cfg.KeyTTL.Milliseconds(), 10), prefix: cfg.KeyPrefix}, nil
+	s := &Store{rdb: rdb, ttl: strconv.FormatInt(cfg.KeyTTL.Milliseconds(), 10), prefix: cfg.KeyPrefix}
+	s.records = &group{exec: s.execRecords}
+	return s, nil
+}
+
+// execRecords sends calls' record_sample commands in one pipeline; each
+// command's error, if any, is read by its caller.
+func (s *Store) execRecords(ctx context.Context, calls []*groupCall) {
+	pipe := s.rdb.Pipeline()
+	for _, c := range calls {
+		c.cmds = make([]*redis.Cmd, len(c.args))
+		for i, a := range c.args {
+			c.cmds[i] = recordSampleScript.EvalSha(ctx, pipe, c.keys, a...)
+		}
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command
 }
 
 // Load loads the scripts into Redis ahead of use, so the first vote does
@@ -140,11 +157,15 @@ func (s *Store) Record(ctx context.Context, job JobRef, smp vote.Sample, k int) 
 	return res[0], nil
 }
 
-// RecordMany records samples in order, in one round trip: each is its own
+// RecordMany records samples in order, in one round trip (shared with
+// other jobs' calls made at the same time: group.go): each is its own
 // atomic script call, exactly as if Record were called for each in turn.
 // On error no result is returned; recording is idempotent, so the caller
 // may simply record the same samples again.
 func (s *Store) RecordMany(ctx context.Context, job JobRef, samples []vote.Sample, k int) ([]vote.RecordResult, error) {
+	if len(samples) == 0 {
+		return nil, nil
+	}
 	keys := job.keys(s.prefix)
 	args := make([][]any, len(samples))
 	for i, smp := range samples {
@@ -154,14 +175,12 @@ func (s *Store) RecordMany(ctx context.Context, job JobRef, samples []vote.Sampl
 		}
 		args[i] = []any{smp.Step, smp.Epoch, smp.Index, value, k, s.ttl}
 	}
-	cmds := make([]*redis.Cmd, len(samples))
-	pipe := s.rdb.Pipeline()
-	for i := range samples {
-		cmds[i] = recordSampleScript.EvalSha(ctx, pipe, keys, args[i]...)
+	call := &groupCall{keys: keys, args: args}
+	if err := s.records.do(ctx, call); err != nil {
+		return nil, fmt.Errorf("store: record step %d: %w", samples[0].Step, err)
 	}
-	_, _ = pipe.Exec(ctx) // errors are read per command below
 	out := make([]vote.RecordResult, len(samples))
-	for i, cmd := range cmds {
+	for i, cmd := range call.cmds {
 		res, err := cmd.Slice()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			// The script cache was flushed: this call did not run. Run it
