@@ -27,6 +27,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 		leaseTTL, slice                    time.Duration
 		retentionInterval                  time.Duration // retention.go
 		arbReserve                         float64
+		windows                            windowFlags
 	)
 	cmd := &cobra.Command{
 		Use:     "coordinator",
@@ -49,6 +50,10 @@ func coordinatorCmd(e *env) *cobra.Command {
 				}
 			}
 			log := e.logger(slog.LevelInfo)
+			busCfg := topology.Config{Replicas: replicas, Logger: log}
+			if err := windows.set(&busCfg); err != nil {
+				return err
+			}
 			// One parser for every --redis: a server, TLS, Cluster or
 			// Sentinel (store.ParseRedisURL); errors show it redacted.
 			rdb, ropts, err := store.NewRedisClient(redisURL)
@@ -88,7 +93,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 				ID: id, Tasks: builtin.Registry(), MaxJobs: maxJobs, Logger: log,
 				LeaseTTL: leaseTTL, CheckpointEvery: checkpointEvery, CrashAt: crashAt, Crash: crash, Slice: slice, RetentionInterval: retentionInterval,
 				ArbitrationReserveUSD: arbReserve, SamplesPerCall: samplesPerCall,
-				Bus: topology.Config{Replicas: replicas, Logger: log}, Metrics: met, Build: Version,
+				Bus: busCfg, Metrics: met, Build: Version,
 			})
 			if err != nil {
 				return usageError{err}
@@ -112,6 +117,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 	cmd.Flags().DurationVar(&retentionInterval, "retention-interval", 10*time.Minute, "sweep finished work past its retention policy (maker retention) this often, one coordinator at a time (negative: never)")
 	cmd.Flags().IntVar(&checkpointEvery, "checkpoint-every", 1000, "steps between checkpoints (a resume reads at most this many journal entries)")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the streams and buckets this coordinator creates (3 on a clustered nats-server)")
+	addWindowFlags(cmd, &windows, windowsKept)
 	cmd.Flags().Float64Var(&arbReserve, "arbitration-reserve-usd", 1, "what a job under a budget or a spend quota holds for an arbitration of the judge's panel, in USD; the judge spends no more, and a job that cannot hold it gets a person instead")
 	metricsFlag(cmd, &metricsAddr)
 	cmd.Flags().StringVar(&crashAt, "crash-at", "", "fault injection for the fault suite: exit as if killed at <point>:<step>")

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/makerfleet/makerfleet/internal/simllm"
+	"github.com/makerfleet/makerfleet/internal/topology"
 	"github.com/makerfleet/makerfleet/schemas"
 )
 
@@ -82,6 +83,7 @@ type serviceFlags struct {
 	nats, redis, llmBaseURL, model, apiKey, dataDir string
 	concurrency, samplesPerCall                     int
 	stream, supportsN                               bool
+	windows                                         windowFlags
 }
 
 func addServiceFlags(cmd *cobra.Command, s *serviceFlags) {
@@ -96,6 +98,7 @@ func addServiceFlags(cmd *cobra.Command, s *serviceFlags) {
 	fl.BoolVar(&s.stream, "llm-stream", false, "ask the model for streamed replies (stream: true, usage in the last chunk)")
 	fl.IntVar(&s.samplesPerCall, "samples-per-call", 1, "samples of a wave asked in one request (1: a message a sample): each at its own temperature, those of one temperature (above 0) drawn in one call with n, the prompt paid once, when the model answers n (the simulated model does; --llm-supports-n for another)")
 	fl.BoolVar(&s.supportsN, "llm-supports-n", false, "the --llm-base-url model answers n > 1 with n choices")
+	addWindowFlags(cmd, &s.windows, windowsKept)
 }
 
 func (s *serviceFlags) options(sim simllm.Config, log *slog.Logger) (fleetOptions, error) {
@@ -108,6 +111,10 @@ func (s *serviceFlags) options(sim simllm.Config, log *slog.Logger) (fleetOption
 	if s.samplesPerCall < 1 || s.samplesPerCall > schemas.MaxSamplesPerCall {
 		return fleetOptions{}, usagef("--samples-per-call must be between 1 and %d, got %d", schemas.MaxSamplesPerCall, s.samplesPerCall)
 	}
+	var windows topology.Config
+	if err := s.windows.set(&windows); err != nil {
+		return fleetOptions{}, err
+	}
 	key := s.apiKey
 	if key == "" {
 		key = apiKeyFromEnv()
@@ -116,6 +123,7 @@ func (s *serviceFlags) options(sim simllm.Config, log *slog.Logger) (fleetOption
 		natsURL: s.nats, redisURL: s.redis, llmBaseURL: s.llmBaseURL, apiKey: key, model: s.model,
 		dataDir: s.dataDir, sim: sim, concurrency: s.concurrency, stream: s.stream, log: log,
 		samplesPerCall: s.samplesPerCall, supportsN: s.supportsN || s.llmBaseURL == "",
+		workDuplicates: windows.WorkDuplicates, journalDuplicates: windows.JournalDuplicates,
 	}, nil
 }
 

@@ -41,9 +41,13 @@ type fleetOptions struct {
 	// stream asks the model for streamed replies.
 	stream bool
 	// ownServer: the fleet's embedded nats-server lives and dies with
-	// the command, so its work queues are kept in memory and its
-	// duplicate windows are short (busConfig). The journal stays on file.
+	// the command, so its work queues are kept in memory (busConfig). The
+	// journal stays on file.
 	ownServer bool
+	// workDuplicates and journalDuplicates are the streams' duplicate
+	// windows (--work-duplicates, --journal-duplicates; zero: the
+	// defaults).
+	workDuplicates, journalDuplicates time.Duration
 	// maxJobs is how many jobs the coordinator runs at once (default
 	// coordinator.Config's).
 	maxJobs int
@@ -99,14 +103,10 @@ func startFleet(ctx context.Context, o fleetOptions) (*fleet.Fleet, error) {
 
 // busConfig is the topology's configuration for the fleet.
 func (o fleetOptions) busConfig() topology.Config {
-	var c topology.Config
+	c := topology.Config{WorkDuplicates: o.workDuplicates, JournalDuplicates: o.journalDuplicates}
 	if o.ownServer {
 		// Work in flight only: a lost sample is drawn again (docs/durability.md).
 		c.WorkStorage = jetstream.MemoryStorage
-		// The windows outlast the publishers' retries (a voter's 10s, a
-		// journal append's under a minute) and no more: the server keeps
-		// every id of a window in memory.
-		c.WorkDuplicates, c.JournalDuplicates = 30*time.Second, time.Minute
 	}
 	return c
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,23 +26,33 @@ func topologyCmd(e *env) *cobra.Command {
 		Long: `The fleet's topology (streams, shared consumers, KV buckets) is created once, by its
 owners: coordinators (with their --replicas) or, ahead of any role, maker topology create.
 Voters wait for it ("waiting for the fleet topology"); client commands only bind it.
-Streams found with fewer replicas than asked for are raised, never lowered.`,
+Streams found with fewer replicas than asked for are raised, never lowered.
+An existing stream's duplicate window changes only when maker topology create is given
+--work-duplicates or --journal-duplicates, but for an older release's (2 minutes on the
+work queues, 10 on the journal): the first coordinator or topology create that finds it
+gives it its own. maker topology show lists them.`,
 	})
 	var (
 		natsURL  string
 		replicas int
 		judge    bool
 		asJSON   bool
+		windows  windowFlags
 	)
 	create := &cobra.Command{
 		Use:   "create",
-		Short: "Create the fleet's streams, consumers and buckets (and the judge's), or raise their replicas",
+		Short: "Create the fleet's streams, consumers and buckets (and the judge's), or raise their replicas and set their duplicate windows",
 		Example: `  maker topology create --nats nats://n1:4222,nats://n2:4222,nats://n3:4222 --replicas 3
-  maker topology create --judge=false`,
+  maker topology create --judge=false
+  maker topology create --work-duplicates 30s --journal-duplicates 1m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if replicas < 1 || replicas > 5 {
 				return usagef("--replicas must be 1..5")
+			}
+			cfg := topology.Config{Replicas: replicas, StartupWait: 10 * time.Second}
+			if err := windows.setGiven(cmd, &cfg); err != nil {
+				return err
 			}
 			js, closeNC, err := connectJS(natsURL, "maker-topology", natsAuth(cmd.Context()))
 			if err != nil {
@@ -50,8 +61,8 @@ Streams found with fewer replicas than asked for are raised, never lowered.`,
 			defer closeNC()
 			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
 			defer cancel()
-			log := e.logger(slog.LevelInfo)
-			if _, err := topology.Ensure(ctx, js, topology.Config{Replicas: replicas, StartupWait: 10 * time.Second, Logger: log}); err != nil {
+			cfg.Logger = e.logger(slog.LevelInfo)
+			if _, err := topology.Ensure(ctx, js, cfg); err != nil {
 				return fmt.Errorf("%s: %w", natsURL, err)
 			}
 			if judge {
@@ -64,12 +75,13 @@ Streams found with fewer replicas than asked for are raised, never lowered.`,
 	}
 	natsFlag(create, &natsURL)
 	create.Flags().IntVar(&replicas, "replicas", 1, "replicas of every stream and bucket (3 on a clustered nats-server); existing ones with fewer are raised")
+	addWindowFlags(create, &windows, "given, existing streams take it too; not given, they keep theirs")
 	create.Flags().BoolVar(&judge, "judge", true, "create the judge's (break-glass) topology too")
 	create.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 
 	show := &cobra.Command{
 		Use:   "show",
-		Short: "List the fleet's streams and buckets on a server, with their replicas and sizes",
+		Short: "List the fleet's streams and buckets on a server, with their replicas, sizes and streams' duplicate windows",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			js, closeNC, err := connectJS(natsURL, "maker-topology", natsAuth(cmd.Context()))
@@ -98,6 +110,9 @@ type topologyRow struct {
 	Storage  string `json:"storage,omitempty"`
 	Messages uint64 `json:"messages"`
 	Bytes    uint64 `json:"bytes"`
+	// Duplicates is a stream's duplicate window ("" for a bucket, whose
+	// writes carry no message id).
+	Duplicates string `json:"duplicate_window,omitempty"`
 }
 
 // printTopology lists the default namespace's streams and buckets (the
@@ -140,6 +155,9 @@ func printTopology(ctx context.Context, e *env, js jetstream.JetStream, judge bo
 			info := s.CachedInfo()
 			row.Exists, row.Replicas, row.Storage = true, max(info.Config.Replicas, 1), info.Config.Storage.String()
 			row.Messages, row.Bytes = info.State.Msgs, info.State.Bytes
+			if it.kind == topology.Stream.String() {
+				row.Duplicates = info.Config.Duplicates.String()
+			}
 		}
 		rows = append(rows, row)
 	}
@@ -147,13 +165,13 @@ func printTopology(ctx context.Context, e *env, js jetstream.JetStream, judge bo
 		return writeJSON(e.stdout, rows)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tPART\tREPLICAS\tSTORAGE\tMESSAGES\tBYTES")
+	fmt.Fprintln(tw, "NAME\tKIND\tPART\tREPLICAS\tSTORAGE\tMESSAGES\tBYTES\tDUPLICATE WINDOW")
 	for _, r := range rows {
 		if !r.Exists {
-			fmt.Fprintf(tw, "%s\t%s\t%s\tmissing\t-\t-\t-\n", r.Name, r.Kind, r.Part)
+			fmt.Fprintf(tw, "%s\t%s\t%s\tmissing\t-\t-\t-\t-\n", r.Name, r.Kind, r.Part)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\n", r.Name, r.Kind, r.Part, r.Replicas, r.Storage, r.Messages, r.Bytes)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", r.Name, r.Kind, r.Part, r.Replicas, r.Storage, r.Messages, r.Bytes, cmp.Or(r.Duplicates, "-"))
 	}
 	return tw.Flush()
 }

@@ -93,7 +93,7 @@ is the one every command defaults to (default), so its jobs list without --tenan
 			f, err := fleet.Start(ctx, fleet.Options{
 				NATSURL: opts.natsURL, DataDir: opts.dataDir, RedisURL: opts.redisURL, RedisServer: true,
 				LLMBaseURL: opts.llmBaseURL, APIKey: opts.apiKey, Model: opts.model, Sim: opts.sim,
-				LLM:    llm.Config{Stream: opts.stream},
+				LLM: llm.Config{Stream: opts.stream}, Bus: opts.busConfig(),
 				Logger: log, Coordinators: 1, Voters: voters,
 				Coordinator: coordinator.Config{ID: "coordinator-up", Metrics: metrics.NewCoordinator(reg)},
 				Voter: voter.Config{Concurrency: opts.concurrency, Metrics: metrics.NewVoter(reg), Policy: voter.Policy{
