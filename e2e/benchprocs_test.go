@@ -76,7 +76,7 @@ func TestBenchProcesses(t *testing.T) {
 
 	t.Run("solved", func(t *testing.T) {
 		res := runMaker(t, 3*time.Minute, "bench", "--processes", "--json", "--disks", "5", "--k", "2", "--nats-server-bin", natsBin,
-			"--mem-every", "20ms", "--mem-warmup", "-1s", "--reference-disks", "3")
+			"--mem-every", "20ms", "--mem-warmup", "0s", "--reference-disks", "3")
 		if res.code != 0 {
 			t.Fatalf("bench --processes exited %d: %s", res.code, res.stderr)
 		}

@@ -37,7 +37,7 @@ func addProcessFlags(cmd *cobra.Command, p *processFlags) {
 	fl.BoolVar(&p.on, "processes", false, "measure one job on a fleet of separate processes instead: a nats-server and a redis-server of its own, maker simllm, --coordinators coordinators and --voters voters (default 2 here), every process's memory sampled")
 	fl.StringVar(&p.natsServer, "nats-server-bin", "", "with --processes: the nats-server binary (default: nats-server next to the maker binary, else bin/nats-server, else on PATH; make nats-server builds it)")
 	fl.DurationVar(&p.memEvery, "mem-every", 5*time.Second, "with --processes: read every process's memory this often")
-	fl.DurationVar(&p.memWarmup, "mem-warmup", time.Minute, "with --processes: fit the memory slopes from this long after the job's submission (negative: from the start)")
+	fl.DurationVar(&p.memWarmup, "mem-warmup", time.Minute, "with --processes: fit the memory slopes from this long after the job's submission (0: from the start)")
 	fl.StringVar(&p.profileDir, "cpuprofile-dir", "", "with --processes: write a CPU profile of each role, the model and the nats-server to DIR")
 	fl.BoolVar(&p.keep, "keep", false, "with --processes: keep the fleet's logs and store (a failed run's logs are always kept)")
 	fl.IntVar(&p.referenceDisks, "reference-disks", 14, "with --processes: first run the same job in this process, at most this many disks, for its steps/s beside the fleet's (0: none)")
@@ -130,6 +130,9 @@ func benchProcesses(cmd *cobra.Command, e *env, p processFlags, cfg bench.Proces
 	}
 	cfg.Maker = exe
 	cfg.MemEvery, cfg.MemWarmup, cfg.ProfileDir, cfg.Keep = p.memEvery, p.memWarmup, p.profileDir, p.keep
+	if p.memWarmup == 0 {
+		cfg.MemWarmup = -1 // the config's 0 is its default, a minute
+	}
 	cfg.Progress = e.stderr
 	if p.referenceDisks > 0 {
 		rep, err := startRef()
