@@ -129,7 +129,8 @@ steps for every process, nats-server peak <= 256 MiB. The paper's run:
 					voters = defaultProcessVoters
 				}
 				cfg := bench.ProcessesConfig{Spec: spec, Disks: jf.disks, Coordinators: many.coordinators, Voters: voters,
-					Concurrency: opts.concurrency, SamplesPerCall: svc.samplesPerCall, SimArgs: sf.simllmArgs(jf.seed), SimAccuracy: sf.accuracy}
+					Concurrency: opts.concurrency, SamplesPerCall: svc.samplesPerCall, SimArgs: sf.simllmArgs(jf.seed), SimAccuracy: sf.accuracy,
+					WorkDuplicates: opts.workDuplicates, JournalDuplicates: opts.journalDuplicates}
 				ref := func() (schemas.JobReport, error) {
 					f, err := startFleet(cmd.Context(), opts)
 					if err != nil {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -66,6 +67,10 @@ type ProcessesConfig struct {
 	// Coordinators and Voters are how many of each run, each voter with
 	// Concurrency; SamplesPerCall is the coordinators' --samples-per-call.
 	Coordinators, Voters, Concurrency, SamplesPerCall int
+	// WorkDuplicates and JournalDuplicates are the coordinators'
+	// --work-duplicates and --journal-duplicates: the streams' duplicate
+	// windows, which the nats-server's memory follows (0: the defaults).
+	WorkDuplicates, JournalDuplicates time.Duration
 	// SimArgs are maker simllm's flags besides --addr and --model (its
 	// accuracy, seed, latency, faults); SimAccuracy is the accuracy, as
 	// reported.
@@ -100,6 +105,10 @@ type ProcessesResult struct {
 	Coordinators int     `json:"coordinators"`
 	Voters       int     `json:"voters"`
 	Concurrency  int     `json:"concurrency"`
+	// WorkDuplicates and JournalDuplicates are the streams' duplicate
+	// windows given to the coordinators ("": their defaults).
+	WorkDuplicates    string `json:"work_duplicates,omitempty"`
+	JournalDuplicates string `json:"journal_duplicates,omitempty"`
 	// NATSServer and RedisServer are the servers' versions, NATSModule
 	// the nats-server version maker is built with (go.mod's).
 	NATSServer  string `json:"nats_server"`
@@ -251,6 +260,7 @@ func Processes(ctx context.Context, cfg ProcessesConfig) (res ProcessesResult, e
 	res = ProcessesResult{
 		Task: cfg.Spec.Task, Disks: cfg.Disks, K: cfg.Spec.K, Seed: cfg.Spec.Seed, SimAccuracy: cfg.SimAccuracy,
 		Coordinators: cfg.Coordinators, Voters: cfg.Voters, Concurrency: cfg.Concurrency,
+		WorkDuplicates: durationText(cfg.WorkDuplicates), JournalDuplicates: durationText(cfg.JournalDuplicates),
 		NATSServer: version(cfg.NATSServer), NATSModule: natsModule(), RedisServer: version(cfg.RedisServer),
 		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
 		MemEverySeconds: cfg.MemEvery.Seconds(), MemWarmupSeconds: cfg.MemWarmup.Seconds(),
@@ -375,6 +385,12 @@ func (pf *procFleet) start(ctx context.Context, cfg ProcessesConfig) error {
 		name := "coordinator-" + strconv.Itoa(i+1)
 		args := []string{"coordinator", "--nats", pf.natsURL, "--redis", pf.redisURL, "--id", name,
 			"--samples-per-call", strconv.Itoa(max(cfg.SamplesPerCall, 1))}
+		if cfg.WorkDuplicates > 0 {
+			args = append(args, "--work-duplicates", cfg.WorkDuplicates.String())
+		}
+		if cfg.JournalDuplicates > 0 {
+			args = append(args, "--journal-duplicates", cfg.JournalDuplicates.String())
+		}
 		c, err := pf.launch(name, cfg.Maker, coordReadyRE, append(args, prof(name)...)...)
 		if err != nil {
 			return err
@@ -747,8 +763,12 @@ func PrintProcesses(w io.Writer, r ProcessesResult) {
 	if r.NATSModule != "" && r.NATSModule != r.NATSServer {
 		mod = fmt.Sprintf(" (maker is built with %s)", r.NATSModule)
 	}
-	fmt.Fprintf(w, "bench --processes: hanoi %d disks (%d steps), k=%d, seed %d, sim accuracy %g; %d coordinator(s), %d voter(s) x concurrency %d; nats-server %s%s, redis-server %s; %d CPUs, %s\n",
-		r.Disks, r.TotalSteps, r.K, r.Seed, r.SimAccuracy, r.Coordinators, r.Voters, r.Concurrency, r.NATSServer, mod, r.RedisServer, r.CPUs, r.GoVersion)
+	windows := ""
+	if r.WorkDuplicates != "" || r.JournalDuplicates != "" {
+		windows = fmt.Sprintf(" (duplicate windows: work %s, journal %s)", cmp.Or(r.WorkDuplicates, "default"), cmp.Or(r.JournalDuplicates, "default"))
+	}
+	fmt.Fprintf(w, "bench --processes: hanoi %d disks (%d steps), k=%d, seed %d, sim accuracy %g; %d coordinator(s)%s, %d voter(s) x concurrency %d; nats-server %s%s, redis-server %s; %d CPUs, %s\n",
+		r.Disks, r.TotalSteps, r.K, r.Seed, r.SimAccuracy, r.Coordinators, windows, r.Voters, r.Concurrency, r.NATSServer, mod, r.RedisServer, r.CPUs, r.GoVersion)
 	trace := "the optimal solution's"
 	if !r.TraceOptimal {
 		trace = "NOT the optimal solution's " + r.OptimalTraceSHA256
@@ -789,6 +809,14 @@ func PrintProcesses(w io.Writer, r ProcessesResult) {
 		fmt.Fprintf(w, "  logs and store kept in %s\n", r.Dir)
 	}
 	fmt.Fprintf(w, "meets every target: %v\n", r.MeetsTargets)
+}
+
+// durationText is d as flags take it, "" for 0.
+func durationText(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
 }
 
 func mibText(kb int64) string { return fmt.Sprintf("%.1f", float64(kb)/1024) }
