@@ -14,8 +14,9 @@ type SampleRequest struct {
 	Tenant string `json:"tenant"`
 	JobID  string `json:"job_id"`
 	// SampleID is unique per publish: tenant/job/step/epoch/index/attempt,
-	// and /b<branch> for a speculative sample. It is the message's
-	// Nats-Msg-Id.
+	// and /b<branch> for a speculative sample. As none is published twice,
+	// the message carries no Nats-Msg-Id (the stream would only remember
+	// it); a result's id is made from it (ResultMsgID).
 	SampleID string `json:"sample_id"`
 	// Step is the step number, from 0.
 	Step int64 `json:"step"`

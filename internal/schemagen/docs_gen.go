@@ -768,7 +768,7 @@ var docComments = map[string]string{
 	"SampleRequest.Params":              "Task and Params select and configure the task; TaskVersion and TaskHash pin a registered task spec (empty for a built-in task).",
 	"SampleRequest.ParamsRef":           "ParamsRef, when set, names the job's params in the inputs store instead (JobSpec.ParamsRef): Params is then empty.",
 	"SampleRequest.PromptVariant":       "PromptVariant, from 1 to MaxPromptVariant, asks the voter to paraphrase the task's prompt (task.Paraphrase): a correlated step's decorrelated samples. 0 (the default) is the task's own prompt.",
-	"SampleRequest.SampleID":            "SampleID is unique per publish: tenant/job/step/epoch/index/attempt, and /b<branch> for a speculative sample. It is the message's Nats-Msg-Id.",
+	"SampleRequest.SampleID":            "SampleID is unique per publish: tenant/job/step/epoch/index/attempt, and /b<branch> for a speculative sample. As none is published twice, the message carries no Nats-Msg-Id (the stream would only remember it); a result's id is made from it (ResultMsgID).",
 	"SampleRequest.Seed":                "Seed is the model's sampling seed, a function of the job's seed, the step and the index, so re-samples of an index ask the same question.",
 	"SampleRequest.State":               "State is the task state the step starts from, canonical JSON.",
 	"SampleRequest.Step":                "Step is the step number, from 0.",
