@@ -52,6 +52,15 @@ var repoFixtures = map[string]string{
 	"judge/guard/gitleaks_rules.go":                                   "generated from gitleaks' rule file: the same patterns and example keys",
 	"cmd/maker/cli/voter_test.go":                                     "a test sample capability token",
 	"cmd/maker/cli/voterstream_test.go":                               "a test sample capability token",
+	"schemas/codec_test.go":                                           "a test sample capability token",
+	"schemas/samplecodec_test.go":                                     "a test sample capability token",
+	"internal/topology/windows_bench_test.go":                         "a test sample capability token in the ids it measures",
+	// Tests of refusals: credentials where none may be.
+	"cmd/maker/cli/providers_test.go":      "a provider URL with a fake key in its user info, which must be refused",
+	"cmd/maker/cli/webhook_test.go":        "a webhook URL with user info, which must be refused",
+	"internal/providers/store_test.go":     "providers files with a fake api_key or a key in a URL, which must be refused",
+	"internal/ratelimit/ratelimit_test.go": "the test Redis ACL user's password",
+	"internal/webhook/sign_test.go":        "the Standard Webhooks specification's test vector: its example secret and message id",
 	// Documentation showing a credential's shape.
 	"docs/api.md": "an example maker API key (mk_3f9c0a1b2c4d_…) in the output of maker keys create",
 	// A directory (its name ends in "/"): every file in it.
