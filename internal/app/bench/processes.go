@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/makerfleet/makerfleet/client"
+	"github.com/makerfleet/makerfleet/internal/app/devserver"
 	"github.com/makerfleet/makerfleet/internal/app/fleet"
 	"github.com/makerfleet/makerfleet/internal/jobs"
 	"github.com/makerfleet/makerfleet/schemas"
@@ -427,7 +428,7 @@ func (pf *procFleet) startRedis(ctx context.Context, path string) error {
 	}
 	var last error
 	for range 5 {
-		port, err := freePort()
+		port, err := devserver.FreePort()
 		if err != nil {
 			return err
 		}
@@ -735,15 +736,6 @@ func natsModule() string {
 		}
 	}
 	return ""
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func fileExists(path string) bool {
