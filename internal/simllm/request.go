@@ -60,7 +60,17 @@ func badRequest(param, code, msg string) *apiError {
 
 // decodeRequest parses body. A body that is a JSON object but has a field of
 // the wrong type yields an error with logged set: the request was readable.
+// The bodies clients send take the fast path (requestcodec.go); the rest,
+// errors included, take encoding/json.
 func decodeRequest(body []byte) (*chatRequest, *apiError) {
+	if req, ok := decodeRequestFast(body); ok {
+		return req, nil
+	}
+	return decodeRequestJSON(body)
+}
+
+// decodeRequestJSON is decodeRequest by encoding/json.
+func decodeRequestJSON(body []byte) (*chatRequest, *apiError) {
 	req := &chatRequest{}
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return req, badRequest("", "", "We could not parse the JSON body of your request: it must be a JSON object. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload.)")
