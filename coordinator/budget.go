@@ -440,8 +440,8 @@ func (r *jobRun) settleBatch(ctx context.Context, msgs []jetstream.Msg, settled 
 	// result releases no reservation of the sample it names.
 	ids := make([]string, 0, len(msgs))
 	for i := range msgs {
-		if i < len(settled) && settled[i] && i < len(r.m.Verified) && r.m.Verified[i] != "" {
-			ids = append(ids, r.m.Verified[i])
+		if i < len(settled) && settled[i] && i < len(r.m.Verified) {
+			ids = append(ids, r.m.Verified[i]...)
 		}
 	}
 	return r.settleIDs(ctx, ids)

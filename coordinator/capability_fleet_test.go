@@ -30,7 +30,11 @@ func TestForgedResultsDropped(t *testing.T) {
 	model := fleettest.NewFakeModel(fleettest.SeedTable(jobSeed, steps, 64), ambush.Script(func(_ context.Context, c fleettest.Call) (llm.Response, error) {
 		return fleettest.Right(c), nil
 	}))
-	env.StartCoordinator(coordinator.Config{})
+	// A message a sample: the forger pulls one sample of a wave and
+	// forges its others, whose tokens it was never handed. (A wave sent
+	// as one request hands its holder every token of it: its answers
+	// are a voter's answers, a vote each.)
+	env.StartCoordinator(coordinator.Config{SamplesPerCall: 1})
 	// One request at a time: the rest of a wave waits in the stream,
 	// where the forger can pull one.
 	env.StartVoter(model, voter.Config{Concurrency: 1})

@@ -77,8 +77,9 @@ type Config struct {
 	// n > 1 draws those of one temperature above 0 in one call, the prompt
 	// paid once; any other draws each alone, exactly as if they had come
 	// apart, and a voter never has more than its concurrency of model
-	// calls in flight. Default 1 (each sample its own request); at most
-	// schemas.MaxSamplesPerCall.
+	// calls in flight; the answers come back in one message too
+	// (schemas.SampleResult.Also). Default schemas.MaxSamplesPerCall (a
+	// whole wave, in practice); 1 sends each sample as its own request.
 	SamplesPerCall int
 	// ArbitrationReserveUSD is what a job under a limit (its budget, or
 	// its tenant's spend per day) holds on it before asking the judge's
@@ -168,7 +169,7 @@ func (c *Config) defaults() error {
 		c.Slice = 30 * time.Second
 	}
 	if c.SamplesPerCall == 0 {
-		c.SamplesPerCall = 1
+		c.SamplesPerCall = schemas.MaxSamplesPerCall
 	}
 	if c.SamplesPerCall < 1 || c.SamplesPerCall > schemas.MaxSamplesPerCall {
 		return fmt.Errorf("coordinator: SamplesPerCall %d: want 1 to %d", c.SamplesPerCall, schemas.MaxSamplesPerCall)

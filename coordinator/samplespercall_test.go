@@ -26,18 +26,37 @@ import (
 // job is exactly the one without grouping (same trace, same counts).
 func TestSamplesPerCall(t *testing.T) {
 	t.Parallel()
-	run := func(perCall int, supportsN bool) (schemas.JobReport, simllm.Stats) {
+	type wire struct{ requests, results uint64 } // messages the streams stored
+	run := func(perCall int, supportsN bool) (schemas.JobReport, simllm.Stats, wire) {
 		env := fleettest.New(t)
 		sim := fleettest.StartSim(t, simllm.Config{Accuracy: 0.9, Seed: 5})
 		env.StartCoordinator(coordinator.Config{SamplesPerCall: perCall})
 		env.StartVoter(fleettest.SimClient(t, sim, llm.Config{}), voter.Config{Concurrency: 8, SupportsN: supportsN})
 		spec := fleettest.HanoiSpec(6, 3, 5)
 		rep := env.Run(&spec)
-		return rep, sim.Stats()
+		var w wire
+		for name, n := range map[string]*uint64{env.Topo.NS.SamplesStream(): &w.requests, env.Topo.NS.ResultsStream(): &w.results} {
+			s, err := env.JS.Stream(context.Background(), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			*n = s.CachedInfo().State.LastSeq
+		}
+		return rep, sim.Stats(), w
 	}
-	base, baseSim := run(1, false)
-	split, _ := run(8, false)
-	withN, nSim := run(8, true)
+	base, baseSim, baseWire := run(1, false)
+	split, _, _ := run(8, false)
+	withN, nSim, nWire := run(8, true)
+
+	// One message a sample without grouping; with n, a call's answers
+	// go out together (the greedy first sample's call apart).
+	if baseWire.requests != uint64(base.Samples+base.WastedSamples) || baseWire.results != baseWire.requests {
+		t.Errorf("one sample a message: %d requests and %d results for %d samples", baseWire.requests, baseWire.results, base.Samples+base.WastedSamples)
+	}
+	if nWire.requests >= uint64(withN.Samples) || nWire.results >= uint64(withN.Samples) || nWire.results > 2*nWire.requests {
+		t.Errorf("with n: %d requests and %d result messages for %d samples: want fewer of each than samples, at most 2 result messages a request",
+			nWire.requests, nWire.results, withN.Samples)
+	}
 
 	if split.TraceSHA256 != base.TraceSHA256 || split.Samples != base.Samples || split.Votes != base.Votes || split.PromptTokens != base.PromptTokens {
 		t.Errorf("grouped requests drawn one call each differ from ungrouped: %d samples, %d votes, %d prompt tokens, trace %s; want %d, %d, %d, %s",

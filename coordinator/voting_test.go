@@ -230,7 +230,7 @@ func TestNextStateFromWinner(t *testing.T) {
 				if req.Step != step+1 {
 					continue
 				}
-				next++
+				next += 1 + len(req.Also) // a wave's samples in one request
 				if !bytes.Equal(req.State, wantState) {
 					t.Errorf("step %d index %d starts from %s, want the winner's %s", req.Step, req.Index, req.State, wantState)
 				}

@@ -49,6 +49,7 @@ func codecCases() []codecCase {
 		caseOf("SampleRequest", sampleRequestCodec),
 		caseOf("SampleMember", sampleMemberCodec),
 		caseOf("SampleResult", sampleResultCodec),
+		caseOf("ResultMember", resultMemberCodec),
 	}
 }
 

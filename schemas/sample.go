@@ -2,6 +2,8 @@ package schemas
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -360,6 +362,69 @@ type SampleResult struct {
 	// Token echoes the request's token (SampleRequest.Token). A result
 	// without it, or with another sample's, is dropped as forged.
 	Token string `json:"token,omitempty"`
+	// Also are the answers to more samples of the same request
+	// (SampleRequest.Also), sent in this one message: one message, one
+	// store and one ack for a wave's answers instead of one a sample.
+	// Each carries its own index, outcome, usage and token and is
+	// checked and counted on its own (Parts); the rest (the job, step,
+	// epoch, attempt, branch, model and voter) is this result's. Not on
+	// an unserved notice. At most MaxSamplesPerCall − 1, each index once.
+	Also []ResultMember `json:"also,omitempty"`
+}
+
+// ResultMember is the answer to one more sample of a request, sent in
+// its result (SampleResult.Also): its sample id is the result's with
+// this index.
+type ResultMember struct {
+	// Index is the sample's position in the step's vote order.
+	Index int `json:"index"`
+	// Outcome is vote, red_flag, skipped or cancelled.
+	Outcome string `json:"outcome" jsonschema:"enum=vote,enum=red_flag,enum=skipped,enum=cancelled"`
+	// VoteKey, RedFlag, Detail, FinishReason, the token counts and
+	// LatencyMS are as in SampleResult.
+	VoteKey            string  `json:"vote_key,omitempty"`
+	RedFlag            string  `json:"red_flag,omitempty"`
+	Detail             string  `json:"detail,omitempty"`
+	FinishReason       string  `json:"finish_reason,omitempty"`
+	PromptTokens       int     `json:"prompt_tokens"`
+	CompletionTokens   int     `json:"completion_tokens"`
+	CachedPromptTokens int     `json:"cached_prompt_tokens,omitempty"`
+	LatencyMS          float64 `json:"latency_ms"`
+	// Token echoes the sample's own token (SampleMember.Token).
+	Token string `json:"token,omitempty"`
+}
+
+// AppendParts appends the answers r holds to dst, r's own first, each a
+// result of its own (no Also): what a coordinator checks and counts one
+// by one.
+func (r *SampleResult) AppendParts(dst []SampleResult) []SampleResult {
+	one := *r
+	one.Also = nil
+	dst = append(dst, one)
+	for _, m := range r.Also {
+		dst = append(dst, r.Part(m))
+	}
+	return dst
+}
+
+// Part is member m of r as a result of its own.
+func (r *SampleResult) Part(m ResultMember) SampleResult {
+	one := *r
+	one.Also = nil
+	one.SampleID = BranchSampleID(r.Tenant, r.JobID, r.Step, r.Epoch, m.Index, r.Attempt, r.Branch)
+	one.Index, one.Outcome, one.VoteKey, one.RedFlag, one.Detail, one.FinishReason = m.Index, m.Outcome, m.VoteKey, m.RedFlag, m.Detail, m.FinishReason
+	one.PromptTokens, one.CompletionTokens, one.CachedPromptTokens, one.LatencyMS, one.Token = m.PromptTokens, m.CompletionTokens, m.CachedPromptTokens, m.LatencyMS, m.Token
+	one.Cause = ""
+	return one
+}
+
+// Member is r as a member of another result (the inverse of
+// Part, for the voter that sends several answers in one message).
+func (r *SampleResult) Member() ResultMember {
+	return ResultMember{
+		Index: r.Index, Outcome: r.Outcome, VoteKey: r.VoteKey, RedFlag: r.RedFlag, Detail: r.Detail, FinishReason: r.FinishReason,
+		PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, CachedPromptTokens: r.CachedPromptTokens, LatencyMS: r.LatencyMS, Token: r.Token,
+	}
 }
 
 // MessageKind implements Message.
@@ -367,6 +432,36 @@ func (*SampleResult) MessageKind() string { return KindSampleResult }
 
 // Validate implements Message.
 func (r *SampleResult) Validate() error {
+	if err := r.validateOne(); err != nil {
+		return err
+	}
+	if len(r.Also) == 0 {
+		return nil
+	}
+	const k = KindSampleResult
+	if len(r.Also) >= MaxSamplesPerCall {
+		return invalid(k, "also holds %d answers, at most %d", len(r.Also), MaxSamplesPerCall-1)
+	}
+	if r.Outcome == OutcomeUnserved {
+		return invalid(k, "an unserved notice has no also")
+	}
+	for i, m := range r.Also {
+		if m.Index == r.Index || slices.ContainsFunc(r.Also[:i], func(o ResultMember) bool { return o.Index == m.Index }) {
+			return invalid(k, "also[%d]: index %d given twice", i, m.Index)
+		}
+		if m.Outcome == OutcomeUnserved {
+			return invalid(k, "also[%d]: an unserved notice is sent alone", i)
+		}
+		part := r.Part(m)
+		if err := part.validateOne(); err != nil {
+			return fmt.Errorf("also[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// validateOne checks r's own answer, not its Also.
+func (r *SampleResult) validateOne() error {
 	const k = KindSampleResult
 	if err := r.Header.checkJob(k, r.Tenant, r.JobID); err != nil {
 		return err

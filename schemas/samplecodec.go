@@ -8,7 +8,7 @@ import (
 // The sample messages are the fleet's hot path, one request and one result
 // a model call: they are read and written by codecs (codec.go) rather than
 // by reflection. A field added to SampleRequest, SampleMember,
-// SampleResult or Header goes in its list below too, in the struct's
+// SampleResult, ResultMember or Header goes in its list below too, in the struct's
 // order, with the struct's json tag (TestCodecFields fails until it is).
 
 var sampleRequestCodec = newCodec(
@@ -69,6 +69,21 @@ var sampleResultCodec = newCodec(
 	field("model,omitempty", func(r *SampleResult) *string { return &r.Model }),
 	field("voter_id", func(r *SampleResult) *string { return &r.VoterID }),
 	field("token,omitempty", func(r *SampleResult) *string { return &r.Token }),
+	list("also,omitempty", func(r *SampleResult) *[]ResultMember { return &r.Also }, resultMemberCodec),
+)
+
+var resultMemberCodec = newCodec(
+	field("index", func(m *ResultMember) *int { return &m.Index }),
+	field("outcome", func(m *ResultMember) *string { return &m.Outcome }),
+	field("vote_key,omitempty", func(m *ResultMember) *string { return &m.VoteKey }),
+	field("red_flag,omitempty", func(m *ResultMember) *string { return &m.RedFlag }),
+	field("detail,omitempty", func(m *ResultMember) *string { return &m.Detail }),
+	field("finish_reason,omitempty", func(m *ResultMember) *string { return &m.FinishReason }),
+	field("prompt_tokens", func(m *ResultMember) *int { return &m.PromptTokens }),
+	field("completion_tokens", func(m *ResultMember) *int { return &m.CompletionTokens }),
+	field("cached_prompt_tokens,omitempty", func(m *ResultMember) *int { return &m.CachedPromptTokens }),
+	field("latency_ms", func(m *ResultMember) *float64 { return &m.LatencyMS }),
+	field("token,omitempty", func(m *ResultMember) *string { return &m.Token }),
 )
 
 // AppendSampleRequest appends r's JSON to dst, byte for byte what

@@ -39,11 +39,27 @@ func typicalSamples(t testing.TB) []namedMessage {
 		}
 		return r
 	}
+	res := func(also int) *schemas.SampleResult {
+		r := decodeGolden(t, schemas.KindSampleResult).(*schemas.SampleResult)
+		for i := 1; i <= also; i++ {
+			m := schemas.ResultMember{Index: i, Outcome: schemas.OutcomeVote, VoteKey: r.VoteKey, FinishReason: "stop",
+				CompletionTokens: 60 + i, LatencyMS: 843.2, Token: fmt.Sprintf("q3Yh0vJ2_kQ9mC1xZpL8a%d", i)}
+			if i == 2 {
+				m.Outcome, m.VoteKey, m.RedFlag, m.Detail = schemas.OutcomeRedFlag, "", schemas.RedFlagParse, "no \"move\" line"
+			}
+			r.Also = append(r.Also, m)
+		}
+		if err := r.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
 	return []namedMessage{
 		{"request", req(0)},
 		{"request_also1", req(1)},
 		{"request_also4", req(4)},
-		{"result", decodeGolden(t, schemas.KindSampleResult)},
+		{"result", res(0)},
+		{"result_also3", res(3)},
 	}
 }
 
@@ -283,7 +299,14 @@ var sampleCorners = []struct {
 	{schemas.KindSampleResult, `"outcome":"vote"`, `"outcome":"VOTE"`, true},
 	{schemas.KindSampleResult, `"token":"q3Yh0vJ2_kQ9mC1xZpL8aw",`, ``, true},
 	{schemas.KindSampleResult, `"kind":"sample_result"`, `"kind":"sample_request"`, true},
-	{schemas.KindSampleResult, `"kind":"sample_result",`, `"kind":"sample_request","also":[],`, false},
+	{schemas.KindSampleResult, `"kind":"sample_result",`, `"kind":"sample_request","seed":7,`, false},
+	{schemas.KindSampleResult, `"voter_id":"voter-7f3c"`, `"voter_id":"voter-7f3c","also":[]`, true},
+	{schemas.KindSampleResult, `"voter_id":"voter-7f3c"`, `"voter_id":"voter-7f3c","also":null`, true},
+	{schemas.KindSampleResult, `"voter_id":"voter-7f3c"`, `"voter_id":"voter-7f3c","also":[{"index":1,"outcome":"vote","vote_key":"k","prompt_tokens":0,"completion_tokens":3,"latency_ms":1,"token":"q3Yh0vJ2_kQ9mC1xZpL8aw"}]`, true},
+	{schemas.KindSampleResult, `"voter_id":"voter-7f3c"`, `"voter_id":"voter-7f3c","also":[{"index":0,"outcome":"vote","vote_key":"k","prompt_tokens":0,"completion_tokens":3,"latency_ms":1}]`, true},
+	{schemas.KindSampleResult, `"voter_id":"voter-7f3c"`, `"voter_id":"voter-7f3c","also":[{"index":1,"outcome":"unserved"}]`, true},
+	{schemas.KindSampleResult, `"voter_id":"voter-7f3c"`, `"voter_id":"voter-7f3c","also":[{"index":1,"outcome":"vote","model":"x"}]`, false},
+	{schemas.KindSampleResult, `"voter_id":"voter-7f3c"`, `"voter_id":"voter-7f3c","also":{}`, false},
 }
 
 func manyKeys(n int) string {
@@ -441,18 +464,27 @@ func FuzzSampleRequestEncode(f *testing.F) {
 func FuzzSampleResultEncode(f *testing.F) {
 	g := decodeGolden(f, schemas.KindSampleResult).(*schemas.SampleResult)
 	f.Add(g.Tenant, g.JobID, g.SampleID, g.Step, g.Epoch, g.Index, g.Attempt, g.Branch, g.Outcome, g.VoteKey, g.RedFlag, g.Detail, g.Cause,
-		g.FinishReason, g.PromptTokens, g.CompletionTokens, g.CachedPromptTokens, g.LatencyMS, g.Model, g.VoterID, g.Token)
+		g.FinishReason, g.PromptTokens, g.CompletionTokens, g.CachedPromptTokens, g.LatencyMS, g.Model, g.VoterID, g.Token, uint8(0))
 	f.Add("a<b>&c", "j\u2028\u2029", "\x00\x1f\"\\\xff", int64(-1), int64(math.MaxInt64), -5, math.MinInt, int64(7), "red_flag", "", "parse",
-		"line\nbreak\ttab \u007f \ufffd", "task", "length", 1, 2, 3, 1e-7, "m", "v", "tok")
-	f.Add("", "", "", int64(0), int64(0), 0, 0, int64(0), "", "", "", "", "", "", 0, 0, 0, math.NaN(), "", "", "")
-	f.Add("", "", "", int64(0), int64(0), 0, 0, int64(0), "", "", "", "", "", "", 0, 0, 0, 1e21, "", "", "")
+		"line\nbreak\ttab \u007f \ufffd", "task", "length", 1, 2, 3, 1e-7, "m", "v", "tok", uint8(3))
+	f.Add("", "", "", int64(0), int64(0), 0, 0, int64(0), "", "", "", "", "", "", 0, 0, 0, math.NaN(), "", "", "", uint8(17))
+	f.Add("", "", "", int64(0), int64(0), 0, 0, int64(0), "", "", "", "", "", "", 0, 0, 0, 1e21, "", "", "", uint8(4))
 	f.Fuzz(func(t *testing.T, tenant, job, sampleID string, step, epoch int64, index, attempt int, branch int64, outcome, voteKey, redFlag, detail, cause,
-		finish string, prompt, completion, cached int, latency float64, model, voter, token string) {
+		finish string, prompt, completion, cached int, latency float64, model, voter, token string, also uint8) {
 		r := &schemas.SampleResult{
 			Header: schemas.NewHeader(schemas.KindSampleResult), Tenant: tenant, JobID: job, SampleID: sampleID,
 			Step: step, Epoch: epoch, Index: index, Attempt: attempt, Branch: branch, Outcome: outcome, VoteKey: voteKey, RedFlag: redFlag,
 			Detail: detail, Cause: cause, FinishReason: finish, PromptTokens: prompt, CompletionTokens: completion, CachedPromptTokens: cached,
 			LatencyMS: latency, Model: model, VoterID: voter, Token: token,
+		}
+		if also%5 == 4 {
+			r.Also = []schemas.ResultMember{} // empty, not nil: left out too
+		}
+		for i := range int(also % 17) {
+			r.Also = append(r.Also, schemas.ResultMember{
+				Index: index + i + 1, Outcome: outcome, VoteKey: voteKey[min(i, len(voteKey)):], RedFlag: redFlag, Detail: detail[:len(detail)/(i+1)],
+				FinishReason: finish, PromptTokens: prompt - i, CompletionTokens: completion + i, CachedPromptTokens: cached, LatencyMS: latency * float64(i), Token: token[min(i, len(token)):],
+			})
 		}
 		sameEncode(t, r)
 		readsBack(t, r)

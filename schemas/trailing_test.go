@@ -1,9 +1,10 @@
 package schemas_test
 
 import (
-	"github.com/makerfleet/makerfleet/schemas"
 	"os"
 	"testing"
+
+	"github.com/makerfleet/makerfleet/schemas"
 )
 
 func TestTrailingBrace(t *testing.T) {

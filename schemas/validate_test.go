@@ -587,3 +587,69 @@ func TestSampleRequestAlso(t *testing.T) {
 		}
 	}
 }
+
+// TestSampleResultAlso: a result holding a wave's answers names each by a
+// distinct index with its own outcome and token, never an unserved
+// notice, at most MaxSamplesPerCall in all, each checked as a result of
+// its own; AppendParts and Member go back and forth.
+func TestSampleResultAlso(t *testing.T) {
+	t.Parallel()
+	var base schemas.SampleResult
+	if err := schemas.Decode(golden(t, schemas.KindSampleResult), &base); err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.Repeat("A", schemas.SampleTokenLen)
+	ok := base
+	ok.Also = []schemas.ResultMember{
+		{Index: base.Index + 1, Outcome: schemas.OutcomeVote, VoteKey: "k", CompletionTokens: 5, LatencyMS: 1, Token: tok},
+		{Index: base.Index + 2, Outcome: schemas.OutcomeRedFlag, RedFlag: schemas.RedFlagParse, Detail: "no move", Token: tok},
+	}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("a good batch: %v", err)
+	}
+	parts := ok.AppendParts(nil)
+	if len(parts) != 3 || parts[0].Also != nil || parts[0].Index != base.Index || parts[2].RedFlag != schemas.RedFlagParse ||
+		parts[2].SampleID != schemas.BranchSampleID(base.Tenant, base.JobID, base.Step, base.Epoch, base.Index+2, base.Attempt, base.Branch) ||
+		parts[1].VoterID != base.VoterID || parts[1].Model != base.Model || parts[1].Token != tok {
+		t.Errorf("parts: %+v", parts)
+	}
+	for i, p := range parts {
+		if err := p.Validate(); err != nil {
+			t.Errorf("part %d does not validate: %v", i, err)
+		}
+		if i > 0 && p.Member() != ok.Also[i-1] {
+			t.Errorf("part %d as a member: %+v, want %+v", i, p.Member(), ok.Also[i-1])
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(r *schemas.SampleResult)
+	}{
+		{"its own index", func(r *schemas.SampleResult) { r.Also[0].Index = r.Index }},
+		{"twice", func(r *schemas.SampleResult) { r.Also[1].Index = r.Also[0].Index }},
+		{"negative", func(r *schemas.SampleResult) { r.Also[0].Index = -1 }},
+		{"bad token", func(r *schemas.SampleResult) { r.Also[0].Token = "short" }},
+		{"a vote without its key", func(r *schemas.SampleResult) { r.Also[0].VoteKey = "" }},
+		{"a red flag with a key", func(r *schemas.SampleResult) { r.Also[1].VoteKey = "k" }},
+		{"an unknown outcome", func(r *schemas.SampleResult) { r.Also[0].Outcome = "maybe" }},
+		{"an unserved member", func(r *schemas.SampleResult) { r.Also[0].Outcome, r.Also[0].VoteKey = schemas.OutcomeUnserved, "" }},
+		{"an unserved notice with members", func(r *schemas.SampleResult) {
+			r.Outcome, r.VoteKey, r.FinishReason = schemas.OutcomeUnserved, "", ""
+		}},
+		{"negative tokens", func(r *schemas.SampleResult) { r.Also[0].PromptTokens = -1 }},
+		{"cached over prompt", func(r *schemas.SampleResult) { r.Also[0].CachedPromptTokens = 1 }},
+		{"a long detail", func(r *schemas.SampleResult) { r.Also[1].Detail = strings.Repeat("x", schemas.MaxResultDetail+1) }},
+		{"too many", func(r *schemas.SampleResult) {
+			for i := range schemas.MaxSamplesPerCall {
+				r.Also = append(r.Also, schemas.ResultMember{Index: 100 + i, Outcome: schemas.OutcomeSkipped, Token: tok})
+			}
+		}},
+	} {
+		r := ok
+		r.Also = append([]schemas.ResultMember(nil), ok.Also...)
+		tc.edit(&r)
+		if err := r.Validate(); err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		}
+	}
+}

@@ -392,36 +392,84 @@ func (v *Voter) handle(ctx context.Context, msg jetstream.Msg) error {
 		call.Headers = llm.SimHint{Task: req.Task, Version: req.TaskVersion, Hash: req.TaskHash, Params: req.Params, ParamsRef: req.ParamsRef, State: req.State}.Headers()
 	}
 	members := req.Members()
-	drawn := v.draw(callCtx, members, call)
-	// Each sample is answered on its own; a failure that hands the
-	// request back hands back every sample not answered (those answered
-	// are answered again on the next delivery: the tally counts a
-	// duplicate once).
-	var handBack error
-	for i := range members {
-		m, d := &members[i], drawn[i]
-		if d.err == nil {
-			v.faults.served(cmp.Or(m.Model, v.cfg.Model))
-			res := Judge(inst, m, d.resp)
-			if res.Outcome == schemas.OutcomeVote {
-				v.votes.Add(1)
-			} else {
-				v.redFlags.Add(1)
+	return v.answer(ctx, callCtx, cancel, msg, inst, members, call)
+}
+
+// answer draws members' samples and publishes their answers as they come:
+// those ready together in one message (SampleResult.Also), so a slow or
+// hung call holds back no other sample's answer. A failure that hands
+// the request back hands back every sample not answered (those answered
+// are answered again on the next delivery: the tally counts a duplicate
+// once). Its error is the request's fate, as handle's.
+func (v *Voter) answer(ctx, callCtx context.Context, cancel context.CancelFunc, msg jetstream.Msg, inst task.Instance, members []schemas.SampleRequest, call llm.Request) error {
+	drawn := make([]drawn, len(members))
+	ready := make(chan []int, len(members))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		v.draw(callCtx, members, call, drawn, func(i ...int) { ready <- i })
+	}()
+	defer func() { <-done }() // every call ended before the request is settled
+	var handBack, failed error
+	pause := false
+	reqs := make([]*schemas.SampleRequest, 0, len(members))
+	results := make([]schemas.SampleResult, 0, len(members))
+	for left := len(members); left > 0; {
+		// One answer, then whatever else is ready: one message for those.
+		batch := <-ready
+		left -= len(batch)
+	more:
+		for left > 0 {
+			select {
+			case is := <-ready:
+				batch = append(batch, is...)
+				left -= len(is)
+			default:
+				break more
 			}
-			if err := v.reply(ctx, msg, m, res); err != nil {
-				return err
-			}
-			continue
 		}
-		fate, back := v.failed(ctx, callCtx, msg, m, d.resp, d.err)
-		if !back {
-			if fate != nil {
-				return fate
-			}
-			continue
+		if failed != nil {
+			continue // a publish failed: the rest is handed back with it
 		}
-		if handBack == nil {
-			handBack = fate
+		reqs, results = reqs[:0], results[:0]
+		for _, i := range batch {
+			m, d := &members[i], drawn[i]
+			if d.err == nil {
+				v.faults.served(cmp.Or(m.Model, v.cfg.Model))
+				res := Judge(inst, m, d.resp)
+				if res.Outcome == schemas.OutcomeVote {
+					v.votes.Add(1)
+				} else {
+					v.redFlags.Add(1)
+				}
+				reqs, results = append(reqs, m), append(results, res)
+				continue
+			}
+			res, wait, fate := v.failed(ctx, callCtx, msg, m, d.resp, d.err)
+			if res != nil {
+				reqs, results = append(reqs, m), append(results, *res)
+				pause = pause || wait
+				continue
+			}
+			if handBack == nil {
+				handBack = fate
+			}
+		}
+		if err := v.replyMany(ctx, msg, reqs, results); err != nil {
+			failed = err
+			cancel() // the request goes back: its other calls need not finish
+		}
+	}
+	if failed != nil {
+		return failed
+	}
+	if pause {
+		// A model that refused a request for good: this worker pauses
+		// (holding its slot, the answers published), so a misconfigured
+		// voter does not burn through the queue.
+		select {
+		case <-time.After(v.cfg.ModelErrorDelay):
+		case <-ctx.Done():
 		}
 	}
 	return handBack
@@ -448,9 +496,10 @@ type NModel interface {
 // seed. A sample at temperature 0 is always drawn alone, and a choice the
 // server left out (one ignoring n) is drawn alone. At most Concurrency
 // calls are in flight across the voter's requests: a wave in one request
-// asks no more of the provider than its samples one a request did.
-func (v *Voter) draw(ctx context.Context, members []schemas.SampleRequest, call llm.Request) []drawn {
-	out := make([]drawn, len(members))
+// asks no more of the provider than its samples one a request did. Each
+// answer goes in out, and ready says which are set: those of one call
+// together.
+func (v *Voter) draw(ctx context.Context, members []schemas.SampleRequest, call llm.Request, out []drawn, ready func(i ...int)) {
 	complete := func(c llm.Request) (llm.Response, error) {
 		select {
 		case v.calls <- struct{}{}:
@@ -469,10 +518,11 @@ func (v *Voter) draw(ctx context.Context, members []schemas.SampleRequest, call 
 		seed := members[i].Seed
 		c.Seed, c.N, c.Temperature = &seed, 1, members[i].Temperature
 		out[i].resp, out[i].err = complete(c)
+		ready(i)
 	}
 	if len(members) == 1 {
 		one(0)
-		return out
+		return
 	}
 	// Groups of one temperature, in the order of their first member.
 	var groups [][]int
@@ -494,6 +544,7 @@ func (v *Voter) draw(ctx context.Context, members []schemas.SampleRequest, call 
 		c.Seed, c.N, c.Temperature = &seed, len(g), members[g[0]].Temperature
 		resp, err := complete(c)
 		shares := splitTokens(resp)
+		set := make([]int, 0, len(g))
 		for k, i := range g {
 			switch {
 			case err != nil:
@@ -510,7 +561,12 @@ func (v *Voter) draw(ctx context.Context, members []schemas.SampleRequest, call 
 				mu.Lock()
 				rest = append(rest, i)
 				mu.Unlock()
+				continue // drawn alone after
 			}
+			set = append(set, i)
+		}
+		if len(set) > 0 {
+			ready(set...)
 		}
 	}
 	var wg sync.WaitGroup
@@ -526,7 +582,6 @@ func (v *Voter) draw(ctx context.Context, members []schemas.SampleRequest, call 
 		wg.Go(func() { one(i) })
 	}
 	wg.Wait()
-	return out
 }
 
 // supportsN reports whether the voter may ask its model for n choices.
@@ -566,17 +621,18 @@ func splitTokens(resp llm.Response) []int {
 	return shares
 }
 
-// failed is the fate of one sample whose model call failed: answered (a
-// red flag, a cancellation) with back false, or handed back (back true,
-// fate the worker's). See the package comment.
-func (v *Voter) failed(ctx, callCtx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, resp llm.Response, err error) (fate error, back bool) {
+// failed is the fate of one sample whose model call failed: answered
+// with res (a red flag, a cancellation; pause: the worker pauses once the
+// answers are out), or handed back with fate, the worker's (res nil). See
+// the package comment.
+func (v *Voter) failed(ctx, callCtx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, resp llm.Response, err error) (res *schemas.SampleResult, pause bool, fate error) {
 	switch {
 	case ctx.Err() != nil: // shutting down: the worker hands it back now
 		v.handedBack.Add(1)
-		return err, true
+		return nil, false, err
 	case callCtx.Err() != nil: // the step was decided meanwhile
 		v.cancelled.Add(1)
-		return v.reply(ctx, msg, req, schemas.SampleResult{Outcome: schemas.OutcomeCancelled, LatencyMS: ms(resp.Latency)}), false
+		return &schemas.SampleResult{Outcome: schemas.OutcomeCancelled, LatencyMS: ms(resp.Latency)}, false, nil
 	case errors.Is(err, llm.ErrBadResponse):
 		// The server keeps answering, with nothing usable: asking
 		// again would only get the same (the client tried a few
@@ -585,10 +641,10 @@ func (v *Voter) failed(ctx, callCtx context.Context, msg jetstream.Msg, req *sch
 		v.badReplies.Add(1)
 		v.redFlags.Add(1)
 		v.log.Warn("the model's replies cannot be used; answering the sample as a red flag", "err", err, "sample", req.SampleID)
-		return v.reply(ctx, msg, req, schemas.SampleResult{
+		return &schemas.SampleResult{
 			Outcome: schemas.OutcomeRedFlag, RedFlag: schemas.RedFlagEmpty, Detail: "model: " + truncate(err.Error(), 200),
 			LatencyMS: ms(resp.Latency),
-		}), false
+		}, false, nil
 	case errors.Is(err, llm.ErrProvider):
 		// The provider refuses this voter's key or model (401, 403,
 		// 404 model_not_found): the fleet's configuration, not the
@@ -615,33 +671,26 @@ func (v *Voter) failed(ctx, callCtx context.Context, msg jetstream.Msg, req *sch
 		}
 		v.notifyUnserved(ctx, msg, req, model, err)
 		if v.lastDelivery(msg) {
-			return bus.Drop(err, "max_deliveries: "+truncate(err.Error(), 200)), true
+			return nil, false, bus.Drop(err, "max_deliveries: "+truncate(err.Error(), 200))
 		}
-		return bus.Retry(err, v.cfg.ModelErrorDelay), true
+		return nil, false, bus.Retry(err, v.cfg.ModelErrorDelay)
 	case errors.Is(err, llm.ErrPermanent):
 		// Retrying this request cannot help (a request the model
 		// will never take: 400, 422): answer it as a red-flagged
 		// sample, with the reason. The step draws another sample in its place (perhaps
 		// on a voter configured right), and a step no model will answer
 		// reaches its sample cap and escalates or ends, rather than
-		// waiting forever. This worker pauses (holding its slot, the
-		// answer already published), so a misconfigured voter does not
-		// burn through the queue.
+		// waiting forever. The worker then pauses (pause).
 		v.modelErrors.Add(1)
 		v.redFlags.Add(1)
 		v.log.Error("model refused the request; answering it as a red flag", "err", err, "sample", req.SampleID)
-		rerr := v.reply(ctx, msg, req, schemas.SampleResult{
+		return &schemas.SampleResult{
 			Outcome: schemas.OutcomeRedFlag, RedFlag: schemas.RedFlagRefused, Detail: "model: " + truncate(err.Error(), 200),
-		})
-		select {
-		case <-time.After(v.cfg.ModelErrorDelay):
-		case <-ctx.Done():
-		}
-		return rerr, false
+		}, true, nil
 	default:
 		v.modelErrors.Add(1)
 		v.notifyUnserved(ctx, msg, req, cmp.Or(req.Model, v.cfg.Model), err)
-		return v.handBack(msg, req, err), true
+		return nil, false, v.handBack(msg, req, err)
 	}
 }
 
@@ -694,25 +743,54 @@ func Judge(inst task.Instance, req *schemas.SampleRequest, resp llm.Response) sc
 	return sampling.Judge(inst, req.State, req.MaxOutputTokens, resp)
 }
 
-// reply publishes the result for req. Only then is the request acked (by
-// the worker, on nil); if the result cannot be published, the error hands
-// the request back instead.
-func (v *Voter) reply(ctx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, res schemas.SampleResult) error {
-	if err := v.publish(ctx, msg, req, &res); err != nil {
-		return err
+// replyMany publishes results, those of reqs (members of one request,
+// in order), in as few messages as their models allow: one, where every
+// answer names the same model (SampleResult.Also). Only then is the
+// request acked (by the worker, on nil); if a result cannot be published,
+// the error hands the request back instead.
+func (v *Voter) replyMany(ctx context.Context, msg jetstream.Msg, reqs []*schemas.SampleRequest, results []schemas.SampleResult) error {
+	for i := range results {
+		stamp(reqs[i], &results[i])
+		if results[i].Model == "" {
+			results[i].Model = v.cfg.Model
+		}
 	}
-	v.cfg.Metrics.Answered(res.Model, res.RedFlag)
+	for len(results) > 0 {
+		first := results[0]
+		first.Also = nil
+		rest := 0
+		for i := 1; i < len(results); i++ {
+			if results[i].Model != first.Model {
+				// Another model answered it (a router's deployment):
+				// it goes in a message of its own model.
+				results[1+rest], results[i] = results[i], results[1+rest]
+				reqs[1+rest], reqs[i] = reqs[i], reqs[1+rest]
+				rest++
+				continue
+			}
+			first.Also = append(first.Also, results[i].Member())
+		}
+		if err := v.publish(ctx, msg, reqs[0], &first); err != nil {
+			return err
+		}
+		v.cfg.Metrics.Answered(first.Model, first.RedFlag)
+		for _, m := range first.Also {
+			v.cfg.Metrics.Answered(first.Model, m.RedFlag)
+		}
+		results, reqs = results[1:1+rest], reqs[1:1+rest]
+	}
 	return nil
 }
 
 // replyAll answers every sample req asks for (itself and Also) with res.
 func (v *Voter) replyAll(ctx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, res schemas.SampleResult) error {
-	for _, m := range req.Members() {
-		if err := v.reply(ctx, msg, &m, res); err != nil {
-			return err
-		}
+	members := req.Members()
+	reqs := make([]*schemas.SampleRequest, len(members))
+	results := make([]schemas.SampleResult, len(members))
+	for i := range members {
+		reqs[i], results[i] = &members[i], res
 	}
-	return nil
+	return v.replyMany(ctx, msg, reqs, results)
 }
 
 // unservedEvery spaces a voter's unserved notices to one job: the job
@@ -753,12 +831,18 @@ func (v *Voter) notify(ctx context.Context, msg jetstream.Msg, req *schemas.Samp
 // resultBufs are publish's buffers, one a result being published.
 var resultBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
-// publish sends res as req's result (see reply).
-func (v *Voter) publish(ctx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, res *schemas.SampleResult) error {
+// stamp gives res req's identity: the job, the sample, its token and
+// this voter.
+func stamp(req *schemas.SampleRequest, res *schemas.SampleResult) {
 	res.Header = schemas.NewHeader(schemas.KindSampleResult)
 	res.Tenant, res.JobID, res.SampleID = req.Tenant, req.JobID, req.SampleID
 	res.Step, res.Epoch, res.Index, res.Attempt, res.Branch = req.Step, req.Epoch, req.Index, req.Attempt, req.Branch
 	res.Token = req.Token // the sample's capability: the coordinator counts only results that hold it
+}
+
+// publish sends res (with its Also) as req's result (see replyMany).
+func (v *Voter) publish(ctx context.Context, msg jetstream.Msg, req *schemas.SampleRequest, res *schemas.SampleResult) error {
+	stamp(req, res)
 	res.VoterID = v.cfg.ID
 	if res.Model == "" {
 		res.Model = v.cfg.Model

@@ -16,9 +16,9 @@ import (
 // TestWaveRequests: with a wave's samples sent as one request (its first
 // at temperature 0, the others at the job's rest temperature), the job is
 // solved with fewer requests than samples, each sample is drawn at its
-// own temperature, and the voter still has at most Concurrency model
-// calls in flight: a wave in one message asks no more of the provider
-// than its samples one a message did.
+// own temperature, and the voter still has at most Concurrency model calls
+// in flight: a wave in one message asks no more of the provider than its
+// samples one a message did.
 func TestWaveRequests(t *testing.T) {
 	t.Parallel()
 	const disks, k, seed, concurrency = 4, 3, 7, 2

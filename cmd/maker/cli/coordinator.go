@@ -110,7 +110,7 @@ func coordinatorCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&redisURL, "redis", envOr("MAKER_REDIS_URL", "redis://127.0.0.1:6379/0"),
 		"Redis URL: redis://[USER:PASS@]HOST:PORT/DB, rediss:// for TLS (options tls_ca, tls_cert, tls_key), redis+cluster://HOST:PORT,HOST:PORT,... for Redis Cluster, redis+sentinel://HOST:26379,.../MASTER/DB for Sentinel [$MAKER_REDIS_URL]")
 	cmd.Flags().IntVar(&maxJobs, "max-jobs", 16, "jobs this coordinator runs at once")
-	cmd.Flags().IntVar(&samplesPerCall, "samples-per-call", 1, "samples of a wave sent as one request (at most 16; 1: a message a sample): each drawn at its own temperature, those of one temperature (above 0) in one call when the voter's model answers n, the prompt paid once; others one call each")
+	cmd.Flags().IntVar(&samplesPerCall, "samples-per-call", schemas.MaxSamplesPerCall, "samples of a wave sent as one request and answered in one message (at most 16; 1: a message a sample): each drawn at its own temperature, those of one temperature (above 0) in one call when the voter's model answers n, the prompt paid once; others one call each")
 	cmd.Flags().StringVar(&id, "id", "", "coordinator id, unique in the fleet (default coordinator-host-pid)")
 	cmd.Flags().DurationVar(&leaseTTL, "lease-ttl", 10*time.Second, "a job whose coordinator stops renewing its lease is taken over after this long")
 	cmd.Flags().DurationVar(&slice, "slice", 30*time.Second, "when full, hand a job back (at a step boundary) after it ran this long if another tenant's job waits (negative: never)")

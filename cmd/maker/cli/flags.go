@@ -96,7 +96,7 @@ func addServiceFlags(cmd *cobra.Command, s *serviceFlags) {
 	fl.StringVar(&s.dataDir, "data-dir", "", "embedded nats-server data dir (default: a temporary dir)")
 	fl.IntVar(&s.concurrency, "concurrency", 16, "samples the in-process voter works on at once")
 	fl.BoolVar(&s.stream, "llm-stream", false, "ask the model for streamed replies (stream: true, usage in the last chunk)")
-	fl.IntVar(&s.samplesPerCall, "samples-per-call", 1, "samples of a wave asked in one request (1: a message a sample): each at its own temperature, those of one temperature (above 0) drawn in one call with n, the prompt paid once, when the model answers n (the simulated model does; --llm-supports-n for another)")
+	fl.IntVar(&s.samplesPerCall, "samples-per-call", schemas.MaxSamplesPerCall, "samples of a wave asked in one request, and answered in one message (1: a message a sample): each at its own temperature, those of one temperature (above 0) drawn in one call with n, the prompt paid once, when the model answers n (the simulated model does; --llm-supports-n for another)")
 	fl.BoolVar(&s.supportsN, "llm-supports-n", false, "the --llm-base-url model answers n > 1 with n choices")
 	addWindowFlags(cmd, &s.windows, windowsKept)
 }

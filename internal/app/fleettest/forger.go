@@ -115,35 +115,48 @@ func guessToken() string {
 
 // AnswerFirst has a rogue voter that holds the job's sample requests (it
 // reads them off spec's sample subject as they are published) answer the
-// ones pick accepts, ahead of any voter: pick returns the result's
-// outcome, vote, red flag and usage, and the rogue fills in the request's
-// position, sample id and token. It returns the count of results
-// published; the rogue stops at cleanup.
+// samples pick accepts, ahead of any voter: pick returns the result's
+// outcome, vote, red flag and usage, and the rogue fills in the sample's
+// position, sample id and token. A request's samples (Also) are asked
+// one by one and those accepted answered in one message, as a voter
+// does. It returns the count of answers published; the rogue stops at
+// cleanup.
 func (e *Env) AnswerFirst(spec schemas.JobSpec, pick func(req *schemas.SampleRequest) (schemas.SampleResult, bool)) *atomic.Int64 {
 	e.TB.Helper()
 	var published atomic.Int64
 	sub, err := e.NC.Subscribe(e.Bus.Namespace.SampleSubject(spec.Tenant, spec.JobID), func(m *nats.Msg) {
-		var req schemas.SampleRequest
-		if schemas.Decode(m.Data, &req) != nil {
+		var wave schemas.SampleRequest
+		if schemas.Decode(m.Data, &wave) != nil {
 			return
 		}
-		res, ok := pick(&req)
-		if !ok {
+		var out *schemas.SampleResult
+		for _, req := range wave.Members() {
+			res, ok := pick(&req)
+			if !ok {
+				continue
+			}
+			res.Header = schemas.NewHeader(schemas.KindSampleResult)
+			res.Tenant, res.JobID, res.SampleID, res.Token = req.Tenant, req.JobID, req.SampleID, req.Token
+			res.Step, res.Epoch, res.Index, res.Attempt, res.Branch = req.Step, req.Epoch, req.Index, req.Attempt, req.Branch
+			if res.VoterID == "" {
+				res.VoterID = "rogue"
+			}
+			if out == nil {
+				out = &res
+				continue
+			}
+			out.Also = append(out.Also, res.Member())
+		}
+		if out == nil {
 			return
 		}
-		res.Header = schemas.NewHeader(schemas.KindSampleResult)
-		res.Tenant, res.JobID, res.SampleID, res.Token = req.Tenant, req.JobID, req.SampleID, req.Token
-		res.Step, res.Epoch, res.Index, res.Attempt, res.Branch = req.Step, req.Epoch, req.Index, req.Attempt, req.Branch
-		if res.VoterID == "" {
-			res.VoterID = "rogue"
-		}
-		data, err := schemas.Encode(&res)
+		data, err := schemas.Encode(out)
 		if err != nil {
 			e.TB.Errorf("rogue result: %v", err)
 			return
 		}
-		if e.NC.Publish(e.Bus.Namespace.ResultSubject(req.Tenant, req.JobID, schemas.EpochGen(req.Epoch)), data) == nil {
-			published.Add(1)
+		if e.NC.Publish(e.Bus.Namespace.ResultSubject(wave.Tenant, wave.JobID, schemas.EpochGen(wave.Epoch)), data) == nil {
+			published.Add(int64(1 + len(out.Also)))
 		}
 	})
 	if err != nil {

@@ -115,9 +115,17 @@ type Machine struct {
 	caps   *capabilities
 	Claims claims
 	// Verified holds, by position in the batch of result messages being
-	// handled, the sample id of each whose token is its sample's ("" for
-	// the others): the budget releases only their reservations.
-	Verified []string
+	// handled, the sample ids of the answers in each whose token is their
+	// sample's (none for the others): the budget releases only their
+	// reservations.
+	Verified [][]string
+	// parts and left hold, by position in the batch, how many answers
+	// each message carries (SampleResult.Also) and how many are not
+	// settled yet; fates the settling of each so far (collapse).
+	parts, left []int
+	fates       []Action
+	// split is OnResults' buffer of one message's answers.
+	split []schemas.SampleResult
 
 	// Batch holds the results of the batch being recorded, in the order
 	// of the samples sent to Redis.

@@ -268,7 +268,7 @@ func TestMachineResults(t *testing.T) {
 			if f := h.m.Acct.Figures; f.ForgedResults != 1 || f.PromptTokens != 0 || f.MalformedMessages != 0 || len(h.m.seen) != 0 {
 				t.Errorf("forged %d, tokens %d, malformed %d, seen %v: want one forged result, nothing counted", f.ForgedResults, f.PromptTokens, f.MalformedMessages, h.m.seen)
 			}
-			if h.m.Verified[0] != "" {
+			if len(h.m.Verified[0]) != 0 {
 				t.Errorf("verified %q: the budget would release the named sample's reservation", h.m.Verified[0])
 			}
 		}},
@@ -298,7 +298,7 @@ func TestMachineResults(t *testing.T) {
 		// is needed yet; a red flag counts for nobody and is replaced.
 		{"a vote", func(h *harness) Incoming { return Incoming{Data: h.result(h.queue[0], right(0))} }, "record 1, ack #0",
 			func(t *testing.T, h *harness, _ []Action) {
-				if h.m.Verified[0] != h.sent[0].SampleID {
+				if len(h.m.Verified[0]) != 1 || h.m.Verified[0][0] != h.sent[0].SampleID {
 					t.Errorf("verified %q, want the sample id %q (its reservation is released)", h.m.Verified[0], h.sent[0].SampleID)
 				}
 			}},

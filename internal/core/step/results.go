@@ -33,99 +33,117 @@ const NakDelay = 250 * time.Millisecond
 // calls Recorded with the outcomes). Before anything else reads a result,
 // its token is checked (capability.go) and its token counts bounded
 // (claims.go).
+//
+// A message may hold several answers (SampleResult.Also): each is
+// checked and counted on its own, as if it came alone, and the message is
+// settled once all are (collapse).
 func (m *Machine) OnResults(now time.Time, batch []Incoming) []Action {
 	var acts []Action
 	m.Batch = m.Batch[:0]
 	m.Verified = slices.Grow(m.Verified[:0], len(batch))[:len(batch)]
-	clear(m.Verified)
+	m.parts = slices.Grow(m.parts[:0], len(batch))[:len(batch)]
+	m.left = slices.Grow(m.left[:0], len(batch))[:len(batch)]
+	m.fates = slices.Grow(m.fates[:0], len(batch))[:len(batch)]
 	var samples []vote.Sample
 	for i, in := range batch {
-		var res schemas.SampleResult
-		if err := schemas.Decode(in.Data, &res); err != nil || res.Tenant != m.spec.Tenant || res.JobID != m.spec.JobID {
+		m.Verified[i], m.parts[i], m.left[i], m.fates[i] = m.Verified[i][:0], 1, 1, Action{}
+		var msg schemas.SampleResult
+		if err := schemas.Decode(in.Data, &msg); err != nil || msg.Tenant != m.spec.Tenant || msg.JobID != m.spec.JobID {
 			m.Acct.MalformedMessages++
 			m.log.Warn("dropping malformed result", "err", err, "subject", in.Subject)
 			acts = append(acts, settle(i, FateTerm, "malformed result"))
 			continue
 		}
-		if !m.caps.verify(res.SampleID, res.Token) {
-			m.forged(now, &res, in.Subject)
-			acts = append(acts, settle(i, FateTerm, "forged result: not its sample's token"))
-			continue
-		}
-		m.Verified[i] = res.SampleID
-		if res.Outcome == schemas.OutcomeUnserved {
-			// Not an answer: the sample stays open (handed back); the
-			// notice only says why the job waits.
-			if res.Step == m.Step && res.Epoch == m.Epoch {
-				m.Unserved = &Unserved{Model: clip(res.Model, 200), Error: clip(res.Detail, schemas.MaxUnservedDetail), At: now, Voter: clip(res.VoterID, 100), Step: res.Step,
-					Task: res.Cause == schemas.UnservedTask}
+		m.split = msg.AppendParts(m.split[:0])
+		m.parts[i], m.left[i] = len(m.split), len(m.split)
+		for _, res := range m.split {
+			held := len(m.Batch)
+			var stop bool
+			if acts, stop = m.screen(now, acts, i, in.Subject, res); stop {
+				return m.collapse(acts)
 			}
-			acts = append(acts, settle(i, FateAck, ""))
-			continue
-		}
-		m.bounded(now, &res)
-		if m.takeAhead(res) {
-			acts = append(acts, settle(i, FateAck, ""))
-			continue
-		}
-		if m.isLost(res.Branch) || res.Step == m.Step && res.Epoch == m.Epoch && m.lostBranch(res) {
-			// A guess that lost: its samples are counted as wasted already.
-			m.addTokens(&res, 1)
-			acts = append(acts, settle(i, FateAck, ""))
-			continue
-		}
-		if res.Step != m.Step || res.Epoch != m.Epoch {
-			m.countLate(res, false)
-			acts = append(acts, settle(i, FateAck, ""))
-			continue
-		}
-		if res.Index >= m.dispatched {
-			m.addTokens(&res, 1)
-			m.Acct.MalformedMessages++
-			m.log.Warn("dropping result for an index never published", "step", res.Step, "index", res.Index)
-			acts = append(acts, settle(i, FateTerm, "index never published"))
-			continue
-		}
-		if res.Outcome == schemas.OutcomeVote {
-			// A voter's key is counted only if the task could move on from
-			// it: a rogue or broken voter cannot win a step with garbage.
-			if _, err := m.Inst.Next(m.State, task.Vote{Key: res.VoteKey}); errors.Is(err, task.ErrEval) {
-				// Not the vote's fault: the task cannot move on from a
-				// readable answer (a spec's next expression failing).
-				return append(acts, m.failEval(err)...)
-			} else if err != nil {
-				m.addTokens(&res, 1)
-				m.Acct.MalformedMessages++
-				m.log.Warn("dropping a vote the task cannot read", "voter", res.VoterID, "step", res.Step, "index", res.Index, "err", err)
-				acts = append(acts, settle(i, FateTerm, "vote key the task cannot read"))
-				continue
+			if len(m.Batch) > held { // as screened: an overclaim is a red flag now
+				samples = append(samples, sampleOf(m.Batch[held].Res))
 			}
 		}
-		if res.Outcome == schemas.OutcomeSkipped || res.Outcome == schemas.OutcomeCancelled {
-			// A voter thought this step decided (an old event); ask again.
-			m.countLate(res, false)
-			m.answered++
-			acts = append(acts, settle(i, FateAck, ""))
-			if p, ok := m.Pending[res.Index]; ok && p.Attempt == res.Attempt {
-				if p.skips++; p.skips <= maxSkips {
-					skips := p.skips
-					acts = append(acts, m.publish(now, res.Index, p.Attempt+1))
-					m.Pending[res.Index].skips = skips
-				}
-			}
-			continue
-		}
-		m.Batch = append(m.Batch, Received{msg: i, Res: res})
-		samples = append(samples, sampleOf(res))
-		if res.Outcome == schemas.OutcomeRedFlag {
-			m.lastFlag = [2]string{res.RedFlag, clip(res.Detail, maxFlagDetail)}
-		}
-		m.Stalled, m.Unserved = time.Time{}, nil // the open step is answered
 	}
 	if len(samples) > 0 {
 		acts = append(acts, Action{Kind: ActRecord, Samples: samples})
 	}
-	return acts
+	return m.collapse(acts)
+}
+
+// screen checks one answer of message i and settles it, or adds it to
+// the batch for Redis (m.Batch); it appends its actions to acts, and says
+// true when the job ends (the task failed).
+func (m *Machine) screen(now time.Time, acts []Action, i int, subject string, res schemas.SampleResult) ([]Action, bool) {
+	if !m.caps.verify(res.SampleID, res.Token) {
+		m.forged(now, &res, subject)
+		return append(acts, settle(i, FateTerm, "forged result: not its sample's token")), false
+	}
+	m.Verified[i] = append(m.Verified[i], res.SampleID)
+	if res.Outcome == schemas.OutcomeUnserved {
+		// Not an answer: the sample stays open (handed back); the
+		// notice only says why the job waits.
+		if res.Step == m.Step && res.Epoch == m.Epoch {
+			m.Unserved = &Unserved{Model: clip(res.Model, 200), Error: clip(res.Detail, schemas.MaxUnservedDetail), At: now, Voter: clip(res.VoterID, 100), Step: res.Step,
+				Task: res.Cause == schemas.UnservedTask}
+		}
+		return append(acts, settle(i, FateAck, "")), false
+	}
+	m.bounded(now, &res)
+	if m.takeAhead(res) {
+		return append(acts, settle(i, FateAck, "")), false
+	}
+	if m.isLost(res.Branch) || res.Step == m.Step && res.Epoch == m.Epoch && m.lostBranch(res) {
+		// A guess that lost: its samples are counted as wasted already.
+		m.addTokens(&res, 1)
+		return append(acts, settle(i, FateAck, "")), false
+	}
+	if res.Step != m.Step || res.Epoch != m.Epoch {
+		m.countLate(res, false)
+		return append(acts, settle(i, FateAck, "")), false
+	}
+	if res.Index >= m.dispatched {
+		m.addTokens(&res, 1)
+		m.Acct.MalformedMessages++
+		m.log.Warn("dropping result for an index never published", "step", res.Step, "index", res.Index)
+		return append(acts, settle(i, FateTerm, "index never published")), false
+	}
+	if res.Outcome == schemas.OutcomeVote {
+		// A voter's key is counted only if the task could move on from
+		// it: a rogue or broken voter cannot win a step with garbage.
+		if _, err := m.Inst.Next(m.State, task.Vote{Key: res.VoteKey}); errors.Is(err, task.ErrEval) {
+			// Not the vote's fault: the task cannot move on from a
+			// readable answer (a spec's next expression failing).
+			return append(acts, m.failEval(err)...), true
+		} else if err != nil {
+			m.addTokens(&res, 1)
+			m.Acct.MalformedMessages++
+			m.log.Warn("dropping a vote the task cannot read", "voter", res.VoterID, "step", res.Step, "index", res.Index, "err", err)
+			return append(acts, settle(i, FateTerm, "vote key the task cannot read")), false
+		}
+	}
+	if res.Outcome == schemas.OutcomeSkipped || res.Outcome == schemas.OutcomeCancelled {
+		// A voter thought this step decided (an old event); ask again.
+		m.countLate(res, false)
+		m.answered++
+		acts = append(acts, settle(i, FateAck, ""))
+		if p, ok := m.Pending[res.Index]; ok && p.Attempt == res.Attempt {
+			if p.skips++; p.skips <= maxSkips {
+				skips := p.skips
+				acts = append(acts, m.publish(now, res.Index, p.Attempt+1))
+				m.Pending[res.Index].skips = skips
+			}
+		}
+		return acts, false
+	}
+	m.Batch = append(m.Batch, Received{msg: i, Res: res})
+	if res.Outcome == schemas.OutcomeRedFlag {
+		m.lastFlag = [2]string{res.RedFlag, clip(res.Detail, maxFlagDetail)}
+	}
+	m.Stalled, m.Unserved = time.Time{}, nil // the open step is answered
+	return acts, false
 }
 
 // RecordFailed goes on after Redis did not record the batch: a step whose
@@ -145,10 +163,19 @@ func (m *Machine) RecordFailed(now time.Time, err error) ([]Action, error) {
 			acts = append(acts, settle(it.msg, FateAck, ""))
 		}
 		more, err := m.Reopen(now, "the step's tally is gone from Redis")
-		return append(acts, more...), err
+		return m.collapse(append(acts, more...)), err
 	}
 	m.log.Warn("record samples", "err", err)
 	for _, it := range batch {
+		if it.msg >= 0 && m.parts[it.msg] > 1 {
+			// One answer of several in a message: the message is acked
+			// and the answer held, like one taken ahead. A nak would
+			// bring back its others, already counted, to be counted
+			// (and their tokens billed) twice.
+			m.addTokens(&it.Res, 1)
+			acts = append(acts, settle(it.msg, FateAck, ""))
+			it.msg = -1
+		}
 		if it.msg < 0 { // held, not redelivered: recorded again from the feed
 			m.Ahead.Feed = append(m.Ahead.Feed, it.Res)
 			m.Ahead.FeedAt = now.Add(NakDelay)
@@ -156,7 +183,7 @@ func (m *Machine) RecordFailed(now time.Time, err error) ([]Action, error) {
 		}
 		acts = append(acts, Action{Kind: ActSettle, Msg: it.msg, Fate: fateNak, Delay: NakDelay})
 	}
-	return acts, nil
+	return m.collapse(acts), nil
 }
 
 // Recorded acts on what Redis did with each sample of the batch, in
@@ -164,6 +191,11 @@ func (m *Machine) RecordFailed(now time.Time, err error) ([]Action, error) {
 // settled here, so an answer settled after a decision (a copy of one it
 // counted) is accounted on the right side of that decision's entry.
 func (m *Machine) Recorded(now time.Time, outs []vote.RecordResult) ([]Action, error) {
+	acts, err := m.recorded(now, outs)
+	return m.collapse(acts), err
+}
+
+func (m *Machine) recorded(now time.Time, outs []vote.RecordResult) ([]Action, error) {
 	batch := m.Batch
 	m.Batch = nil
 	if len(outs) != len(batch) {
@@ -242,6 +274,46 @@ func (m *Machine) recordedAnswer(res schemas.SampleResult) {
 // sampleOf is what Redis records of res.
 func sampleOf(res schemas.SampleResult) vote.Sample {
 	return vote.Sample{Step: res.Step, Epoch: res.Epoch, Index: res.Index, VoteKey: res.VoteKey, RedFlag: res.RedFlag}
+}
+
+// collapse turns the settling of each answer into the settling of its
+// message, once its last answer is settled: acked if any answer was (a
+// forged or unreadable answer beside honest ones is settled alone, by
+// counting nothing), terminated if all were (with the first's reason),
+// nak'ed only as a message of one answer (RecordFailed holds the others).
+// It filters acts in place.
+func (m *Machine) collapse(acts []Action) []Action {
+	out := acts[:0]
+	for _, a := range acts {
+		if a.Kind != ActSettle || a.Msg < 0 || a.Msg >= len(m.left) {
+			out = append(out, a)
+			continue
+		}
+		i := a.Msg
+		if m.left[i] <= 0 {
+			continue // settled already: not twice
+		}
+		m.left[i]--
+		if c := &m.fates[i]; c.Kind == 0 || fateRank(a.Fate) > fateRank(c.Fate) {
+			*c = a
+		}
+		if m.left[i] == 0 {
+			out = append(out, m.fates[i])
+		}
+	}
+	return out
+}
+
+// fateRank orders a message's fates: one answer acked acks it, a nak
+// (of a message of one answer) brings it back.
+func fateRank(fate int) int {
+	switch fate {
+	case FateTerm:
+		return 1
+	case FateAck:
+		return 2
+	}
+	return 3
 }
 
 // settle is the action settling message msg of the batch (none for -1: a
