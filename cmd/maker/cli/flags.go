@@ -96,8 +96,8 @@ func addServiceFlags(cmd *cobra.Command, s *serviceFlags) {
 	fl.StringVar(&s.dataDir, "data-dir", "", "embedded nats-server data dir (default: a temporary dir)")
 	fl.IntVar(&s.concurrency, "concurrency", 16, "samples the in-process voter works on at once")
 	fl.BoolVar(&s.stream, "llm-stream", false, "ask the model for streamed replies (stream: true, usage in the last chunk)")
-	fl.IntVar(&s.samplesPerCall, "samples-per-call", schemas.MaxSamplesPerCall, "samples of a wave asked in one request, and answered in one message (1: a message a sample): each at its own temperature, those of one temperature (above 0) drawn in one call with n, the prompt paid once, when the model answers n (the simulated model does; --llm-supports-n for another)")
-	fl.BoolVar(&s.supportsN, "llm-supports-n", false, "the --llm-base-url model answers n > 1 with n choices")
+	fl.IntVar(&s.samplesPerCall, "samples-per-call", schemas.MaxSamplesPerCall, "samples of a wave asked in one request, their answers in as few messages as they come (1: a message a sample): each at its own temperature and seed; with --llm-supports-n, those of one temperature (above 0) in one call with n, the prompt paid once")
+	fl.BoolVar(&s.supportsN, "llm-supports-n", false, "the model answers n > 1 with n choices (the simulated model does): a request's samples of one temperature are drawn in one call, the prompt paid once; off, each is drawn alone with its own seed, so the trace is the same whatever --samples-per-call")
 	addWindowFlags(cmd, &s.windows, windowsKept)
 }
 
@@ -122,7 +122,7 @@ func (s *serviceFlags) options(sim simllm.Config, log *slog.Logger) (fleetOption
 	return fleetOptions{
 		natsURL: s.nats, redisURL: s.redis, llmBaseURL: s.llmBaseURL, apiKey: key, model: s.model,
 		dataDir: s.dataDir, sim: sim, concurrency: s.concurrency, stream: s.stream, log: log,
-		samplesPerCall: s.samplesPerCall, supportsN: s.supportsN || s.llmBaseURL == "",
+		samplesPerCall: s.samplesPerCall, supportsN: s.supportsN,
 		workDuplicates: windows.WorkDuplicates, journalDuplicates: windows.JournalDuplicates,
 	}, nil
 }
