@@ -58,3 +58,46 @@ func TestWaveRequests(t *testing.T) {
 		t.Errorf("%d calls at temperature 0 and %d above for %d steps at k %d: a wave's samples are not each at their own temperature", g, w, rep.Steps, k)
 	}
 }
+
+// TestWaveAnswersAsTheyCome: a request's answers are published as they
+// come, not when its slowest sample's call ends: while a wave's greedy
+// call hangs, the answers of its other samples reach the job. (A voter
+// that waited for the whole wave held them back until the hung call
+// ended, and the step waited for its sample timeout.)
+func TestWaveAnswersAsTheyCome(t *testing.T) {
+	t.Parallel()
+	const disks, k, seed = 3, 3, 11
+	env := fleettest.New(t)
+	release := make(chan struct{})
+	model := fleettest.NewFakeModel(fleettest.SeedTable(seed, 1<<disks-1, 64), func(ctx context.Context, c fleettest.Call) (llm.Response, error) {
+		if c.Step == 0 && c.Index == 0 && c.Seq == 0 {
+			select { // the wave's greedy call hangs until the test lets it go
+			case <-release:
+			case <-ctx.Done():
+				return llm.Response{}, ctx.Err()
+			}
+		}
+		return fleettest.Right(c), nil
+	})
+	env.StartCoordinator(coordinator.Config{SamplesPerCall: schemas.MaxSamplesPerCall})
+	env.StartVoter(model, voter.Config{Concurrency: k})
+	spec := fleettest.HanoiSpec(disks, k, seed)
+	spec.SampleTimeoutMS = time.Hour.Milliseconds() // no re-sample comes to the rescue
+	results := fleettest.Capture[schemas.SampleResult](env, env.Topo.NS.ResultJobWildcard(spec.Tenant, spec.JobID))
+	env.Submit(&spec)
+	fleettest.Eventually(t, 20*time.Second, func() bool {
+		for _, r := range results.All() {
+			for _, p := range r.AppendParts(nil) {
+				if p.Step == 0 && p.Index > 0 && p.Outcome == schemas.OutcomeVote {
+					return true
+				}
+			}
+		}
+		return false
+	}, "an answer of step 0's wave while its greedy call hangs")
+	close(release)
+	rep := env.Wait(spec)
+	if rep.State != schemas.StateSolved || rep.Errors != 0 {
+		t.Fatalf("job %s with %d errors", rep.State, rep.Errors)
+	}
+}
