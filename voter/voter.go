@@ -866,7 +866,9 @@ func (v *Voter) publish(ctx context.Context, msg jetstream.Msg, req *schemas.Sam
 	}
 	out.Header.Set(jetstream.MsgIDHeader, schemas.ResultMsgID(req.SampleID, req.Token, delivery))
 	traceReply(ctx, req, res, out.Header, len(data), v.nc.MaxPayload())
-	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	// Retried for at most ResultPublishRetry: the results stream's
+	// duplicate window outlasts it (topology.MinWorkDuplicates).
+	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), topology.ResultPublishRetry)
 	defer cancel()
 	var perr error
 	for attempt := 0; attempt < 5; attempt++ {

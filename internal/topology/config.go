@@ -204,9 +204,14 @@ func (c *Config) validate() error {
 const (
 	DefaultWorkDuplicates    = 30 * time.Second
 	DefaultJournalDuplicates = time.Minute
+	// ResultPublishRetry bounds a voter's retries of one result's
+	// publish: a retry after it could reach the stream after the
+	// result's id has left the window, and be counted twice.
+	ResultPublishRetry = 10 * time.Second
 	// MinWorkDuplicates outlasts a voter's retries of a result's publish
-	// (10s) with room for a copy that waited in the server's queues.
-	MinWorkDuplicates = 15 * time.Second
+	// (ResultPublishRetry) with room for a copy that waited in the
+	// server's queues.
+	MinWorkDuplicates = ResultPublishRetry + 5*time.Second
 	// MinJournalDuplicates: the journal's guarantees need no window (an
 	// append is fenced, and one retried past the window is recognised by
 	// its id); the bound refuses only a window too short to mean one.
