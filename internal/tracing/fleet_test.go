@@ -231,7 +231,9 @@ func TestFleet(t *testing.T) {
 		if calls == 0 {
 			t.Error("no maker.model_call span under the sample spans")
 		}
-		// Each step span links the answers it counted.
+		// Each step span links the answers it counted: those of one
+		// request (a wave, SampleResult.Also) come from its one sample
+		// span, in one or several messages, so at least one link.
 		for _, s := range steps {
 			linked := 0
 			for _, l := range s.Links {
@@ -239,8 +241,8 @@ func TestFleet(t *testing.T) {
 					linked++
 				}
 			}
-			if linked < k {
-				t.Errorf("step span links %d sample spans of its trace (of %d links), want >= k", linked, len(s.Links))
+			if linked < 1 {
+				t.Errorf("step span links %d sample spans of its trace (of %d links), want >= 1", linked, len(s.Links))
 			}
 		}
 		// The wire: trace context, and a result's unchanged dedup id.
