@@ -246,8 +246,16 @@ func (r *jobRun) loop(ctx context.Context, iter jetstream.MessagesContext) error
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if len(m.Ahead.Feed) > 0 && !time.Now().Before(m.Ahead.FeedAt) {
-			// A step adopted from speculation: record its answers held.
+		if m.FeedDue(time.Now()) {
+			// A step adopted from speculation: record its answers held,
+			// with what else is in already (its answers still unread
+			// among them): one Redis round trip for all.
+			if msgs = r.drain(iter, msgs[:0], time.Microsecond); len(msgs) > 0 {
+				if err := r.handle(ctx, msgs); err != nil {
+					return err
+				}
+				continue
+			}
 			r.sync()
 			if err := r.do(ctx, m.OnFeed(time.Now())); err != nil {
 				return err
@@ -287,19 +295,24 @@ func (r *jobRun) loop(ctx context.Context, iter jetstream.MessagesContext) error
 			continue // timeout, missed heartbeat or reconnect: the iterator recovers
 		}
 		// Take what else is already here: one Redis round trip for all.
-		msgs = append(msgs[:0], msg)
-		for len(msgs) < maxBatch {
-			msg, err := iter.Next(jetstream.NextMaxWait(time.Microsecond))
-			if err != nil {
-				break
-			}
-			msgs = append(msgs, msg)
-		}
-		if err := r.handle(ctx, msgs); err != nil {
+		if err := r.handle(ctx, r.drain(iter, append(msgs[:0], msg), time.Microsecond)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// drain appends to msgs the results already in, up to maxBatch, each
+// waited for at most wait.
+func (r *jobRun) drain(iter jetstream.MessagesContext, msgs []jetstream.Msg, wait time.Duration) []jetstream.Msg {
+	for len(msgs) < maxBatch {
+		msg, err := iter.Next(jetstream.NextMaxWait(wait))
+		if err != nil {
+			break
+		}
+		msgs = append(msgs, msg)
+	}
+	return msgs
 }
 
 // handle passes a batch of result messages to the machine and carries

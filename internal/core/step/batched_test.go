@@ -138,6 +138,31 @@ func TestMachineBatchedResults(t *testing.T) {
 				h.m.Step, h.m.Acct.PromptTokens, h.m.Acct.DuplicateResults)
 		}
 	})
+	t.Run("held answers recorded with the next message", func(t *testing.T) {
+		h, wave := waveOf(t, 3, true)
+		h.m.OnResults(h.now, []Incoming{{Data: h.batched(wave[:2], both, nil)}})
+		if _, err := h.m.RecordFailed(h.now, errFake); err != nil {
+			t.Fatal(err)
+		}
+		third := h.result(wave[2], right(0))
+		if acts := h.m.OnResults(h.now, []Incoming{{Data: third}}); describe(acts) != "record 1" {
+			t.Fatalf("actions %s before the held answers are due: want the new answer alone", describe(acts))
+		}
+		h.m.Batch = nil // that record never ran: start over with the held answers due
+		h.now = h.now.Add(NakDelay)
+		if !h.m.FeedDue(h.now) {
+			t.Fatal("the held answers are not due after NakDelay")
+		}
+		acts := h.m.OnResults(h.now, []Incoming{{Data: third}})
+		if describe(acts) != "record 3" {
+			t.Fatalf("actions %s: want the two held answers and the new one in one record", describe(acts))
+		}
+		h.do(nil, acts)
+		if h.m.Step != 1 || len(h.m.Ahead.Feed) != 0 || h.m.Acct.DuplicateResults != 0 || h.m.Acct.PromptTokens != 300 {
+			t.Errorf("step %d, feed %d, duplicates %d, tokens %d: want step 0 decided by the three, each counted once",
+				h.m.Step, len(h.m.Ahead.Feed), h.m.Acct.DuplicateResults, h.m.Acct.PromptTokens)
+		}
+	})
 	t.Run("a message beside a batch", func(t *testing.T) {
 		h, wave := waveOf(t, 3, true)
 		got := h.onResults(h.batched(wave[:2], []string{right(0), wrongAns(0)}, nil), h.result(wave[2], right(0)))

@@ -36,7 +36,8 @@ const NakDelay = 250 * time.Millisecond
 //
 // A message may hold several answers (SampleResult.Also): each is
 // checked and counted on its own, as if it came alone, and the message is
-// settled once all are (collapse).
+// settled once all are (collapse). The adopted step's held answers, when
+// due (FeedDue), are recorded first in the same round trip.
 func (m *Machine) OnResults(now time.Time, batch []Incoming) []Action {
 	var acts []Action
 	m.Batch = m.Batch[:0]
@@ -45,6 +46,13 @@ func (m *Machine) OnResults(now time.Time, batch []Incoming) []Action {
 	m.left = slices.Grow(m.left[:0], len(batch))[:len(batch)]
 	m.fates = slices.Grow(m.fates[:0], len(batch))[:len(batch)]
 	var samples []vote.Sample
+	if m.FeedDue(now) {
+		// The adopted step's held answers go in the same round trip.
+		var stop bool
+		if acts, samples, stop = m.feedInto(acts, samples); stop {
+			return m.collapse(acts)
+		}
+	}
 	for i, in := range batch {
 		m.Verified[i], m.parts[i], m.left[i], m.fates[i] = m.Verified[i][:0], 1, 1, Action{}
 		var msg schemas.SampleResult

@@ -368,13 +368,29 @@ func (m *Machine) adopt(now time.Time) []Action {
 }
 
 // OnFeed records the adopted step's answers that came in while it was
-// ahead, as a batch of results whose messages are settled already.
+// ahead (Feed) in one Redis round trip. OnResults takes them too, with
+// the messages it screens, when they are due.
 func (m *Machine) OnFeed(now time.Time) []Action {
+	m.Batch = m.Batch[:0]
+	acts, samples, stop := m.feedInto(nil, nil)
+	if !stop && len(samples) > 0 {
+		acts = append(acts, Action{Kind: ActRecord, Samples: samples})
+	}
+	return acts
+}
+
+// FeedDue reports whether the adopted step's held answers are to be
+// recorded now: there are some, and Redis did not just refuse them.
+func (m *Machine) FeedDue(now time.Time) bool {
+	return len(m.Ahead.Feed) > 0 && !now.Before(m.Ahead.FeedAt)
+}
+
+// feedInto empties the feed: the answers that can still count go to
+// m.Batch and their samples to samples; stop says the job ends (the task
+// failed on one).
+func (m *Machine) feedInto(acts []Action, samples []vote.Sample) ([]Action, []vote.Sample, bool) {
 	feed := m.Ahead.Feed
 	m.Ahead.Feed = nil
-	m.Batch = m.Batch[:0]
-	var acts []Action
-	var samples []vote.Sample
 	for _, res := range feed {
 		if m.Halted() || res.Step != m.Step || res.Epoch != m.Epoch || res.Branch != m.Ahead.open {
 			m.countLate(res, true)
@@ -382,7 +398,7 @@ func (m *Machine) OnFeed(now time.Time) []Action {
 		}
 		if res.Outcome == schemas.OutcomeVote {
 			if _, err := m.Inst.Next(m.State, task.Vote{Key: res.VoteKey}); errors.Is(err, task.ErrEval) {
-				return append(acts, m.failEval(err)...)
+				return append(acts, m.failEval(err)...), samples, true
 			} else if err != nil {
 				m.Acct.MalformedMessages++
 				m.log.Warn("dropping a vote the task cannot read", "voter", res.VoterID, "step", res.Step, "index", res.Index, "err", err)
@@ -392,10 +408,7 @@ func (m *Machine) OnFeed(now time.Time) []Action {
 		m.Batch = append(m.Batch, Received{msg: -1, Res: res})
 		samples = append(samples, sampleOf(res))
 	}
-	if len(samples) > 0 {
-		acts = append(acts, Action{Kind: ActRecord, Samples: samples})
-	}
-	return acts
+	return acts, samples, false
 }
 
 // Awaits reports whether the job still waits for an answer to index of
