@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -26,6 +27,7 @@ type processFlags struct {
 	profileDir          string
 	keep                bool
 	referenceDisks      int
+	childProcs          int
 }
 
 // defaultProcessVoters is --voters with --processes unless given: the
@@ -40,13 +42,14 @@ func addProcessFlags(cmd *cobra.Command, p *processFlags) {
 	fl.DurationVar(&p.memWarmup, "mem-warmup", time.Minute, "with --processes: fit the memory slopes from this long after the job's submission (0: from the start)")
 	fl.StringVar(&p.profileDir, "cpuprofile-dir", "", "with --processes: write a CPU profile of each role, the model and the nats-server to DIR")
 	fl.BoolVar(&p.keep, "keep", false, "with --processes: keep the fleet's logs and store (a failed run's logs are always kept)")
+	fl.IntVar(&p.childProcs, "child-gomaxprocs", 0, "with --processes: GOMAXPROCS of every Go process of the fleet (0: the runtime's default; unset: 1 when they outnumber the CPUs and GOMAXPROCS is not in the environment, else the default)")
 	fl.IntVar(&p.referenceDisks, "reference-disks", 14, "with --processes: first run the same job in this process, at most this many disks, for its steps/s beside the fleet's (0: none)")
 }
 
 // check refuses what --processes cannot take, before anything starts.
 func (p processFlags) check(cmd *cobra.Command, jf jobFlags) error {
 	if !p.on {
-		for _, name := range []string{"nats-server-bin", "mem-every", "mem-warmup", "cpuprofile-dir", "keep", "reference-disks"} {
+		for _, name := range []string{"nats-server-bin", "mem-every", "mem-warmup", "cpuprofile-dir", "keep", "reference-disks", "child-gomaxprocs"} {
 			if cmd.Flags().Changed(name) {
 				return usagef("--%s goes with --processes", name)
 			}
@@ -66,6 +69,9 @@ func (p processFlags) check(cmd *cobra.Command, jf jobFlags) error {
 	}
 	if p.referenceDisks < 0 {
 		return usagef("--reference-disks must be >= 0")
+	}
+	if p.childProcs < 0 {
+		return usagef("--child-gomaxprocs must be >= 0")
 	}
 	return nil
 }
@@ -130,6 +136,12 @@ func benchProcesses(cmd *cobra.Command, e *env, p processFlags, cfg bench.Proces
 	}
 	cfg.Maker = exe
 	cfg.MemEvery, cfg.MemWarmup, cfg.ProfileDir, cfg.Keep = p.memEvery, p.memWarmup, p.profileDir, p.keep
+	cfg.ChildGoMaxProcs = p.childProcs
+	if !cmd.Flags().Changed("child-gomaxprocs") {
+		// The nats-server, the model and the roles.
+		goProcs := 2 + cfg.Coordinators + cfg.Voters
+		cfg.ChildGoMaxProcs = bench.ChildGoMaxProcsFor(goProcs, runtime.NumCPU(), os.Getenv("GOMAXPROCS"))
+	}
 	if p.memWarmup == 0 {
 		cfg.MemWarmup = -1 // the config's 0 is its default, a minute
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,7 +39,7 @@ const childStopGrace = 20 * time.Second
 
 // startChild starts path with args, its output to logPath, and watches
 // for a line matching readyRE (nil: ready at once).
-func startChild(name, path, logPath string, readyRE *regexp.Regexp, args ...string) (*child, error) {
+func startChild(name, path, logPath string, env []string, readyRE *regexp.Regexp, args ...string) (*child, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -51,7 +52,7 @@ func startChild(name, path, logPath string, readyRE *regexp.Regexp, args ...stri
 	}
 	c.cmd = exec.Command(path, args...)
 	c.cmd.Stdout, c.cmd.Stderr = w, w
-	c.cmd.Env = childEnv()
+	c.cmd.Env = env
 	c.cmd.SysProcAttr = childAttr()
 	if err := c.cmd.Start(); err != nil {
 		_ = logFile.Close()
@@ -69,14 +70,47 @@ func startChild(name, path, logPath string, readyRE *regexp.Regexp, args ...stri
 
 // childEnv is this environment without the settings that change maker's
 // defaults: the fleet is the bench's own, and its flags say all of it.
-func childEnv() []string {
+// gomaxprocs > 0 sets GOMAXPROCS in it.
+func childEnv(gomaxprocs int) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MAKER_") && !strings.HasPrefix(kv, "OPENAI_") {
-			env = append(env, kv)
+		if strings.HasPrefix(kv, "MAKER_") || strings.HasPrefix(kv, "OPENAI_") ||
+			(gomaxprocs > 0 && strings.HasPrefix(kv, "GOMAXPROCS=")) {
+			continue
 		}
+		env = append(env, kv)
+	}
+	if gomaxprocs > 0 {
+		env = append(env, "GOMAXPROCS="+strconv.Itoa(gomaxprocs))
 	}
 	return env
+}
+
+// ChildGoMaxProcsFor is the default ProcessesConfig.ChildGoMaxProcs for a
+// fleet of goProcesses Go processes on cpus CPUs, with env the GOMAXPROCS
+// of this environment: one thread each when they outnumber the CPUs,
+// since every hop of a step wakes a thread of another process and a
+// second thread each only adds contention there (docs/benchmarks.md: 865
+// against 700 steps/s, six processes on two CPUs); else, or when env sets
+// GOMAXPROCS, 0 (the environment's, the runtime's default).
+func ChildGoMaxProcsFor(goProcesses, cpus int, env string) int {
+	if env != "" || goProcesses <= cpus {
+		return 0
+	}
+	return 1
+}
+
+// effectiveChildGoMaxProcs is the GOMAXPROCS the children run with, for
+// the report: set, else the environment's, else 0 (the runtime's default).
+func effectiveChildGoMaxProcs(set int) int {
+	if set > 0 {
+		return set
+	}
+	n, err := strconv.Atoi(os.Getenv("GOMAXPROCS"))
+	if err != nil || n < 1 {
+		return 0
+	}
+	return n
 }
 
 func (c *child) pid() int { return c.cmd.Process.Pid }

@@ -88,6 +88,10 @@ type ProcessesConfig struct {
 	// Keep keeps the fleet's directory (logs, the nats-server's store) of
 	// a run that succeeded; a failed run's logs are always kept.
 	Keep bool
+	// ChildGoMaxProcs is GOMAXPROCS in the environment of every Go
+	// process of the fleet (the nats-server, the model, the roles); 0
+	// leaves the environment's. ChildGoMaxProcsFor gives the default.
+	ChildGoMaxProcs int
 	// Reference is the report of a job run in one process just before
 	// (Reference), shown beside the fleet's figures; nil: none.
 	Reference *schemas.JobReport
@@ -117,6 +121,9 @@ type ProcessesResult struct {
 	RedisServer string `json:"redis_server"`
 	CPUs        int    `json:"cpus"`
 	GoVersion   string `json:"go_version"`
+	// ChildGoMaxProcs is the fleet's Go processes' GOMAXPROCS (0: their
+	// runtime's default, one thread a CPU).
+	ChildGoMaxProcs int `json:"child_gomaxprocs"`
 	// StartSeconds is how long the fleet took to start, before the job.
 	StartSeconds float64 `json:"start_seconds"`
 
@@ -232,7 +239,8 @@ type procFleet struct {
 	natsURL  string
 	redisURL string
 	simURL   string
-	profPort string // the nats-server's profiling port, "" without
+	profPort string   // the nats-server's profiling port, "" without
+	env      []string // every child's environment
 	// peakKB is each child's VmHWM at the last sample (it only grows).
 	peakKB []int64
 }
@@ -263,7 +271,7 @@ func Processes(ctx context.Context, cfg ProcessesConfig) (res ProcessesResult, e
 		Coordinators: cfg.Coordinators, Voters: cfg.Voters, Concurrency: cfg.Concurrency,
 		WorkDuplicates: durationText(cfg.WorkDuplicates), JournalDuplicates: durationText(cfg.JournalDuplicates),
 		NATSServer: version(cfg.NATSServer), NATSModule: natsModule(), RedisServer: version(cfg.RedisServer),
-		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
+		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), ChildGoMaxProcs: effectiveChildGoMaxProcs(cfg.ChildGoMaxProcs),
 		MemEverySeconds: cfg.MemEvery.Seconds(), MemWarmupSeconds: cfg.MemWarmup.Seconds(),
 		TargetStepsPerSecond: targetFleetStepsPerSecond, TargetSamplesVsTheory: targetSamplesVsTheory,
 		TargetSlopeKBPer1000Steps: targetSlopeKB, TargetNATSPeakMiB: targetNATSPeakMiB,
@@ -277,7 +285,7 @@ func Processes(ctx context.Context, cfg ProcessesConfig) (res ProcessesResult, e
 	if err != nil {
 		return res, err
 	}
-	pf := &procFleet{dir: dir}
+	pf := &procFleet{dir: dir, env: childEnv(cfg.ChildGoMaxProcs)}
 	defer func() {
 		pf.stop()
 		switch {
@@ -453,7 +461,7 @@ func (pf *procFleet) startRedis(ctx context.Context, path string) error {
 // launch starts one process of the fleet, its log in the fleet's
 // directory; add also waits for it to be ready.
 func (pf *procFleet) launch(name, path string, ready *regexp.Regexp, args ...string) (*child, error) {
-	c, err := startChild(name, path, filepath.Join(pf.dir, name+".log"), ready, args...)
+	c, err := startChild(name, path, filepath.Join(pf.dir, name+".log"), pf.env, ready, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -759,8 +767,12 @@ func PrintProcesses(w io.Writer, r ProcessesResult) {
 	if r.WorkDuplicates != "" || r.JournalDuplicates != "" {
 		windows = fmt.Sprintf(" (duplicate windows: work %s, journal %s)", cmp.Or(r.WorkDuplicates, "default"), cmp.Or(r.JournalDuplicates, "default"))
 	}
-	fmt.Fprintf(w, "bench --processes: hanoi %d disks (%d steps), k=%d, seed %d, sim accuracy %g; %d coordinator(s)%s, %d voter(s) x concurrency %d; nats-server %s%s, redis-server %s; %d CPUs, %s\n",
-		r.Disks, r.TotalSteps, r.K, r.Seed, r.SimAccuracy, r.Coordinators, windows, r.Voters, r.Concurrency, r.NATSServer, mod, r.RedisServer, r.CPUs, r.GoVersion)
+	threads := "GOMAXPROCS default"
+	if r.ChildGoMaxProcs > 0 {
+		threads = fmt.Sprintf("GOMAXPROCS %d", r.ChildGoMaxProcs)
+	}
+	fmt.Fprintf(w, "bench --processes: hanoi %d disks (%d steps), k=%d, seed %d, sim accuracy %g; %d coordinator(s)%s, %d voter(s) x concurrency %d; nats-server %s%s, redis-server %s; %d CPUs, %s in each Go process, %s\n",
+		r.Disks, r.TotalSteps, r.K, r.Seed, r.SimAccuracy, r.Coordinators, windows, r.Voters, r.Concurrency, r.NATSServer, mod, r.RedisServer, r.CPUs, threads, r.GoVersion)
 	trace := "the optimal solution's"
 	if !r.TraceOptimal {
 		trace = "NOT the optimal solution's " + r.OptimalTraceSHA256

@@ -107,7 +107,7 @@ func TestChild(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
-	c, err := startChild("dies", "/bin/sh", filepath.Join(dir, "dies.log"), regexp.MustCompile(`never`), "-c", "echo first; echo boom >&2; exit 3")
+	c, err := startChild("dies", "/bin/sh", filepath.Join(dir, "dies.log"), childEnv(0), regexp.MustCompile(`never`), "-c", "echo first; echo boom >&2; exit 3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestChild(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "exit status 3") || !strings.Contains(err.Error(), "first\nboom") {
 		t.Errorf("waitReady: %v", err)
 	}
-	c, err = startChild("runs", "/bin/sh", filepath.Join(dir, "runs.log"), regexp.MustCompile(`^up$`), "-c", "echo up; exec sleep 600")
+	c, err = startChild("runs", "/bin/sh", filepath.Join(dir, "runs.log"), childEnv(0), regexp.MustCompile(`^up$`), "-c", "echo up; exec sleep 600")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,5 +128,49 @@ func TestChild(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(c.logPath); string(b) != "up\n" {
 		t.Errorf("log %q", b)
+	}
+}
+
+func TestChildGoMaxProcs(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		procs, cpus int
+		env         string
+		want        int
+	}{
+		{"six on two CPUs: one thread each", 6, 2, "", 1},
+		{"as many as the CPUs: the default", 4, 4, "", 0},
+		{"fewer than the CPUs: the default", 4, 16, "", 0},
+		{"the environment says", 6, 2, "2", 0},
+	} {
+		if got := ChildGoMaxProcsFor(tc.procs, tc.cpus, tc.env); got != tc.want {
+			t.Errorf("%s: ChildGoMaxProcsFor(%d, %d, %q) = %d, want %d", tc.name, tc.procs, tc.cpus, tc.env, got, tc.want)
+		}
+	}
+
+	t.Setenv("GOMAXPROCS", "7")
+	t.Setenv("MAKER_NATS_URL", "nats://elsewhere:4222")
+	count := func(env []string, prefix string) (n int, last string) {
+		for _, kv := range env {
+			if strings.HasPrefix(kv, prefix) {
+				n, last = n+1, kv
+			}
+		}
+		return n, last
+	}
+	if n, kv := count(childEnv(1), "GOMAXPROCS="); n != 1 || kv != "GOMAXPROCS=1" {
+		t.Errorf("childEnv(1): %d GOMAXPROCS, last %q; want only GOMAXPROCS=1", n, kv)
+	}
+	if n, kv := count(childEnv(0), "GOMAXPROCS="); n != 1 || kv != "GOMAXPROCS=7" {
+		t.Errorf("childEnv(0): %d GOMAXPROCS, last %q; want the environment's GOMAXPROCS=7", n, kv)
+	}
+	if n, _ := count(childEnv(0), "MAKER_"); n != 0 {
+		t.Errorf("childEnv keeps %d MAKER_ settings", n)
+	}
+	if got := effectiveChildGoMaxProcs(0); got != 7 {
+		t.Errorf("effectiveChildGoMaxProcs(0) with GOMAXPROCS=7 = %d", got)
+	}
+	if got := effectiveChildGoMaxProcs(1); got != 1 {
+		t.Errorf("effectiveChildGoMaxProcs(1) = %d", got)
 	}
 }
