@@ -347,21 +347,6 @@ func fastAnswer(key string) (a Answer, ok bool) {
 	return a, true
 }
 
-// Key returns the canonical vote key of an answer.
-func (a Answer) Key() string {
-	b, _ := json.Marshal(Answer{Move: a.Move, NextState: normPegs(a.NextState)})
-	return string(b)
-}
-
-// EncodeState returns the canonical JSON of a state.
-func EncodeState(st State) task.State { return encodeState(st) }
-
-func encodeState(st State) task.State {
-	st.Pegs = normPegs(st.Pegs)
-	b, _ := json.Marshal(st)
-	return b
-}
-
 // normPegs turns nil pegs into empty ones so they encode as [].
 func normPegs(p Pegs) Pegs {
 	for i := range p {
