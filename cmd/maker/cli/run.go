@@ -155,9 +155,11 @@ the smallest margin that reaches --target at p = --sim-accuracy.`,
 	cmd.Flags().StringVar(&x.cpuProfile, "cpuprofile", "", "write a CPU profile of the job to FILE")
 	cmd.Flags().StringVar(&x.memProfile, "memprofile", "", "write a heap profile at the job's end to FILE (and with --mem-every, one at each sample to FILE.<step>)")
 	cmd.Flags().Int64Var(&x.memEvery, "mem-every", 0, "every N decided steps, print this process's RSS, Go heap and store size to stderr, and their growth per 1,000 steps at the end")
-	// As for bench: one job in one process is a chain of hand-offs, which
-	// on a small VM cost more across CPUs than the work between them.
-	cmd.Flags().IntVar(&procs, "gomaxprocs", 1, "GOMAXPROCS for the in-process fleet (0: the runtime's default)")
+	// The runtime's default: with a wave in one request and its answers
+	// in one message, a job's coordinator, voter and model keep a second
+	// CPU busy (14 disks on 2 CPUs: about 1,650 steps/s against 1,100 at
+	// 1; docs/benchmarks.md "Third pass").
+	cmd.Flags().IntVar(&procs, "gomaxprocs", 0, "GOMAXPROCS for the in-process fleet (0: the runtime's default, one thread a CPU)")
 	cmd.Flags().Lookup("redis").Usage = "Redis URL, any form maker coordinator takes (default: a redis-server started on a free port; miniredis when none is installed) [$MAKER_REDIS_URL]"
 	cmd.Flags().Lookup("data-dir").Usage = "embedded nats-server data dir, kept (default: a new dir under the system temp dir, removed at the end unless --keep)"
 	cmd.Flags().StringVar(&taskFile, "task-file", "", "run the task spec in FILE (YAML or JSON; see docs/tasks.md) instead of --task")
