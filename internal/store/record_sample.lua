@@ -18,6 +18,10 @@
 -- ARGV[4] slot value: "v" .. vote key, or "r" .. reason
 -- ARGV[5] k
 -- ARGV[6] key TTL in milliseconds
+-- ARGV[7] optional guard: the winner the step before (step-1) must have
+--         been just decided with, under this epoch, with step open now;
+--         else nothing is recorded (code -3). A step sampled ahead from a
+--         guess goes in the same pipeline as the step before's samples.
 --
 -- Returns {code, step, epoch, next, valid, rf, lead, votes, winner, tally}
 --   code  1 recorded (next says how many samples are counted so far)
@@ -29,6 +33,7 @@
 --        -1 stale: the sample is for another step or epoch, or the step
 --           was closed without a decision
 --        -2 no open step (the job's hot state is gone)
+--        -3 not yet: a guarded sample whose guard does not hold
 --   tally is a JSON array [key1, votes1, key2, votes2, ...] (codes 2, 3).
 
 local step = ARGV[1]
@@ -37,9 +42,10 @@ local index = ARGV[3]
 local value = ARGV[4]
 local k = tonumber(ARGV[5])
 local ttl = ARGV[6]
+local guard = ARGV[7] or ''
 
 local m = redis.call('HMGET', KEYS[1], 'step', 'epoch', 'next', 'valid', 'rf', 'lead', 'closed',
-  'dstep', 'depoch')
+  'dstep', 'depoch', 'dwinner')
 
 local function replay()
   local d = redis.call('HMGET', KEYS[1], 'dstep', 'depoch', 'dnext', 'dvalid', 'drf', 'dlead',
@@ -50,6 +56,10 @@ end
 
 if not m[1] then
   return {-2, step, epoch, 0, 0, 0, 0, 0, '', ''}
+end
+if guard ~= '' and (m[1] ~= step or m[2] ~= epoch or m[8] ~= tostring(tonumber(step) - 1) or
+    m[9] ~= epoch or m[10] ~= guard) then
+  return {-3, m[1], m[2], tonumber(m[3]), tonumber(m[4]), tonumber(m[5]), tonumber(m[6]), 0, '', ''}
 end
 if m[8] == step and m[9] == epoch then
   return replay()

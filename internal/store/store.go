@@ -174,6 +174,9 @@ func (s *Store) RecordMany(ctx context.Context, job JobRef, samples []vote.Sampl
 			value = "r" + smp.RedFlag
 		}
 		args[i] = []any{smp.Step, smp.Epoch, smp.Index, value, k, s.ttl}
+		if smp.AfterWinner != "" {
+			args[i] = append(args[i], smp.AfterWinner)
+		}
 	}
 	call := &groupCall{keys: keys, args: args}
 	if err := s.records.do(ctx, call); err != nil {
@@ -218,6 +221,8 @@ func readRecord(job JobRef, res []any) (vote.RecordResult, error) {
 		out.Outcome = vote.Duplicate
 	case -1:
 		out.Outcome = vote.Stale
+	case -3:
+		out.Outcome = vote.NotYet
 	case -2:
 		return vote.RecordResult{}, fmt.Errorf("%w: job %s/%s", ErrNoStep, job.Tenant, job.JobID)
 	case 2, 3:

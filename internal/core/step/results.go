@@ -21,6 +21,9 @@ type Incoming struct {
 type Received struct {
 	msg int
 	Res schemas.SampleResult
+	// ahead: an answer held for the step after the open one, sent guarded
+	// (sendAhead)
+	ahead bool
 }
 
 // naked is the delay before a result Redis did not take comes back.
@@ -76,7 +79,7 @@ func (m *Machine) OnResults(now time.Time, batch []Incoming) []Action {
 		}
 	}
 	if len(samples) > 0 {
-		acts = append(acts, Action{Kind: ActRecord, Samples: samples})
+		acts = append(acts, Action{Kind: ActRecord, Samples: m.sendAhead(samples)})
 	}
 	return m.collapse(acts)
 }
@@ -175,6 +178,10 @@ func (m *Machine) RecordFailed(now time.Time, err error) ([]Action, error) {
 	}
 	m.log.Warn("record samples", "err", err)
 	for _, it := range batch {
+		if it.ahead {
+			m.unmarkAhead(it.Res) // still held by its step ahead
+			continue
+		}
 		if it.msg >= 0 && m.parts[it.msg] > 1 {
 			// One answer of several in a message: the message is acked
 			// and the answer held, like one taken ahead. A nak would
@@ -212,6 +219,20 @@ func (m *Machine) recorded(now time.Time, outs []vote.RecordResult) ([]Action, e
 	var acts []Action
 	for i, out := range outs {
 		it := batch[i]
+		if it.ahead {
+			m.unmarkAhead(it.Res)
+			if m.Halted() || it.Res.Branch != m.Ahead.open || it.Res.Step != m.Step || it.Res.Epoch != m.Epoch {
+				// Its step was not adopted in this round trip: the answer
+				// is still held there, or went with a guess that lost.
+				continue
+			}
+			if out.Outcome == vote.NotYet {
+				m.Ahead.Feed = append(m.Ahead.Feed, it.Res) // recorded again, unguarded
+				continue
+			}
+			// Adopted in this round trip, and recorded right after the
+			// decision: counted as the open step's, like a fed answer.
+		}
 		if m.Halted() || it.Res.Step != m.Step || it.Res.Epoch != m.Epoch {
 			// An earlier sample of this batch decided the step (or ended
 			// the job): this one came too late to count.

@@ -39,6 +39,9 @@ type ahead struct {
 	sentAt time.Time
 	got    map[int]schemas.SampleResult // first answer per index
 	redo   map[int]bool                 // indices a voter skipped
+	// inRedis holds the indices of got sent guarded in the record in
+	// flight (sendAhead): adoption leaves them to its outcome.
+	inRedis map[int]bool
 	// guess is the step's likely winner as last worked out, until an
 	// answer comes in (guessed false)
 	guess   string
@@ -356,6 +359,9 @@ func (m *Machine) adopt(now time.Time) []Action {
 	var acts []Action
 	for idx := 0; idx < s.sent; idx++ {
 		switch res, ok := s.got[idx]; {
+		case ok && s.inRedis[idx]:
+			// In the record in flight, right after the decision that
+			// adopted this step: its outcome counts it (recorded).
 		case ok:
 			sp.Feed = append(sp.Feed, res)
 		case s.redo[idx]:
@@ -374,9 +380,59 @@ func (m *Machine) OnFeed(now time.Time) []Action {
 	m.Batch = m.Batch[:0]
 	acts, samples, stop := m.feedInto(nil, nil)
 	if !stop && len(samples) > 0 {
-		acts = append(acts, Action{Kind: ActRecord, Samples: samples})
+		acts = append(acts, Action{Kind: ActRecord, Samples: m.sendAhead(samples)})
 	}
 	return acts
+}
+
+// sendAhead adds to a record of the open step's samples the answers held
+// for the step after it, each guarded by the guess its step was sampled
+// from (vote.Sample.AfterWinner), and returns the samples. If the round
+// trip decides the open step with that winner, Redis records them right
+// after the decision and the step after can be decided in the same round
+// trip, not one later; if not, nothing of them is recorded and they stay
+// held, to be fed when their step is adopted. The guard is the adoption's
+// rule (adopt): the next step, the open epoch, the guessed winner (which
+// gives the guessed state).
+func (m *Machine) sendAhead(samples []vote.Sample) []vote.Sample {
+	sp := &m.Ahead
+	if m.Rung != "" || len(sp.slots) == 0 {
+		return samples
+	}
+	s := sp.slots[0]
+	if s.step != m.Step+1 || s.epoch != m.Epoch || len(s.got) == 0 {
+		return samples
+	}
+	for idx := 0; idx < s.sent; idx++ {
+		res, ok := s.got[idx]
+		if !ok || s.inRedis[idx] {
+			continue
+		}
+		if res.Outcome == schemas.OutcomeVote {
+			if _, err := m.Inst.Next(s.state, task.Vote{Key: res.VoteKey}); err != nil {
+				continue // the feed says why, once its step is adopted
+			}
+		}
+		if s.inRedis == nil {
+			s.inRedis = map[int]bool{}
+		}
+		s.inRedis[idx] = true
+		m.Batch = append(m.Batch, Received{msg: -1, Res: res, ahead: true})
+		smp := sampleOf(res)
+		smp.AfterWinner = s.parent
+		samples = append(samples, smp)
+	}
+	return samples
+}
+
+// unmarkAhead ends res's place in a record in flight (sendAhead).
+func (m *Machine) unmarkAhead(res schemas.SampleResult) {
+	for _, s := range m.Ahead.slots {
+		if s.branch == res.Branch {
+			delete(s.inRedis, res.Index)
+			return
+		}
+	}
 }
 
 // FeedDue reports whether the adopted step's held answers are to be

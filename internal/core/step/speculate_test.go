@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/makerfleet/makerfleet/schemas"
@@ -310,5 +311,51 @@ func TestSpeculationUnsent(t *testing.T) {
 	h.run()
 	if h.m.End == nil || h.m.End.State != schemas.StateSolved || h.m.Acct.Resampled != 0 {
 		t.Fatalf("end %+v resampled %d", h.m.End, h.m.Acct.Resampled)
+	}
+}
+
+// TestSpeculationRecordsAhead: the answers held for the step after the
+// open one go to Redis with the open step's, guarded by the guess they
+// were sampled from, so one round trip decides both; a guess that loses
+// records nothing of its step there (its answers are not counted), and
+// the decisions are those of a job that does not speculate.
+func TestSpeculationRecordsAhead(t *testing.T) {
+	records := func(h *harness) (n int) {
+		for _, a := range h.acts {
+			if strings.HasPrefix(a, "record ") {
+				n++
+			}
+		}
+		return n
+	}
+	const steps = 40
+	for _, tc := range []struct {
+		name string
+		ans  script
+		// most is the most record round trips a step allowed, in tenths
+		// (0: fewer than without speculation)
+		most int
+	}{
+		{"every answer right: two steps a round trip", byIndex(rightAns), 6},
+		{"wrong answers and lost guesses", noisy(4), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := runSpec(t, refWalk{walk{steps}}, 2, 0, tc.ans, false)
+			h := runSpec(t, refWalk{walk{steps}}, 2, 4, tc.ans, false)
+			if got, want := decisionsOf(h), decisionsOf(base); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("decisions differ\n got %v\nwant %v", got, want)
+			}
+			g, w := h.m.Acct.Figures, base.m.Acct.Figures
+			if g.Samples != w.Samples || g.Votes != w.Votes || g.DuplicateResults != 0 {
+				t.Errorf("samples %d votes %d duplicates %d, want %d, %d and none", g.Samples, g.Votes, g.DuplicateResults, w.Samples, w.Votes)
+			}
+			decided := int(h.m.Acct.Steps)
+			if n := records(h); tc.most > 0 && n*10 > decided*tc.most {
+				t.Errorf("%d record round trips for %d steps, want at most %d.%d a step", n, decided, tc.most/10, tc.most%10)
+			} else if n >= records(base) {
+				t.Errorf("%d record round trips, %d without speculation: want fewer", n, records(base))
+			}
+			t.Logf("%d record round trips for %d steps (%d without speculation)", records(h), decided, records(base))
+		})
 	}
 }

@@ -45,6 +45,12 @@ func v(step, epoch int64, i int, key string, k int, want Outcome, winner string)
 	return Op{Record: &Sample{Step: step, Epoch: epoch, Index: i, VoteKey: key}, K: k, Want: want, WantWinner: winner}
 }
 
+// after records a valid vote guarded by the winner of the step before
+// (Sample.AfterWinner).
+func after(step, epoch int64, i int, key, parent string, k int, want Outcome, winner string) Op {
+	return Op{Record: &Sample{Step: step, Epoch: epoch, Index: i, VoteKey: key, AfterWinner: parent}, K: k, Want: want, WantWinner: winner}
+}
+
 // rf records a red-flagged sample.
 func rf(step, epoch int64, i int, reason string, k int, want Outcome) Op {
 	return Op{Record: &Sample{Step: step, Epoch: epoch, Index: i, RedFlag: reason}, K: k, Want: want}
@@ -141,6 +147,27 @@ func Cases() []Case {
 		{"the decision survives a new owner's open", []Op{
 			open(0, 1), v(0, 1, 0, "a", 1, Decided, "a"), open(1, 2),
 			v(0, 1, 3, "a", 1, Replayed, "a"), v(1, 1, 0, "a", 1, Stale, ""),
+		}},
+		{"a guarded sample waits for the decision it names", []Op{
+			open(0, 1), v(0, 1, 0, "a", 2, Recorded, ""),
+			after(1, 1, 0, "x", "a", 2, NotYet, ""), // step 0 is not decided yet
+			v(0, 1, 1, "a", 2, Decided, "a"),
+			after(1, 1, 0, "x", "a", 2, Recorded, ""), after(1, 1, 1, "x", "a", 2, Decided, "x"),
+			after(2, 1, 0, "y", "z", 1, NotYet, ""), // step 1's winner is x, not z
+			after(2, 1, 0, "y", "x", 1, Decided, "y"),
+		}},
+		{"a guard names the step just before, in the open epoch", []Op{
+			open(0, 1), v(0, 1, 0, "a", 1, Decided, "a"),
+			after(2, 1, 0, "x", "a", 1, NotYet, ""),             // not step 1
+			after(1, 2, 0, "x", "a", 1, NotYet, ""),             // not epoch 1
+			open(1, 2), after(1, 2, 0, "x", "a", 1, NotYet, ""), // a new owner's epoch: step 0 was decided under 1
+			v(1, 2, 0, "x", 2, Recorded, ""),
+			after(1, 2, 0, "x", "a", 2, NotYet, ""), // a guard is checked before anything else
+		}},
+		{"a guard that holds counts like any sample", []Op{
+			open(0, 1), v(0, 1, 0, "a", 1, Decided, "a"),
+			after(1, 1, 0, "x", "a", 2, Recorded, ""), after(1, 1, 0, "y", "a", 2, Duplicate, ""),
+			v(1, 1, 1, "x", 2, Decided, "x"),
 		}},
 		{"vote keys are opaque bytes", []Op{
 			open(0, 1), v(0, 1, 0, `{"move":[1,2]}`, 2, Recorded, ""), v(0, 1, 1, "r", 2, Recorded, ""),

@@ -48,10 +48,18 @@ func (t *Tally) reset(step, epoch int64) {
 // is kept and the next step opens under the same epoch. An index answered
 // before is a Duplicate, a sample of another step or epoch (or of a step
 // closed without a decision) is Stale, and a sample of the step just
-// decided replays its decision. With no open step it is ErrNoStep.
+// decided replays its decision. A guarded sample (Sample.AfterWinner) is
+// NotYet unless its step is open right after the decision it names. With
+// no open step it is ErrNoStep.
 func (t *Tally) Record(s Sample, k int) (RecordResult, error) {
 	if !t.open {
 		return RecordResult{}, ErrNoStep
+	}
+	if s.AfterWinner != "" {
+		d := t.decision
+		if d == nil || s.Step != t.c.Step || s.Epoch != t.c.Epoch || d.Step != s.Step-1 || d.Epoch != s.Epoch || d.Winner != s.AfterWinner {
+			return RecordResult{Outcome: NotYet, Counters: t.c}, nil
+		}
 	}
 	if d := t.decision; d != nil && d.Step == s.Step && d.Epoch == s.Epoch {
 		return RecordResult{Outcome: Replayed, Counters: decided(d), Decision: d}, nil

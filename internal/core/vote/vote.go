@@ -38,6 +38,13 @@ type Sample struct {
 	// red-flagged sample, whose reason is RedFlag.
 	VoteKey string
 	RedFlag string
+	// AfterWinner, when set, guards the sample: it is recorded only if
+	// the step before (Step-1) was just decided under Epoch with this
+	// winner, and Step is the open step; else nothing is recorded and the
+	// outcome is NotYet. A step sampled ahead from a guess of the winner
+	// before it is recorded so in the same round trip as that step's
+	// deciding samples: a guess that lost records nothing.
+	AfterWinner string
 }
 
 // Outcome is what recording a sample did.
@@ -55,6 +62,9 @@ const (
 	Duplicate
 	// Stale: the sample is for a step or epoch that is not open.
 	Stale
+	// NotYet: a guarded sample (Sample.AfterWinner) whose guard did not
+	// hold; nothing was recorded.
+	NotYet
 )
 
 func (o Outcome) String() string {
@@ -69,6 +79,8 @@ func (o Outcome) String() string {
 		return "duplicate"
 	case Stale:
 		return "stale"
+	case NotYet:
+		return "not yet"
 	}
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
 }
