@@ -53,6 +53,11 @@ func (m *Machine) K() int {
 	return m.rel.k
 }
 
+// fixedMargin reports whether every step's margin is the job's k (no
+// adaptive k): a step's margin is known before the step before it is
+// decided.
+func (m *Machine) fixedMargin() bool { return m.spec.ReliabilityTarget == 0 }
+
 // openReliability chooses the open step's margin and correlation
 // threshold, once per step, from the decided steps.
 func (m *Machine) openReliability() {

@@ -393,10 +393,13 @@ func (m *Machine) OnFeed(now time.Time) []Action {
 // trip, not one later; if not, nothing of them is recorded and they stay
 // held, to be fed when their step is adopted. The guard is the adoption's
 // rule (adopt): the next step, the open epoch, the guessed winner (which
-// gives the guessed state).
+// gives the guessed state). Only a job whose margin is the same at every
+// step does it (fixedMargin).
 func (m *Machine) sendAhead(samples []vote.Sample) []vote.Sample {
 	sp := &m.Ahead
-	if m.Rung != "" || len(sp.slots) == 0 {
+	if m.Rung != "" || len(sp.slots) == 0 || !m.fixedMargin() {
+		// Adaptive k chooses the next step's margin only once this one
+		// is decided: Redis would count its answers against this one's.
 		return samples
 	}
 	s := sp.slots[0]

@@ -358,4 +358,23 @@ func TestSpeculationRecordsAhead(t *testing.T) {
 			t.Logf("%d record round trips for %d steps (%d without speculation)", records(h), decided, records(base))
 		})
 	}
+	// Adaptive k: the step after's margin is chosen once the open step is
+	// decided, so its answers wait for it (counted against the open
+	// step's margin they could leave a lead no vote tests again: a stall).
+	t.Run("adaptive k", func(t *testing.T) {
+		run := func(depth int) *harness {
+			sp := adaptiveSpec(6, 0.95, 0)
+			sp.SpeculationDepth = depth
+			h := harnessFor(t, sp, refWalk{walk{150}}, noisy(9))
+			h.start()
+			h.run()
+			if h.m.End == nil || h.m.Acct.Steps != 150 {
+				t.Fatalf("depth %d: %d of 150 steps decided, end %+v", depth, h.m.Acct.Steps, h.m.End)
+			}
+			return h
+		}
+		if got, want := decisionsOf(run(4)), decisionsOf(run(0)); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("decisions differ\n got %v\nwant %v", got, want)
+		}
+	})
 }
