@@ -50,7 +50,10 @@ gives it its own. maker topology show lists them.`,
 			if replicas < 1 || replicas > 5 {
 				return usagef("--replicas must be 1..5")
 			}
-			cfg := topology.Config{Replicas: replicas, StartupWait: 10 * time.Second}
+			// One attempt creates every stream and bucket; on a loaded
+			// server that can take longer than an attempt's 10 s, and
+			// what it created stays, so the next attempt goes further.
+			cfg := topology.Config{Replicas: replicas, StartupWait: 45 * time.Second}
 			if err := windows.setGiven(cmd, &cfg); err != nil {
 				return err
 			}
@@ -66,7 +69,7 @@ gives it its own. maker topology show lists them.`,
 				return fmt.Errorf("%s: %w", natsURL, err)
 			}
 			if judge {
-				if _, err := topology.EnsureJudge(ctx, js, topology.JudgeConfig{Replicas: replicas, StartupWait: 10 * time.Second}); err != nil {
+				if _, err := topology.EnsureJudge(ctx, js, topology.JudgeConfig{Replicas: replicas, StartupWait: 45 * time.Second}); err != nil {
 					return fmt.Errorf("%s: judge topology: %w", natsURL, err)
 				}
 			}
