@@ -38,10 +38,7 @@ func (v *Voter) failed(ctx, callCtx context.Context, msg jetstream.Msg, req *sch
 		v.badReplies.Add(1)
 		v.redFlags.Add(1)
 		v.log.Warn("the model's replies cannot be used; answering the sample as a red flag", "err", err, "sample", req.SampleID)
-		return &schemas.SampleResult{
-			Outcome: schemas.OutcomeRedFlag, RedFlag: schemas.RedFlagEmpty, Detail: "model: " + truncate(err.Error(), 200),
-			LatencyMS: ms(resp.Latency),
-		}, false, nil
+		return modelRedFlag(schemas.RedFlagEmpty, err, ms(resp.Latency)), false, nil
 	case errors.Is(err, llm.ErrProvider):
 		// The provider refuses this voter's key or model (401, 403,
 		// 404 model_not_found): the fleet's configuration, not the
@@ -81,9 +78,7 @@ func (v *Voter) failed(ctx, callCtx context.Context, msg jetstream.Msg, req *sch
 		v.modelErrors.Add(1)
 		v.redFlags.Add(1)
 		v.log.Error("model refused the request; answering it as a red flag", "err", err, "sample", req.SampleID)
-		return &schemas.SampleResult{
-			Outcome: schemas.OutcomeRedFlag, RedFlag: schemas.RedFlagRefused, Detail: "model: " + truncate(err.Error(), 200),
-		}, true, nil
+		return modelRedFlag(schemas.RedFlagRefused, err, 0), true, nil
 	default:
 		v.modelErrors.Add(1)
 		v.notifyUnserved(ctx, msg, req, cmp.Or(req.Model, v.cfg.Model), err)
@@ -131,4 +126,10 @@ func (v *Voter) refusalScope(model string, err error) (record, holdOff bool) {
 func (v *Voter) lastDelivery(msg jetstream.Msg) bool {
 	md, err := msg.Metadata()
 	return err == nil && v.maxDeliver.Load() > 0 && int64(md.NumDelivered) >= v.maxDeliver.Load()
+}
+
+// modelRedFlag answers a sample whose model call failed for good as a
+// red flag with reason flag, the error as its detail.
+func modelRedFlag(flag string, err error, latencyMS float64) *schemas.SampleResult {
+	return &schemas.SampleResult{Outcome: schemas.OutcomeRedFlag, RedFlag: flag, Detail: "model: " + truncate(err.Error(), 200), LatencyMS: latencyMS}
 }
