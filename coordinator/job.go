@@ -107,6 +107,7 @@ func (c *Coordinator) runJob(ctx context.Context, topo *topology.Topology, token
 	r.m = step.New(spec, inst, step.Config{
 		Token: token, Owner: c.cfg.ID, CheckpointEvery: c.cfg.CheckpointEvery, CrashAt: crashAt, Log: r.log,
 		SampleKey: c.sampleKey, Price: r.priceOf, TokensByModel: r.met.t != nil,
+		RecallWindow: c.cfg.Bus.WorkDuplicates, // what the results stream itself would drop
 	})
 	defer r.flushTokens()
 	stopWatch, err := r.watchControl(ctx)

@@ -113,10 +113,13 @@ func accounted(rep schemas.JobReport) int64 {
 // the samples stream, whose window is then free, no longer drops a second
 // copy of one: every request here reaches the voters twice, and the model
 // answers both. The copy's answer carries its original's result id (the
-// same sample, token and delivery count), so the results stream drops it,
-// and past that window the tally would count it as a duplicate: the job
-// solves with the golden trace and k votes a step, and the report
-// accounts each of those answers once. (The copies' calls, which nothing
+// same sample, token and delivery count) when the voter grouped the
+// copy's answers alike, so the results stream drops it; grouped otherwise
+// it reaches the job, often steps after its own was decided, and the job
+// recognises an index that step counted: the job solves with the golden
+// trace and k votes a step, and the report accounts each of those answers
+// once. (Under load this failed when a copy came two steps late, while
+// only the last decided step was recognised.) (The copies' calls, which nothing
 // the job trusts asked for, are not billed to it.)
 func TestRequestCopiesCountOnce(t *testing.T) {
 	t.Parallel()

@@ -53,6 +53,11 @@ func (v *Voter) answer(ctx, callCtx context.Context, cancel context.CancelFunc, 
 		if failed != nil {
 			continue // a publish failed: the rest is handed back with it
 		}
+		// In the request's order, whatever order the calls ended in: a
+		// message's id is its first answer's, so a copy of the request
+		// whose answers come grouped alike is dropped by the results
+		// stream whichever call ended first.
+		slices.Sort(batch)
 		reqs, results = reqs[:0], results[:0]
 		for _, i := range batch {
 			m, d := &members[i], out[i]

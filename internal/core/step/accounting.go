@@ -51,11 +51,12 @@ func (m *Machine) addTokens(res *schemas.SampleResult, sign int64) {
 }
 
 // countLate accounts a result that came too late to count: its tokens and
-// its kind of waste. A second delivery of an answer the last decided step
-// already counted (it was handed back when Redis did not answer, and Redis
-// had in fact recorded it) is not accounted again.
+// its kind of waste. An answer for an index a step decided lately already
+// counted is not accounted again: a second delivery of one (handed back
+// when Redis did not answer, and Redis had in fact recorded it), or the
+// answer to a copy of its request (recall.go).
 func (m *Machine) countLate(res schemas.SampleResult, tokensCounted bool) {
-	if p := &m.prev; res.Step == p.step && res.Epoch == p.epoch && (res.Index < p.counted || p.seen[res.Index]) &&
+	if m.decided.counted(res.Step, res.Epoch, res.Index) &&
 		(res.Outcome == schemas.OutcomeVote || res.Outcome == schemas.OutcomeRedFlag) {
 		if tokensCounted { // not a model call of ours: take its tokens back out
 			m.addTokens(&res, -1)

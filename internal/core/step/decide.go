@@ -46,7 +46,7 @@ func (m *Machine) decide(now time.Time, d *vote.Decision) ([]Action, error) {
 // of itself, and a lost append stops the job before anything of the next
 // step is journaled.
 func (m *Machine) commit(now time.Time, e *schemas.JournalEntry, counted int) ([]Action, error) {
-	m.notePrev(counted)
+	m.decided.note(now, m.Step, m.Epoch, counted, m.seen)
 	if err := m.apply(e, false); err != nil {
 		if errors.Is(err, task.ErrEval) {
 			return m.failEval(err), nil
@@ -62,17 +62,6 @@ func (m *Machine) commit(now time.Time, e *schemas.JournalEntry, counted int) ([
 	acts = m.crash(acts, CrashAfterJournal, m.Step-1)
 	more, err := m.MoveOn(now)
 	return append(acts, more...), err
-}
-
-// notePrev remembers the open step, about to be decided, and what its
-// rung recorded (counted of them counted), to recognise its answers
-// delivered again.
-func (m *Machine) notePrev(counted int) {
-	m.prev.step, m.prev.epoch, m.prev.counted = m.Step, m.Epoch, counted
-	clear(m.prev.seen)
-	for idx := range m.seen {
-		m.prev.seen[idx] = true
-	}
 }
 
 // apply folds a decision into the chain: the verifier's check, the trace,

@@ -207,7 +207,7 @@ func (m *Machine) Person(now time.Time, d schemas.PersonDecision) ([]Action, boo
 		Step: m.Step, RequestID: fmt.Sprintf("person-%d", m.Step), Outcome: schemas.ArbiterDecided,
 		VoteKey: d.VoteKey, Confidence: 1, Reason: "decided by " + d.By, JudgeModel: "person:" + d.By, DecidedAt: d.At,
 	}
-	m.notePrev(m.counters.Next)
+	m.decided.note(now, m.Step, m.Epoch, m.counters.Next, m.seen)
 	if err := m.apply(&e, false); errors.Is(err, task.ErrEval) {
 		return m.failEval(err), false
 	} else if err != nil {

@@ -92,12 +92,9 @@ type Machine struct {
 	answered  int // results settled for this step, any outcome
 	SinceCkpt int // journal entries since the last checkpoint
 
-	// the last decided step, to recognise its answers delivered again
-	prev struct {
-		step, epoch int64
-		counted     int
-		seen        map[int]bool
-	}
+	// the steps decided lately, to recognise their answers delivered
+	// again (recall.go)
+	decided recall
 
 	// Ahead: the steps sampled ahead of the open one (speculate.go)
 	Ahead speculation
@@ -202,6 +199,11 @@ type Config struct {
 	// TokensByModel keeps the answers' tokens by model for the metrics
 	// (Machine.Tokens).
 	TokensByModel bool
+	// RecallWindow is how long the answers a decided step counted are
+	// recognised when delivered again, and not billed twice (recall.go).
+	// Default DefaultRecallWindow (30s): the results stream's duplicate
+	// window.
+	RecallWindow time.Duration
 }
 
 // New returns the machine of spec, bound to inst, at the task's
@@ -226,7 +228,7 @@ func New(spec schemas.JobSpec, inst task.Instance, cfg Config) *Machine {
 	m.verifier, _ = inst.(task.Verifier)
 	m.Tokens.On = cfg.TokensByModel
 	m.initReliability()
-	m.prev.step, m.prev.seen = -1, map[int]bool{}
+	m.decided = newRecall(cfg.RecallWindow)
 	m.Ahead.adopted = [2]int64{-1, -1}
 	m.Ahead.refAt = [2]int64{-1, -1}
 	m.Epoch = m.token * schemas.EpochsPerLease
