@@ -85,6 +85,7 @@ type Machine struct {
 	Pending    map[int]*pending // published, unanswered, by index
 	counters   vote.Counters    // as Redis last said
 	seen       map[int]string   // indices the tally holds → red-flag reason ("" for a vote)
+	seenID     map[int]string   // indices the tally holds → the sample id it counted
 	// lastFlag is the open step's last red flag's reason and detail, for
 	// the reason a job that ends there gives.
 	lastFlag  [2]string
@@ -219,6 +220,7 @@ func New(spec schemas.JobSpec, inst task.Instance, cfg Config) *Machine {
 		strongerAt: map[[2]int64]bool{},
 		Pending:    map[int]*pending{},
 		seen:       map[int]string{},
+		seenID:     map[int]string{},
 		caps:       newCapabilities(cfg.SampleKey),
 		price:      cfg.Price,
 	}
@@ -265,6 +267,7 @@ func (m *Machine) resetStep() {
 	m.counters = vote.Counters{Step: m.Step, Epoch: m.Epoch}
 	clear(m.Pending)
 	clear(m.seen)
+	clear(m.seenID)
 	m.lastFlag = [2]string{}
 	clear(m.Ahead.votes)
 	m.Ahead.open = 0

@@ -345,9 +345,24 @@ func TestMachineRecordOutcomes(t *testing.T) {
 		h.start()
 		dup := *h.queue[0]
 		h.deliver(1)
-		h.do(nil, h.m.OnResults(h.now, []Incoming{{Data: h.result(&dup, right(0))}}))
-		if h.m.Acct.DuplicateResults != 1 {
-			t.Errorf("duplicates %d, want 1", h.m.Acct.DuplicateResults)
+		tokens := h.m.Acct.PromptTokens
+		// The same sample answered again and again while its step is
+		// open (a leaked voter's credentials publish it under new message
+		// ids): counted, never billed again.
+		for range 5 {
+			h.do(nil, h.m.OnResults(h.now, []Incoming{{Data: h.result(&dup, right(0))}}))
+		}
+		if h.m.Acct.DuplicateResults != 5 || h.m.Acct.PromptTokens != tokens {
+			t.Errorf("duplicates %d, tokens %d → %d; want 5 counted and none billed", h.m.Acct.DuplicateResults, tokens, h.m.Acct.PromptTokens)
+		}
+		// Another attempt at the index (a re-sample the job asked for)
+		// is a call of the job's: waste, paid for.
+		again := dup
+		again.Attempt++
+		h.sign(&again)
+		h.do(nil, h.m.OnResults(h.now, []Incoming{{Data: h.result(&again, right(0))}}))
+		if h.m.Acct.DuplicateResults != 6 || h.m.Acct.PromptTokens != tokens+100 {
+			t.Errorf("a re-sample's duplicate: duplicates %d, tokens %d → %d; want it billed", h.m.Acct.DuplicateResults, tokens, h.m.Acct.PromptTokens)
 		}
 	})
 	t.Run("stale: sampled again under a new epoch", func(t *testing.T) {

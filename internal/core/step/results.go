@@ -247,7 +247,7 @@ func (m *Machine) recorded(now time.Time, outs []vote.RecordResult) ([]Action, e
 		switch out.Outcome {
 		case vote.Duplicate:
 			if _, ok := m.seen[it.Res.Index]; ok {
-				m.Acct.DuplicateResults++
+				m.countDuplicate(it.Res)
 			} else {
 				// Ours: a call that ran but whose reply was lost (go-redis
 				// retried it, or we nak'ed it) recorded this index.
@@ -272,7 +272,7 @@ func (m *Machine) recorded(now time.Time, outs []vote.RecordResult) ([]Action, e
 			m.counters = out.Counters
 		case vote.Decided, vote.Replayed:
 			if _, ok := m.seen[it.Res.Index]; ok {
-				m.Acct.DuplicateResults++
+				m.countDuplicate(it.Res)
 			} else {
 				m.recordedAnswer(it.Res) // for Replayed: the deciding call's reply was lost
 			}
@@ -297,7 +297,22 @@ func (m *Machine) recorded(now time.Time, outs []vote.RecordResult) ([]Action, e
 func (m *Machine) recordedAnswer(res schemas.SampleResult) {
 	m.noteVote(res)
 	m.seen[res.Index] = res.RedFlag
+	m.seenID[res.Index] = res.SampleID
 	delete(m.Pending, res.Index)
+}
+
+// countDuplicate counts an answer for an index the tally already holds,
+// its tokens already counted. One of another attempt (a re-sample the job
+// asked for when the first was late) is waste, paid for. The very sample
+// the tally counted, answered again (a second delivery, a copy of its
+// request, or a voter publishing it again under another message id), is
+// no call the job asked for: its tokens are taken back out, so no number
+// of answers to one sample bills a job more than once.
+func (m *Machine) countDuplicate(res schemas.SampleResult) {
+	m.Acct.DuplicateResults++
+	if m.seenID[res.Index] == res.SampleID {
+		m.addTokens(&res, -1)
+	}
 }
 
 // sampleOf is what Redis records of res.
