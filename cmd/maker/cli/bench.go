@@ -55,7 +55,10 @@ in this process just before (--reference-disks), and each process's resident mem
 (from /proc, every --mem-every): at the start, after --mem-warmup, its peak and at the
 end, with the slope of a least-squares fit against steps decided after the warm-up.
 Targets: >= 874 steps/s (the paper's 20 disks in 20 minutes), <= 512 KB per 1,000
-steps for every process, nats-server peak <= 256 MiB. The paper's run:
+steps for every process, nats-server peak <= 256 MiB. The fleet's directory is
+removed at the end (kept with --keep; a failed run's logs are kept); a bench killed
+with SIGKILL takes its fleet with it, and the next one removes the stores it left.
+The paper's run:
   maker bench --processes --disks 20 --k 3 --sim-accuracy 0.9978`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -281,13 +281,19 @@ func Processes(ctx context.Context, cfg ProcessesConfig) (res ProcessesResult, e
 			return res, fmt.Errorf("--cpuprofile-dir: %w", err)
 		}
 	}
-	dir, err := os.MkdirTemp("", "maker-bench-processes-")
+	sweepStale(os.TempDir(), cfg.Progress)
+	dir, err := os.MkdirTemp("", fleetDirPattern)
 	if err != nil {
+		return res, err
+	}
+	if err := claimDir(dir); err != nil {
+		_ = os.RemoveAll(dir)
 		return res, err
 	}
 	pf := &procFleet{dir: dir, env: childEnv(cfg.ChildGoMaxProcs)}
 	defer func() {
 		pf.stop()
+		releaseDir(dir)
 		switch {
 		case cfg.Keep:
 			res.Dir = dir
