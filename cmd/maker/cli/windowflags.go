@@ -25,7 +25,7 @@ const (
 func addWindowFlags(cmd *cobra.Command, w *windowFlags, existing string) {
 	fl := cmd.Flags()
 	fl.DurationVar(&w.work, workDuplicatesFlag, topology.DefaultWorkDuplicates, fmt.Sprintf(
-		"duplicate window of the sample request and result streams: the server keeps each result's message id this long, in memory; it must outlast a voter's 10s of retries (%v to %v); %s",
+		"duplicate window of the sample request and result streams: the server keeps each result's message id this long, in memory; it must outlast a voter's 10s of retries; a coordinator also recognises answers of the steps it decided this long, so they are not billed twice (%v to %v); %s",
 		topology.MinWorkDuplicates, topology.MaxDuplicates, existing))
 	fl.DurationVar(&w.journal, journalDuplicatesFlag, topology.DefaultJournalDuplicates, fmt.Sprintf(
 		"duplicate window of the journal stream; appends are fenced, so it only spares a retried append a read (%v to %v); %s",
