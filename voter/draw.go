@@ -40,16 +40,7 @@ func (v *Voter) answer(ctx, callCtx context.Context, cancel context.CancelFunc, 
 		// One answer, then whatever else is ready: one message for those.
 		batch := <-ready
 		left -= len(batch)
-	more:
-		for left > 0 {
-			select {
-			case is := <-ready:
-				batch = append(batch, is...)
-				left -= len(is)
-			default:
-				break more
-			}
-		}
+		batch, left = gather(ready, batch, left, v.cfg.ResultLinger)
 		if failed != nil {
 			continue // a publish failed: the rest is handed back with it
 		}
@@ -100,6 +91,40 @@ func (v *Voter) answer(ctx, callCtx context.Context, cancel context.CancelFunc, 
 		}
 	}
 	return handBack
+}
+
+// gather adds to batch the answers ready within linger of it, at most
+// left of them: the siblings of a wave end close together, and the
+// step needs them all in the common case (a wave is what a decision
+// asks), so one message for them costs the decision nothing, while a
+// slow or hung call holds the others back at most linger.
+func gather(ready <-chan []int, batch []int, left int, linger time.Duration) ([]int, int) {
+	var timeout <-chan time.Time
+	if linger > 0 && left > 0 {
+		t := time.NewTimer(linger)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for left > 0 {
+		select {
+		case is := <-ready:
+			batch = append(batch, is...)
+			left -= len(is)
+			continue
+		default:
+		}
+		if timeout == nil {
+			break
+		}
+		select {
+		case is := <-ready:
+			batch = append(batch, is...)
+			left -= len(is)
+		case <-timeout:
+			return batch, left
+		}
+	}
+	return batch, left
 }
 
 // drawn is one sample's model answer.

@@ -115,6 +115,15 @@ type Config struct {
 	// ModelErrorDelay is how long a request whose model call failed waits
 	// before redelivery, unless the server asked for longer. Default 2s.
 	ModelErrorDelay time.Duration
+	// ResultLinger is how long the answers of a request asking several
+	// samples (a wave) wait, once one is ready, for the others, so they go
+	// in one message: a wave asks what its step needs to decide, so the
+	// step waits for them all anyway, while a message fewer is a publish,
+	// a delivery, an ack and a Redis round trip fewer. A slow or hung call
+	// holds the others back at most this long. Default
+	// DefaultResultLinger (20ms); negative: none (each answer goes once
+	// ready, with those ready together).
+	ResultLinger time.Duration
 	// Policy bounds the models, max_output_tokens and temperature a request
 	// may ask for. Default: the voter's own model only, at most 4096
 	// tokens, temperature 0 to 1.
@@ -141,6 +150,16 @@ type Config struct {
 	Deployments func() []string
 }
 
+// DefaultResultLinger is Config.ResultLinger's default: far below a model
+// call's latency, and more than the spread of a wave's answers from a
+// fast model on a busy machine (the 14-disk fleet bench: 7-13 % more
+// steps/s than with none, docs/benchmarks.md).
+const DefaultResultLinger = 20 * time.Millisecond
+
+// MaxResultLinger bounds Config.ResultLinger: a hung call holds its
+// siblings back at most this long.
+const MaxResultLinger = time.Second
+
 func (c *Config) defaults() error {
 	if c.Tasks == nil {
 		return fmt.Errorf("%w: Tasks is required", ErrConfig)
@@ -154,6 +173,14 @@ func (c *Config) defaults() error {
 	}
 	if c.Concurrency < 1 || c.Concurrency > 10_000 {
 		return fmt.Errorf("%w: Concurrency must be between 1 and 10000, got %d", ErrConfig, c.Concurrency)
+	}
+	switch {
+	case c.ResultLinger == 0:
+		c.ResultLinger = DefaultResultLinger
+	case c.ResultLinger < 0:
+		c.ResultLinger = 0
+	case c.ResultLinger > MaxResultLinger:
+		return fmt.Errorf("%w: ResultLinger must be at most %s, got %s", ErrConfig, MaxResultLinger, c.ResultLinger)
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second

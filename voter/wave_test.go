@@ -101,3 +101,45 @@ func TestWaveAnswersAsTheyCome(t *testing.T) {
 		t.Fatalf("job %s with %d errors", rep.State, rep.Errors)
 	}
 }
+
+// TestWaveAnswersLinger: the answers of a wave whose calls end apart
+// (here the greedy call at once, the others 50ms later) go in one
+// message when they come within ResultLinger of the first: the step
+// needs them all anyway, and a message is a publish, a delivery, an ack
+// and a Redis round trip. (A voter without the linger sends the greedy
+// answer alone.)
+func TestWaveAnswersLinger(t *testing.T) {
+	t.Parallel()
+	const disks, k, seed = 3, 3, 13
+	env := fleettest.New(t)
+	model := fleettest.NewFakeModel(fleettest.SeedTable(seed, 1<<disks-1, 64), func(ctx context.Context, c fleettest.Call) (llm.Response, error) {
+		if c.Index > 0 {
+			if err := fleettest.Wait(ctx, 50*time.Millisecond); err != nil {
+				return llm.Response{}, err
+			}
+		}
+		return fleettest.Right(c), nil
+	})
+	env.StartCoordinator(coordinator.Config{SamplesPerCall: schemas.MaxSamplesPerCall})
+	env.StartVoter(model, voter.Config{Concurrency: k, ResultLinger: voter.MaxResultLinger})
+	spec := fleettest.HanoiSpec(disks, k, seed)
+	spec.SpeculationDepth = 0
+	results := fleettest.Capture[schemas.SampleResult](env, env.Topo.NS.ResultJobWildcard(spec.Tenant, spec.JobID))
+	rep := env.Run(&spec)
+	if rep.State != schemas.StateSolved || rep.Errors != 0 {
+		t.Fatalf("job %s with %d errors", rep.State, rep.Errors)
+	}
+	// Every step's first wave of k samples came in one message.
+	whole := map[int64]bool{}
+	for _, r := range results.All() {
+		parts := r.AppendParts(nil)
+		if parts[0].Index == 0 && len(parts) == k {
+			whole[parts[0].Step] = true
+		} else if parts[0].Index == 0 {
+			t.Errorf("step %d: its greedy answer came with %d answers, want the wave's %d", parts[0].Step, len(parts), k)
+		}
+	}
+	if int64(len(whole)) != rep.Steps {
+		t.Errorf("%d of %d steps had their wave's answers in one message", len(whole), rep.Steps)
+	}
+}

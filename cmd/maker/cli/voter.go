@@ -37,7 +37,7 @@ func voterCmd(e *env) *cobra.Command {
 		// their limits.
 		providersFile, limitsRedis     string
 		concurrency, maxAttempts       int
-		attemptTimeout, drain          time.Duration
+		attemptTimeout, drain, linger  time.Duration
 		simHints, llmStream, supportsN bool
 		useRegistry                    bool // --providers: the fleet's registry
 		// policy bounds what a sample request may ask of the model;
@@ -71,6 +71,12 @@ func voterCmd(e *env) *cobra.Command {
 				return usagef("--temperature-max must be above 0 and at most 2, got %v", policy.TemperatureMax)
 			case badReplies < 1:
 				return usagef("--bad-reply-attempts must be >= 1, got %d", badReplies)
+			case linger < 0 || linger > voter.MaxResultLinger:
+				return usagef("--result-linger must be between 0 and %s, got %s", voter.MaxResultLinger, linger)
+			}
+			resultLinger := linger
+			if linger == 0 {
+				resultLinger = -1 // none: the config's zero is its default
 			}
 			switch {
 			case baseURL != "" && (providersFile != "" || limitsRedis != "" || useRegistry):
@@ -141,7 +147,7 @@ func voterCmd(e *env) *cobra.Command {
 				ready = append(ready, metrics.Check{Name: "deployments", Fn: func(context.Context) error { return router.Ready() }})
 			}
 			v, err := voter.New(nc, m, voter.Config{ID: id, Tasks: builtin.Registry(), Model: model, Metrics: met,
-				Concurrency: concurrency, DrainTimeout: drain, Logger: log, SimHints: simHints, Policy: policy, SupportsN: supportsN,
+				Concurrency: concurrency, DrainTimeout: drain, ResultLinger: resultLinger, Logger: log, SimHints: simHints, Policy: policy, SupportsN: supportsN,
 				Build: Version, Deployments: deps,
 				// The topology is the coordinators' to create, with their
 				// --replicas: a voter started first waits for it.
@@ -173,6 +179,8 @@ func voterCmd(e *env) *cobra.Command {
 	fl.BoolVar(&supportsN, "supports-n", false, "the --llm-base-url model answers n > 1 with n choices: a request asking several samples is drawn in one call (on deployments, each one's supports_n decides)")
 	fl.BoolVar(&llmStream, "llm-stream", false, "ask the model for streamed replies (stream: true, usage in the last chunk) and join them [$MAKER_LLM_STREAM]")
 	fl.DurationVar(&attemptTimeout, "attempt-timeout", llm.DefaultAttemptTimeout, "timeout of one model call attempt")
+	fl.DurationVar(&linger, "result-linger", voter.DefaultResultLinger,
+		"how long the answers of a request asking several samples (a wave) wait, once one is ready, for the others, so they go in one message; a slow call holds the others back at most this long (0: none, each goes once ready; at most 1s)")
 	fl.DurationVar(&drain, "drain-timeout", 30*time.Second, "on SIGTERM, time to finish samples in hand before handing them back")
 	fl.StringVar(&id, "id", "", "voter id (default voter-host-pid)")
 	metricsFlag(cmd, &metricsAddr)
