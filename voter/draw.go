@@ -18,8 +18,9 @@ import (
 )
 
 // answer draws members' samples and publishes their answers as they come:
-// those ready together in one message (SampleResult.Also), so a slow or
-// hung call holds back no other sample's answer. A failure that hands
+// those ready within Config.ResultLinger of the first in one message
+// (SampleResult.Also), so a slow or hung call holds back no other
+// sample's answer longer than the linger. A failure that hands
 // the request back hands back every sample not answered (those answered
 // are answered again on the next delivery: the tally counts a duplicate
 // once). Its error is the request's fate, as handle's.
@@ -37,7 +38,7 @@ func (v *Voter) answer(ctx, callCtx context.Context, cancel context.CancelFunc, 
 	reqs := make([]*schemas.SampleRequest, 0, len(members))
 	results := make([]schemas.SampleResult, 0, len(members))
 	for left := len(members); left > 0; {
-		// One answer, then whatever else is ready: one message for those.
+		// One answer, then those ready within the linger: one message.
 		batch := <-ready
 		left -= len(batch)
 		batch, left = gather(ready, batch, left, v.cfg.ResultLinger)
