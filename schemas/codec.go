@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +39,10 @@ import (
 // json.Marshal.
 type codec[T any] struct {
 	members []member[T]
+	// omitZero leaves out every field that holds its zero value (a map or
+	// slice: also when empty), omitempty or not: Delta's rule
+	// (leftOutAsZero).
+	omitZero bool
 }
 
 // member is one JSON field of T.
@@ -112,11 +118,52 @@ func field[T, V any](tag string, p func(*T) *V) member[T] {
 		m.isEmpty = func(*T) bool { return false } // omitempty never leaves a struct out
 		m.write = func(b []byte, v *T) ([]byte, error) { return appendTime(b, *p(v)) }
 		m.read = func(d *reader, v *T) bool { return d.readTime(p(v)) }
+	// The types below are only written (the journal entry, codecs never
+	// decoded): their readers give up, leaving the message to the
+	// reflection path.
+	case func(*T) *[]int64:
+		m.isZero = func(v *T) bool { return *p(v) == nil }
+		m.isEmpty = func(v *T) bool { return len(*p(v)) == 0 }
+		m.write = func(b []byte, v *T) ([]byte, error) { return appendInts(b, *p(v)), nil }
+		m.read = giveUp[T]
+	case func(*T) *map[string]int64:
+		m.isZero = func(v *T) bool { return *p(v) == nil }
+		m.isEmpty = func(v *T) bool { return len(*p(v)) == 0 }
+		m.write = func(b []byte, v *T) ([]byte, error) { return appendCounts(b, *p(v)), nil }
+		m.read = giveUp[T]
+	case func(*T) *map[string]int:
+		m.isZero = func(v *T) bool { return *p(v) == nil }
+		m.isEmpty = func(v *T) bool { return len(*p(v)) == 0 }
+		m.write = func(b []byte, v *T) ([]byte, error) { return appendCounts(b, *p(v)), nil }
+		m.read = giveUp[T]
 	default:
 		panic("schemas: the codec has no reader or writer for a field of type " + m.typ.String())
 	}
 	return m
 }
+
+// marshalled returns the member for a field that encoding/json writes
+// (by json.Marshal: a rare part of a message a codec writes, such as a
+// journal entry's arbiter decision) and the reflection path reads (its
+// reader gives up). zero and empty tell whether the field holds its zero
+// value and whether omitempty leaves it out.
+func marshalled[T, V any](tag string, p func(*T) *V, zero, empty func(*V) bool) member[T] {
+	m := newMember[T, V](tag, func(v *T) any { return p(v) })
+	m.isZero = func(v *T) bool { return zero(p(v)) }
+	m.isEmpty = func(v *T) bool { return empty(p(v)) }
+	m.write = func(b []byte, v *T) ([]byte, error) {
+		data, err := json.Marshal(*p(v))
+		if err != nil {
+			return nil, err
+		}
+		return append(b, data...), nil
+	}
+	m.read = giveUp[T]
+	return m
+}
+
+// giveUp is the reader of a member only ever written.
+func giveUp[T any](*reader, *T) bool { return false }
 
 // list returns the member for the slice at p(v), each element an object
 // that elem reads and writes.
@@ -210,7 +257,7 @@ func (c *codec[T]) appendObject(b []byte, v *T) ([]byte, error) {
 	first := true
 	for i := range c.members {
 		m := &c.members[i]
-		if m.omitEmpty && m.isEmpty(v) {
+		if c.omitZero && m.leftOutAsZero(v) || !c.omitZero && m.omitEmpty && m.isEmpty(v) {
 			continue
 		}
 		if !first {
@@ -224,6 +271,19 @@ func (c *codec[T]) appendObject(b []byte, v *T) ([]byte, error) {
 		}
 	}
 	return append(b, '}'), nil
+}
+
+// leftOutAsZero: a codec that omits zero fields leaves this one out, as
+// reflect.Value.IsZero sees it (-0 is zero), or an empty map or list.
+func (m *member[T]) leftOutAsZero(v *T) bool {
+	if m.isZero(v) {
+		return true
+	}
+	switch m.typ.Kind() {
+	case reflect.Map, reflect.Slice, reflect.Float64:
+		return m.isEmpty(v)
+	}
+	return false
 }
 
 // appendTo appends v to dst; on an error dst is returned as it was.
@@ -317,6 +377,39 @@ func (c *codec[T]) lookup(key []byte, hint int) int {
 		}
 	}
 	return -1
+}
+
+// appendInts appends s as json.Marshal writes a []int64.
+func appendInts(b []byte, s []int64) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, n := range s {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, n, 10)
+	}
+	return append(b, ']')
+}
+
+// appendCounts appends m as json.Marshal writes a map of counts: keys
+// sorted, escaped as strings are.
+func appendCounts[N int | int64](b []byte, m map[string]N) []byte {
+	if m == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = plainjson.AppendStringHTML(b, k)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(m[k]), 10)
+	}
+	return append(b, '}')
 }
 
 // appendTime appends t as json.Marshal writes a time.Time (MarshalJSON).

@@ -4,8 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
-	"reflect"
-	"strings"
+	"math"
 )
 
 // MaxListedSteps bounds the step lists a job's figures keep (ErrorSteps,
@@ -207,29 +206,29 @@ func (f Figures) Clone() Figures {
 }
 
 // check validates the figures of a message of kind k, field names under
-// prefix ("progress." in a checkpoint, "work." in a journal entry).
+// prefix ("progress." in a checkpoint, "work." in a journal entry), named
+// only on an error: a journal entry a step is checked on the hot path.
 func (f *Figures) check(k, prefix string) error {
-	p := func(name string) string { return prefix + name }
-	if err := nonNegative(k,
-		count{p("steps"), f.Steps}, count{p("errors"), f.Errors},
-		count{p("samples"), f.Samples}, count{p("votes"), f.Votes}, count{p("red_flagged"), f.RedFlagged},
-		count{p("skipped_samples"), f.SkippedSamples}, count{p("cancelled_samples"), f.CancelledSamples},
-		count{p("late_samples"), f.LateSamples}, count{p("duplicate_results"), f.DuplicateResults},
-		count{p("resampled"), f.Resampled}, count{p("malformed_messages"), f.MalformedMessages},
-		count{p("forged_results"), f.ForgedResults}, count{p("overclaimed_results"), f.OverclaimedResults},
-		count{p("max_samples_in_step"), int64(f.MaxSamplesInStep)}, count{p("max_samples_step"), f.MaxSamplesStep},
-		count{p("prompt_tokens"), f.PromptTokens}, count{p("completion_tokens"), f.CompletionTokens},
-		count{p("stronger_prompt_tokens"), f.StrongerPromptTokens},
-		count{p("stronger_completion_tokens"), f.StrongerCompletionTokens},
-		count{p("cached_prompt_tokens"), f.CachedPromptTokens},
-		count{p("escalations"), f.Escalations}, count{p("arbiter_decisions"), f.ArbiterDecisions},
-		count{p("correlated_steps"), f.CorrelatedSteps}, count{p("decorrelated_samples"), f.DecorrelatedSamples},
-		count{p("sample_cost_nanousd"), f.SampleCostNanoUSD}, count{p("unverified_cost_nanousd"), f.UnverifiedCostNanoUSD},
+	if err := nonNegativeIn(k, prefix,
+		count{"steps", f.Steps}, count{"errors", f.Errors},
+		count{"samples", f.Samples}, count{"votes", f.Votes}, count{"red_flagged", f.RedFlagged},
+		count{"skipped_samples", f.SkippedSamples}, count{"cancelled_samples", f.CancelledSamples},
+		count{"late_samples", f.LateSamples}, count{"duplicate_results", f.DuplicateResults},
+		count{"resampled", f.Resampled}, count{"malformed_messages", f.MalformedMessages},
+		count{"forged_results", f.ForgedResults}, count{"overclaimed_results", f.OverclaimedResults},
+		count{"max_samples_in_step", int64(f.MaxSamplesInStep)}, count{"max_samples_step", f.MaxSamplesStep},
+		count{"prompt_tokens", f.PromptTokens}, count{"completion_tokens", f.CompletionTokens},
+		count{"stronger_prompt_tokens", f.StrongerPromptTokens},
+		count{"stronger_completion_tokens", f.StrongerCompletionTokens},
+		count{"cached_prompt_tokens", f.CachedPromptTokens},
+		count{"escalations", f.Escalations}, count{"arbiter_decisions", f.ArbiterDecisions},
+		count{"correlated_steps", f.CorrelatedSteps}, count{"decorrelated_samples", f.DecorrelatedSamples},
+		count{"sample_cost_nanousd", f.SampleCostNanoUSD}, count{"unverified_cost_nanousd", f.UnverifiedCostNanoUSD},
 	); err != nil {
 		return err
 	}
-	if err := nonNegativeFigures(k, figure{p("arbiter_cost_usd"), f.ArbiterCostUSD}); err != nil {
-		return err
+	if v := f.ArbiterCostUSD; math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return nonNegativeFigures(k, figure{prefix + "arbiter_cost_usd", v})
 	}
 	for name, n := range f.RedFlags {
 		if n < 0 || name == "" {
@@ -259,33 +258,9 @@ type Delta struct {
 	Figures
 }
 
-// MarshalJSON writes the non-zero fields only.
-func (d Delta) MarshalJSON() ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	v := reflect.ValueOf(d.Figures)
-	t := v.Type()
-	for i := range t.NumField() {
-		fv := v.Field(i)
-		if fv.IsZero() || (fv.Kind() == reflect.Map || fv.Kind() == reflect.Slice) && fv.Len() == 0 {
-			continue
-		}
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		val, err := json.Marshal(fv.Interface())
-		if err != nil {
-			return nil, err
-		}
-		if b.Len() > 1 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('"')
-		b.WriteString(name)
-		b.WriteString(`":`)
-		b.Write(val)
-	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
-}
+// MarshalJSON writes the non-zero fields only (deltaCodec, without
+// reflection: a journal entry a step carries one).
+func (d Delta) MarshalJSON() ([]byte, error) { return deltaCodec.encode(&d.Figures) }
 
 // UnmarshalJSON reads the fields present, strictly (unknown fields are an
 // error, as everywhere in a message).

@@ -101,20 +101,6 @@ func AppendSampleResult(dst []byte, r *SampleResult) ([]byte, error) {
 	return sampleResultCodec.appendTo(dst, r)
 }
 
-// encodeFast writes the messages that have a codec; ok is false for the
-// others.
-func encodeFast(m Message) (data []byte, ok bool, err error) {
-	switch m := m.(type) {
-	case *SampleRequest:
-		data, err = sampleRequestCodec.encode(m)
-	case *SampleResult:
-		data, err = sampleResultCodec.encode(m)
-	default:
-		return nil, false, nil
-	}
-	return data, true, err
-}
-
 // decodeFast reads the messages that have a codec and validates them;
 // done is false where it gave up (another kind, or a message the codec
 // leaves to the reflection path), m then as it was.

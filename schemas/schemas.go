@@ -187,9 +187,9 @@ func decode(data []byte, m Message, fast bool) error {
 	return m.Validate()
 }
 
-// Encode validates m and returns its JSON. The sample messages are
-// written without reflection (samplecodec.go), byte for byte as
-// json.Marshal writes them.
+// Encode validates m and returns its JSON. The sample messages and the
+// journal entry are written without reflection (samplecodec.go,
+// journalcodec.go), byte for byte as json.Marshal writes them.
 func Encode(m Message) ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -211,10 +211,13 @@ type count struct {
 }
 
 // nonNegative reports the first negative count.
-func nonNegative(kind string, cs ...count) error {
+func nonNegative(kind string, cs ...count) error { return nonNegativeIn(kind, "", cs...) }
+
+// nonNegativeIn reports the first negative count, named under prefix.
+func nonNegativeIn(kind, prefix string, cs ...count) error {
 	for _, c := range cs {
 		if c.v < 0 {
-			return invalid(kind, "%s must be >= 0, got %d", c.name, c.v)
+			return invalid(kind, "%s%s must be >= 0, got %d", prefix, c.name, c.v)
 		}
 	}
 	return nil
