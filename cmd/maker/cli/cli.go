@@ -58,6 +58,7 @@ type env struct {
 // returns the exit code. ctx ends when the command is to stop: main cancels
 // it on SIGINT and SIGTERM.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	setGCDefault()
 	e := &env{stdout: stdout, stderr: stderr}
 	root := newRoot(e)
 	root.SetArgs(args)

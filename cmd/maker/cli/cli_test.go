@@ -3,7 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/makerfleet/makerfleet/internal/app/bench"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while a command writes it.
@@ -188,4 +192,28 @@ func checkREADMEFlag(t *testing.T, readme string, root *cobra.Command, flag stri
 		}
 	}
 	return checked
+}
+
+// The maker binary collects at DefaultGOGC unless GOGC is set, which it
+// leaves alone (not parallel: the collector's target is the process's).
+func TestGCDefault(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	t.Setenv("GOGC", "")
+	os.Unsetenv("GOGC")
+	if code := Main(context.Background(), []string{"--help"}, io.Discard, io.Discard); code != ExitOK {
+		t.Fatalf("maker --help: exit %d", code)
+	}
+	if got := bench.GCPercent(); got != DefaultGOGC {
+		t.Errorf("GOGC unset: the collector's target is %d, want %d", got, DefaultGOGC)
+	}
+	for _, env := range []string{"100", "off", "50"} {
+		debug.SetGCPercent(100)
+		t.Setenv("GOGC", env)
+		if code := Main(context.Background(), []string{"--help"}, io.Discard, io.Discard); code != ExitOK {
+			t.Fatalf("maker --help: exit %d", code)
+		}
+		if got := bench.GCPercent(); got != 100 {
+			t.Errorf("GOGC=%s: maker changed the collector's target to %d; the runtime's reading of GOGC stands", env, got)
+		}
+	}
 }

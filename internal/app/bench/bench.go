@@ -44,6 +44,7 @@ type Result struct {
 	Concurrency int     `json:"concurrency"`
 	CPUs        int     `json:"cpus"`
 	GoMaxProcs  int     `json:"gomaxprocs"`
+	GOGC        int     `json:"gogc"`
 	GoVersion   string  `json:"go_version"`
 	// Runs is how many measured jobs ran; the figures are the median run's
 	// (by steps/s), RunStepsPerSecond lists every run.
@@ -243,7 +244,7 @@ func benchOf(reps []schemas.JobReport, disks int, acc float64, redisKind, natsKi
 func benchFrom(rep schemas.JobReport, disks int, acc float64, redisKind, natsKind string, conc int) Result {
 	res := Result{
 		Task: rep.Task, Disks: disks, Steps: rep.Steps, K: rep.K, SimAccuracy: acc, Redis: redisKind, NATS: natsKind,
-		Concurrency: conc, CPUs: runtime.NumCPU(), GoMaxProcs: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
+		Concurrency: conc, CPUs: runtime.NumCPU(), GoMaxProcs: runtime.GOMAXPROCS(0), GOGC: GCPercent(), GoVersion: runtime.Version(),
 		Solved: rep.Solved, Errors: rep.Errors, WallSeconds: rep.WallSeconds, StepsPerSecond: rep.StepsPerSecond,
 		SamplesPerStep: rep.SamplesPerStep, ExpectedSamplesPerStep: rep.ExpectedSamplesPerStep,
 		WastedSamples: rep.WastedSamples, TraceSHA256: rep.TraceSHA256,
@@ -262,8 +263,8 @@ func benchFrom(rep schemas.JobReport, disks int, acc float64, redisKind, natsKin
 // Print writes r as maker bench prints it.
 func Print(w io.Writer, r Result) {
 	mark := okMark
-	fmt.Fprintf(w, "bench: hanoi %d disks (%d steps), k=%d, sim accuracy %g, redis %s, nats %s, %d CPUs, GOMAXPROCS %d, %s\n",
-		r.Disks, r.Steps, r.K, r.SimAccuracy, r.Redis, r.NATS, r.CPUs, r.GoMaxProcs, r.GoVersion)
+	fmt.Fprintf(w, "bench: hanoi %d disks (%d steps), k=%d, sim accuracy %g, redis %s, nats %s, %d CPUs, GOMAXPROCS %d, GOGC %d, %s\n",
+		r.Disks, r.Steps, r.K, r.SimAccuracy, r.Redis, r.NATS, r.CPUs, r.GoMaxProcs, r.GOGC, r.GoVersion)
 	fmt.Fprintf(w, "  median of %d runs  (steps/s per run: %v)\n", r.Runs, r.RunStepsPerSecond)
 	fmt.Fprintf(w, "  steps/s            %8.0f   (target >= %d: %s)\n", r.StepsPerSecond, targetStepsPerSecond, mark(r.StepsPerSecond >= targetStepsPerSecond))
 	fmt.Fprintf(w, "  per-step overhead  %8.0f µs\n", r.PerStepOverheadUS)

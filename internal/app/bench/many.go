@@ -49,6 +49,7 @@ type ManyResult struct {
 	Voters       int `json:"voters"`
 	Concurrency  int `json:"concurrency"`
 	GoMaxProcs   int `json:"gomaxprocs"`
+	GOGC         int `json:"gogc"`
 	Disks        int `json:"disks"`
 	K            int `json:"k"`
 	// Single is one job alone on the same fleet, just before.
@@ -101,7 +102,7 @@ func Many(ctx context.Context, f *fleet.Fleet, spec schemas.JobSpec, m ManyConfi
 		}
 	}
 	res = ManyResult{
-		Jobs: m.Jobs, Coordinators: m.Coordinators, Voters: m.Voters, Concurrency: conc, GoMaxProcs: runtime.GOMAXPROCS(0),
+		Jobs: m.Jobs, Coordinators: m.Coordinators, Voters: m.Voters, Concurrency: conc, GoMaxProcs: runtime.GOMAXPROCS(0), GOGC: GCPercent(),
 		K: single.K, SingleStepsPerSecond: math.Round(single.StepsPerSecond), TargetSamplesPerS: targetManySamplesPerSecond,
 	}
 	if single.WallSeconds > 0 {
@@ -161,8 +162,8 @@ func Many(ctx context.Context, f *fleet.Fleet, spec schemas.JobSpec, m ManyConfi
 
 // PrintMany writes res as maker bench --jobs prints it.
 func PrintMany(w io.Writer, res ManyResult) {
-	fmt.Fprintf(w, "bench --jobs: %d hanoi %d-disk jobs at once (k=%d), %d coordinators, %d voters (concurrency %d), GOMAXPROCS %d, %d CPUs\n",
-		res.Jobs, res.Disks, res.K, res.Coordinators, res.Voters, res.Concurrency, res.GoMaxProcs, runtime.NumCPU())
+	fmt.Fprintf(w, "bench --jobs: %d hanoi %d-disk jobs at once (k=%d), %d coordinators, %d voters (concurrency %d), GOMAXPROCS %d, GOGC %d, %d CPUs\n",
+		res.Jobs, res.Disks, res.K, res.Coordinators, res.Voters, res.Concurrency, res.GoMaxProcs, res.GOGC, runtime.NumCPU())
 	fmt.Fprintf(w, "  one job alone      %8.0f steps/s  %8.0f samples/s\n", res.SingleStepsPerSecond, res.SingleSamplesPerSecond)
 	fmt.Fprintf(w, "  %d jobs at once   %8.0f steps/s  %8.0f samples/s  (%.2fx one job; target >= %d samples/s: %s)\n",
 		res.Jobs, res.StepsPerSecond, res.SamplesPerSecond, res.VsSingle, targetManySamplesPerSecond, okMark(res.SamplesPerSecond >= targetManySamplesPerSecond))
