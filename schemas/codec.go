@@ -898,3 +898,35 @@ func (d *reader) skipValue(depth int) bool {
 	}
 	return false
 }
+
+// encodeFast writes the messages that have a codec; ok is false for the
+// others.
+func encodeFast(m Message) (data []byte, ok bool, err error) {
+	switch m := m.(type) {
+	case *SampleRequest:
+		data, err = sampleRequestCodec.encode(m)
+	case *SampleResult:
+		data, err = sampleResultCodec.encode(m)
+	case *JournalEntry:
+		data, err = journalEntryCodec.encode(m)
+	default:
+		return nil, false, nil
+	}
+	return data, true, err
+}
+
+// decodeFast reads the messages that have a codec and validates them;
+// done is false where it gave up (another kind, or a message the codec
+// leaves to the reflection path), m then as it was.
+func decodeFast(data []byte, m Message) (done bool, err error) {
+	switch m := m.(type) {
+	case *SampleRequest:
+		done = sampleRequestCodec.decode(data, m)
+	case *SampleResult:
+		done = sampleResultCodec.decode(data, m)
+	}
+	if !done {
+		return false, nil
+	}
+	return true, m.Validate()
+}

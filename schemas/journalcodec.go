@@ -115,19 +115,3 @@ func delta[T any](tag string, p func(*T) *Delta) member[T] {
 func errorCallingMarshalJSON(err error) error {
 	return &json.MarshalerError{Type: reflect.TypeFor[Delta](), Err: err}
 }
-
-// encodeFast writes the messages that have a codec; ok is false for the
-// others.
-func encodeFast(m Message) (data []byte, ok bool, err error) {
-	switch m := m.(type) {
-	case *SampleRequest:
-		data, err = sampleRequestCodec.encode(m)
-	case *SampleResult:
-		data, err = sampleResultCodec.encode(m)
-	case *JournalEntry:
-		data, err = journalEntryCodec.encode(m)
-	default:
-		return nil, false, nil
-	}
-	return data, true, err
-}

@@ -100,19 +100,3 @@ func AppendSampleRequest(dst []byte, r *SampleRequest) ([]byte, error) {
 func AppendSampleResult(dst []byte, r *SampleResult) ([]byte, error) {
 	return sampleResultCodec.appendTo(dst, r)
 }
-
-// decodeFast reads the messages that have a codec and validates them;
-// done is false where it gave up (another kind, or a message the codec
-// leaves to the reflection path), m then as it was.
-func decodeFast(data []byte, m Message) (done bool, err error) {
-	switch m := m.(type) {
-	case *SampleRequest:
-		done = sampleRequestCodec.decode(data, m)
-	case *SampleResult:
-		done = sampleResultCodec.decode(data, m)
-	}
-	if !done {
-		return false, nil
-	}
-	return true, m.Validate()
-}
