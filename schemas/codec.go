@@ -417,6 +417,10 @@ func appendTime(b []byte, t time.Time) ([]byte, error) {
 	b = append(b, '"')
 	b, err := t.AppendText(b)
 	if err != nil {
+		// The same checks fail there, with the words encoding/json reports.
+		if _, jerr := t.MarshalJSON(); jerr != nil {
+			err = jerr
+		}
 		return nil, errors.New("json: error calling MarshalJSON for type time.Time: " + err.Error())
 	}
 	return append(b, '"'), nil

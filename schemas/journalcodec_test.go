@@ -86,6 +86,23 @@ func TestDeltaMarshal(t *testing.T) {
 	}
 }
 
+// A time json.Marshal refuses (a year past 9999, an offset past 24 hours) is
+// refused with its words.
+func TestJournalEntryTimeRefused(t *testing.T) {
+	for _, at := range []time.Time{
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 25*3600)),
+	} {
+		e := &JournalEntry{Header: NewHeader(KindJournalEntry), Tenant: "t", JobID: "j", Type: EntryDecision, Token: 1, Owner: "o", At: at}
+		_, want := json.Marshal(e)
+		got, err := journalEntryCodec.appendTo([]byte("x"), e)
+		if want == nil || err == nil || err.Error() != want.Error() || string(got) != "x" {
+			t.Errorf("at %v: codec %q, %v; json.Marshal %v", at, got, err, want)
+		}
+	}
+}
+
 // FuzzJournalEntryEncode: the codec writes any entry (valid or not) as
 // json.Marshal does, byte for byte, and refuses what it refuses; its
 // Delta as the reflection path did.
