@@ -154,6 +154,15 @@ func (c *Coordinator) runJob(ctx context.Context, topo *topology.Topology, token
 	if err := r.cleanup(ctx); err != nil {
 		r.log.Warn("cleanup after the job", "err", err)
 	}
+	// The job's cost is spent before the report shows it, so a client that
+	// reads the job's budget or its tenant's day on seeing the end finds
+	// it spent (admitDone, as the run stops, releases what is left
+	// reserved; it spent it only then, after the report).
+	if b, _ := r.budget(); b.claimed {
+		if err := r.settleIDs(ctx, nil); err != nil {
+			r.log.Warn("spend the job's cost at its end", "err", err)
+		}
+	}
 	if err := r.publishReport(ctx, rep); err != nil {
 		return rep, err
 	}
