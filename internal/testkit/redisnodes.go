@@ -96,6 +96,12 @@ func (n *RedisNode) waitReady(probe redis.Options, timeout time.Duration) error 
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		err := c.Ping(ctx).Err()
+		if err == nil {
+			// The port was free a moment ago: another package's
+			// redis-server may have taken it first, and answer for ours,
+			// which could not bind and dies. Only our own process will do.
+			err = n.isOurs(ctx, c)
+		}
 		cancel()
 		if err == nil {
 			return nil
@@ -110,6 +116,21 @@ func (n *RedisNode) waitReady(probe redis.Options, timeout time.Duration) error 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// isOurs reports an error unless the server c reaches is n's process.
+func (n *RedisNode) isOurs(ctx context.Context, c *redis.Client) error {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return err
+	}
+	want := "process_id:" + strconv.Itoa(n.cmd.Process.Pid)
+	for _, line := range strings.Split(info, "\n") {
+		if strings.TrimSpace(line) == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("another redis-server answers on %s (not pid %d)", n.Addr, n.cmd.Process.Pid)
 }
 
 // Kill sends SIGKILL and waits for the process to end. Safe to call twice.
