@@ -126,7 +126,7 @@ func checkMembers[T any](t *testing.T, c *codec[T]) {
 			}
 			return "nothing"
 		}
-		t.Fatalf("the codec's list (samplecodec.go) is not %s's fields: at %d the struct has %s, the codec %s. "+
+		t.Fatalf("the codec's list (samplecodec.go, journalcodec.go) is not %s's fields: at %d the struct has %s, the codec %s. "+
 			"The codec lists every field, in the struct's order, with its json tag:\n\tstruct:\n\t\t%s\n\tcodec:\n\t\t%s",
 			rv.Type(), i, at(want), at(got), strings.Join(want, "\n\t\t"), strings.Join(got, "\n\t\t"))
 	}
